@@ -1,0 +1,35 @@
+//! # ferrite-core
+//!
+//! The runtime half of Ferrite: [`Model::load`] verifies a packed `.frt` model *once* — checksum,
+//! every offset, count, index and size, every op's parameters and shapes — and a [`Session`] then
+//! runs its static plan in a caller-provided arena on any [`Device`](ferrite_hal::Device), with no
+//! heap, no planning and no further checks of the file's structure.
+//!
+//! ```ignore
+//! static MODEL: Aligned<[u8; N]> = Aligned(*include_bytes!("model.frt"));
+//! let model = Model::load(&MODEL.0)?;
+//! let mut arena = Arena::<ARENA_BYTES>::new();
+//! let mut session = Session::new(&model, CpuDevice::new(), arena.as_mut_bytes())?;
+//! session.set_input_f32(0, &features)?;
+//! session.run()?;
+//! let scores = session.output_f32(0)?;
+//! ```
+//!
+//! `no_std`, no `alloc`. The `std` feature only adds `std::error::Error` impls.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod arena;
+mod cast;
+mod bytes;
+pub mod error;
+pub mod format;
+pub mod model;
+mod rules;
+pub mod session;
+
+pub use arena::Arena;
+pub use error::{Error, FormatError, FormatErrorKind, MissingOps};
+pub use model::{Model, TensorInfo};
+pub use session::Session;

@@ -1,0 +1,437 @@
+//! A verified `.frt` model: [`Model::load`] checks everything once and the accessors then read
+//! the file in place, without copying weights.
+
+use crate::bytes::{range, u16_at, u32_at, u8_at};
+use crate::error::{FormatError, FormatErrorKind as K};
+use crate::format::{self, section};
+use crate::rules;
+use ferrite_hal::words::WordReader;
+use ferrite_hal::{DType, Location, Op, OpKind, Plan, Shape, Step, TensorDesc, TensorList, Tensors};
+
+/// A tensor's description together with its name.
+#[derive(Clone, Copy, Debug)]
+pub struct TensorInfo<'a> {
+    /// Name from the ONNX graph.
+    pub name: &'a str,
+    /// Type, shape and location.
+    pub desc: TensorDesc,
+}
+
+/// A packed model, verified and ready to run. Borrows the file's bytes (e.g. in flash).
+#[derive(Clone, Copy, Debug)]
+pub struct Model<'a> {
+    strings: &'a [u8],
+    tensors: &'a [u8],
+    ops: &'a [u8],
+    operands: &'a [u8],
+    params: &'a [u8],
+    weights: &'a [u8],
+    inputs: &'a [u8],
+    outputs: &'a [u8],
+    arena_bytes: usize,
+    arena_lower_bound: usize,
+    file_bytes: usize,
+}
+
+fn err(kind: K, context: &'static str) -> FormatError {
+    FormatError::new(kind, context)
+}
+
+impl<'a> Model<'a> {
+    /// Verifies `bytes` as a `.frt` model. The weights must be 16-byte aligned in memory, which
+    /// holds when the file itself starts at a 16-byte boundary.
+    pub fn load(bytes: &'a [u8]) -> Result<Model<'a>, FormatError> {
+        let model = Self::parse_structure(bytes)?;
+        model.verify_tensors()?;
+        model.verify_io()?;
+        model.verify_ops()?;
+        Ok(model)
+    }
+
+    fn parse_structure(bytes: &'a [u8]) -> Result<Model<'a>, FormatError> {
+        let header = bytes
+            .get(..format::HEADER_BYTES)
+            .ok_or(err(K::Truncated, "header"))?;
+        if header[..4] != format::MAGIC {
+            return Err(err(K::BadMagic, ""));
+        }
+        let major = u16_at(header, 4).ok_or(err(K::Truncated, "header"))?;
+        let minor = u16_at(header, 6).ok_or(err(K::Truncated, "header"))?;
+        if major != format::VERSION_MAJOR {
+            return Err(err(K::UnsupportedVersion { major, minor }, ""));
+        }
+        let file_bytes = u32_at(header, 8).ok_or(err(K::Truncated, "header"))? as usize;
+        let file = bytes
+            .get(..file_bytes)
+            .ok_or(err(K::Truncated, "file shorter than its header says"))?;
+        if file_bytes < format::HEADER_BYTES {
+            return Err(err(K::InvalidValue, "file size"));
+        }
+        let stored = u32_at(header, 12).ok_or(err(K::Truncated, "header"))?;
+        let computed = crc32fast::hash(&file[format::CRC_START..]);
+        if stored != computed {
+            return Err(err(K::ChecksumMismatch { stored, computed }, ""));
+        }
+        let count = u32_at(header, 16).ok_or(err(K::Truncated, "header"))? as usize;
+        if count > format::MAX_SECTIONS {
+            return Err(err(K::OutOfRange, "section count"));
+        }
+        let table_end = format::HEADER_BYTES + count * format::SECTION_ENTRY_BYTES;
+        if table_end > file_bytes {
+            return Err(err(K::Truncated, "section table"));
+        }
+        let mut found: [Option<&'a [u8]>; 8] = [None; 8];
+        for i in 0..count {
+            let entry = format::HEADER_BYTES + i * format::SECTION_ENTRY_BYTES;
+            let kind = u32_at(file, entry).ok_or(err(K::Truncated, "section table"))?;
+            let offset = u32_at(file, entry + 4).ok_or(err(K::Truncated, "section table"))? as usize;
+            let len = u32_at(file, entry + 8).ok_or(err(K::Truncated, "section table"))? as usize;
+            if offset < table_end {
+                return Err(err(K::OutOfRange, "section overlaps the header").at(i));
+            }
+            let data =
+                range(file, offset, len).ok_or(err(K::Truncated, "section past end of file").at(i))?;
+            let align = if kind == section::WEIGHTS {
+                format::WEIGHT_ALIGN
+            } else {
+                4
+            };
+            if offset % align != 0 {
+                return Err(err(K::Misaligned, "section offset").at(i));
+            }
+            if let Some(slot) = found.get_mut(kind as usize) {
+                if kind != 0 {
+                    if slot.is_some() {
+                        return Err(err(K::DuplicateSection, "").at(kind as usize));
+                    }
+                    *slot = Some(data);
+                }
+            }
+            // Unknown kinds are skipped: newer minor versions may add sections.
+        }
+        let get = |kind: u32, name: &'static str| {
+            found[kind as usize].ok_or(err(K::MissingSection, name))
+        };
+        let weights = get(section::WEIGHTS, "weights")?;
+        if (weights.as_ptr() as usize) % format::WEIGHT_ALIGN != 0 {
+            return Err(err(
+                K::Misaligned,
+                "model bytes must start at a 16-byte boundary in memory",
+            ));
+        }
+        let graph = get(section::GRAPH, "graph")?;
+        let g = |at: usize| u32_at(graph, at).ok_or(err(K::Truncated, "graph section"));
+        let arena_bytes = g(0)? as usize;
+        let arena_lower_bound = g(4)? as usize;
+        if g(8)? != format::LAYOUT_NCHW {
+            return Err(err(K::InvalidValue, "layout"));
+        }
+        let n_in = g(12)? as usize;
+        let n_out = g(16)? as usize;
+        if n_in > format::MAX_IO || n_out > format::MAX_IO || n_out == 0 {
+            return Err(err(K::OutOfRange, "input/output count"));
+        }
+        let inputs = range(graph, format::GRAPH_HEADER_BYTES, 4 * n_in)
+            .ok_or(err(K::Truncated, "graph inputs"))?;
+        let outputs = range(graph, format::GRAPH_HEADER_BYTES + 4 * n_in, 4 * n_out)
+            .ok_or(err(K::Truncated, "graph outputs"))?;
+        let sized = |kind: u32, name: &'static str, record: usize| -> Result<&'a [u8], FormatError> {
+            let data = get(kind, name)?;
+            if data.len() % record != 0 {
+                return Err(err(K::InvalidValue, name));
+            }
+            Ok(data)
+        };
+        Ok(Model {
+            strings: get(section::STRINGS, "strings")?,
+            tensors: sized(section::TENSORS, "tensors", format::TENSOR_RECORD_BYTES)?,
+            ops: sized(section::OPS, "ops", format::OP_RECORD_BYTES)?,
+            operands: sized(section::OPERANDS, "operands", 4)?,
+            params: sized(section::PARAMS, "params", 4)?,
+            weights,
+            inputs,
+            outputs,
+            arena_bytes,
+            arena_lower_bound,
+            file_bytes,
+        })
+    }
+
+    /// Decodes tensor record `index`, checking everything about it.
+    fn decode_tensor(&self, index: usize) -> Result<(TensorDesc, &'a str), FormatError> {
+        let e = |kind, what| err(kind, what).at(index);
+        let rec = range(
+            self.tensors,
+            index
+                .checked_mul(format::TENSOR_RECORD_BYTES)
+                .ok_or(e(K::Overflow, "tensor index"))?,
+            format::TENSOR_RECORD_BYTES,
+        )
+        .ok_or(e(K::OutOfRange, "tensor index"))?;
+        let word = |at| u32_at(rec, at).ok_or(e(K::Truncated, "tensor"));
+        let dtype = DType::from_code(u8_at(rec, 0).unwrap_or(0))
+            .ok_or(e(K::InvalidValue, "tensor dtype"))?;
+        let rank = u8_at(rec, 1).unwrap_or(u8::MAX) as usize;
+        if rank > ferrite_hal::MAX_RANK {
+            return Err(e(K::OutOfRange, "tensor rank"));
+        }
+        let storage = u8_at(rec, 2).unwrap_or(u8::MAX);
+        let name = self.string(word(4)? as usize, word(8)? as usize)?;
+        let offset = word(12)? as usize;
+        let bytes = word(16)? as usize;
+        let mut dims = [0usize; ferrite_hal::MAX_RANK];
+        for (axis, d) in dims.iter_mut().enumerate().take(rank) {
+            *d = word(24 + 4 * axis)? as usize;
+        }
+        let shape = Shape::new(&dims[..rank]).ok_or(e(K::OutOfRange, "tensor rank"))?;
+        let computed = shape
+            .bytes(dtype)
+            .filter(|b| *b <= u32::MAX as usize)
+            .ok_or(e(K::Overflow, "tensor size"))?;
+        if computed != bytes {
+            return Err(e(K::InvalidValue, "tensor size does not match its shape"));
+        }
+        let end = offset
+            .checked_add(bytes)
+            .ok_or(e(K::Overflow, "tensor offset"))?;
+        let location = match storage {
+            format::STORAGE_ARENA => {
+                if end > self.arena_bytes {
+                    return Err(e(K::OutOfRange, "tensor outside the arena"));
+                }
+                if offset % format::ARENA_ALIGN != 0 {
+                    return Err(e(K::Misaligned, "arena offset"));
+                }
+                Location::Arena(offset)
+            }
+            format::STORAGE_WEIGHTS => {
+                if end > self.weights.len() {
+                    return Err(e(K::OutOfRange, "tensor outside the weights"));
+                }
+                if offset % format::WEIGHT_ALIGN != 0 {
+                    return Err(e(K::Misaligned, "weight offset"));
+                }
+                Location::Weights(offset)
+            }
+            _ => return Err(e(K::InvalidValue, "tensor storage")),
+        };
+        Ok((
+            TensorDesc {
+                dtype,
+                shape,
+                location,
+                bytes,
+            },
+            name,
+        ))
+    }
+
+    fn string(&self, offset: usize, len: usize) -> Result<&'a str, FormatError> {
+        let raw = range(self.strings, offset, len).ok_or(err(K::OutOfRange, "string"))?;
+        core::str::from_utf8(raw).map_err(|_| err(K::InvalidValue, "string is not UTF-8"))
+    }
+
+    fn verify_tensors(&self) -> Result<(), FormatError> {
+        for i in 0..self.tensor_count() {
+            self.decode_tensor(i)?;
+        }
+        Ok(())
+    }
+
+    fn verify_io(&self) -> Result<(), FormatError> {
+        for (list, what) in [(self.inputs, "graph input"), (self.outputs, "graph output")] {
+            for i in 0..list.len() / 4 {
+                let index = u32_at(list, 4 * i).ok_or(err(K::Truncated, what))? as usize;
+                let (desc, _) = self.decode_tensor(index)?;
+                if !matches!(desc.location, Location::Arena(_)) {
+                    return Err(err(K::InvalidValue, "graph inputs and outputs live in the arena").at(i));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn verify_ops(&self) -> Result<(), FormatError> {
+        for i in 0..self.len() {
+            let step = self.decode_step(i, true)?;
+            rules::check_step(&step).map_err(|rule| err(K::InvalidOp, rule).at(i))?;
+        }
+        Ok(())
+    }
+
+    /// Decodes op record `index` into a step, checking ranges and parameters (not shapes).
+    fn decode_step(&self, index: usize, verify: bool) -> Result<Step<'_>, FormatError> {
+        let e = |kind, what| err(kind, what).at(index);
+        let rec = range(
+            self.ops,
+            index
+                .checked_mul(format::OP_RECORD_BYTES)
+                .ok_or(e(K::Overflow, "op index"))?,
+            format::OP_RECORD_BYTES,
+        )
+        .ok_or(e(K::OutOfRange, "op index"))?;
+        let word = |at| u32_at(rec, at).ok_or(e(K::Truncated, "op"));
+        let kind = OpKind::from_code(u16_at(rec, 0).unwrap_or(0))
+            .ok_or(e(K::InvalidValue, "op kind"))?;
+        let n_in = u8_at(rec, 2).unwrap_or(0) as usize;
+        let n_out = u8_at(rec, 3).unwrap_or(0) as usize;
+        let first = word(4)? as usize;
+        let param_start = word(8)? as usize;
+        let param_count = word(12)? as usize;
+        let scratch = word(16)?;
+        let operand_bytes = |start: usize, count: usize| {
+            range(self.operands, start.checked_mul(4)?, count.checked_mul(4)?)
+        };
+        let inputs = operand_bytes(first, n_in).ok_or(e(K::OutOfRange, "op operands"))?;
+        let outputs = operand_bytes(first + n_in, n_out).ok_or(e(K::OutOfRange, "op operands"))?;
+        let params = range(
+            self.params,
+            param_start.checked_mul(4).ok_or(e(K::Overflow, "op params"))?,
+            param_count.checked_mul(4).ok_or(e(K::Overflow, "op params"))?,
+        )
+        .ok_or(e(K::OutOfRange, "op params"))?;
+        let op = Op::decode(kind, &mut WordReader::new(params))
+            .ok_or(e(K::InvalidValue, "op parameters"))?;
+        let inputs = TensorList::new(inputs, self);
+        let outputs = TensorList::new(outputs, self);
+        if !verify {
+            return Ok(Step {
+                index,
+                op,
+                inputs,
+                outputs,
+                scratch: match scratch {
+                    format::NO_TENSOR => None,
+                    t => self.tensor(t),
+                },
+            });
+        }
+        for slot in 0..inputs.len() {
+            if let Some(t) = inputs.index(slot) {
+                self.decode_tensor(t as usize)?;
+            }
+        }
+        for slot in 0..outputs.len() {
+            let t = outputs
+                .index(slot)
+                .ok_or(e(K::InvalidValue, "op output missing"))?;
+            let (desc, _) = self.decode_tensor(t as usize)?;
+            if !matches!(desc.location, Location::Arena(_)) {
+                return Err(e(K::InvalidValue, "op output must be in the arena"));
+            }
+        }
+        let scratch = match scratch {
+            format::NO_TENSOR => None,
+            t => {
+                let (desc, _) = self.decode_tensor(t as usize)?;
+                if !matches!(desc.location, Location::Arena(_)) {
+                    return Err(e(K::InvalidValue, "scratch must be in the arena"));
+                }
+                Some(desc)
+            }
+        };
+        Ok(Step {
+            index,
+            op,
+            inputs,
+            outputs,
+            scratch,
+        })
+    }
+
+    /// Total size of the file in bytes.
+    pub fn file_bytes(&self) -> usize {
+        self.file_bytes
+    }
+
+    /// Arena bytes the plan needs (scratch included).
+    pub fn arena_bytes(&self) -> usize {
+        self.arena_bytes
+    }
+
+    /// The planner's lower bound: the largest total of bytes live at any one step.
+    pub fn arena_lower_bound(&self) -> usize {
+        self.arena_lower_bound
+    }
+
+    /// Size of the weights section.
+    pub fn weights_bytes(&self) -> usize {
+        self.weights.len()
+    }
+
+    /// Number of tensors.
+    pub fn tensor_count(&self) -> usize {
+        self.tensors.len() / format::TENSOR_RECORD_BYTES
+    }
+
+    /// Tensor `index` with its name.
+    pub fn tensor_info(&self, index: usize) -> Option<TensorInfo<'a>> {
+        let (desc, name) = self.decode_tensor(index).ok()?;
+        Some(TensorInfo { name, desc })
+    }
+
+    /// Number of graph inputs.
+    pub fn input_count(&self) -> usize {
+        self.inputs.len() / 4
+    }
+
+    /// Number of graph outputs.
+    pub fn output_count(&self) -> usize {
+        self.outputs.len() / 4
+    }
+
+    /// Tensor index of graph input `i`.
+    pub fn input_tensor(&self, i: usize) -> Option<usize> {
+        u32_at(self.inputs, i.checked_mul(4)?).map(|v| v as usize)
+    }
+
+    /// Tensor index of graph output `i`.
+    pub fn output_tensor(&self, i: usize) -> Option<usize> {
+        u32_at(self.outputs, i.checked_mul(4)?).map(|v| v as usize)
+    }
+
+    /// Graph input `i`.
+    pub fn input(&self, i: usize) -> Option<TensorInfo<'a>> {
+        self.tensor_info(self.input_tensor(i)?)
+    }
+
+    /// Graph output `i`.
+    pub fn output(&self, i: usize) -> Option<TensorInfo<'a>> {
+        self.tensor_info(self.output_tensor(i)?)
+    }
+
+    /// The name of op `index` (the ONNX node it came from).
+    pub fn op_name(&self, index: usize) -> Option<&'a str> {
+        let rec = range(
+            self.ops,
+            index.checked_mul(format::OP_RECORD_BYTES)?,
+            format::OP_RECORD_BYTES,
+        )?;
+        self.string(u32_at(rec, 20)? as usize, u32_at(rec, 24)? as usize)
+            .ok()
+    }
+}
+
+impl Tensors for Model<'_> {
+    fn tensor(&self, index: u32) -> Option<TensorDesc> {
+        self.decode_tensor(index as usize).ok().map(|(d, _)| d)
+    }
+}
+
+impl Plan for Model<'_> {
+    fn len(&self) -> usize {
+        self.ops.len() / format::OP_RECORD_BYTES
+    }
+
+    fn step(&self, index: usize) -> Option<Step<'_>> {
+        self.decode_step(index, false).ok()
+    }
+
+    fn weights(&self) -> &[u8] {
+        self.weights
+    }
+
+    fn arena_bytes(&self) -> usize {
+        self.arena_bytes
+    }
+}

@@ -1,0 +1,385 @@
+//! Per-op rules checked at load: operand counts, dtypes, shapes and memory overlap.
+//!
+//! After these pass, a device may index its tensors without further checks: every shape a kernel
+//! derives from the op's parameters agrees with the sizes the plan gave the tensors.
+
+use ferrite_hal::geometry::{self, broadcast, broadcasts_to, conv_out, nchw, MatMulGeometry};
+use ferrite_hal::op::{Conv, ConvTranspose, PadMode, Pool};
+use ferrite_hal::{DType, Location, Op, Step, TensorDesc, MAX_RANK};
+
+type Rule = Result<(), &'static str>;
+
+fn ensure(cond: bool, rule: &'static str) -> Rule {
+    if cond {
+        Ok(())
+    } else {
+        Err(rule)
+    }
+}
+
+/// Checks one step against its op's rules.
+pub(crate) fn check_step(step: &Step<'_>) -> Rule {
+    check_overlap(step)?;
+    let input = |i: usize| step.inputs.get(i).ok_or("missing input");
+    let output = |i: usize| step.outputs.get(i).ok_or("missing output");
+    let n_in = step.inputs.len();
+    let n_out = step.outputs.len();
+    match step.op {
+        Op::Conv(c) => {
+            ensure((2..=3).contains(&n_in) && n_out == 1, "Conv takes 2-3 inputs, 1 output")?;
+            let bias = step.inputs.get(2);
+            check_conv(&c, &input(0)?, &input(1)?, bias.as_ref(), &output(0)?, step.scratch)
+        }
+        Op::ConvTranspose(c) => {
+            ensure((2..=3).contains(&n_in) && n_out == 1, "ConvTranspose takes 2-3 inputs")?;
+            let bias = step.inputs.get(2);
+            check_conv_transpose(&c, &input(0)?, &input(1)?, bias.as_ref(), &output(0)?)
+        }
+        Op::Gemm(_) => {
+            ensure((2..=3).contains(&n_in) && n_out == 1, "Gemm takes 2-3 inputs, 1 output")?;
+            let (a, b, y) = (input(0)?, input(1)?, output(0)?);
+            all_f32(&[a, b, y])?;
+            ensure(a.shape.rank() == 2 && b.shape.rank() == 2, "Gemm operands are matrices")?;
+            let (m, k, n) = (a.shape.dim(0), a.shape.dim(1), b.shape.dim(1));
+            ensure(b.shape.dim(0) == k, "Gemm inner dimensions differ")?;
+            ensure(y.shape.dims() == [m, n], "Gemm output shape")?;
+            if let Some(c) = step.inputs.get(2) {
+                all_f32(&[c])?;
+                ensure(broadcasts_to(&c.shape, &y.shape), "Gemm C does not broadcast")?;
+            }
+            Ok(())
+        }
+        Op::MatMul { .. } => {
+            ensure(n_in == 2 && n_out == 1, "MatMul takes 2 inputs, 1 output")?;
+            let (a, b, y) = (input(0)?, input(1)?, output(0)?);
+            all_f32(&[a, b, y])?;
+            let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or("MatMul shapes")?;
+            ensure(g.output == y.shape, "MatMul output shape")
+        }
+        Op::Binary { .. } => {
+            ensure(n_in == 2 && n_out == 1, "binary op takes 2 inputs, 1 output")?;
+            let (a, b, y) = (input(0)?, input(1)?, output(0)?);
+            all_f32(&[a, b, y])?;
+            ensure(
+                broadcast(&a.shape, &b.shape) == Some(y.shape),
+                "binary output is not the broadcast of its inputs",
+            )
+        }
+        Op::Unary(_) | Op::Softmax { .. } => {
+            ensure(n_in == 1 && n_out == 1, "takes 1 input, 1 output")?;
+            let (x, y) = (input(0)?, output(0)?);
+            all_f32(&[x, y])?;
+            ensure(x.shape == y.shape, "output shape differs from input")?;
+            if let Op::Softmax { axis } = step.op {
+                ensure(axis < x.shape.rank(), "Softmax axis")?;
+            }
+            Ok(())
+        }
+        Op::MaxPool(p) | Op::AvgPool(p) => {
+            ensure(n_in == 1 && n_out == 1, "pooling takes 1 input, 1 output")?;
+            check_pool(&p, &input(0)?, &output(0)?)
+        }
+        Op::GlobalAvgPool => {
+            ensure(n_in == 1 && n_out == 1, "GlobalAveragePool takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            all_f32(&[x, y])?;
+            ensure(x.shape.rank() >= 3, "GlobalAveragePool input rank")?;
+            let ok = y.shape.rank() == x.shape.rank()
+                && y.shape.dims()[..2] == x.shape.dims()[..2]
+                && y.shape.dims()[2..].iter().all(|&d| d == 1);
+            ensure(ok, "GlobalAveragePool output shape")
+        }
+        Op::BatchNorm { .. } => {
+            ensure(n_in == 5 && n_out == 1, "BatchNormalization takes 5 inputs")?;
+            let (x, y) = (input(0)?, output(0)?);
+            all_f32(&[x, y])?;
+            ensure(x.shape.rank() >= 2 && x.shape == y.shape, "BatchNormalization shapes")?;
+            for i in 1..5 {
+                let p = input(i)?;
+                all_f32(&[p])?;
+                ensure(p.shape.dims() == [x.shape.dim(1)], "BatchNormalization parameter shape")?;
+            }
+            Ok(())
+        }
+        Op::Transpose { perm } => {
+            ensure(n_in == 1 && n_out == 1, "Transpose takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            same_dtype(&[x, y])?;
+            let rank = x.shape.rank();
+            ensure(y.shape.rank() == rank, "Transpose rank")?;
+            let mut seen = [false; MAX_RANK];
+            for (axis, &p) in perm.iter().enumerate().take(rank) {
+                ensure(p < rank && !seen[p], "Transpose perm is not a permutation")?;
+                seen[p] = true;
+                ensure(y.shape.dims()[axis] == x.shape.dims()[p], "Transpose output shape")?;
+            }
+            Ok(())
+        }
+        Op::Concat { axis } => {
+            ensure(n_in >= 1 && n_out == 1, "Concat takes inputs and 1 output")?;
+            let y = output(0)?;
+            check_parts(step.inputs.iter(), &y, axis)
+        }
+        Op::Split { axis } => {
+            ensure(n_in == 1 && n_out >= 1, "Split takes 1 input")?;
+            let x = input(0)?;
+            check_parts(step.outputs.iter(), &x, axis)
+        }
+        Op::Slice { starts, steps } => {
+            ensure(n_in == 1 && n_out == 1, "Slice takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            same_dtype(&[x, y])?;
+            ensure(x.shape.rank() == y.shape.rank(), "Slice rank")?;
+            for axis in 0..x.shape.rank() {
+                let count = y.shape.dims()[axis];
+                if count == 0 {
+                    continue;
+                }
+                let dim = x.shape.dims()[axis] as isize;
+                let first = starts[axis] as isize;
+                let last = (count as isize - 1)
+                    .checked_mul(steps[axis])
+                    .and_then(|d| d.checked_add(first))
+                    .ok_or("Slice overflows")?;
+                ensure(
+                    (0..dim).contains(&first) && (0..dim).contains(&last),
+                    "Slice reads outside its input",
+                )?;
+            }
+            Ok(())
+        }
+        Op::Pad {
+            mode, begins, ends, ..
+        } => {
+            ensure(n_in == 1 && n_out == 1, "Pad takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            same_dtype(&[x, y])?;
+            ensure(x.shape.rank() == y.shape.rank(), "Pad rank")?;
+            for axis in 0..x.shape.rank() {
+                let d = x.shape.dims()[axis];
+                let out = d
+                    .checked_add(begins[axis])
+                    .and_then(|v| v.checked_add(ends[axis]))
+                    .ok_or("Pad overflows")?;
+                ensure(out == y.shape.dims()[axis], "Pad output shape")?;
+                let padded = begins[axis] + ends[axis] > 0;
+                match mode {
+                    PadMode::Constant => {}
+                    PadMode::Edge => ensure(!padded || d > 0, "edge padding of an empty axis")?,
+                    PadMode::Reflect => ensure(
+                        !padded || (begins[axis] < d && ends[axis] < d),
+                        "reflect padding larger than the axis",
+                    )?,
+                }
+            }
+            Ok(())
+        }
+        Op::Gather { axis } => {
+            ensure(n_in == 2 && n_out == 1, "Gather takes 2 inputs")?;
+            let (data, idx, y) = (input(0)?, input(1)?, output(0)?);
+            same_dtype(&[data, y])?;
+            ensure(matches!(idx.dtype, DType::I32 | DType::I64), "Gather indices type")?;
+            let r = data.shape.rank();
+            ensure(axis < r, "Gather axis")?;
+            let d = data.shape.dims();
+            let expected = d[..axis]
+                .iter()
+                .chain(idx.shape.dims())
+                .chain(&d[axis + 1..]);
+            ensure(
+                y.shape.rank() == r - 1 + idx.shape.rank()
+                    && expected.zip(y.shape.dims()).all(|(a, b)| a == b),
+                "Gather output shape",
+            )
+        }
+        Op::Reduce { axes, .. } => {
+            ensure(n_in == 1 && n_out == 1, "Reduce takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            all_f32(&[x, y])?;
+            let rank = x.shape.rank();
+            ensure(rank < 32 && axes >> rank == 0, "Reduce axes")?;
+            let kept = x
+                .shape
+                .dims()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| axes & (1 << i) == 0)
+                .map(|(_, d)| *d);
+            let keep_dims = x
+                .shape
+                .dims()
+                .iter()
+                .enumerate()
+                .map(|(i, d)| if axes & (1 << i) != 0 { 1 } else { *d });
+            let squeezed = y.shape.rank() == kept.clone().count()
+                && kept.zip(y.shape.dims()).all(|(a, b)| a == *b);
+            let kept_form = y.shape.rank() == rank && keep_dims.zip(y.shape.dims()).all(|(a, b)| a == *b);
+            ensure(squeezed || kept_form, "Reduce output shape")
+        }
+        Op::Copy => {
+            ensure(n_in == 1 && n_out == 1, "Copy takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            same_dtype(&[x, y])?;
+            ensure(x.bytes == y.bytes, "Copy sizes differ")
+        }
+    }
+}
+
+fn all_f32(ts: &[TensorDesc]) -> Rule {
+    ensure(ts.iter().all(|t| t.dtype == DType::F32), "operands must be float32")
+}
+
+fn same_dtype(ts: &[TensorDesc]) -> Rule {
+    ensure(
+        ts.windows(2).all(|w| w[0].dtype == w[1].dtype),
+        "operands must share one element type",
+    )
+}
+
+/// `parts` concatenated along `axis` form `whole`.
+fn check_parts(parts: impl Iterator<Item = Option<TensorDesc>>, whole: &TensorDesc, axis: usize) -> Rule {
+    let rank = whole.shape.rank();
+    ensure(axis < rank, "axis out of range")?;
+    let mut total = 0usize;
+    for part in parts {
+        let part = part.ok_or("missing operand")?;
+        same_dtype(&[part, *whole])?;
+        ensure(part.shape.rank() == rank, "ranks differ")?;
+        for a in 0..rank {
+            if a != axis {
+                ensure(part.shape.dims()[a] == whole.shape.dims()[a], "shapes differ off the axis")?;
+            }
+        }
+        total = total.checked_add(part.shape.dims()[axis]).ok_or("overflow")?;
+    }
+    ensure(total == whole.shape.dims()[axis], "parts do not add up along the axis")
+}
+
+fn check_window_rank(x: &TensorDesc, window: &ferrite_hal::op::Window) -> Rule {
+    if x.shape.rank() == 3 {
+        let w = window;
+        ensure(
+            w.kernel[0] == 1 && w.stride[0] == 1 && w.dilation[0] == 1 && w.pads[0] == 0 && w.pads[2] == 0,
+            "1-D window must have height 1",
+        )?;
+    }
+    Ok(())
+}
+
+use geometry::conv_scratch_elements;
+
+fn check_conv(
+    c: &Conv,
+    x: &TensorDesc,
+    w: &TensorDesc,
+    b: Option<&TensorDesc>,
+    y: &TensorDesc,
+    scratch: Option<TensorDesc>,
+) -> Rule {
+    all_f32(&[*x, *w, *y])?;
+    let [n, ch, h, wd] = nchw(&x.shape).ok_or("Conv input must be rank 3 or 4")?;
+    ensure(w.shape.rank() == x.shape.rank(), "Conv weight rank")?;
+    let [oc, icg, kh, kw] = nchw(&w.shape).ok_or("Conv weight rank")?;
+    check_window_rank(x, &c.window)?;
+    ensure([kh, kw] == c.window.kernel, "Conv kernel differs from weight shape")?;
+    ensure(icg * c.group == ch && oc % c.group == 0, "Conv groups do not divide channels")?;
+    if let Some(b) = b {
+        all_f32(&[*b])?;
+        ensure(b.shape.dims() == [oc], "Conv bias shape")?;
+    }
+    let win = &c.window;
+    let oh = conv_out(h, kh, win.stride[0], win.dilation[0], win.pads[0], win.pads[2]).ok_or("Conv window larger than input")?;
+    let ow = conv_out(wd, kw, win.stride[1], win.dilation[1], win.pads[1], win.pads[3]).ok_or("Conv window larger than input")?;
+    ensure(nchw(&y.shape) == Some([n, oc, oh, ow]) && y.shape.rank() == x.shape.rank(), "Conv output shape")?;
+    let need = conv_scratch_elements(c, icg, oh, ow).ok_or("Conv scratch overflows")?;
+    if need > 0 {
+        let s = scratch.ok_or("Conv needs scratch")?;
+        ensure(s.dtype == DType::F32 && s.elements() >= need, "Conv scratch too small")?;
+    }
+    Ok(())
+}
+
+fn check_conv_transpose(
+    c: &ConvTranspose,
+    x: &TensorDesc,
+    w: &TensorDesc,
+    b: Option<&TensorDesc>,
+    y: &TensorDesc,
+) -> Rule {
+    all_f32(&[*x, *w, *y])?;
+    let [n, ch, h, wd] = nchw(&x.shape).ok_or("ConvTranspose input must be rank 3 or 4")?;
+    ensure(w.shape.rank() == x.shape.rank(), "ConvTranspose weight rank")?;
+    let [wc, ocg, kh, kw] = nchw(&w.shape).ok_or("ConvTranspose weight rank")?;
+    check_window_rank(x, &c.window)?;
+    ensure([kh, kw] == c.window.kernel, "ConvTranspose kernel differs from weight")?;
+    ensure(wc == ch && ch % c.group == 0, "ConvTranspose groups")?;
+    let oc = ocg * c.group;
+    if let Some(b) = b {
+        all_f32(&[*b])?;
+        ensure(b.shape.dims() == [oc], "ConvTranspose bias shape")?;
+    }
+    let win = &c.window;
+    let out = |i: usize, len: usize, k: usize| {
+        geometry::conv_transpose_out(len, k, win.stride[i], win.dilation[i], win.pads[i], win.pads[i + 2], c.output_padding[i])
+    };
+    let oh = out(0, h, kh).ok_or("ConvTranspose output size")?;
+    let ow = out(1, wd, kw).ok_or("ConvTranspose output size")?;
+    ensure(c.output_padding[0] < win.stride[0].max(win.dilation[0]) && c.output_padding[1] < win.stride[1].max(win.dilation[1]), "output_padding too large")?;
+    ensure(nchw(&y.shape) == Some([n, oc, oh, ow]) && y.shape.rank() == x.shape.rank(), "ConvTranspose output shape")
+}
+
+fn check_pool(p: &Pool, x: &TensorDesc, y: &TensorDesc) -> Rule {
+    all_f32(&[*x, *y])?;
+    let [n, c, h, w] = nchw(&x.shape).ok_or("pooling input must be rank 3 or 4")?;
+    check_window_rank(x, &p.window)?;
+    let win = &p.window;
+    ensure(win.pads[0] < win.kernel[0] * win.dilation[0] && win.pads[2] < win.kernel[0] * win.dilation[0], "pooling pads larger than the window")?;
+    ensure(win.pads[1] < win.kernel[1] * win.dilation[1] && win.pads[3] < win.kernel[1] * win.dilation[1], "pooling pads larger than the window")?;
+    let oh = geometry::pool_out(h, win.kernel[0], win.stride[0], win.dilation[0], win.pads[0], win.pads[2], p.ceil_mode).ok_or("pooling window larger than input")?;
+    let ow = geometry::pool_out(w, win.kernel[1], win.stride[1], win.dilation[1], win.pads[1], win.pads[3], p.ceil_mode).ok_or("pooling window larger than input")?;
+    ensure(nchw(&y.shape) == Some([n, c, oh, ow]) && y.shape.rank() == x.shape.rank(), "pooling output shape")
+}
+
+fn arena_range(t: &TensorDesc) -> Option<(usize, usize)> {
+    match t.location {
+        Location::Arena(o) => Some((o, o + t.bytes)),
+        Location::Weights(_) => None,
+    }
+}
+
+fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
+    a.0 < b.1 && b.0 < a.1 && a.0 < a.1 && b.0 < b.1
+}
+
+/// Outputs are disjoint from each other and from the scratch; an input either avoids an output
+/// or, for in-place ops, is exactly it (same bytes, same shape).
+fn check_overlap(step: &Step<'_>) -> Rule {
+    let scratch = step.scratch.as_ref().and_then(arena_range);
+    for (i, out) in step.outputs.iter().enumerate() {
+        let out = out.ok_or("missing output")?;
+        let o = arena_range(&out).ok_or("output not in arena")?;
+        if let Some(s) = scratch {
+            ensure(!overlaps(o, s), "scratch overlaps an output")?;
+        }
+        for other in step.outputs.iter().skip(i + 1).flatten() {
+            if let Some(r) = arena_range(&other) {
+                ensure(!overlaps(o, r), "outputs overlap")?;
+            }
+        }
+        for input in step.inputs.iter().flatten() {
+            let Some(r) = arena_range(&input) else { continue };
+            if overlaps(o, r) {
+                let exact = r == o && input.shape == out.shape && input.dtype == out.dtype;
+                ensure(step.op.allows_in_place() && exact, "input partially overlaps output")?;
+            }
+        }
+    }
+    if let Some(s) = scratch {
+        for input in step.inputs.iter().flatten() {
+            if let Some(r) = arena_range(&input) {
+                ensure(!overlaps(s, r), "scratch overlaps an input")?;
+            }
+        }
+    }
+    Ok(())
+}

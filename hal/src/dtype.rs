@@ -1,0 +1,106 @@
+//! Element types of tensors, with the one-byte codes used in the `.frt` file.
+
+use core::fmt;
+
+/// The element type of a tensor.
+///
+/// Codes are stable file-format values; [`DType::from_code`] is the only way to turn a byte
+/// read from a model into a `DType`, so an unknown code is an error, never an invalid enum.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// 32-bit IEEE float.
+    F32,
+    /// 64-bit signed integer (indices, shapes).
+    I64,
+    /// 32-bit signed integer.
+    I32,
+    /// 8-bit signed integer.
+    I8,
+    /// 8-bit unsigned integer.
+    U8,
+    /// Boolean stored as one byte (0 or 1).
+    Bool,
+}
+
+impl DType {
+    /// Every element type, in code order.
+    pub const ALL: [DType; 6] = [
+        DType::F32,
+        DType::I64,
+        DType::I32,
+        DType::I8,
+        DType::U8,
+        DType::Bool,
+    ];
+
+    /// The file-format code of this type.
+    pub const fn code(self) -> u8 {
+        match self {
+            DType::F32 => 1,
+            DType::I64 => 2,
+            DType::I32 => 3,
+            DType::I8 => 4,
+            DType::U8 => 5,
+            DType::Bool => 6,
+        }
+    }
+
+    /// The type with file-format code `code`, or `None` for an unknown code.
+    pub const fn from_code(code: u8) -> Option<DType> {
+        match code {
+            1 => Some(DType::F32),
+            2 => Some(DType::I64),
+            3 => Some(DType::I32),
+            4 => Some(DType::I8),
+            5 => Some(DType::U8),
+            6 => Some(DType::Bool),
+            _ => None,
+        }
+    }
+
+    /// Index of this type in [`DType::ALL`] (for per-type tables).
+    pub const fn index(self) -> usize {
+        self.code() as usize - 1
+    }
+
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::I64 => 8,
+            DType::I8 | DType::U8 | DType::Bool => 1,
+        }
+    }
+
+    /// The ONNX name of the type (`float`, `int64`, ...).
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "float32",
+            DType::I64 => "int64",
+            DType::I32 => "int32",
+            DType::I8 => "int8",
+            DType::U8 => "uint8",
+            DType::Bool => "bool",
+        }
+    }
+}
+
+impl fmt::Display for DType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_round_trip() {
+        for t in DType::ALL {
+            assert_eq!(DType::from_code(t.code()), Some(t));
+        }
+        assert_eq!(DType::from_code(0), None);
+        assert_eq!(DType::from_code(200), None);
+    }
+}

@@ -1,0 +1,255 @@
+//! Shape rules shared by the planner, the verifier and the devices: output sizes of windows,
+//! numpy broadcasting and batched-matmul geometry. All arithmetic is checked.
+
+use crate::{Shape, MAX_RANK};
+
+/// Output length of a convolution window along one axis, or `None` if the window does not fit.
+pub fn conv_out(
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    pad_begin: usize,
+    pad_end: usize,
+) -> Option<usize> {
+    let effective = kernel.checked_sub(1)?.checked_mul(dilation)?.checked_add(1)?;
+    let padded = input.checked_add(pad_begin)?.checked_add(pad_end)?;
+    let span = padded.checked_sub(effective)?;
+    Some(span / stride.max(1) + 1)
+}
+
+/// Output length of a pooling window; with `ceil_mode` the last partial window counts, unless it
+/// would start inside the end padding (the ONNX / PyTorch rule).
+pub fn pool_out(
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    pad_begin: usize,
+    pad_end: usize,
+    ceil_mode: bool,
+) -> Option<usize> {
+    let floor = conv_out(input, kernel, stride, dilation, pad_begin, pad_end)?;
+    if !ceil_mode {
+        return Some(floor);
+    }
+    let effective = (kernel - 1) * dilation + 1;
+    let span = input + pad_begin + pad_end - effective;
+    let mut out = span.div_ceil(stride.max(1)) + 1;
+    if (out - 1) * stride >= input + pad_begin {
+        out -= 1;
+    }
+    Some(out)
+}
+
+/// Output length of a transposed convolution along one axis.
+pub fn conv_transpose_out(
+    input: usize,
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    pad_begin: usize,
+    pad_end: usize,
+    output_padding: usize,
+) -> Option<usize> {
+    let full = stride
+        .checked_mul(input.checked_sub(1)?)?
+        .checked_add(output_padding)?
+        .checked_add(kernel.checked_sub(1)?.checked_mul(dilation)?)?
+        .checked_add(1)?;
+    full.checked_sub(pad_begin)?.checked_sub(pad_end)
+}
+
+/// The numpy broadcast of two shapes, or `None` if they are incompatible.
+pub fn broadcast(a: &Shape, b: &Shape) -> Option<Shape> {
+    let rank = a.rank().max(b.rank());
+    let mut dims = [0usize; MAX_RANK];
+    for (i, slot) in dims.iter_mut().enumerate().take(rank) {
+        let da = dim_from_right(a, rank - 1 - i);
+        let db = dim_from_right(b, rank - 1 - i);
+        *slot = match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => return None,
+        };
+    }
+    Shape::new(&dims[..rank])
+}
+
+fn dim_from_right(s: &Shape, from_right: usize) -> usize {
+    if from_right < s.rank() {
+        s.dims()[s.rank() - 1 - from_right]
+    } else {
+        1
+    }
+}
+
+/// Whether `input` broadcasts to exactly `output` (numpy rules, one direction).
+pub fn broadcasts_to(input: &Shape, output: &Shape) -> bool {
+    input.rank() <= output.rank() && broadcast(input, output) == Some(*output)
+}
+
+/// Strides (in elements) to read `input` while iterating over `output`, aligned to the output's
+/// axes: 0 on broadcast axes. `input` must broadcast to `output`.
+pub fn broadcast_strides(input: &Shape, output: &Shape) -> [usize; MAX_RANK] {
+    let own = input.strides();
+    let mut strides = [0usize; MAX_RANK];
+    let offset = output.rank().saturating_sub(input.rank());
+    for axis in 0..input.rank() {
+        if input.dims()[axis] != 1 {
+            if let Some(slot) = strides.get_mut(axis + offset) {
+                *slot = own[axis];
+            }
+        }
+    }
+    strides
+}
+
+/// A 4-D `[N, C, H, W]` view of a rank-3 (`[N, C, L]` as `H = 1`) or rank-4 tensor.
+pub fn nchw(shape: &Shape) -> Option<[usize; 4]> {
+    match *shape.dims() {
+        [n, c, l] => Some([n, c, 1, l]),
+        [n, c, h, w] => Some([n, c, h, w]),
+        _ => None,
+    }
+}
+
+/// How a batched matrix product maps onto plain `[M, K] x [K, N]` products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatMulGeometry {
+    /// Rows of each product.
+    pub m: usize,
+    /// Inner dimension.
+    pub k: usize,
+    /// Columns of each product.
+    pub n: usize,
+    /// Broadcast batch shape.
+    pub batch: Shape,
+    /// Element strides of `A`'s matrices per batch axis (0 where broadcast).
+    pub a_batch_strides: [usize; MAX_RANK],
+    /// Element strides of `B`'s matrices per batch axis (0 where broadcast).
+    pub b_batch_strides: [usize; MAX_RANK],
+    /// The output shape (numpy `matmul` rules, 1-D operands promoted then squeezed).
+    pub output: Shape,
+}
+
+impl MatMulGeometry {
+    /// The geometry of `A x B`, or `None` if the shapes are incompatible.
+    pub fn new(a: &Shape, b: &Shape) -> Option<MatMulGeometry> {
+        if a.rank() == 0 || b.rank() == 0 {
+            return None;
+        }
+        let (m, k) = match *a.dims() {
+            [k] => (1, k),
+            _ => (a.dim(a.rank() - 2), a.dim(a.rank() - 1)),
+        };
+        let (kb, n) = match *b.dims() {
+            [k] => (k, 1),
+            _ => (b.dim(b.rank() - 2), b.dim(b.rank() - 1)),
+        };
+        if k != kb {
+            return None;
+        }
+        let a_batch = Shape::new(&a.dims()[..a.rank().saturating_sub(2)])?;
+        let b_batch = Shape::new(&b.dims()[..b.rank().saturating_sub(2)])?;
+        let batch = broadcast(&a_batch, &b_batch)?;
+        let a_matrix = m.checked_mul(k)?;
+        let b_matrix = k.checked_mul(n)?;
+        let mut a_batch_strides = broadcast_strides(&a_batch, &batch);
+        let mut b_batch_strides = broadcast_strides(&b_batch, &batch);
+        for s in a_batch_strides.iter_mut() {
+            *s = s.checked_mul(a_matrix)?;
+        }
+        for s in b_batch_strides.iter_mut() {
+            *s = s.checked_mul(b_matrix)?;
+        }
+        let mut out = [0usize; MAX_RANK];
+        let mut rank = 0;
+        for &d in batch.dims() {
+            out[rank] = d;
+            rank += 1;
+        }
+        if a.rank() > 1 {
+            *out.get_mut(rank)? = m;
+            rank += 1;
+        }
+        if b.rank() > 1 {
+            *out.get_mut(rank)? = n;
+            rank += 1;
+        }
+        Some(MatMulGeometry {
+            m,
+            k,
+            n,
+            batch,
+            a_batch_strides,
+            b_batch_strides,
+            output: Shape::new(&out[..rank])?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(d: &[usize]) -> Shape {
+        Shape::new(d).unwrap()
+    }
+
+    #[test]
+    fn windows() {
+        assert_eq!(conv_out(5, 3, 1, 1, 1, 1), Some(5));
+        assert_eq!(conv_out(5, 3, 2, 1, 0, 0), Some(2));
+        assert_eq!(conv_out(2, 5, 1, 1, 0, 0), None);
+        assert_eq!(pool_out(5, 2, 2, 1, 0, 0, false), Some(2));
+        assert_eq!(pool_out(5, 2, 2, 1, 0, 0, true), Some(3));
+        assert_eq!(conv_transpose_out(3, 3, 2, 1, 0, 0, 1), Some(8));
+    }
+
+    #[test]
+    fn broadcasting() {
+        assert_eq!(broadcast(&s(&[2, 1, 4]), &s(&[3, 1])), Some(s(&[2, 3, 4])));
+        assert_eq!(broadcast(&s(&[2]), &s(&[3])), None);
+        assert_eq!(
+            &broadcast_strides(&s(&[3, 1]), &s(&[2, 3, 4]))[..3],
+            &[0, 1, 0]
+        );
+    }
+
+    #[test]
+    fn matmul() {
+        let g = MatMulGeometry::new(&s(&[2, 1, 3, 4]), &s(&[5, 4, 6])).unwrap();
+        assert_eq!(g.output, s(&[2, 5, 3, 6]));
+        assert_eq!((g.m, g.k, g.n), (3, 4, 6));
+        let v = MatMulGeometry::new(&s(&[4]), &s(&[4, 6])).unwrap();
+        assert_eq!(v.output, s(&[6]));
+    }
+}
+
+/// Scratch (in `f32` elements) that a convolution needs for its im2col columns: none for a
+/// depthwise convolution (one input channel per group, several groups) or a pointwise one
+/// (1×1 kernel, stride 1, no padding); otherwise one group's columns,
+/// `in_channels_per_group × kernel area × output positions`.
+///
+/// The planner reserves exactly this much, the verifier checks it, and devices that convolve by
+/// im2col may rely on it.
+pub fn conv_scratch_elements(
+    conv: &crate::op::Conv,
+    in_channels_per_group: usize,
+    out_h: usize,
+    out_w: usize,
+) -> Option<usize> {
+    let w = &conv.window;
+    let depthwise = in_channels_per_group == 1 && conv.group > 1;
+    let pointwise = w.kernel == [1, 1] && w.stride == [1, 1] && w.pads == [0; 4];
+    if depthwise || pointwise {
+        return Some(0);
+    }
+    in_channels_per_group
+        .checked_mul(w.kernel[0])?
+        .checked_mul(w.kernel[1])?
+        .checked_mul(out_h)?
+        .checked_mul(out_w)
+}

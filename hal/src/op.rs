@@ -1,0 +1,617 @@
+//! Operator descriptors: what one step of a plan computes, with its parameters.
+//!
+//! These are *normalised* operators: the planner has already resolved ONNX's opset differences,
+//! `auto_pad`, negative axes, transposed Gemm operands and so on, so a device implements one
+//! well-defined form per operator. Tensor shapes are not stored here; they come with the step's
+//! tensors. Parameters travel as 32-bit words ([`Op::encode`] / [`Op::decode`]); decoding checks
+//! every value that can be checked without shapes (strides ≥ 1, known enum codes, ...).
+
+use crate::words::{WordReader, WordWriter};
+use crate::{Activation, MAX_RANK};
+
+/// The kind of an operator, with its stable file-format code.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum OpKind {
+    /// 2-D (or 1-D) convolution, grouped or depthwise.
+    Conv = 1,
+    /// 2-D (or 1-D) transposed convolution.
+    ConvTranspose = 2,
+    /// `alpha * A x B + beta * C`.
+    Gemm = 3,
+    /// Batched matrix product with numpy broadcasting.
+    MatMul = 4,
+    /// Broadcasting elementwise arithmetic.
+    Binary = 5,
+    /// Standalone activation.
+    Unary = 6,
+    /// Softmax along one axis.
+    Softmax = 7,
+    /// 2-D max pooling.
+    MaxPool = 8,
+    /// 2-D average pooling.
+    AvgPool = 9,
+    /// Mean over all spatial positions.
+    GlobalAvgPool = 10,
+    /// Batch normalisation with statistics as inputs.
+    BatchNorm = 11,
+    /// Axis permutation.
+    Transpose = 12,
+    /// Concatenation along an axis.
+    Concat = 13,
+    /// Split along an axis.
+    Split = 14,
+    /// Strided slice.
+    Slice = 15,
+    /// Padding (constant, reflect, edge).
+    Pad = 16,
+    /// Gather along an axis by integer indices.
+    Gather = 17,
+    /// Reduction over a set of axes.
+    Reduce = 18,
+    /// Byte copy (a constant or an input that is also a graph output).
+    Copy = 19,
+}
+
+impl OpKind {
+    /// Every kind, in code order.
+    pub const ALL: [OpKind; 19] = [
+        OpKind::Conv,
+        OpKind::ConvTranspose,
+        OpKind::Gemm,
+        OpKind::MatMul,
+        OpKind::Binary,
+        OpKind::Unary,
+        OpKind::Softmax,
+        OpKind::MaxPool,
+        OpKind::AvgPool,
+        OpKind::GlobalAvgPool,
+        OpKind::BatchNorm,
+        OpKind::Transpose,
+        OpKind::Concat,
+        OpKind::Split,
+        OpKind::Slice,
+        OpKind::Pad,
+        OpKind::Gather,
+        OpKind::Reduce,
+        OpKind::Copy,
+    ];
+
+    /// The kind with file-format code `code`.
+    pub fn from_code(code: u16) -> Option<OpKind> {
+        OpKind::ALL.iter().copied().find(|k| *k as u16 == code)
+    }
+
+    /// The file-format code.
+    pub fn code(self) -> u16 {
+        self as u16
+    }
+
+    /// A bit unique to this kind, for [`crate::OpSet`].
+    pub fn bit(self) -> u64 {
+        1u64 << (self as u16)
+    }
+
+    /// The operator's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Conv => "Conv",
+            OpKind::ConvTranspose => "ConvTranspose",
+            OpKind::Gemm => "Gemm",
+            OpKind::MatMul => "MatMul",
+            OpKind::Binary => "Binary",
+            OpKind::Unary => "Unary",
+            OpKind::Softmax => "Softmax",
+            OpKind::MaxPool => "MaxPool",
+            OpKind::AvgPool => "AveragePool",
+            OpKind::GlobalAvgPool => "GlobalAveragePool",
+            OpKind::BatchNorm => "BatchNormalization",
+            OpKind::Transpose => "Transpose",
+            OpKind::Concat => "Concat",
+            OpKind::Split => "Split",
+            OpKind::Slice => "Slice",
+            OpKind::Pad => "Pad",
+            OpKind::Gather => "Gather",
+            OpKind::Reduce => "Reduce",
+            OpKind::Copy => "Copy",
+        }
+    }
+}
+
+/// Parameters of a 2-D window (convolution or pooling). 1-D ops use height 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Kernel height and width.
+    pub kernel: [usize; 2],
+    /// Strides (height, width), each ≥ 1.
+    pub stride: [usize; 2],
+    /// Dilations (height, width), each ≥ 1.
+    pub dilation: [usize; 2],
+    /// Padding: top, left, bottom, right.
+    pub pads: [usize; 4],
+}
+
+impl Window {
+    fn encode(&self, w: &mut WordWriter) {
+        for v in self
+            .kernel
+            .iter()
+            .chain(&self.stride)
+            .chain(&self.dilation)
+            .chain(&self.pads)
+        {
+            w.usize(*v);
+        }
+    }
+
+    fn decode(r: &mut WordReader<'_>) -> Option<Window> {
+        let mut v = [0usize; 10];
+        for slot in v.iter_mut() {
+            *slot = r.usize()?;
+        }
+        let win = Window {
+            kernel: [v[0], v[1]],
+            stride: [v[2], v[3]],
+            dilation: [v[4], v[5]],
+            pads: [v[6], v[7], v[8], v[9]],
+        };
+        let positive = win.kernel.iter().chain(&win.stride).chain(&win.dilation);
+        positive.clone().all(|&x| x >= 1).then_some(win)
+    }
+}
+
+/// Convolution parameters. Weights are `[OC, IC/group, KH, KW]`, bias `[OC]` (optional input).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Conv {
+    /// Kernel window.
+    pub window: Window,
+    /// Number of groups (≥ 1; equal to the channel count for depthwise).
+    pub group: usize,
+    /// Fused activation.
+    pub activation: Activation,
+}
+
+/// Transposed-convolution parameters. Weights are `[IC, OC/group, KH, KW]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ConvTranspose {
+    /// Kernel window; `pads` crop the full output.
+    pub window: Window,
+    /// Extra rows/columns added at the end of the output (height, width).
+    pub output_padding: [usize; 2],
+    /// Number of groups.
+    pub group: usize,
+    /// Fused activation.
+    pub activation: Activation,
+}
+
+/// `Y = alpha * A x B + beta * C`, `A: [M, K]`, `B: [K, N]`, `C` broadcastable to `[M, N]`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Gemm {
+    /// Scale of the product.
+    pub alpha: f32,
+    /// Scale of `C`.
+    pub beta: f32,
+    /// Fused activation.
+    pub activation: Activation,
+}
+
+/// Elementwise binary arithmetic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BinaryOp {
+    /// `a + b`
+    Add,
+    /// `a - b`
+    Sub,
+    /// `a * b`
+    Mul,
+    /// `a / b`
+    Div,
+}
+
+/// Reduction function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// Arithmetic mean.
+    Mean,
+    /// Sum.
+    Sum,
+    /// Maximum.
+    Max,
+}
+
+/// Padding mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PadMode {
+    /// Fill with a constant.
+    Constant,
+    /// Mirror without repeating the edge.
+    Reflect,
+    /// Repeat the edge.
+    Edge,
+}
+
+/// Pooling parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pool {
+    /// Window.
+    pub window: Window,
+    /// Output size rounded up instead of down.
+    pub ceil_mode: bool,
+    /// Average pooling divides by the window size including padding.
+    pub count_include_pad: bool,
+}
+
+/// Per-axis arrays for axis-wise ops; only the first `rank` entries are meaningful.
+pub type AxisArray<T> = [T; MAX_RANK];
+
+/// One normalised operator with its parameters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Op {
+    /// Inputs `X [N,C,H,W] or [N,C,L]`, `W`, optional `B`; output `Y`.
+    Conv(Conv),
+    /// Inputs `X`, `W`, optional `B`; output `Y`.
+    ConvTranspose(ConvTranspose),
+    /// Inputs `A`, `B`, optional `C`.
+    Gemm(Gemm),
+    /// Inputs `A`, `B` (numpy matmul semantics, rank ≥ 1).
+    MatMul {
+        /// Fused activation.
+        activation: Activation,
+    },
+    /// Inputs `A`, `B` broadcast to the output.
+    Binary {
+        /// The arithmetic.
+        op: BinaryOp,
+        /// Fused activation.
+        activation: Activation,
+    },
+    /// One input, same shape out.
+    Unary(Activation),
+    /// Softmax along `axis` (the input is `[outer, axis, inner]`).
+    Softmax {
+        /// Axis, in `0..rank`.
+        axis: usize,
+    },
+    /// 2-D max pooling over `[N, C, H, W]` (or `[N, C, L]`).
+    MaxPool(Pool),
+    /// 2-D average pooling.
+    AvgPool(Pool),
+    /// Mean over every position after the channel axis.
+    GlobalAvgPool,
+    /// Inputs `X`, `scale`, `bias`, `mean`, `var` (per channel, axis 1).
+    BatchNorm {
+        /// Added to the variance.
+        epsilon: f32,
+        /// Fused activation.
+        activation: Activation,
+    },
+    /// Output axis `i` is input axis `perm[i]`.
+    Transpose {
+        /// Permutation (first `rank` entries).
+        perm: AxisArray<usize>,
+    },
+    /// Inputs concatenated along `axis`.
+    Concat {
+        /// Axis, in `0..rank`.
+        axis: usize,
+    },
+    /// One input split along `axis` into the outputs (sizes from the output shapes).
+    Split {
+        /// Axis, in `0..rank`.
+        axis: usize,
+    },
+    /// Output element `i` along each axis reads input `start + i * step`.
+    Slice {
+        /// First index per axis.
+        starts: AxisArray<usize>,
+        /// Step per axis (non-zero).
+        steps: AxisArray<isize>,
+    },
+    /// Pads `begins`/`ends` elements around each axis.
+    Pad {
+        /// Mode.
+        mode: PadMode,
+        /// Elements added before each axis.
+        begins: AxisArray<usize>,
+        /// Elements added after each axis.
+        ends: AxisArray<usize>,
+        /// Fill value for [`PadMode::Constant`].
+        value: f32,
+    },
+    /// Inputs `data`, `indices` (int32 or int64); gathers along `axis`.
+    Gather {
+        /// Axis of `data`, in `0..rank`.
+        axis: usize,
+    },
+    /// Reduces the axes set in `axes` (bit `i` = axis `i`).
+    Reduce {
+        /// Function.
+        op: ReduceOp,
+        /// Bit mask of reduced axes.
+        axes: u32,
+    },
+    /// Copies the input to the output byte for byte.
+    Copy,
+}
+
+fn encode_axes<T: Copy>(w: &mut WordWriter, values: &AxisArray<T>, f: impl Fn(T) -> u32) {
+    for v in values {
+        w.u32(f(*v));
+    }
+}
+
+fn decode_axes<T: Copy + Default>(
+    r: &mut WordReader<'_>,
+    f: impl Fn(u32) -> Option<T>,
+) -> Option<AxisArray<T>> {
+    let mut out = [T::default(); MAX_RANK];
+    for slot in out.iter_mut() {
+        *slot = f(r.u32()?)?;
+    }
+    Some(out)
+}
+
+impl Op {
+    /// The kind of this op.
+    pub fn kind(&self) -> OpKind {
+        match self {
+            Op::Conv(_) => OpKind::Conv,
+            Op::ConvTranspose(_) => OpKind::ConvTranspose,
+            Op::Gemm(_) => OpKind::Gemm,
+            Op::MatMul { .. } => OpKind::MatMul,
+            Op::Binary { .. } => OpKind::Binary,
+            Op::Unary(_) => OpKind::Unary,
+            Op::Softmax { .. } => OpKind::Softmax,
+            Op::MaxPool(_) => OpKind::MaxPool,
+            Op::AvgPool(_) => OpKind::AvgPool,
+            Op::GlobalAvgPool => OpKind::GlobalAvgPool,
+            Op::BatchNorm { .. } => OpKind::BatchNorm,
+            Op::Transpose { .. } => OpKind::Transpose,
+            Op::Concat { .. } => OpKind::Concat,
+            Op::Split { .. } => OpKind::Split,
+            Op::Slice { .. } => OpKind::Slice,
+            Op::Pad { .. } => OpKind::Pad,
+            Op::Gather { .. } => OpKind::Gather,
+            Op::Reduce { .. } => OpKind::Reduce,
+            Op::Copy => OpKind::Copy,
+        }
+    }
+
+    /// The fused activation, if this op carries one.
+    pub fn activation(&self) -> Option<Activation> {
+        match *self {
+            Op::Conv(c) => Some(c.activation),
+            Op::ConvTranspose(c) => Some(c.activation),
+            Op::Gemm(g) => Some(g.activation),
+            Op::MatMul { activation }
+            | Op::Binary { activation, .. }
+            | Op::BatchNorm { activation, .. } => Some(activation),
+            _ => None,
+        }
+    }
+
+    /// Whether the output may occupy exactly the bytes of an input of the same shape (in-place).
+    pub fn allows_in_place(&self) -> bool {
+        matches!(self, Op::Binary { .. } | Op::Unary(_) | Op::BatchNorm { .. })
+    }
+
+    /// Encodes the parameters as words.
+    pub fn encode(&self, w: &mut WordWriter) {
+        match self {
+            Op::Conv(c) => {
+                c.window.encode(w);
+                w.usize(c.group);
+                c.activation.encode(w);
+            }
+            Op::ConvTranspose(c) => {
+                c.window.encode(w);
+                w.usize(c.output_padding[0]);
+                w.usize(c.output_padding[1]);
+                w.usize(c.group);
+                c.activation.encode(w);
+            }
+            Op::Gemm(g) => {
+                w.f32(g.alpha);
+                w.f32(g.beta);
+                g.activation.encode(w);
+            }
+            Op::MatMul { activation } | Op::Unary(activation) => activation.encode(w),
+            Op::Binary { op, activation } => {
+                w.u32(*op as u32);
+                activation.encode(w);
+            }
+            Op::Softmax { axis } | Op::Concat { axis } | Op::Split { axis } | Op::Gather { axis } => {
+                w.usize(*axis)
+            }
+            Op::MaxPool(p) | Op::AvgPool(p) => {
+                p.window.encode(w);
+                w.bool(p.ceil_mode);
+                w.bool(p.count_include_pad);
+            }
+            Op::GlobalAvgPool | Op::Copy => {}
+            Op::BatchNorm {
+                epsilon,
+                activation,
+            } => {
+                w.f32(*epsilon);
+                activation.encode(w);
+            }
+            Op::Transpose { perm } => encode_axes(w, perm, |v| v as u32),
+            Op::Slice { starts, steps } => {
+                encode_axes(w, starts, |v| v as u32);
+                encode_axes(w, steps, |v| v as i32 as u32);
+            }
+            Op::Pad {
+                mode,
+                begins,
+                ends,
+                value,
+            } => {
+                w.u32(*mode as u32);
+                encode_axes(w, begins, |v| v as u32);
+                encode_axes(w, ends, |v| v as u32);
+                w.f32(*value);
+            }
+            Op::Reduce { op, axes } => {
+                w.u32(*op as u32);
+                w.u32(*axes);
+            }
+        }
+    }
+
+    /// Decodes the parameters of an op of kind `kind`; `None` if a value is out of its domain or
+    /// the word count is wrong.
+    pub fn decode(kind: OpKind, r: &mut WordReader<'_>) -> Option<Op> {
+        let op = match kind {
+            OpKind::Conv => Op::Conv(Conv {
+                window: Window::decode(r)?,
+                group: positive(r.usize()?)?,
+                activation: Activation::decode(r)?,
+            }),
+            OpKind::ConvTranspose => Op::ConvTranspose(ConvTranspose {
+                window: Window::decode(r)?,
+                output_padding: [r.usize()?, r.usize()?],
+                group: positive(r.usize()?)?,
+                activation: Activation::decode(r)?,
+            }),
+            OpKind::Gemm => Op::Gemm(Gemm {
+                alpha: finite(r.f32()?)?,
+                beta: finite(r.f32()?)?,
+                activation: Activation::decode(r)?,
+            }),
+            OpKind::MatMul => Op::MatMul {
+                activation: Activation::decode(r)?,
+            },
+            OpKind::Binary => Op::Binary {
+                op: match r.u32()? {
+                    0 => BinaryOp::Add,
+                    1 => BinaryOp::Sub,
+                    2 => BinaryOp::Mul,
+                    3 => BinaryOp::Div,
+                    _ => return None,
+                },
+                activation: Activation::decode(r)?,
+            },
+            OpKind::Unary => Op::Unary(Activation::decode(r)?),
+            OpKind::Softmax => Op::Softmax { axis: r.usize()? },
+            OpKind::Concat => Op::Concat { axis: r.usize()? },
+            OpKind::Split => Op::Split { axis: r.usize()? },
+            OpKind::Gather => Op::Gather { axis: r.usize()? },
+            OpKind::MaxPool | OpKind::AvgPool => {
+                let pool = Pool {
+                    window: Window::decode(r)?,
+                    ceil_mode: r.bool()?,
+                    count_include_pad: r.bool()?,
+                };
+                if kind == OpKind::MaxPool {
+                    Op::MaxPool(pool)
+                } else {
+                    Op::AvgPool(pool)
+                }
+            }
+            OpKind::GlobalAvgPool => Op::GlobalAvgPool,
+            OpKind::Copy => Op::Copy,
+            OpKind::BatchNorm => Op::BatchNorm {
+                epsilon: finite(r.f32()?)?,
+                activation: Activation::decode(r)?,
+            },
+            OpKind::Transpose => Op::Transpose {
+                perm: decode_axes(r, |v| Some(v as usize))?,
+            },
+            OpKind::Slice => Op::Slice {
+                starts: decode_axes(r, |v| Some(v as usize))?,
+                steps: decode_axes(r, |v| match v as i32 {
+                    0 => None,
+                    s => Some(s as isize),
+                })?,
+            },
+            OpKind::Pad => Op::Pad {
+                mode: match r.u32()? {
+                    0 => PadMode::Constant,
+                    1 => PadMode::Reflect,
+                    2 => PadMode::Edge,
+                    _ => return None,
+                },
+                begins: decode_axes(r, |v| Some(v as usize))?,
+                ends: decode_axes(r, |v| Some(v as usize))?,
+                value: r.f32()?,
+            },
+            OpKind::Reduce => Op::Reduce {
+                op: match r.u32()? {
+                    0 => ReduceOp::Mean,
+                    1 => ReduceOp::Sum,
+                    2 => ReduceOp::Max,
+                    _ => return None,
+                },
+                axes: r.u32()?,
+            },
+        };
+        r.is_done().then_some(op)
+    }
+}
+
+fn positive(v: usize) -> Option<usize> {
+    (v >= 1).then_some(v)
+}
+
+fn finite(v: f32) -> Option<f32> {
+    v.is_finite().then_some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn round_trip(op: Op) {
+        let mut w = WordWriter::default();
+        op.encode(&mut w);
+        let words = w.words().unwrap();
+        let mut bytes = [0u8; 4 * crate::words::MAX_PARAM_WORDS];
+        for (i, v) in words.iter().enumerate() {
+            bytes[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        let mut r = WordReader::new(&bytes[..4 * words.len()]);
+        assert_eq!(Op::decode(op.kind(), &mut r), Some(op));
+    }
+
+    #[test]
+    fn ops_round_trip() {
+        let window = Window {
+            kernel: [3, 3],
+            stride: [2, 1],
+            dilation: [1, 2],
+            pads: [1, 0, 1, 2],
+        };
+        round_trip(Op::Conv(Conv {
+            window,
+            group: 4,
+            activation: Activation::Clip { min: 0.0, max: 6.0 },
+        }));
+        round_trip(Op::Slice {
+            starts: [1, 2, 0, 0, 0, 0, 0, 0],
+            steps: [-1, 2, 1, 1, 1, 1, 1, 1],
+        });
+        round_trip(Op::Pad {
+            mode: PadMode::Reflect,
+            begins: [0, 1, 2, 3, 0, 0, 0, 0],
+            ends: [3, 2, 1, 0, 0, 0, 0, 0],
+            value: 0.5,
+        });
+        round_trip(Op::MaxPool(Pool {
+            window,
+            ceil_mode: true,
+            count_include_pad: false,
+        }));
+        round_trip(Op::Reduce {
+            op: ReduceOp::Max,
+            axes: 0b101,
+        });
+    }
+
+    #[test]
+    fn zero_stride_is_rejected() {
+        let bytes = [0u8; 4 * 14];
+        let mut r = WordReader::new(&bytes);
+        assert_eq!(Op::decode(OpKind::Conv, &mut r), None);
+    }
+}

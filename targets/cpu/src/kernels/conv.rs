@@ -1,0 +1,229 @@
+//! Convolutions over NCHW tensors (1-D convolutions arrive as height-1 2-D ones).
+//!
+//! Three strategies, chosen from the parameters exactly as `conv_scratch_elements` says:
+//! pointwise (1×1, stride 1, no padding) is one matrix product per group on the input in place;
+//! depthwise runs directly, one vectorised row at a time; everything else unfolds one group's
+//! input into the planned scratch (im2col) and multiplies.
+
+use super::elementwise::activate;
+use super::gemm::{sgemm, Mat};
+use ferrite_hal::op::{Conv, ConvTranspose, Window};
+
+/// Dimensions of one convolution call.
+#[derive(Clone, Copy, Debug)]
+pub struct ConvDims {
+    /// Batch.
+    pub n: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Input height.
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Output channels.
+    pub oc: usize,
+    /// Output height.
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+}
+
+/// Range of output positions `o` along one axis whose input position `o*stride - pad + tap`
+/// lies inside `[0, len)`: returns `(first, end)`.
+#[inline]
+fn valid_range(out_len: usize, len: usize, stride: usize, pad: usize, tap: usize) -> (usize, usize) {
+    // o*stride + tap >= pad  and  o*stride + tap < pad + len
+    let first = pad.saturating_sub(tap).div_ceil(stride);
+    let end = if pad + len > tap {
+        (pad + len - tap).div_ceil(stride)
+    } else {
+        0
+    };
+    (first.min(out_len), end.min(out_len).max(first.min(out_len)))
+}
+
+/// Convolution. `scratch` holds at least `conv_scratch_elements` floats.
+pub fn conv(p: &Conv, d: ConvDims, x: &[f32], weight: &[f32], bias: Option<&[f32]>, out: &mut [f32], scratch: &mut [f32]) {
+    let g = p.group;
+    let icg = d.c / g;
+    let ocg = d.oc / g;
+    let [kh, kw] = p.window.kernel;
+    let k = icg * kh * kw;
+    let plane = d.oh * d.ow;
+    let win = &p.window;
+    let pointwise = win.kernel == [1, 1] && win.stride == [1, 1] && win.pads == [0; 4];
+    let depthwise = icg == 1 && g > 1;
+    for b in 0..d.n {
+        let out_b = &mut out[b * d.oc * plane..(b + 1) * d.oc * plane];
+        init_bias(out_b, bias, plane);
+        let x_b = &x[b * d.c * d.h * d.w..(b + 1) * d.c * d.h * d.w];
+        if depthwise {
+            depthwise_conv(win, d, ocg, x_b, weight, out_b);
+            continue;
+        }
+        for grp in 0..g {
+            let x_g = &x_b[grp * icg * d.h * d.w..(grp + 1) * icg * d.h * d.w];
+            let cols: &[f32] = if pointwise {
+                x_g
+            } else {
+                im2col(win, d, icg, x_g, &mut scratch[..k * plane]);
+                &scratch[..k * plane]
+            };
+            let w_g = &weight[grp * ocg * k..(grp + 1) * ocg * k];
+            let out_g = &mut out_b[grp * ocg * plane..(grp + 1) * ocg * plane];
+            sgemm(ocg, plane, k, 1.0, Mat { data: w_g, stride: k }, Mat { data: cols, stride: plane }, out_g, plane, true);
+        }
+    }
+    activate(p.activation, out);
+}
+
+fn init_bias(out: &mut [f32], bias: Option<&[f32]>, plane: usize) {
+    match bias {
+        Some(bias) => {
+            for (row, &v) in out.chunks_exact_mut(plane.max(1)).zip(bias) {
+                row.fill(v);
+            }
+        }
+        None => out.fill(0.0),
+    }
+}
+
+/// Unfolds `icg` input channels into `cols[(c, ky, kx), (oy, ox)]`.
+fn im2col(win: &Window, d: ConvDims, icg: usize, x: &[f32], cols: &mut [f32]) {
+    let [kh, kw] = win.kernel;
+    let [sh, sw] = win.stride;
+    let [dh, dw] = win.dilation;
+    let (pt, pl) = (win.pads[0], win.pads[1]);
+    let plane = d.oh * d.ow;
+    for c in 0..icg {
+        let x_c = &x[c * d.h * d.w..(c + 1) * d.h * d.w];
+        for ky in 0..kh {
+            let (oy0, oy1) = valid_range(d.oh, d.h, sh, pt, ky * dh);
+            for kx in 0..kw {
+                let row = &mut cols[((c * kh + ky) * kw + kx) * plane..][..plane];
+                let (ox0, ox1) = valid_range(d.ow, d.w, sw, pl, kx * dw);
+                for oy in 0..d.oh {
+                    let dst = &mut row[oy * d.ow..(oy + 1) * d.ow];
+                    if oy < oy0 || oy >= oy1 || ox0 >= ox1 {
+                        dst.fill(0.0);
+                        continue;
+                    }
+                    let iy = oy * sh + ky * dh - pt;
+                    dst[..ox0].fill(0.0);
+                    dst[ox1..].fill(0.0);
+                    let ix0 = ox0 * sw + kx * dw - pl;
+                    let src = &x_c[iy * d.w..(iy + 1) * d.w];
+                    if sw == 1 {
+                        dst[ox0..ox1].copy_from_slice(&src[ix0..ix0 + (ox1 - ox0)]);
+                    } else {
+                        for (dv, sv) in dst[ox0..ox1].iter_mut().zip(src[ix0..].iter().step_by(sw)) {
+                            *dv = *sv;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Depthwise convolution: output channel `o` reads input channel `o / multiplier` only.
+fn depthwise_conv(win: &Window, d: ConvDims, multiplier: usize, x: &[f32], weight: &[f32], out: &mut [f32]) {
+    let [kh, kw] = win.kernel;
+    let [sh, sw] = win.stride;
+    let [dh, dw] = win.dilation;
+    let (pt, pl) = (win.pads[0], win.pads[1]);
+    let plane = d.oh * d.ow;
+    for o in 0..d.oc {
+        let x_c = &x[(o / multiplier) * d.h * d.w..][..d.h * d.w];
+        let out_c = &mut out[o * plane..(o + 1) * plane];
+        let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
+        for ky in 0..kh {
+            let (oy0, oy1) = valid_range(d.oh, d.h, sh, pt, ky * dh);
+            for kx in 0..kw {
+                let wv = w_o[ky * kw + kx];
+                let (ox0, ox1) = valid_range(d.ow, d.w, sw, pl, kx * dw);
+                if ox0 >= ox1 {
+                    continue;
+                }
+                let ix0 = ox0 * sw + kx * dw - pl;
+                for oy in oy0..oy1 {
+                    let iy = oy * sh + ky * dh - pt;
+                    let src = &x_c[iy * d.w..(iy + 1) * d.w];
+                    let dst = &mut out_c[oy * d.ow + ox0..oy * d.ow + ox1];
+                    if sw == 1 {
+                        for (dv, sv) in dst.iter_mut().zip(&src[ix0..]) {
+                            *dv += wv * sv;
+                        }
+                    } else {
+                        for (dv, sv) in dst.iter_mut().zip(src[ix0..].iter().step_by(sw)) {
+                            *dv += wv * sv;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Transposed convolution by scattering each input pixel's contribution.
+pub fn conv_transpose(p: &ConvTranspose, d: ConvDims, x: &[f32], weight: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+    let g = p.group;
+    let icg = d.c / g;
+    let ocg = d.oc / g;
+    let [kh, kw] = p.window.kernel;
+    let [sh, sw] = p.window.stride;
+    let [dh, dw] = p.window.dilation;
+    let (pt, pl) = (p.window.pads[0], p.window.pads[1]);
+    let plane = d.oh * d.ow;
+    for b in 0..d.n {
+        let out_b = &mut out[b * d.oc * plane..(b + 1) * d.oc * plane];
+        init_bias(out_b, bias, plane);
+        for grp in 0..g {
+            for ic in 0..icg {
+                let cin = grp * icg + ic;
+                let x_c = &x[(b * d.c + cin) * d.h * d.w..][..d.h * d.w];
+                for oc in 0..ocg {
+                    let cout = grp * ocg + oc;
+                    let w_k = &weight[(cin * ocg + oc) * kh * kw..][..kh * kw];
+                    let out_c = &mut out_b[cout * plane..(cout + 1) * plane];
+                    for iy in 0..d.h {
+                        for ky in 0..kh {
+                            let oy = (iy * sh + ky * dh) as isize - pt as isize;
+                            if oy < 0 || oy >= d.oh as isize {
+                                continue;
+                            }
+                            let row = &mut out_c[oy as usize * d.ow..(oy as usize + 1) * d.ow];
+                            for kx in 0..kw {
+                                let wv = w_k[ky * kw + kx];
+                                for ix in 0..d.w {
+                                    let ox = (ix * sw + kx * dw) as isize - pl as isize;
+                                    if ox >= 0 && (ox as usize) < d.ow {
+                                        row[ox as usize] += wv * x_c[iy * d.w + ix];
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    activate(p.activation, out);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_ranges() {
+        // out 5, input 5, stride 1, pad 1, tap 0: o-1 in [0,5) -> o in [1, 5)
+        assert_eq!(valid_range(5, 5, 1, 1, 0), (1, 5));
+        // tap 2: o+1 in [0,5) -> o in [0,4)
+        assert_eq!(valid_range(5, 5, 1, 1, 2), (0, 4));
+        // stride 2, pad 0, tap 0, len 5, out 3 -> o in [0,3)
+        assert_eq!(valid_range(3, 5, 2, 0, 0), (0, 3));
+        // tap beyond everything
+        assert_eq!(valid_range(2, 1, 1, 0, 3), (0, 0));
+    }
+}

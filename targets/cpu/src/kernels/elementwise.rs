@@ -1,0 +1,184 @@
+//! Elementwise kernels: activations, broadcasting binary arithmetic, batch normalisation.
+
+use super::index::for_each_index;
+use crate::math;
+use ferrite_hal::geometry::broadcast_strides;
+use ferrite_hal::op::BinaryOp;
+use ferrite_hal::{Activation, Shape};
+
+/// Applies `act` to every element of `xs` in place.
+pub fn activate(act: Activation, xs: &mut [f32]) {
+    match act {
+        Activation::None => {}
+        Activation::Relu => xs.iter_mut().for_each(|x| *x = x.max(0.0)),
+        Activation::LeakyRelu { alpha } => xs
+            .iter_mut()
+            .for_each(|x| *x = if *x >= 0.0 { *x } else { *x * alpha }),
+        Activation::Clip { min, max } => xs.iter_mut().for_each(|x| *x = x.max(min).min(max)),
+        Activation::Sigmoid => xs.iter_mut().for_each(|x| *x = sigmoid(*x)),
+        Activation::Tanh => xs.iter_mut().for_each(|x| *x = math::tanh(*x)),
+        Activation::HardSigmoid { alpha, beta } => xs
+            .iter_mut()
+            .for_each(|x| *x = (alpha * *x + beta).max(0.0).min(1.0)),
+        Activation::HardSwish => xs
+            .iter_mut()
+            .for_each(|x| *x *= (*x / 6.0 + 0.5).max(0.0).min(1.0)),
+    }
+}
+
+/// Numerically stable logistic function.
+#[inline]
+pub fn sigmoid(x: f32) -> f32 {
+    if x >= 0.0 {
+        1.0 / (1.0 + math::exp(-x))
+    } else {
+        let e = math::exp(x);
+        e / (1.0 + e)
+    }
+}
+
+/// One operand of an elementwise op: separate data, or the output itself (in place).
+#[derive(Clone, Copy)]
+pub enum Operand<'a> {
+    /// Separate data with its own shape.
+    Data(&'a [f32], Shape),
+    /// The output's current contents (same shape as the output).
+    Output,
+}
+
+/// One row's view of an operand.
+#[derive(Clone, Copy)]
+enum Row<'a> {
+    Contiguous(&'a [f32]),
+    Splat(f32),
+    Output,
+}
+
+/// `out = act(a op b)` with numpy broadcasting over `out_shape`.
+pub fn binary(op: BinaryOp, a: Operand<'_>, b: Operand<'_>, out: &mut [f32], out_shape: &Shape, act: Activation) {
+    match op {
+        BinaryOp::Add => binary_with(a, b, out, out_shape, |x, y| x + y),
+        BinaryOp::Sub => binary_with(a, b, out, out_shape, |x, y| x - y),
+        BinaryOp::Mul => binary_with(a, b, out, out_shape, |x, y| x * y),
+        BinaryOp::Div => binary_with(a, b, out, out_shape, |x, y| x / y),
+    }
+    activate(act, out);
+}
+
+fn binary_with(a: Operand<'_>, b: Operand<'_>, out: &mut [f32], out_shape: &Shape, f: impl Fn(f32, f32) -> f32 + Copy) {
+    let rank = out_shape.rank();
+    let inner = if rank == 0 { 1 } else { out_shape.dims()[rank - 1] };
+    let outer_dims = &out_shape.dims()[..rank.saturating_sub(1)];
+    let out_strides = out_shape.strides();
+    let strides_of = |o: &Operand<'_>| match o {
+        Operand::Data(_, s) => broadcast_strides(s, out_shape),
+        Operand::Output => out_strides,
+    };
+    let (sa, sb) = (strides_of(&a), strides_of(&b));
+    fn row_of<'a>(o: Operand<'a>, strides: &[usize; ferrite_hal::MAX_RANK], off: usize, rank: usize, inner: usize) -> Row<'a> {
+        let last = rank.saturating_sub(1);
+        match o {
+            Operand::Output => Row::Output,
+            Operand::Data(d, _) => {
+                if rank > 0 && strides[last] == 1 {
+                    Row::Contiguous(&d[off..off + inner])
+                } else {
+                    Row::Splat(d[off])
+                }
+            }
+        }
+    }
+    for_each_index(outer_dims, [&out_strides, &sa, &sb], |[o, oa, ob]| {
+        let ra = row_of(a, &sa, oa, rank, inner);
+        let rb = row_of(b, &sb, ob, rank, inner);
+        let dst = &mut out[o..o + inner];
+        apply_row(dst, ra, rb, f);
+    });
+}
+
+#[inline(always)]
+fn apply_row(dst: &mut [f32], a: Row<'_>, b: Row<'_>, f: impl Fn(f32, f32) -> f32) {
+    match (a, b) {
+        (Row::Contiguous(x), Row::Contiguous(y)) => {
+            for ((d, x), y) in dst.iter_mut().zip(x).zip(y) {
+                *d = f(*x, *y);
+            }
+        }
+        (Row::Contiguous(x), Row::Splat(y)) => dst.iter_mut().zip(x).for_each(|(d, x)| *d = f(*x, y)),
+        (Row::Splat(x), Row::Contiguous(y)) => dst.iter_mut().zip(y).for_each(|(d, y)| *d = f(x, *y)),
+        (Row::Splat(x), Row::Splat(y)) => dst.fill(f(x, y)),
+        (Row::Output, Row::Contiguous(y)) => dst.iter_mut().zip(y).for_each(|(d, y)| *d = f(*d, *y)),
+        (Row::Output, Row::Splat(y)) => dst.iter_mut().for_each(|d| *d = f(*d, y)),
+        (Row::Contiguous(x), Row::Output) => dst.iter_mut().zip(x).for_each(|(d, x)| *d = f(*x, *d)),
+        (Row::Splat(x), Row::Output) => dst.iter_mut().for_each(|d| *d = f(x, *d)),
+        (Row::Output, Row::Output) => dst.iter_mut().for_each(|d| *d = f(*d, *d)),
+    }
+}
+
+/// Batch normalisation over axis 1: `y = (x - mean) / sqrt(var + eps) * scale + bias`.
+/// `x` is `None` when the op runs in place on `out`.
+#[allow(clippy::too_many_arguments)]
+pub fn batch_norm(
+    x: Option<&[f32]>,
+    shape: &Shape,
+    scale: &[f32],
+    bias: &[f32],
+    mean: &[f32],
+    var: &[f32],
+    epsilon: f32,
+    out: &mut [f32],
+    act: Activation,
+) {
+    let n = shape.dim(0);
+    let c = shape.dim(1);
+    let inner = shape.product(2..shape.rank());
+    for b in 0..n {
+        for ch in 0..c {
+            let k = scale[ch] / math::sqrt(var[ch] + epsilon);
+            let s = bias[ch] - mean[ch] * k;
+            let start = (b * c + ch) * inner;
+            let dst = &mut out[start..start + inner];
+            match x {
+                Some(x) => {
+                    for (d, v) in dst.iter_mut().zip(&x[start..start + inner]) {
+                        *d = v * k + s;
+                    }
+                }
+                None => dst.iter_mut().for_each(|d| *d = *d * k + s),
+            }
+        }
+    }
+    activate(act, out);
+}
+
+/// Softmax along `axis`: the tensor is `[outer, len, inner]` around it.
+pub fn softmax(x: Option<&[f32]>, shape: &Shape, axis: usize, out: &mut [f32]) {
+    if let Some(x) = x {
+        out.copy_from_slice(x);
+    }
+    let len = shape.dim(axis);
+    let inner = shape.product(axis + 1..shape.rank());
+    let outer = shape.product(0..axis);
+    if len == 0 {
+        return;
+    }
+    for o in 0..outer {
+        for i in 0..inner {
+            let base = o * len * inner + i;
+            let mut max = f32::NEG_INFINITY;
+            for j in 0..len {
+                max = max.max(out[base + j * inner]);
+            }
+            let mut sum = 0.0;
+            for j in 0..len {
+                let e = math::exp(out[base + j * inner] - max);
+                out[base + j * inner] = e;
+                sum += e;
+            }
+            let inv = 1.0 / sum;
+            for j in 0..len {
+                out[base + j * inner] *= inv;
+            }
+        }
+    }
+}

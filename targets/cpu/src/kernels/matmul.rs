@@ -1,0 +1,51 @@
+//! The Gemm and MatMul operators on top of [`super::gemm::sgemm`].
+
+use super::elementwise::activate;
+use super::gemm::{sgemm, Mat};
+use super::index::for_each_index;
+use ferrite_hal::geometry::{broadcast_strides, MatMulGeometry};
+use ferrite_hal::op::Gemm;
+use ferrite_hal::Shape;
+
+/// `out[M×N] = act(alpha · A · B + beta · C)`, `C` broadcast to `[M, N]`.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm(p: &Gemm, m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: Option<(&[f32], Shape)>, out: &mut [f32]) {
+    let out_shape = Shape::new(&[m, n]).unwrap_or(Shape::SCALAR);
+    match c {
+        Some((c, c_shape)) if p.beta != 0.0 => {
+            let s = broadcast_strides(&c_shape, &out_shape);
+            for i in 0..m {
+                for j in 0..n {
+                    out[i * n + j] = p.beta * c[i * s[0] + j * s[1]];
+                }
+            }
+        }
+        _ => out.fill(0.0),
+    }
+    sgemm(m, n, k, p.alpha, Mat { data: a, stride: k }, Mat { data: b, stride: n }, out, n, true);
+    activate(p.activation, out);
+}
+
+/// Batched, broadcasting matrix product.
+pub fn matmul(g: &MatMulGeometry, a: &[f32], b: &[f32], out: &mut [f32]) {
+    let (m, k, n) = (g.m, g.k, g.n);
+    let batch_out = g.batch.strides().map(|s| s * m * n);
+    for_each_index(g.batch.dims(), [&batch_out, &g.a_batch_strides, &g.b_batch_strides], |[o, oa, ob]| {
+        sgemm(
+            m,
+            n,
+            k,
+            1.0,
+            Mat { data: &a[oa..oa + m * k], stride: k },
+            Mat { data: &b[ob..ob + k * n], stride: n },
+            &mut out[o..o + m * n],
+            n,
+            false,
+        );
+    });
+}
+
+/// Applies the fused activation of a MatMul.
+pub fn finish(act: ferrite_hal::Activation, out: &mut [f32]) {
+    activate(act, out);
+}

@@ -1,0 +1,242 @@
+//! The portable kernels, one module per family, and [`run_step`], which carves a step's operands
+//! out of the arena and calls the right kernel.
+
+pub mod conv;
+pub mod elementwise;
+pub mod gemm;
+pub mod index;
+pub mod matmul;
+pub mod movement;
+pub mod pool;
+pub mod reduce;
+
+use crate::memory::{carve, f32s, f32s_mut, span, Readable, Src};
+use crate::CpuError;
+use elementwise::Operand;
+use ferrite_hal::geometry::{nchw, MatMulGeometry};
+use ferrite_hal::{DType, Op, Step, TensorDesc};
+
+/// Runs `$body` with `$src`/`$dst` bound to the byte slices viewed as elements of `$dtype`'s
+/// size (u8, u32 or u64): data movement only copies elements, whatever their type.
+macro_rules! with_elements {
+    ($dtype:expr, $src:expr, $dst:expr, |$s:ident, $d:ident| $body:expr) => {{
+        let bad = |_| CpuError::Misaligned;
+        match $dtype.size() {
+            1 => {
+                let ($s, $d): (&[u8], &mut [u8]) = ($src, $dst);
+                $body;
+            }
+            4 => {
+                let $s: &[u32] = bytemuck::try_cast_slice($src).map_err(bad)?;
+                let $d: &mut [u32] = bytemuck::try_cast_slice_mut($dst).map_err(bad)?;
+                $body;
+            }
+            8 => {
+                let $s: &[u64] = bytemuck::try_cast_slice($src).map_err(bad)?;
+                let $d: &mut [u64] = bytemuck::try_cast_slice_mut($dst).map_err(bad)?;
+                $body;
+            }
+            _ => return Err(CpuError::Unsupported),
+        }
+    }};
+}
+
+/// Runs one verified step on `arena` (tensors at their planned offsets) and `weights`.
+pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
+    if let Op::Split { axis } = step.op {
+        return split(step, axis, arena, weights);
+    }
+    let out_desc = step.outputs.get(0).ok_or(CpuError::CorruptPlan)?;
+    let out_span = span(&out_desc).ok_or(CpuError::CorruptPlan)?;
+    let scratch_span = step.scratch.as_ref().and_then(span);
+    let (view, out, scratch) = carve(arena, weights, out_span, scratch_span)?;
+    let input = |i: usize| step.inputs.get(i).ok_or(CpuError::CorruptPlan);
+    let f32_in = |i: usize| -> Result<&[f32], CpuError> { f32s(view.bytes(&input(i)?)?) };
+    let optional_f32 = |i: usize| -> Result<Option<&[f32]>, CpuError> {
+        match step.inputs.get(i) {
+            Some(t) => Ok(Some(f32s(view.bytes(&t)?)?)),
+            None => Ok(None),
+        }
+    };
+    match step.op {
+        Op::Conv(c) => {
+            let x = input(0)?;
+            let [n, ch, h, w] = nchw(&x.shape).ok_or(CpuError::CorruptPlan)?;
+            let [_, oc, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
+            let dims = conv::ConvDims { n, c: ch, h, w, oc, oh, ow };
+            let scratch = match scratch {
+                Some(s) => f32s_mut(s)?,
+                None => &mut [][..],
+            };
+            conv::conv(&c, dims, f32_in(0)?, f32_in(1)?, optional_f32(2)?, f32s_mut(out)?, scratch);
+        }
+        Op::ConvTranspose(c) => {
+            let x = input(0)?;
+            let [n, ch, h, w] = nchw(&x.shape).ok_or(CpuError::CorruptPlan)?;
+            let [_, oc, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
+            let dims = conv::ConvDims { n, c: ch, h, w, oc, oh, ow };
+            conv::conv_transpose(&c, dims, f32_in(0)?, f32_in(1)?, optional_f32(2)?, f32s_mut(out)?);
+        }
+        Op::Gemm(g) => {
+            let (a, b) = (input(0)?, input(1)?);
+            let c = match step.inputs.get(2) {
+                Some(t) => Some((f32s(view.bytes(&t)?)?, t.shape)),
+                None => None,
+            };
+            let (m, k, n) = (a.shape.dim(0), a.shape.dim(1), b.shape.dim(1));
+            matmul::gemm(&g, m, k, n, f32_in(0)?, f32_in(1)?, c, f32s_mut(out)?);
+        }
+        Op::MatMul { activation } => {
+            let g = MatMulGeometry::new(&input(0)?.shape, &input(1)?.shape).ok_or(CpuError::CorruptPlan)?;
+            let out = f32s_mut(out)?;
+            matmul::matmul(&g, f32_in(0)?, f32_in(1)?, out);
+            matmul::finish(activation, out);
+        }
+        Op::Binary { op, activation } => {
+            let a = operand(&view, &input(0)?)?;
+            let b = operand(&view, &input(1)?)?;
+            elementwise::binary(op, a, b, f32s_mut(out)?, &out_desc.shape, activation);
+        }
+        Op::Unary(act) => {
+            let out = f32s_mut(out)?;
+            if let Src::Bytes(x) = view.src(&input(0)?)? {
+                out.copy_from_slice(f32s(x)?);
+            }
+            elementwise::activate(act, out);
+        }
+        Op::Softmax { axis } => {
+            let x = f32s(view.bytes(&input(0)?)?)?;
+            elementwise::softmax(Some(x), &out_desc.shape, axis, f32s_mut(out)?);
+        }
+        Op::MaxPool(p) | Op::AvgPool(p) => {
+            let input_dims = nchw(&input(0)?.shape).ok_or(CpuError::CorruptPlan)?;
+            let [_, _, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
+            let dims = pool::PoolDims { input: input_dims, output: [oh, ow] };
+            let is_max = matches!(step.op, Op::MaxPool(_));
+            pool::pool(&p, dims, is_max, f32_in(0)?, f32s_mut(out)?);
+        }
+        Op::GlobalAvgPool => {
+            let x = input(0)?;
+            let plane = x.shape.product(2..x.shape.rank());
+            pool::global_avg_pool(f32_in(0)?, plane, f32s_mut(out)?);
+        }
+        Op::BatchNorm { epsilon, activation } => {
+            let x = match view.src(&input(0)?)? {
+                Src::Bytes(b) => Some(f32s(b)?),
+                Src::Output => None,
+            };
+            elementwise::batch_norm(
+                x,
+                &out_desc.shape,
+                f32_in(1)?,
+                f32_in(2)?,
+                f32_in(3)?,
+                f32_in(4)?,
+                epsilon,
+                f32s_mut(out)?,
+                activation,
+            );
+        }
+        Op::Reduce { op, axes } => {
+            let x = input(0)?;
+            reduce::reduce(op, f32_in(0)?, &x.shape, axes, f32s_mut(out)?);
+        }
+        Op::Transpose { perm } => {
+            let x = input(0)?;
+            let bytes = view.bytes(&x)?;
+            with_elements!(x.dtype, bytes, out, |src, dst| movement::transpose(src, &x.shape, &perm, dst, &out_desc.shape));
+        }
+        Op::Slice { starts, steps } => {
+            let x = input(0)?;
+            let bytes = view.bytes(&x)?;
+            with_elements!(x.dtype, bytes, out, |src, dst| movement::slice(src, &x.shape, &starts, &steps, dst, &out_desc.shape));
+        }
+        Op::Pad { mode, begins, value, .. } => {
+            let x = input(0)?;
+            let bytes = view.bytes(&x)?;
+            pad(x, bytes, mode, &begins, value, out, &out_desc)?;
+        }
+        Op::Concat { axis } => {
+            let mut offset = 0;
+            for part in step.inputs.iter() {
+                let part = part.ok_or(CpuError::CorruptPlan)?;
+                let len = part.shape.dim(axis);
+                let bytes = view.bytes(&part)?;
+                with_elements!(part.dtype, bytes, &mut *out, |src, dst| movement::concat_into(src, dst, &out_desc.shape, len, axis, offset));
+                offset += len;
+            }
+        }
+        Op::Gather { axis } => {
+            let (x, idx) = (input(0)?, input(1)?);
+            let bytes = view.bytes(&x)?;
+            let idx_bytes = view.bytes(&idx)?;
+            gather(x, bytes, axis, &idx, idx_bytes, out)?;
+        }
+        Op::Copy => {
+            let bytes = view.bytes(&input(0)?)?;
+            out.copy_from_slice(bytes);
+        }
+        Op::Split { .. } => return Err(CpuError::CorruptPlan),
+    }
+    Ok(())
+}
+
+fn operand<'x>(view: &Readable<'x>, t: &TensorDesc) -> Result<Operand<'x>, CpuError> {
+    Ok(match view.src(t)? {
+        Src::Bytes(b) => Operand::Data(f32s(b)?, t.shape),
+        Src::Output => Operand::Output,
+    })
+}
+
+fn pad(x: TensorDesc, src: &[u8], mode: ferrite_hal::op::PadMode, begins: &[usize; ferrite_hal::MAX_RANK], value: f32, dst: &mut [u8], out: &TensorDesc) -> Result<(), CpuError> {
+    let bad = |_| CpuError::Misaligned;
+    match x.dtype {
+        DType::F32 => movement::pad(f32s(src)?, &x.shape, mode, begins, value, f32s_mut(dst)?, &out.shape),
+        DType::I32 => movement::pad::<i32>(bytemuck::try_cast_slice(src).map_err(bad)?, &x.shape, mode, begins, value as i32, bytemuck::try_cast_slice_mut(dst).map_err(bad)?, &out.shape),
+        DType::I64 => movement::pad::<i64>(bytemuck::try_cast_slice(src).map_err(bad)?, &x.shape, mode, begins, value as i64, bytemuck::try_cast_slice_mut(dst).map_err(bad)?, &out.shape),
+        DType::I8 => movement::pad::<i8>(bytemuck::try_cast_slice(src).map_err(bad)?, &x.shape, mode, begins, value as i8, bytemuck::try_cast_slice_mut(dst).map_err(bad)?, &out.shape),
+        DType::U8 | DType::Bool => movement::pad::<u8>(src, &x.shape, mode, begins, value as u8, dst, &out.shape),
+    }
+    Ok(())
+}
+
+fn gather(x: TensorDesc, src: &[u8], axis: usize, idx: &TensorDesc, idx_bytes: &[u8], dst: &mut [u8]) -> Result<(), CpuError> {
+    let bad = |_| CpuError::Misaligned;
+    let indices: &[u8] = idx_bytes;
+    match idx.dtype {
+        DType::I64 => {
+            let ix: &[i64] = bytemuck::try_cast_slice(indices).map_err(bad)?;
+            gather_typed(x, src, axis, ix.iter().copied(), dst)
+        }
+        DType::I32 => {
+            let ix: &[i32] = bytemuck::try_cast_slice(indices).map_err(bad)?;
+            gather_typed(x, src, axis, ix.iter().map(|&v| v as i64), dst)
+        }
+        _ => Err(CpuError::Unsupported),
+    }
+}
+
+fn gather_typed(x: TensorDesc, src: &[u8], axis: usize, ix: impl Iterator<Item = i64> + Clone, dst: &mut [u8]) -> Result<(), CpuError> {
+    let bad = |_| CpuError::Misaligned;
+    match x.dtype.size() {
+        1 => movement::gather(src, &x.shape, axis, ix, dst),
+        4 => movement::gather::<u32>(bytemuck::try_cast_slice(src).map_err(bad)?, &x.shape, axis, ix, bytemuck::try_cast_slice_mut(dst).map_err(bad)?),
+        8 => movement::gather::<u64>(bytemuck::try_cast_slice(src).map_err(bad)?, &x.shape, axis, ix, bytemuck::try_cast_slice_mut(dst).map_err(bad)?),
+        _ => Err(CpuError::Unsupported),
+    }
+}
+
+/// Split writes several outputs: carve each in turn.
+fn split(step: &Step<'_>, axis: usize, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
+    let x = step.inputs.get(0).ok_or(CpuError::CorruptPlan)?;
+    let mut offset = 0;
+    for out_desc in step.outputs.iter() {
+        let out_desc = out_desc.ok_or(CpuError::CorruptPlan)?;
+        let (view, out, _) = carve(arena, weights, span(&out_desc).ok_or(CpuError::CorruptPlan)?, None)?;
+        let len = out_desc.shape.dim(axis);
+        let bytes = view.bytes(&x)?;
+        with_elements!(x.dtype, bytes, out, |src, dst| movement::split_from(src, &x.shape, dst, len, axis, offset));
+        offset += len;
+    }
+    Ok(())
+}

@@ -1,0 +1,177 @@
+//! Data-movement kernels, generic over the element type (they only copy elements).
+
+use super::index::for_each_index;
+use crate::CpuError;
+use ferrite_hal::op::PadMode;
+use ferrite_hal::{Shape, MAX_RANK};
+
+/// Output axis `i` is input axis `perm[i]`.
+pub fn transpose<T: Copy>(x: &[T], in_shape: &Shape, perm: &[usize; MAX_RANK], out: &mut [T], out_shape: &Shape) {
+    let rank = in_shape.rank();
+    if rank == 0 {
+        out.copy_from_slice(x);
+        return;
+    }
+    let in_strides = in_shape.strides();
+    let mut src_strides = [0usize; MAX_RANK];
+    for axis in 0..rank {
+        src_strides[axis] = in_strides[perm[axis]];
+    }
+    let inner = out_shape.dims()[rank - 1];
+    let inner_stride = src_strides[rank - 1];
+    let out_strides = out_shape.strides();
+    for_each_index(&out_shape.dims()[..rank - 1], [&out_strides, &src_strides], |[o, i]| {
+        let dst = &mut out[o..o + inner];
+        if inner_stride == 1 {
+            dst.copy_from_slice(&x[i..i + inner]);
+        } else {
+            for (d, s) in dst.iter_mut().zip(x[i..].iter().step_by(inner_stride)) {
+                *d = *s;
+            }
+        }
+    });
+}
+
+/// Copies input `part` into its place in the concatenation `out`.
+pub fn concat_into<T: Copy>(part: &[T], out: &mut [T], out_shape: &Shape, part_axis_len: usize, axis: usize, offset: usize) {
+    let outer = out_shape.product(0..axis);
+    let inner = out_shape.product(axis + 1..out_shape.rank());
+    let whole_row = out_shape.dim(axis) * inner;
+    let part_row = part_axis_len * inner;
+    for o in 0..outer {
+        out[o * whole_row + offset * inner..][..part_row].copy_from_slice(&part[o * part_row..(o + 1) * part_row]);
+    }
+}
+
+/// Copies the part of `x` at `offset` along `axis` into the split output `out`.
+pub fn split_from<T: Copy>(x: &[T], x_shape: &Shape, out: &mut [T], part_axis_len: usize, axis: usize, offset: usize) {
+    let outer = x_shape.product(0..axis);
+    let inner = x_shape.product(axis + 1..x_shape.rank());
+    let whole_row = x_shape.dim(axis) * inner;
+    let part_row = part_axis_len * inner;
+    for o in 0..outer {
+        out[o * part_row..(o + 1) * part_row].copy_from_slice(&x[o * whole_row + offset * inner..][..part_row]);
+    }
+}
+
+/// Strided slice: output index `i` on each axis reads `starts + i * steps`.
+pub fn slice<T: Copy>(x: &[T], in_shape: &Shape, starts: &[usize; MAX_RANK], steps: &[isize; MAX_RANK], out: &mut [T], out_shape: &Shape) {
+    let rank = in_shape.rank();
+    if rank == 0 {
+        out.copy_from_slice(x);
+        return;
+    }
+    let in_strides = in_shape.strides();
+    let base: usize = (0..rank).map(|a| starts[a] * in_strides[a]).sum();
+    // Offsets move by step × stride per axis; negative steps walk backwards from `base`.
+    let mut pos = [0usize; MAX_RANK];
+    let mut neg = [0usize; MAX_RANK];
+    for a in 0..rank {
+        let s = steps[a].unsigned_abs() * in_strides[a];
+        if steps[a] > 0 {
+            pos[a] = s;
+        } else {
+            neg[a] = s;
+        }
+    }
+    let inner = out_shape.dims()[rank - 1];
+    let out_strides = out_shape.strides();
+    for_each_index(&out_shape.dims()[..rank - 1], [&out_strides, &pos, &neg], |[o, p, n]| {
+        let start = base + p - n;
+        let dst = &mut out[o..o + inner];
+        let (step_fwd, step_back) = (pos[rank - 1], neg[rank - 1]);
+        for (i, d) in dst.iter_mut().enumerate() {
+            *d = x[start + i * step_fwd - i * step_back];
+        }
+    });
+}
+
+/// Pads `x` by `begins` (and implicitly the ends) per axis.
+pub fn pad<T: Copy>(x: &[T], in_shape: &Shape, mode: PadMode, begins: &[usize; MAX_RANK], value: T, out: &mut [T], out_shape: &Shape) {
+    let rank = in_shape.rank();
+    if rank == 0 {
+        out.copy_from_slice(x);
+        return;
+    }
+    let in_strides = in_shape.strides();
+    let inner_out = out_shape.dims()[rank - 1];
+    let inner_in = in_shape.dims()[rank - 1];
+    let rows = out_shape.product(0..rank - 1);
+    let mut row_index = [0usize; MAX_RANK];
+    for r in 0..rows {
+        let dst = &mut out[r * inner_out..(r + 1) * inner_out];
+        let mut src_row = Some(0usize);
+        for a in 0..rank - 1 {
+            let i = row_index[a] as isize - begins[a] as isize;
+            src_row = match (src_row, map_index(i, in_shape.dims()[a], mode)) {
+                (Some(base), Some(j)) => Some(base + j * in_strides[a]),
+                _ => None,
+            };
+        }
+        match src_row {
+            None => dst.fill(value),
+            Some(base) => {
+                let src = &x[base..base + inner_in];
+                for (ox, d) in dst.iter_mut().enumerate() {
+                    *d = match map_index(ox as isize - begins[rank - 1] as isize, inner_in, mode) {
+                        Some(j) => src[j],
+                        None => value,
+                    };
+                }
+            }
+        }
+        let mut a = rank - 1;
+        while a > 0 {
+            a -= 1;
+            row_index[a] += 1;
+            if row_index[a] < out_shape.dims()[a] {
+                break;
+            }
+            row_index[a] = 0;
+        }
+    }
+}
+
+/// Maps a padded coordinate to an input coordinate, or `None` for the constant fill.
+#[inline]
+fn map_index(i: isize, len: usize, mode: PadMode) -> Option<usize> {
+    let n = len as isize;
+    if (0..n).contains(&i) {
+        return Some(i as usize);
+    }
+    match mode {
+        PadMode::Constant => None,
+        PadMode::Edge => Some(if i < 0 { 0 } else { len - 1 }),
+        PadMode::Reflect => {
+            if n == 1 {
+                return Some(0);
+            }
+            let period = 2 * (n - 1);
+            let mut r = i.rem_euclid(period);
+            if r >= n {
+                r = period - r;
+            }
+            Some(r as usize)
+        }
+    }
+}
+
+/// Gathers along `axis`: `out[outer, q, inner] = x[outer, idx[q], inner]`; negative indices
+/// count from the end; any other out-of-range index is an error.
+pub fn gather<T: Copy>(x: &[T], x_shape: &Shape, axis: usize, indices: impl Iterator<Item = i64> + Clone, out: &mut [T]) -> Result<(), CpuError> {
+    let outer = x_shape.product(0..axis);
+    let len = x_shape.dim(axis);
+    let inner = x_shape.product(axis + 1..x_shape.rank());
+    let count = indices.clone().count();
+    for o in 0..outer {
+        for (q, raw) in indices.clone().enumerate() {
+            let i = if raw < 0 { raw + len as i64 } else { raw };
+            if i < 0 || i >= len as i64 {
+                return Err(CpuError::IndexOutOfRange { index: raw, len });
+            }
+            let src = &x[(o * len + i as usize) * inner..][..inner];
+            out[(o * count + q) * inner..][..inner].copy_from_slice(src);
+        }
+    }
+    Ok(())
+}

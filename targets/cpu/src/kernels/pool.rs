@@ -1,0 +1,78 @@
+//! Max, average and global average pooling over NCHW tensors.
+
+use ferrite_hal::op::Pool;
+
+/// Input and output sizes of a pooling call: `[n, c, h, w]` in, `[oh, ow]` out.
+#[derive(Clone, Copy, Debug)]
+pub struct PoolDims {
+    /// Input `[N, C, H, W]`.
+    pub input: [usize; 4],
+    /// Output `[OH, OW]`.
+    pub output: [usize; 2],
+}
+
+/// Max (`is_max`) or average pooling.
+pub fn pool(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
+    let [n, c, h, w] = d.input;
+    let [oh, ow] = d.output;
+    let [kh, kw] = p.window.kernel;
+    let [sh, sw] = p.window.stride;
+    let [dh, dw] = p.window.dilation;
+    let [pt, pl, pb, pr] = p.window.pads;
+    for plane in 0..n * c {
+        let src = &x[plane * h * w..(plane + 1) * h * w];
+        let dst = &mut out[plane * oh * ow..(plane + 1) * oh * ow];
+        for oy in 0..oh {
+            let y0 = (oy * sh) as isize - pt as isize;
+            for ox in 0..ow {
+                let x0 = (ox * sw) as isize - pl as isize;
+                let mut max = f32::NEG_INFINITY;
+                let mut sum = 0.0f32;
+                let mut count = 0usize;
+                for ky in 0..kh {
+                    let iy = y0 + (ky * dh) as isize;
+                    if iy < 0 || iy >= h as isize {
+                        continue;
+                    }
+                    let row = &src[iy as usize * w..(iy as usize + 1) * w];
+                    for kx in 0..kw {
+                        let ix = x0 + (kx * dw) as isize;
+                        if ix < 0 || ix >= w as isize {
+                            continue;
+                        }
+                        let v = row[ix as usize];
+                        max = if v > max || v.is_nan() { v } else { max };
+                        sum += v;
+                        count += 1;
+                    }
+                }
+                dst[oy * ow + ox] = if is_max {
+                    max
+                } else {
+                    let divisor = if p.count_include_pad {
+                        // The window clipped to the padded input (not beyond it, as in ceil mode).
+                        let y_end = (y0 + ((kh - 1) * dh + 1) as isize).min((h + pb) as isize);
+                        let x_end = (x0 + ((kw - 1) * dw + 1) as isize).min((w + pr) as isize);
+                        let rows = (y_end - y0).max(0) as usize;
+                        let cols = (x_end - x0).max(0) as usize;
+                        rows.div_ceil(dh) * cols.div_ceil(dw)
+                    } else {
+                        count
+                    };
+                    if divisor == 0 {
+                        0.0
+                    } else {
+                        sum / divisor as f32
+                    }
+                };
+            }
+        }
+    }
+}
+
+/// Mean over each `[n, c]` plane of `plane` elements.
+pub fn global_avg_pool(x: &[f32], plane: usize, out: &mut [f32]) {
+    for (o, chunk) in out.iter_mut().zip(x.chunks_exact(plane.max(1))) {
+        *o = chunk.iter().sum::<f32>() / plane as f32;
+    }
+}

@@ -1,0 +1,87 @@
+//! # ferrite-cpu
+//!
+//! The portable CPU device: f32 kernels in plain Rust that run on any target, from a Cortex-M0
+//! to a desktop. It executes a verified plan inline: no preparation, no allocation, one kernel
+//! call per step on slices carved out of the caller's arena.
+//!
+//! Kernels rely on the core's verification (see `ferrite_hal::device`): shapes agree, operands
+//! lie inside the arena or weights, outputs never partially overlap inputs. They still check data
+//! that only exists at run time, such as gather indices.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod error;
+pub mod kernels;
+mod math;
+mod memory;
+
+pub use error::CpuError;
+
+use ferrite_hal::{Capabilities, DType, Device, OpKind, OpSet, Plan};
+
+/// The portable CPU device.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct CpuDevice {
+    _private: (),
+}
+
+impl CpuDevice {
+    /// A CPU device.
+    pub const fn new() -> Self {
+        CpuDevice { _private: () }
+    }
+
+    /// The (op, dtype) pairs the portable kernels implement.
+    pub fn supported_ops() -> OpSet {
+        use OpKind::*;
+        let float = [DType::F32];
+        let mut set = OpSet::empty();
+        for kind in [
+            Conv,
+            ConvTranspose,
+            Gemm,
+            MatMul,
+            Binary,
+            Unary,
+            Softmax,
+            MaxPool,
+            AvgPool,
+            GlobalAvgPool,
+            BatchNorm,
+            Reduce,
+        ] {
+            set = set.with(kind, &float);
+        }
+        for kind in [Transpose, Concat, Split, Slice, Pad, Gather, Copy] {
+            set = set.with(kind, &DType::ALL);
+        }
+        set
+    }
+}
+
+impl Device for CpuDevice {
+    type Error = CpuError;
+    type Program = ();
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            ops: Self::supported_ops(),
+            max_arena_bytes: usize::MAX,
+            host_arena: true,
+        }
+    }
+
+    fn prepare(&mut self, _plan: &dyn Plan) -> Result<(), CpuError> {
+        Ok(())
+    }
+
+    fn execute(&mut self, _: &mut (), plan: &dyn Plan, arena: &mut [u8]) -> Result<(), CpuError> {
+        let weights = plan.weights();
+        for index in 0..plan.len() {
+            let step = plan.step(index).ok_or(CpuError::CorruptPlan)?;
+            kernels::run_step(&step, arena, weights)?;
+        }
+        Ok(())
+    }
+}
