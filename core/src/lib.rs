@@ -33,3 +33,9 @@ pub use arena::Arena;
 pub use error::{Error, FormatError, FormatErrorKind, MissingOps};
 pub use model::{Model, TensorInfo};
 pub use session::Session;
+
+/// Checks one step against its op's rules (operand counts, dtypes, shapes, overlap): what
+/// [`Model::load`] runs for every step, exposed so tools can check steps they build themselves.
+pub fn verify_step(step: &ferrite_hal::Step<'_>) -> Result<(), &'static str> {
+    rules::check_step(step)
+}

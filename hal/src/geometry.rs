@@ -228,10 +228,26 @@ mod tests {
     }
 }
 
+/// Most `f32` elements of im2col scratch a convolution uses (64 KiB): columns are unfolded a
+/// tile of output positions at a time, so scratch stays bounded whatever the image size.
+pub const CONV_SCRATCH_BUDGET: usize = 16 * 1024;
+
+/// Output positions per im2col tile for a convolution whose columns have `k` rows
+/// (`in_channels_per_group × kernel area`) over `plane` output positions: the whole plane when it
+/// fits the budget, else the largest multiple of 8 that does (at least 8).
+pub fn conv_tile_columns(k: usize, plane: usize) -> usize {
+    let fit = CONV_SCRATCH_BUDGET / k.max(1);
+    if plane <= fit {
+        plane
+    } else {
+        (fit / 8 * 8).max(8).min(plane)
+    }
+}
+
 /// Scratch (in `f32` elements) that a convolution needs for its im2col columns: none for a
 /// depthwise convolution (one input channel per group, several groups) or a pointwise one
-/// (1×1 kernel, stride 1, no padding); otherwise one group's columns,
-/// `in_channels_per_group × kernel area × output positions`.
+/// (1×1 kernel, stride 1, no padding); otherwise one tile of columns,
+/// `in_channels_per_group × kernel area × conv_tile_columns(..)`.
 ///
 /// The planner reserves exactly this much, the verifier checks it, and devices that convolve by
 /// im2col may rely on it.
@@ -247,9 +263,9 @@ pub fn conv_scratch_elements(
     if depthwise || pointwise {
         return Some(0);
     }
-    in_channels_per_group
+    let k = in_channels_per_group
         .checked_mul(w.kernel[0])?
-        .checked_mul(w.kernel[1])?
-        .checked_mul(out_h)?
-        .checked_mul(out_w)
+        .checked_mul(w.kernel[1])?;
+    let plane = out_h.checked_mul(out_w)?;
+    k.checked_mul(conv_tile_columns(k, plane))
 }

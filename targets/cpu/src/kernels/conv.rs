@@ -7,6 +7,7 @@
 
 use super::elementwise::activate;
 use super::gemm::{sgemm, Mat};
+use ferrite_hal::geometry::conv_tile_columns;
 use ferrite_hal::op::{Conv, ConvTranspose, Window};
 
 /// Dimensions of one convolution call.
@@ -61,17 +62,23 @@ pub fn conv(p: &Conv, d: ConvDims, x: &[f32], weight: &[f32], bias: Option<&[f32
             depthwise_conv(win, d, ocg, x_b, weight, out_b);
             continue;
         }
+        let tile = if pointwise { plane } else { conv_tile_columns(k, plane) };
         for grp in 0..g {
             let x_g = &x_b[grp * icg * d.h * d.w..(grp + 1) * icg * d.h * d.w];
-            let cols: &[f32] = if pointwise {
-                x_g
-            } else {
-                im2col(win, d, icg, x_g, &mut scratch[..k * plane]);
-                &scratch[..k * plane]
-            };
             let w_g = &weight[grp * ocg * k..(grp + 1) * ocg * k];
             let out_g = &mut out_b[grp * ocg * plane..(grp + 1) * ocg * plane];
-            sgemm(ocg, plane, k, 1.0, Mat { data: w_g, stride: k }, Mat { data: cols, stride: plane }, out_g, plane, true);
+            if pointwise {
+                sgemm(ocg, plane, k, 1.0, Mat { data: w_g, stride: k }, Mat { data: x_g, stride: plane }, out_g, plane, true);
+                continue;
+            }
+            let mut p0 = 0;
+            while p0 < plane {
+                let p1 = (p0 + tile).min(plane);
+                let cols = &mut scratch[..k * (p1 - p0)];
+                im2col(win, d, icg, x_g, cols, p0, p1);
+                sgemm(ocg, p1 - p0, k, 1.0, Mat { data: w_g, stride: k }, Mat { data: cols, stride: p1 - p0 }, &mut out_g[p0..], plane, true);
+                p0 = p1;
+            }
         }
     }
     activate(p.activation, out);
@@ -88,35 +95,43 @@ fn init_bias(out: &mut [f32], bias: Option<&[f32]>, plane: usize) {
     }
 }
 
-/// Unfolds `icg` input channels into `cols[(c, ky, kx), (oy, ox)]`.
-fn im2col(win: &Window, d: ConvDims, icg: usize, x: &[f32], cols: &mut [f32]) {
+/// Unfolds `icg` input channels into `cols[(c, ky, kx), p - p0]` for output positions
+/// `p0..p1` (row-major over `(oy, ox)`).
+fn im2col(win: &Window, d: ConvDims, icg: usize, x: &[f32], cols: &mut [f32], p0: usize, p1: usize) {
     let [kh, kw] = win.kernel;
     let [sh, sw] = win.stride;
     let [dh, dw] = win.dilation;
     let (pt, pl) = (win.pads[0], win.pads[1]);
-    let plane = d.oh * d.ow;
+    let width = p1 - p0;
     for c in 0..icg {
         let x_c = &x[c * d.h * d.w..(c + 1) * d.h * d.w];
         for ky in 0..kh {
             let (oy0, oy1) = valid_range(d.oh, d.h, sh, pt, ky * dh);
             for kx in 0..kw {
-                let row = &mut cols[((c * kh + ky) * kw + kx) * plane..][..plane];
+                let row = &mut cols[((c * kh + ky) * kw + kx) * width..][..width];
                 let (ox0, ox1) = valid_range(d.ow, d.w, sw, pl, kx * dw);
-                for oy in 0..d.oh {
-                    let dst = &mut row[oy * d.ow..(oy + 1) * d.ow];
-                    if oy < oy0 || oy >= oy1 || ox0 >= ox1 {
+                let mut p = p0;
+                while p < p1 {
+                    let oy = p / d.ow;
+                    let seg_start = p - oy * d.ow;
+                    let seg_end = (p1 - oy * d.ow).min(d.ow);
+                    let dst = &mut row[p - p0..p - p0 + (seg_end - seg_start)];
+                    p += seg_end - seg_start;
+                    let (lo, hi) = (ox0.max(seg_start), ox1.min(seg_end));
+                    if oy < oy0 || oy >= oy1 || lo >= hi {
                         dst.fill(0.0);
                         continue;
                     }
+                    dst[..lo - seg_start].fill(0.0);
+                    dst[hi - seg_start..].fill(0.0);
                     let iy = oy * sh + ky * dh - pt;
-                    dst[..ox0].fill(0.0);
-                    dst[ox1..].fill(0.0);
-                    let ix0 = ox0 * sw + kx * dw - pl;
+                    let ix0 = lo * sw + kx * dw - pl;
                     let src = &x_c[iy * d.w..(iy + 1) * d.w];
+                    let out = &mut dst[lo - seg_start..hi - seg_start];
                     if sw == 1 {
-                        dst[ox0..ox1].copy_from_slice(&src[ix0..ix0 + (ox1 - ox0)]);
+                        out.copy_from_slice(&src[ix0..ix0 + (hi - lo)]);
                     } else {
-                        for (dv, sv) in dst[ox0..ox1].iter_mut().zip(src[ix0..].iter().step_by(sw)) {
+                        for (dv, sv) in out.iter_mut().zip(src[ix0..].iter().step_by(sw)) {
                             *dv = *sv;
                         }
                     }

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""Generates Ferrite's seeded test models with onnx.helper + numpy, and their reference
+outputs with onnxruntime.
+
+    python tests/models/generate.py OUT_DIR
+
+For each model NAME it writes NAME.onnx, NAME.input_0.npy and NAME.output_0.npy, and a
+manifest.json with the input shapes to pack with. Weights are He-scaled normal draws from a fixed
+seed, so activations stay in a realistic range and the files are identical run after run.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from onnx import TensorProto, helper, numpy_helper
+
+
+class Builder:
+    """A tiny graph builder: adds nodes and initializers with unique names."""
+
+    def __init__(self, name, seed):
+        self.name = name
+        self.rng = np.random.default_rng(seed)
+        self.nodes = []
+        self.inits = []
+        self.count = 0
+
+    def fresh(self, prefix):
+        self.count += 1
+        return f"{prefix}_{self.count}"
+
+    def const(self, array, prefix="w"):
+        name = self.fresh(prefix)
+        self.inits.append(numpy_helper.from_array(np.asarray(array), name))
+        return name
+
+    def node(self, op, inputs, n_out=1, **attrs):
+        outs = [self.fresh(op.lower()) for _ in range(n_out)]
+        self.nodes.append(helper.make_node(op, inputs, outs, name=self.fresh(op), **attrs))
+        return outs[0] if n_out == 1 else outs
+
+    def weight(self, shape, fan_in):
+        return self.const((self.rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(np.float32))
+
+    def conv(self, x, cin, cout, k, stride=1, pads=None, group=1, bias=True):
+        kh, kw = (k, k) if isinstance(k, int) else k
+        w = self.weight((cout, cin // group, kh, kw), cin // group * kh * kw)
+        inputs = [x, w]
+        if bias:
+            inputs.append(self.const((self.rng.standard_normal(cout) * 0.1).astype(np.float32), "b"))
+        if pads is None:
+            pads = [kh // 2, kw // 2, kh // 2, kw // 2]
+        return self.node("Conv", inputs, kernel_shape=[kh, kw], strides=[stride, stride], pads=pads, group=group)
+
+    def bn(self, x, c):
+        scale = self.const((1.0 + 0.1 * self.rng.standard_normal(c)).astype(np.float32), "gamma")
+        bias = self.const((0.1 * self.rng.standard_normal(c)).astype(np.float32), "beta")
+        mean = self.const((0.1 * self.rng.standard_normal(c)).astype(np.float32), "mean")
+        var = self.const((0.5 + self.rng.random(c)).astype(np.float32), "var")
+        return self.node("BatchNormalization", [x, scale, bias, mean, var], epsilon=1e-3)
+
+    def relu6(self, x):
+        return self.node("Clip", [x, self.const(np.float32(0.0), "min"), self.const(np.float32(6.0), "max")])
+
+    def dense(self, x, n_in, n_out, trans_b=True):
+        if trans_b:
+            w = self.weight((n_out, n_in), n_in)
+        else:
+            w = self.weight((n_in, n_out), n_in)
+        b = self.const((self.rng.standard_normal(n_out) * 0.1).astype(np.float32), "b")
+        return self.node("Gemm", [x, w, b], transB=1 if trans_b else 0)
+
+    def model(self, x_name, x_shape, y, y_shape, opset):
+        graph = helper.make_graph(
+            self.nodes,
+            self.name,
+            [helper.make_tensor_value_info(x_name, TensorProto.FLOAT, x_shape)],
+            [helper.make_tensor_value_info(y, TensorProto.FLOAT, y_shape)],
+            self.inits,
+        )
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="ferrite-tests")
+        m.ir_version = 8
+        onnx.checker.check_model(m)
+        return m
+
+
+def mlp():
+    b = Builder("mlp", 1)
+    h = b.node("Relu", [b.dense("input", 784, 128)])
+    w = b.weight((128, 64), 128)
+    h = b.node("Add", [b.node("MatMul", [h, w]), b.const((b.rng.standard_normal(64) * 0.1).astype(np.float32), "b")])
+    h = b.node("Relu", [h])
+    y = b.node("Softmax", [b.dense(h, 64, 10)], axis=1)
+    return b.model("input", [1, 784], y, [1, 10], 11), {"input": [1, 784]}
+
+
+def ds_cnn():
+    b = Builder("ds_cnn", 2)
+    h = b.node("Relu", [b.bn(b.conv("input", 1, 64, (10, 4), stride=2, pads=[4, 1, 5, 1], bias=False), 64)])
+    for _ in range(4):
+        h = b.node("Relu", [b.bn(b.conv(h, 64, 64, 3, group=64, bias=False), 64)])
+        h = b.node("Relu", [b.bn(b.conv(h, 64, 64, 1, pads=[0, 0, 0, 0], bias=False), 64)])
+    h = b.node("AveragePool", [h], kernel_shape=[25, 5])
+    # PyTorch-style flatten: Shape -> Gather -> Unsqueeze -> Concat -> Reshape.
+    batch = b.node("Gather", [b.node("Shape", [h]), b.const(np.array(0, dtype=np.int64), "i")], axis=0)
+    target = b.node("Concat", [b.node("Unsqueeze", [batch, b.const(np.array([0], dtype=np.int64), "axes")]),
+                               b.const(np.array([-1], dtype=np.int64), "minus1")], axis=0)
+    h = b.node("Reshape", [h, target])
+    y = b.dense(h, 64, 12)
+    return b.model("input", [1, 1, 49, 10], y, [1, 12], 13), {"input": [1, 1, 49, 10]}
+
+
+def mobilenet_v1():
+    b = Builder("mobilenet_v1_025", 3)
+    h = b.relu6(b.bn(b.conv("input", 3, 8, 3, stride=2, pads=[0, 0, 1, 1], bias=False), 8))
+    c = 8
+    for out, stride in [(16, 1), (32, 2), (32, 1), (64, 2), (64, 1), (128, 2), (128, 1), (128, 1), (128, 1),
+                        (128, 1), (128, 1), (256, 2), (256, 1)]:
+        pads = [1, 1, 1, 1] if stride == 1 else [0, 0, 1, 1]
+        h = b.relu6(b.bn(b.conv(h, c, c, 3, stride=stride, pads=pads, group=c, bias=False), c))
+        h = b.relu6(b.bn(b.conv(h, c, out, 1, pads=[0, 0, 0, 0], bias=False), out))
+        c = out
+    h = b.node("Flatten", [b.node("GlobalAveragePool", [h])])
+    y = b.dense(h, 256, 2)
+    return b.model("input", ["N", 3, 96, 96], y, ["N", 2], 13), {"input": [1, 3, 96, 96]}
+
+
+def resnet8():
+    b = Builder("resnet8", 4)
+    h = b.node("Relu", [b.bn(b.conv("input", 3, 16, 3), 16)])
+    c = 16
+    for out, stride in [(16, 1), (32, 2), (64, 2)]:
+        y = b.node("Relu", [b.bn(b.conv(h, c, out, 3, stride=stride, pads=[1, 1, 1, 1]), out)])
+        y = b.bn(b.conv(y, out, out, 3), out)
+        short = h if (stride == 1 and c == out) else b.conv(h, c, out, 1, stride=stride, pads=[0, 0, 0, 0])
+        h = b.node("Relu", [b.node("Add", [y, short])])
+        c = out
+    h = b.node("Flatten", [b.node("AveragePool", [h], kernel_shape=[8, 8])])
+    y = b.dense(h, 64, 10)
+    return b.model("input", [1, 3, 32, 32], y, [1, 10], 17), {"input": [1, 3, 32, 32]}
+
+
+def fc_autoencoder():
+    b = Builder("fc_autoencoder", 5)
+    h, n = "input", 640
+    for width in [128, 128, 128, 128, 8, 128, 128, 128, 128]:
+        h = b.node("Relu", [b.bn(b.dense(h, n, width), width)])
+        n = width
+    y = b.dense(h, n, 640)
+    return b.model("input", [1, 640], y, [1, 640], 12), {"input": [1, 640]}
+
+
+MODELS = [mlp, ds_cnn, mobilenet_v1, resnet8, fc_autoencoder]
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "target/test-models"
+    os.makedirs(out, exist_ok=True)
+    manifest = {}
+    for make in MODELS:
+        model, shapes = make()
+        name = model.graph.name
+        path = os.path.join(out, f"{name}.onnx")
+        onnx.save(model, path)
+        rng = np.random.default_rng(100)
+        x = rng.standard_normal(shapes["input"]).astype(np.float32)
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        (y,) = session.run(None, {"input": x})
+        np.save(os.path.join(out, f"{name}.input_0.npy"), x)
+        np.save(os.path.join(out, f"{name}.output_0.npy"), y)
+        manifest[name] = {"input_shapes": {k: v for k, v in shapes.items()}}
+        print(f"{name}: {os.path.getsize(path)} bytes, output {list(y.shape)}")
+    with open(os.path.join(out, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

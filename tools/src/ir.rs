@@ -1,0 +1,106 @@
+//! The planning IR: tensors with static shapes and ops already in Ferrite's normalised form.
+//!
+//! Lowering turns ONNX nodes into this; passes rewrite it; the planner assigns memory; the writer
+//! encodes it. A tensor is a runtime value, a constant (`value`), or an alias (`alias_of`) that
+//! shares another tensor's bytes under a different shape (Reshape, Flatten, Squeeze, ...).
+
+use crate::tensor::HostTensor;
+use ferrite_hal::{DType, Op};
+
+/// Index of a tensor in [`PlanGraph::tensors`].
+pub type TensorId = usize;
+
+/// A tensor of the plan.
+#[derive(Clone, Debug)]
+pub struct Tensor {
+    /// Name (from ONNX, or made up for tensors the planner adds).
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Static shape.
+    pub shape: Vec<usize>,
+    /// Known value (constants and folded results): stored in the weights.
+    pub value: Option<HostTensor>,
+    /// Shares the bytes of this (root) tensor.
+    pub alias_of: Option<TensorId>,
+}
+
+impl Tensor {
+    /// Size in bytes.
+    pub fn bytes(&self) -> usize {
+        self.shape.iter().product::<usize>() * self.dtype.size()
+    }
+}
+
+/// An op of the plan.
+#[derive(Clone, Debug)]
+pub struct PlanOp {
+    /// Name of the ONNX node it came from.
+    pub name: String,
+    /// What it computes.
+    pub op: Op,
+    /// Inputs (`None` = absent optional input).
+    pub inputs: Vec<Option<TensorId>>,
+    /// Outputs.
+    pub outputs: Vec<TensorId>,
+}
+
+/// A whole plan before memory assignment.
+#[derive(Clone, Debug, Default)]
+pub struct PlanGraph {
+    /// Every tensor.
+    pub tensors: Vec<Tensor>,
+    /// Ops in execution order.
+    pub ops: Vec<PlanOp>,
+    /// Graph inputs.
+    pub inputs: Vec<TensorId>,
+    /// Graph outputs.
+    pub outputs: Vec<TensorId>,
+}
+
+impl PlanGraph {
+    /// Adds a tensor and returns its id.
+    pub fn add_tensor(&mut self, name: impl Into<String>, dtype: DType, shape: Vec<usize>) -> TensorId {
+        self.tensors.push(Tensor {
+            name: name.into(),
+            dtype,
+            shape,
+            value: None,
+            alias_of: None,
+        });
+        self.tensors.len() - 1
+    }
+
+    /// Adds a constant tensor.
+    pub fn add_constant(&mut self, name: impl Into<String>, value: HostTensor) -> TensorId {
+        let id = self.add_tensor(name, value.dtype, value.shape.clone());
+        self.tensors[id].value = Some(value);
+        id
+    }
+
+    /// The tensor whose bytes `t` uses (itself unless it is an alias).
+    pub fn root(&self, mut t: TensorId) -> TensorId {
+        while let Some(r) = self.tensors[t].alias_of {
+            t = r;
+        }
+        t
+    }
+
+    /// Number of ops reading `t` (directly).
+    pub fn readers(&self, t: TensorId) -> usize {
+        self.ops
+            .iter()
+            .map(|op| op.inputs.iter().filter(|i| **i == Some(t)).count())
+            .sum()
+    }
+
+    /// The op producing `t`, if any.
+    pub fn producer(&self, t: TensorId) -> Option<usize> {
+        self.ops.iter().position(|op| op.outputs.contains(&t))
+    }
+
+    /// Whether `t` is needed by anything besides ops: a graph output, or aliased by another tensor.
+    pub fn is_pinned(&self, t: TensorId) -> bool {
+        self.outputs.contains(&t) || self.tensors.iter().any(|x| x.alias_of == Some(t))
+    }
+}

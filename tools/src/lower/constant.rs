@@ -1,0 +1,198 @@
+//! Ops that only ever produce constants at pack time: Constant, Shape, Size, Cast (on
+//! constants), ConstantOfShape, Range, and integer/boolean arithmetic on constants. Their
+//! results feed shape computations (PyTorch's `Shape → Gather → Concat → Reshape` chains).
+
+use super::{Attrs, Lowerer, Reason};
+use crate::onnx::proto::data_type;
+use crate::onnx::Node;
+use crate::tensor::{checked_elements, dtype_from_onnx, Data, HostTensor};
+use ferrite_cpu::kernels::index::for_each_index;
+use ferrite_hal::geometry::{broadcast, broadcast_strides};
+use ferrite_hal::{DType, Shape};
+
+pub(super) fn constant(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let value = if let Some(t) = node.tensor("value")? {
+        t
+    } else if node.attr("value_float").is_some() {
+        HostTensor::float(vec![], vec![node.float("value_float", 0.0)?])
+    } else if let Some(v) = node.floats("value_floats")? {
+        HostTensor::float(vec![v.len()], v)
+    } else if node.attr("value_int").is_some() {
+        HostTensor::int(DType::I64, vec![], vec![node.int("value_int", 0)?])
+    } else if let Some(v) = node.ints("value_ints")? {
+        HostTensor::int(DType::I64, vec![v.len()], v)
+    } else {
+        return Err("only tensor, float and int constants are supported".into());
+    };
+    lw.const_output(node, 0, value);
+    Ok(())
+}
+
+pub(super) fn shape(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let s = lw.shape(x);
+    let r = s.len() as i64;
+    let clamp = |v: i64| (if v < 0 { v + r } else { v }).clamp(0, r) as usize;
+    let start = clamp(node.int("start", 0)?);
+    let end = clamp(node.int("end", r)?);
+    let dims: Vec<i64> = s[start..end.max(start)].iter().map(|&d| d as i64).collect();
+    lw.const_output(node, 0, HostTensor::int(DType::I64, vec![dims.len()], dims));
+    Ok(())
+}
+
+pub(super) fn size(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let n: usize = lw.shape(x).iter().product();
+    lw.const_output(node, 0, HostTensor::int(DType::I64, vec![], vec![n as i64]));
+    Ok(())
+}
+
+pub(super) fn cast(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let code = node.int("to", 0)? as i32;
+    let to = dtype_from_onnx(code).ok_or_else(|| format!("cast to {} is not supported", data_type::name(code)))?;
+    if let Some(v) = lw.value(x) {
+        let v = v.cast(to);
+        lw.const_output(node, 0, v);
+        return Ok(());
+    }
+    if to == lw.dtype(x) {
+        let s = lw.shape(x);
+        return lw.alias_output(node, 0, x, s);
+    }
+    Err(format!("a run-time Cast from {} to {to} is not supported yet", lw.dtype(x)))
+}
+
+pub(super) fn constant_of_shape(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let dims = lw.const_ints(node, 0, "the ConstantOfShape shape")?.ok_or("shape is required")?;
+    if dims.iter().any(|&d| d < 0) {
+        return Err("negative dimension".into());
+    }
+    let shape: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
+    let n = checked_elements(&shape).ok_or("the constant is too large")?;
+    let fill = node.tensor("value")?.unwrap_or(HostTensor::float(vec![1], vec![0.0]));
+    if fill.len() != 1 {
+        return Err("value must hold one element".into());
+    }
+    let data = match fill.data {
+        Data::Float(v) => Data::Float(vec![v[0]; n]),
+        Data::Int(v) => Data::Int(vec![v[0]; n]),
+    };
+    lw.const_output(node, 0, HostTensor { dtype: fill.dtype, shape, data });
+    Ok(())
+}
+
+pub(super) fn range(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let t = lw.input(node, 0)?;
+    let dtype = lw.dtype(t);
+    let get = |i| lw.const_scalar(node, i, "Range inputs").and_then(|v| v.ok_or_else(|| "Range needs three inputs".to_string()));
+    if dtype == DType::F32 {
+        let (start, limit, delta) = (get(0)?, get(1)?, get(2)?);
+        if delta == 0.0 {
+            return Err("delta is 0".into());
+        }
+        let n = ((limit - start) / delta).ceil().max(0.0) as usize;
+        checked_elements(&[n]).ok_or("the range is too large")?;
+        let v: Vec<f32> = (0..n).map(|i| start + i as f32 * delta).collect();
+        lw.const_output(node, 0, HostTensor::float(vec![n], v));
+    } else {
+        let ints = |i| lw.const_ints(node, i, "Range inputs").and_then(|v| v.and_then(|v| v.first().copied()).ok_or_else(|| "Range needs three inputs".to_string()));
+        let (start, limit, delta) = (ints(0)?, ints(1)?, ints(2)?);
+        if delta == 0 {
+            return Err("delta is 0".into());
+        }
+        let span = limit as i128 - start as i128;
+        let n = if (span > 0) == (delta > 0) && span != 0 { (span.abs() + delta.abs() as i128 - 1) / delta.abs() as i128 } else { 0 };
+        let n = usize::try_from(n).ok().and_then(|n| checked_elements(&[n])).ok_or("the range is too large")?;
+        let v: Vec<i64> = (0..n as i64).map(|i| start + i * delta).collect();
+        lw.const_output(node, 0, HostTensor::int(dtype, vec![n], v));
+    }
+    Ok(())
+}
+
+/// Equal, Where and Expand, evaluated on constants only.
+pub(super) fn host_only(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let mut values = Vec::new();
+    for i in 0..node.inputs.len() {
+        let t = lw.input(node, i)?;
+        values.push(lw.value(t).cloned().ok_or_else(|| format!("{} is only supported on constants (at pack time)", node.op_type))?);
+    }
+    let out = match node.op_type.as_str() {
+        "Equal" => {
+            let (a, b) = (&values[0], &values[1]);
+            let (fa, fb) = (a.to_f32s(), b.to_f32s());
+            let (ia, ib) = (a.to_i64s(), b.to_i64s());
+            let float = a.dtype == DType::F32;
+            broadcast_map(&[a, b], DType::Bool, |idx| {
+                let eq = if float { fa[idx[0]] == fb[idx[1]] } else { ia[idx[0]] == ib[idx[1]] };
+                eq as i64
+            }, None)?
+        }
+        "Where" => {
+            let (c, x, y) = (&values[0], &values[1], &values[2]);
+            let cond = c.to_i64s();
+            if x.dtype == DType::F32 {
+                let (vx, vy) = (x.to_f32s(), y.to_f32s());
+                broadcast_map(&[c, x, y], DType::F32, |_| 0, Some(&|idx: &[usize]| if cond[idx[0]] != 0 { vx[idx[1]] } else { vy[idx[2]] }))?
+            } else {
+                let (vx, vy) = (x.to_i64s(), y.to_i64s());
+                broadcast_map(&[c, x, y], x.dtype, |idx| if cond[idx[0]] != 0 { vx[idx[1]] } else { vy[idx[2]] }, None)?
+            }
+        }
+        _ => {
+            // Expand: numpy broadcast of the input with the target shape.
+            let x = &values[0];
+            let target: Vec<usize> = values[1].to_i64s().iter().map(|&d| d.max(0) as usize).collect();
+            let shape_only = HostTensor::int(DType::I64, target.clone(), vec![0; checked_elements(&target).ok_or("too large")?]);
+            if x.dtype == DType::F32 {
+                let v = x.to_f32s();
+                broadcast_map(&[x, &shape_only], DType::F32, |_| 0, Some(&|idx: &[usize]| v[idx[0]]))?
+            } else {
+                let v = x.to_i64s();
+                broadcast_map(&[x, &shape_only], x.dtype, |idx| v[idx[0]], None)?
+            }
+        }
+    };
+    lw.const_output(node, 0, out);
+    Ok(())
+}
+
+/// Integer arithmetic with numpy broadcasting on constants.
+pub(super) fn eval_broadcast_int(a: &HostTensor, b: &HostTensor, dtype: DType, f: impl Fn(i64, i64) -> i64) -> Result<HostTensor, Reason> {
+    let (va, vb) = (a.to_i64s(), b.to_i64s());
+    let out = broadcast_map(&[a, b], dtype, |idx| f(va[idx[0]], vb[idx[1]]), None)?;
+    Ok(out.cast(dtype))
+}
+
+/// Evaluates `int_fn` (or `float_fn` for float outputs) at every element of the broadcast of
+/// `inputs`, given each input's flat index.
+fn broadcast_map(
+    inputs: &[&HostTensor],
+    dtype: DType,
+    int_fn: impl Fn(&[usize]) -> i64,
+    float_fn: Option<&dyn Fn(&[usize]) -> f32>,
+) -> Result<HostTensor, Reason> {
+    let shapes: Vec<Shape> = inputs
+        .iter()
+        .map(|t| Shape::new(&t.shape).ok_or_else(|| "rank too large".to_string()))
+        .collect::<Result<_, _>>()?;
+    let mut out = shapes[0];
+    for s in &shapes[1..] {
+        out = broadcast(&out, s).ok_or("shapes do not broadcast")?;
+    }
+    checked_elements(out.dims()).ok_or("the result is too large")?;
+    let strides: Vec<_> = shapes.iter().map(|s| broadcast_strides(s, &out)).collect();
+    let zero = [0usize; ferrite_hal::MAX_RANK];
+    let s = |i: usize| strides.get(i).unwrap_or(&zero);
+    let mut ints = Vec::new();
+    let mut floats = Vec::new();
+    for_each_index(out.dims(), [s(0), s(1), s(2)], |idx| match float_fn {
+        Some(f) => floats.push(f(&idx)),
+        None => ints.push(int_fn(&idx)),
+    });
+    let shape = out.dims().to_vec();
+    Ok(match float_fn {
+        Some(_) => HostTensor::float(shape, floats),
+        None => HostTensor::int(dtype, shape, ints),
+    })
+}

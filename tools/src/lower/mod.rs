@@ -1,0 +1,330 @@
+//! Lowering: ONNX nodes → plan ops, with shape inference and constant folding on the way.
+//!
+//! Nodes are visited in topological order. Each node's lowering reads its inputs' static shapes,
+//! resolves the opset-specific form of its attributes and inputs, and emits normalised ops (or
+//! an alias, or a constant). When every input of an emitted op is constant, the op is executed
+//! right away on the host with the CPU device's own kernels ([`crate::fold`]) and its outputs
+//! become constants — this is how `Shape → Gather → Concat → Reshape` chains from
+//! PyTorch exports disappear. A node that cannot be lowered is recorded with its reason and its
+//! outputs are marked unknown, so one pass reports every unsupported node.
+
+mod attrs;
+mod constant;
+mod movement;
+mod nn;
+
+use crate::error::Unsupported;
+use crate::fold;
+use crate::ir::{PlanGraph, TensorId};
+use crate::onnx::{is_default_domain, Node};
+use crate::tensor::HostTensor;
+use ferrite_hal::{DType, Op};
+use std::collections::{HashMap, HashSet};
+
+pub(crate) use attrs::Attrs;
+
+/// The ONNX ops (default domain) that lowering understands.
+pub const SUPPORTED_OPS: &[&str] = &[
+    "Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant",
+    "ConstantOfShape", "Conv", "ConvTranspose", "Div", "Dropout", "Equal", "Expand", "Flatten",
+    "Gather", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish",
+    "Identity", "LeakyRelu", "MatMul", "MaxPool", "Mul", "Pad", "Range", "ReduceMax",
+    "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "Size", "Slice", "Softmax",
+    "Split", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where",
+];
+
+/// Why one node cannot be lowered (becomes an [`Unsupported`] entry).
+pub type Reason = String;
+
+/// Lowering state: the plan built so far and the ONNX-name → tensor map.
+pub struct Lowerer {
+    /// The plan under construction.
+    pub graph: PlanGraph,
+    names: HashMap<String, TensorId>,
+    unknown: HashSet<String>,
+    opset: i64,
+    /// Nodes that could not be lowered.
+    pub errors: Vec<Unsupported>,
+}
+
+impl Lowerer {
+    /// A lowerer for a graph of default-domain opset `opset`.
+    pub fn new(opset: i64) -> Lowerer {
+        Lowerer {
+            graph: PlanGraph::default(),
+            names: HashMap::new(),
+            unknown: HashSet::new(),
+            opset,
+            errors: Vec::new(),
+        }
+    }
+
+    /// Declares a runtime graph input.
+    pub fn add_input(&mut self, name: &str, dtype: DType, shape: Vec<usize>) {
+        let id = self.graph.add_tensor(name, dtype, shape);
+        self.graph.inputs.push(id);
+        self.names.insert(name.to_string(), id);
+    }
+
+    /// Declares an initializer.
+    pub fn add_initializer(&mut self, name: &str, value: HostTensor) {
+        let id = self.graph.add_constant(name, value);
+        self.names.insert(name.to_string(), id);
+    }
+
+    /// Declares a graph input whose type Ferrite cannot run; nodes reading it are skipped.
+    pub fn add_unknown(&mut self, name: &str) {
+        self.unknown.insert(name.to_string());
+    }
+
+    /// Lowers one node, recording (not returning) a failure.
+    pub fn lower_node(&mut self, node: &Node) {
+        if node.inputs.iter().any(|i| self.unknown.contains(i)) {
+            self.mark_unknown(node);
+            return;
+        }
+        let result = self.lower_checked(node);
+        if let Err(reason) = result {
+            self.errors.push(Unsupported {
+                op_type: if is_default_domain(&node.domain) {
+                    node.op_type.clone()
+                } else {
+                    format!("{}:{}", node.domain, node.op_type)
+                },
+                node: node.label(),
+                reason,
+            });
+            self.mark_unknown(node);
+        }
+    }
+
+    fn mark_unknown(&mut self, node: &Node) {
+        for o in &node.outputs {
+            self.unknown.insert(o.clone());
+        }
+    }
+
+    fn lower_checked(&mut self, node: &Node) -> Result<(), Reason> {
+        if !is_default_domain(&node.domain) {
+            return Err(format!("domain '{}' is not supported", node.domain));
+        }
+        self.lower_op(node)?;
+        for o in node.outputs.iter().filter(|o| !o.is_empty()) {
+            if !self.names.contains_key(o) {
+                return Err(format!("output '{o}' was not produced (internal error)"));
+            }
+        }
+        Ok(())
+    }
+
+    fn lower_op(&mut self, node: &Node) -> Result<(), Reason> {
+        match node.op_type.as_str() {
+            "Conv" => nn::conv(self, node),
+            "ConvTranspose" => nn::conv_transpose(self, node),
+            "Gemm" => nn::gemm(self, node),
+            "MatMul" => nn::matmul(self, node),
+            "Add" | "Sub" | "Mul" | "Div" => nn::binary(self, node),
+            "Relu" | "LeakyRelu" | "Sigmoid" | "Tanh" | "HardSigmoid" | "HardSwish" | "Clip" => {
+                nn::activation(self, node)
+            }
+            "Softmax" => nn::softmax(self, node),
+            "MaxPool" | "AveragePool" => nn::pool(self, node),
+            "GlobalAveragePool" => nn::global_average_pool(self, node),
+            "GlobalMaxPool" => nn::global_max_pool(self, node),
+            "BatchNormalization" => nn::batch_norm(self, node),
+            "ReduceMean" | "ReduceSum" | "ReduceMax" => movement::reduce(self, node),
+            "Reshape" => movement::reshape(self, node),
+            "Flatten" => movement::flatten(self, node),
+            "Squeeze" => movement::squeeze(self, node),
+            "Unsqueeze" => movement::unsqueeze(self, node),
+            "Identity" => movement::identity(self, node),
+            "Dropout" => movement::dropout(self, node),
+            "Transpose" => movement::transpose(self, node),
+            "Concat" => movement::concat(self, node),
+            "Split" => movement::split(self, node),
+            "Slice" => movement::slice(self, node),
+            "Pad" => movement::pad(self, node),
+            "Gather" => movement::gather(self, node),
+            "Constant" => constant::constant(self, node),
+            "Shape" => constant::shape(self, node),
+            "Size" => constant::size(self, node),
+            "Cast" => constant::cast(self, node),
+            "ConstantOfShape" => constant::constant_of_shape(self, node),
+            "Range" => constant::range(self, node),
+            "Equal" | "Where" | "Expand" => constant::host_only(self, node),
+            other => Err(format!("op '{other}' is not supported")),
+        }
+    }
+
+    // ---- helpers used by the per-op lowerings ----
+
+    /// The default-domain opset.
+    pub fn opset(&self) -> i64 {
+        self.opset
+    }
+
+    /// Required input `i`.
+    pub fn input(&self, node: &Node, i: usize) -> Result<TensorId, Reason> {
+        self.optional_input(node, i)
+            .ok_or_else(|| format!("input #{i} is required"))
+    }
+
+    /// Optional input `i` (`None` when absent).
+    pub fn optional_input(&self, node: &Node, i: usize) -> Option<TensorId> {
+        let name = node.inputs.get(i)?;
+        if name.is_empty() {
+            return None;
+        }
+        self.names.get(name).copied()
+    }
+
+    /// Shape of tensor `t`.
+    pub fn shape(&self, t: TensorId) -> Vec<usize> {
+        self.graph.tensors[t].shape.clone()
+    }
+
+    /// Element type of tensor `t`.
+    pub fn dtype(&self, t: TensorId) -> DType {
+        self.graph.tensors[t].dtype
+    }
+
+    /// The value of `t`, if constant.
+    pub fn value(&self, t: TensorId) -> Option<&HostTensor> {
+        self.graph.tensors[t].value.as_ref()
+    }
+
+    /// Integer values of optional input `i`, which must be a constant when present.
+    pub fn const_ints(&self, node: &Node, i: usize, what: &str) -> Result<Option<Vec<i64>>, Reason> {
+        match self.optional_input(node, i) {
+            None => Ok(None),
+            Some(t) => match self.value(t) {
+                Some(v) => Ok(Some(v.to_i64s())),
+                None => Err(format!("{what} must be a constant (computed at pack time)")),
+            },
+        }
+    }
+
+    /// Float scalar of optional input `i`, which must be a constant when present.
+    pub fn const_scalar(&self, node: &Node, i: usize, what: &str) -> Result<Option<f32>, Reason> {
+        match self.optional_input(node, i) {
+            None => Ok(None),
+            Some(t) => match self.value(t) {
+                Some(v) if v.len() == 1 => Ok(Some(v.to_f32s()[0])),
+                Some(_) => Err(format!("{what} must be a scalar")),
+                None => Err(format!("{what} must be a constant (computed at pack time)")),
+            },
+        }
+    }
+
+    /// Creates output `i` of `node` as a new runtime tensor.
+    pub fn output(&mut self, node: &Node, i: usize, dtype: DType, shape: Vec<usize>) -> TensorId {
+        let name = match node.outputs.get(i) {
+            Some(n) if !n.is_empty() => n.clone(),
+            _ => format!("{}:unused{i}", node.label()),
+        };
+        let id = self.graph.add_tensor(name.clone(), dtype, shape);
+        self.names.insert(name, id);
+        id
+    }
+
+    /// Defines output `i` of `node` as a constant.
+    pub fn const_output(&mut self, node: &Node, i: usize, value: HostTensor) {
+        if let Some(name) = node.outputs.get(i).filter(|n| !n.is_empty()) {
+            let id = self.graph.add_constant(name.clone(), value);
+            self.names.insert(name.clone(), id);
+        }
+    }
+
+    /// Defines output `i` of `node` as `src`'s bytes under `shape` (a free reshape).
+    pub fn alias_output(&mut self, node: &Node, i: usize, src: TensorId, shape: Vec<usize>) -> Result<(), Reason> {
+        let count: usize = shape.iter().product();
+        let src_count: usize = self.graph.tensors[src].shape.iter().product();
+        if count != src_count {
+            return Err(format!(
+                "cannot view {src_count} elements as shape {shape:?}"
+            ));
+        }
+        let Some(name) = node.outputs.get(i).filter(|n| !n.is_empty()).cloned() else {
+            return Ok(());
+        };
+        if let Some(v) = self.value(src) {
+            let mut v = v.clone();
+            v.shape = shape;
+            let id = self.graph.add_constant(name.clone(), v);
+            self.names.insert(name, id);
+            return Ok(());
+        }
+        let dtype = self.dtype(src);
+        let id = self.graph.add_tensor(name.clone(), dtype, shape);
+        self.graph.tensors[id].alias_of = Some(self.graph.root(src));
+        self.names.insert(name, id);
+        Ok(())
+    }
+
+    /// An internal tensor (not named in the ONNX graph).
+    pub fn temp(&mut self, node: &Node, what: &str, dtype: DType, shape: Vec<usize>) -> TensorId {
+        self.graph.add_tensor(format!("{}:{what}", node.label()), dtype, shape)
+    }
+
+    /// A view of `src` under another shape, as a new internal tensor.
+    pub fn temp_alias(&mut self, node: &Node, what: &str, src: TensorId, shape: Vec<usize>) -> TensorId {
+        if let Some(v) = self.value(src) {
+            let mut v = v.clone();
+            v.shape = shape;
+            return self.graph.add_constant(format!("{}:{what}", node.label()), v);
+        }
+        let dtype = self.dtype(src);
+        let id = self.temp(node, what, dtype, shape);
+        self.graph.tensors[id].alias_of = Some(self.graph.root(src));
+        id
+    }
+
+    /// Appends an op, or runs it right away on the host when all its inputs are constants.
+    pub fn emit(&mut self, node: &Node, op: Op, inputs: Vec<Option<TensorId>>, outputs: Vec<TensorId>) -> Result<(), Reason> {
+        let op = crate::ir::PlanOp {
+            name: node.label(),
+            op,
+            inputs,
+            outputs,
+        };
+        let constant = op.inputs.iter().flatten().all(|&t| self.graph.tensors[t].value.is_some());
+        if constant {
+            fold::run_on_host(&mut self.graph.tensors, std::slice::from_ref(&op))?;
+        } else {
+            self.graph.ops.push(op);
+        }
+        Ok(())
+    }
+
+    /// Requires every listed tensor to be `float32` (runtime compute is f32 in this version).
+    pub fn require_f32(&self, tensors: &[TensorId]) -> Result<(), Reason> {
+        for &t in tensors {
+            let d = self.dtype(t);
+            if d != DType::F32 {
+                return Err(format!("type {d} is not supported for this op (float32 only)"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The tensor for a graph output name.
+    pub fn lookup(&self, name: &str) -> Option<TensorId> {
+        self.names.get(name).copied()
+    }
+
+    /// Whether a value is unknown (its producer could not be lowered).
+    pub fn is_unknown(&self, name: &str) -> bool {
+        self.unknown.contains(name)
+    }
+}
+
+/// Normalises a possibly negative axis against `rank`.
+pub fn normalize_axis(axis: i64, rank: usize) -> Result<usize, Reason> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if (0..r).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(format!("axis {axis} is out of range for rank {rank}"))
+    }
+}

@@ -1,0 +1,370 @@
+//! Lowering of shape and data-movement ops: views (Reshape, Flatten, Squeeze, Unsqueeze,
+//! Identity, Dropout), Transpose, Concat, Split, Slice, Pad, Gather and the reductions.
+
+use super::{normalize_axis, Attrs, Lowerer, Reason};
+use crate::onnx::Node;
+use ferrite_hal::op::{PadMode, ReduceOp};
+use ferrite_hal::{Op, MAX_RANK};
+
+fn axes_list(axes: &[i64], rank: usize) -> Result<Vec<usize>, Reason> {
+    let mut out = Vec::new();
+    for &a in axes {
+        let a = normalize_axis(a, rank)?;
+        if out.contains(&a) {
+            return Err(format!("axis {a} is repeated"));
+        }
+        out.push(a);
+    }
+    Ok(out)
+}
+
+pub(super) fn reshape(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let target = lw
+        .const_ints(node, 1, "the Reshape target shape")?
+        .ok_or("the target shape input is required")?;
+    let allow_zero = node.int("allowzero", 0)? != 0;
+    let src = lw.shape(x);
+    let total: usize = src.iter().product();
+    let mut shape = Vec::with_capacity(target.len());
+    let mut infer = None;
+    for (i, &d) in target.iter().enumerate() {
+        shape.push(match d {
+            0 if !allow_zero => *src.get(i).ok_or("a 0 in the target copies a dimension the input lacks")?,
+            -1 => {
+                if infer.replace(i).is_some() {
+                    return Err("more than one -1 in the target shape".into());
+                }
+                1
+            }
+            d if d < 0 => return Err(format!("invalid dimension {d} in the target shape")),
+            d => d as usize,
+        });
+    }
+    if let Some(i) = infer {
+        let known: usize = shape.iter().product();
+        if known == 0 || total % known != 0 {
+            return Err(format!("cannot infer -1: {total} elements into {target:?}"));
+        }
+        shape[i] = total / known;
+    }
+    lw.alias_output(node, 0, x, shape)
+}
+
+pub(super) fn flatten(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let s = lw.shape(x);
+    let r = s.len() as i64;
+    let axis = node.int("axis", 1)?;
+    let axis = if axis < 0 { axis + r } else { axis };
+    if !(0..=r).contains(&axis) {
+        return Err(format!("axis {axis} out of range"));
+    }
+    let a = axis as usize;
+    lw.alias_output(node, 0, x, vec![s[..a].iter().product(), s[a..].iter().product()])
+}
+
+pub(super) fn squeeze(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let s = lw.shape(x);
+    let axes = if lw.opset() >= 13 {
+        lw.const_ints(node, 1, "Squeeze axes")?
+    } else {
+        node.ints("axes")?
+    };
+    let axes = match axes {
+        Some(a) => axes_list(&a, s.len())?,
+        None => (0..s.len()).filter(|&i| s[i] == 1).collect(),
+    };
+    if axes.iter().any(|&a| s[a] != 1) {
+        return Err("cannot squeeze an axis whose size is not 1".into());
+    }
+    let out = s.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, d)| *d).collect();
+    lw.alias_output(node, 0, x, out)
+}
+
+pub(super) fn unsqueeze(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let s = lw.shape(x);
+    let axes = if lw.opset() >= 13 {
+        lw.const_ints(node, 1, "Unsqueeze axes")?
+    } else {
+        node.ints("axes")?
+    }
+    .ok_or("axes are required")?;
+    let rank = s.len() + axes.len();
+    let axes = axes_list(&axes, rank)?;
+    let mut src = s.iter();
+    let out = (0..rank)
+        .map(|i| if axes.contains(&i) { 1 } else { *src.next().unwrap_or(&1) })
+        .collect();
+    lw.alias_output(node, 0, x, out)
+}
+
+pub(super) fn identity(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let s = lw.shape(x);
+    lw.alias_output(node, 0, x, s)
+}
+
+pub(super) fn dropout(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    if node.outputs.get(1).is_some_and(|o| !o.is_empty()) {
+        return Err("the mask output of Dropout is not supported".into());
+    }
+    if lw.const_ints(node, 2, "training_mode")?.is_some_and(|v| v.first() == Some(&1)) {
+        return Err("training_mode=1 is not supported (inference only)".into());
+    }
+    identity(lw, node)
+}
+
+pub(super) fn transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let s = lw.shape(x);
+    let rank = s.len();
+    let perm: Vec<usize> = match node.ints("perm")? {
+        Some(p) => {
+            let p = axes_list(&p, rank.max(1))?;
+            if p.len() != rank {
+                return Err("perm is not a permutation of the axes".into());
+            }
+            p
+        }
+        None => (0..rank).rev().collect(),
+    };
+    if perm.iter().enumerate().all(|(i, &p)| i == p) {
+        return lw.alias_output(node, 0, x, s);
+    }
+    let out = perm.iter().map(|&p| s[p]).collect();
+    let y = lw.output(node, 0, lw.dtype(x), out);
+    let mut p = [0usize; MAX_RANK];
+    p[..rank].copy_from_slice(&perm);
+    lw.emit(node, Op::Transpose { perm: p }, vec![Some(x)], vec![y])?;
+    Ok(())
+}
+
+pub(super) fn concat(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let inputs: Vec<usize> = (0..node.inputs.len()).map(|i| lw.input(node, i)).collect::<Result<_, _>>()?;
+    let first = *inputs.first().ok_or("Concat needs inputs")?;
+    let s0 = lw.shape(first);
+    let axis = normalize_axis(node.int("axis", if lw.opset() < 4 { 1 } else { i64::MIN })?, s0.len())
+        .map_err(|_| "axis is missing or out of range".to_string())?;
+    let mut out = s0.clone();
+    out[axis] = 0;
+    for &t in &inputs {
+        let s = lw.shape(t);
+        if lw.dtype(t) != lw.dtype(first) || s.len() != s0.len() {
+            return Err("inputs differ in type or rank".into());
+        }
+        if (0..s.len()).any(|a| a != axis && s[a] != s0[a]) {
+            return Err("inputs differ off the concatenation axis".into());
+        }
+        out[axis] += s[axis];
+    }
+    let y = lw.output(node, 0, lw.dtype(first), out);
+    lw.emit(node, Op::Concat { axis }, inputs.into_iter().map(Some).collect(), vec![y])?;
+    Ok(())
+}
+
+pub(super) fn split(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let s = lw.shape(x);
+    let axis = normalize_axis(node.int("axis", 0)?, s.len())?;
+    let n = node.outputs.len();
+    let dim = s[axis];
+    let sizes: Vec<usize> = match if lw.opset() >= 13 { lw.const_ints(node, 1, "Split sizes")? } else { node.ints("split")? } {
+        Some(v) => {
+            if v.len() != n || v.iter().any(|&x| x < 0) {
+                return Err("split sizes do not match the outputs".into());
+            }
+            v.into_iter().map(|x| x as usize).collect()
+        }
+        None => {
+            let parts = node.int("num_outputs", n as i64)?.max(1) as usize;
+            if parts != n {
+                return Err("num_outputs differs from the number of outputs".into());
+            }
+            let chunk = dim.div_ceil(parts);
+            (0..parts).map(|i| chunk.min(dim.saturating_sub(i * chunk))).collect()
+        }
+    };
+    if sizes.iter().sum::<usize>() != dim {
+        return Err("split sizes do not add up to the axis length".into());
+    }
+    let mut outputs = Vec::new();
+    for (i, &len) in sizes.iter().enumerate() {
+        let mut shape = s.clone();
+        shape[axis] = len;
+        outputs.push(lw.output(node, i, lw.dtype(x), shape));
+    }
+    lw.emit(node, Op::Split { axis }, vec![Some(x)], outputs)?;
+    Ok(())
+}
+
+pub(super) fn slice(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let s = lw.shape(x);
+    let rank = s.len();
+    let (starts, ends, axes, steps) = if lw.opset() < 10 {
+        (
+            node.ints("starts")?.ok_or("starts are required")?,
+            node.ints("ends")?.ok_or("ends are required")?,
+            node.ints("axes")?,
+            None,
+        )
+    } else {
+        (
+            lw.const_ints(node, 1, "Slice starts")?.ok_or("starts are required")?,
+            lw.const_ints(node, 2, "Slice ends")?.ok_or("ends are required")?,
+            lw.const_ints(node, 3, "Slice axes")?,
+            lw.const_ints(node, 4, "Slice steps")?,
+        )
+    };
+    let axes = match axes {
+        Some(a) => axes_list(&a, rank)?,
+        None => (0..starts.len()).collect(),
+    };
+    let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
+    if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
+        return Err("starts, ends, axes and steps differ in length".into());
+    }
+    let mut first = [0usize; MAX_RANK];
+    let mut step = [1isize; MAX_RANK];
+    let mut out = s.clone();
+    for (i, &axis) in axes.iter().enumerate() {
+        let d = s[axis] as i64;
+        let st = steps[i];
+        if st == 0 {
+            return Err("slice step 0".into());
+        }
+        let clamp = |v: i64, lo: i64, hi: i64| v.max(lo).min(hi);
+        let mut b = starts[i];
+        let mut e = ends[i];
+        if b < 0 {
+            b = b.saturating_add(d);
+        }
+        if e < 0 {
+            e = e.saturating_add(d);
+        }
+        let (b, e) = if st > 0 { (clamp(b, 0, d), clamp(e, 0, d)) } else { (clamp(b, 0, d - 1), clamp(e, -1, d - 1)) };
+        let span = e - b;
+        let count = if (st > 0 && span > 0) || (st < 0 && span < 0) {
+            (span.unsigned_abs() as i64 + st.abs() - 1) / st.abs()
+        } else {
+            0
+        };
+        out[axis] = count as usize;
+        if count > 0 {
+            first[axis] = b as usize;
+            step[axis] = st.clamp(-d.max(1), d.max(1)) as isize;
+        }
+    }
+    let y = lw.output(node, 0, lw.dtype(x), out);
+    lw.emit(node, Op::Slice { starts: first, steps: step }, vec![Some(x)], vec![y])?;
+    Ok(())
+}
+
+pub(super) fn pad(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let s = lw.shape(x);
+    let rank = s.len();
+    let mode = match node.string("mode", "constant")?.as_str() {
+        "constant" => PadMode::Constant,
+        "reflect" => PadMode::Reflect,
+        "edge" => PadMode::Edge,
+        other => return Err(format!("pad mode '{other}' is not supported")),
+    };
+    let (pads, value, axes) = if lw.opset() < 11 {
+        (node.ints("pads")?.ok_or("pads are required")?, node.float("value", 0.0)?, None)
+    } else {
+        (
+            lw.const_ints(node, 1, "Pad pads")?.ok_or("pads are required")?,
+            lw.const_scalar(node, 2, "Pad constant_value")?.unwrap_or(0.0),
+            lw.const_ints(node, 3, "Pad axes")?,
+        )
+    };
+    let axes = match axes {
+        Some(a) => axes_list(&a, rank)?,
+        None => (0..rank).collect(),
+    };
+    if pads.len() != 2 * axes.len() {
+        return Err("pads must have two values per axis".into());
+    }
+    if pads.iter().any(|&p| p < 0) {
+        return Err("negative pads (cropping) are not supported".into());
+    }
+    let mut begins = [0usize; MAX_RANK];
+    let mut ends = [0usize; MAX_RANK];
+    let mut out = s.clone();
+    for (i, &a) in axes.iter().enumerate() {
+        begins[a] = pads[i] as usize;
+        ends[a] = pads[i + axes.len()] as usize;
+        out[a] += begins[a] + ends[a];
+        if mode == PadMode::Reflect && (begins[a] + ends[a] > 0) && (begins[a] >= s[a] || ends[a] >= s[a]) {
+            return Err("reflect padding must be smaller than the axis".into());
+        }
+        if mode == PadMode::Edge && (begins[a] + ends[a] > 0) && s[a] == 0 {
+            return Err("edge padding of an empty axis".into());
+        }
+    }
+    let y = lw.output(node, 0, lw.dtype(x), out);
+    lw.emit(node, Op::Pad { mode, begins, ends, value }, vec![Some(x)], vec![y])?;
+    Ok(())
+}
+
+pub(super) fn gather(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let idx = lw.input(node, 1)?;
+    let s = lw.shape(x);
+    let axis = normalize_axis(node.int("axis", 0)?, s.len())?;
+    if !matches!(lw.dtype(idx), ferrite_hal::DType::I32 | ferrite_hal::DType::I64) {
+        return Err("indices must be int32 or int64".into());
+    }
+    if let Some(v) = lw.value(idx) {
+        let d = s[axis] as i64;
+        if let Some(bad) = v.to_i64s().into_iter().find(|&i| i < -d || i >= d) {
+            return Err(format!("index {bad} is out of range for an axis of {d}"));
+        }
+    }
+    let mut out = s[..axis].to_vec();
+    out.extend(lw.shape(idx));
+    out.extend(&s[axis + 1..]);
+    let y = lw.output(node, 0, lw.dtype(x), out);
+    lw.emit(node, Op::Gather { axis }, vec![Some(x), Some(idx)], vec![y])?;
+    Ok(())
+}
+
+pub(super) fn reduce(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    lw.require_f32(&[x])?;
+    let s = lw.shape(x);
+    let op = match node.op_type.as_str() {
+        "ReduceMean" => ReduceOp::Mean,
+        "ReduceSum" => ReduceOp::Sum,
+        _ => ReduceOp::Max,
+    };
+    let axes_as_input = if op == ReduceOp::Sum { lw.opset() >= 13 } else { lw.opset() >= 18 };
+    let axes = if axes_as_input {
+        lw.const_ints(node, 1, "reduction axes")?
+    } else {
+        node.ints("axes")?
+    };
+    let keep = node.int("keepdims", 1)? != 0;
+    let axes = match axes {
+        Some(a) if !a.is_empty() => axes_list(&a, s.len())?,
+        _ if node.int("noop_with_empty_axes", 0)? != 0 => return identity(lw, node),
+        _ => (0..s.len()).collect(),
+    };
+    let mask = axes.iter().fold(0u32, |m, &a| m | 1 << a);
+    let out: Vec<usize> = s
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &d)| match (axes.contains(&i), keep) {
+            (true, true) => Some(1),
+            (true, false) => None,
+            (false, _) => Some(d),
+        })
+        .collect();
+    let y = lw.output(node, 0, lw.dtype(x), out);
+    lw.emit(node, Op::Reduce { op, axes: mask }, vec![Some(x)], vec![y])?;
+    Ok(())
+}

@@ -1,0 +1,477 @@
+//! Lowering of the compute ops: convolutions, matrix products, elementwise arithmetic,
+//! activations, softmax, pooling and batch normalisation.
+
+use super::constant::eval_broadcast_int;
+use super::{normalize_axis, Attrs, Lowerer, Reason};
+use crate::onnx::Node;
+use ferrite_hal::geometry::{broadcast, conv_out, conv_transpose_out, pool_out, MatMulGeometry};
+use ferrite_hal::op::{BinaryOp, Conv, ConvTranspose, Gemm, Pool, ReduceOp, Window};
+use ferrite_hal::{Activation, DType, Op, Shape};
+
+fn hal_shape(dims: &[usize]) -> Result<Shape, Reason> {
+    Shape::new(dims).ok_or_else(|| format!("rank {} exceeds {}", dims.len(), ferrite_hal::MAX_RANK))
+}
+
+/// Spatial dims of an NCHW / NCL tensor, refusing other ranks.
+fn spatial_dims(shape: &[usize], what: &str) -> Result<Vec<usize>, Reason> {
+    match shape.len() {
+        3 | 4 => Ok(shape[2..].to_vec()),
+        r => Err(format!("{what} supports 1-D and 2-D inputs (rank 3 or 4), not rank {r}")),
+    }
+}
+
+/// Resolves strides, dilations and (auto_)pads into a 2-D window (1-D as height 1).
+fn resolve_window(node: &Node, input: &[usize], kernel: &[usize], transpose: bool) -> Result<Window, Reason> {
+    let n = input.len();
+    let positive = |name: &str| -> Result<Vec<usize>, Reason> {
+        let v = node.ints(name)?.unwrap_or_else(|| vec![1; n]);
+        if v.len() != n || v.iter().any(|&x| x < 1) {
+            return Err(format!("attribute '{name}' must have {n} positive values"));
+        }
+        Ok(v.into_iter().map(|x| x as usize).collect())
+    };
+    let strides = positive("strides")?;
+    let dilations = positive("dilations")?;
+    if kernel.len() != n || kernel.iter().any(|&k| k == 0) {
+        return Err("kernel_shape does not match the input rank".into());
+    }
+    let auto_pad = node.string("auto_pad", "NOTSET")?;
+    let mut pads = vec![0usize; 2 * n];
+    match auto_pad.as_str() {
+        "NOTSET" | "" => {
+            if let Some(p) = node.ints("pads")? {
+                if p.len() != 2 * n || p.iter().any(|&x| x < 0) {
+                    return Err("attribute 'pads' must have 2 non-negative values per spatial axis".into());
+                }
+                pads = p.into_iter().map(|x| x as usize).collect();
+            }
+        }
+        "VALID" => {}
+        // ConvTranspose derives SAME padding from its output size later.
+        "SAME_UPPER" | "SAME_LOWER" if transpose => {}
+        "SAME_UPPER" | "SAME_LOWER" => {
+            for axis in 0..n {
+                let eff = (kernel[axis] - 1) * dilations[axis] + 1;
+                let out = input[axis].div_ceil(strides[axis]);
+                let total = ((out.max(1) - 1) * strides[axis] + eff).saturating_sub(input[axis]);
+                let small = total / 2;
+                let (begin, end) = if auto_pad == "SAME_UPPER" {
+                    (small, total - small)
+                } else {
+                    (total - small, small)
+                };
+                pads[axis] = begin;
+                pads[n + axis] = end;
+            }
+        }
+        other => return Err(format!("auto_pad '{other}' is not supported")),
+    }
+    Ok(if n == 1 {
+        Window {
+            kernel: [1, kernel[0]],
+            stride: [1, strides[0]],
+            dilation: [1, dilations[0]],
+            pads: [0, pads[0], 0, pads[1]],
+        }
+    } else {
+        Window {
+            kernel: [kernel[0], kernel[1]],
+            stride: [strides[0], strides[1]],
+            dilation: [dilations[0], dilations[1]],
+            pads: [pads[0], pads[1], pads[2], pads[3]],
+        }
+    })
+}
+
+fn kernel_from(node: &Node, weight_shape: &[usize]) -> Result<Vec<usize>, Reason> {
+    match node.ints("kernel_shape")? {
+        Some(k) => {
+            if k.iter().any(|&v| v < 1) {
+                return Err("kernel_shape must be positive".into());
+            }
+            Ok(k.into_iter().map(|v| v as usize).collect())
+        }
+        None => Ok(weight_shape.get(2..).unwrap_or(&[]).to_vec()),
+    }
+}
+
+/// Output spatial shape [oh, ow] of a window (height 1 for 1-D).
+fn window_out(win: &Window, spatial: &[usize], ceil: Option<bool>) -> Result<Vec<usize>, Reason> {
+    let dims: Vec<usize> = if spatial.len() == 1 { vec![1, spatial[0]] } else { spatial.to_vec() };
+    let mut out = Vec::new();
+    for axis in 0..2 {
+        let (k, s, d, b, e) = (win.kernel[axis], win.stride[axis], win.dilation[axis], win.pads[axis], win.pads[axis + 2]);
+        let o = match ceil {
+            None => conv_out(dims[axis], k, s, d, b, e),
+            Some(c) => pool_out(dims[axis], k, s, d, b, e, c),
+        };
+        out.push(o.ok_or("the window is larger than the padded input")?);
+    }
+    Ok(if spatial.len() == 1 { vec![out[1]] } else { out })
+}
+
+pub(super) fn conv(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let w = lw.input(node, 1)?;
+    let b = lw.optional_input(node, 2);
+    lw.require_f32(&[x, w])?;
+    let xs = lw.shape(x);
+    let ws = lw.shape(w);
+    let spatial = spatial_dims(&xs, "Conv")?;
+    if ws.len() != xs.len() {
+        return Err("weight rank differs from input rank".into());
+    }
+    let group = node.int("group", 1)?;
+    if group < 1 || xs[1] % group as usize != 0 || ws[0] % group as usize != 0 || ws[1] * group as usize != xs[1] {
+        return Err(format!("group {group} does not divide the channels"));
+    }
+    let kernel = kernel_from(node, &ws)?;
+    if kernel != ws[2..] {
+        return Err("kernel_shape differs from the weight's shape".into());
+    }
+    let window = resolve_window(node, &spatial, &kernel, false)?;
+    let out_spatial = window_out(&window, &spatial, None)?;
+    if let Some(b) = b {
+        lw.require_f32(&[b])?;
+        if lw.shape(b) != [ws[0]] {
+            return Err("bias shape differs from the output channels".into());
+        }
+    }
+    let mut out_shape = vec![xs[0], ws[0]];
+    out_shape.extend(out_spatial);
+    let y = lw.output(node, 0, DType::F32, out_shape);
+    let op = Op::Conv(Conv {
+        window,
+        group: group as usize,
+        activation: Activation::None,
+    });
+    lw.emit(node, op, vec![Some(x), Some(w), b], vec![y])?;
+    Ok(())
+}
+
+pub(super) fn conv_transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let w = lw.input(node, 1)?;
+    let b = lw.optional_input(node, 2);
+    lw.require_f32(&[x, w])?;
+    let xs = lw.shape(x);
+    let ws = lw.shape(w);
+    let spatial = spatial_dims(&xs, "ConvTranspose")?;
+    let n = spatial.len();
+    if ws.len() != xs.len() || ws[0] != xs[1] {
+        return Err("weight shape does not match the input channels".into());
+    }
+    let group = node.int("group", 1)?;
+    if group < 1 || xs[1] % group as usize != 0 {
+        return Err(format!("group {group} does not divide the channels"));
+    }
+    let kernel = kernel_from(node, &ws)?;
+    if kernel != ws[2..] {
+        return Err("kernel_shape differs from the weight's shape".into());
+    }
+    let oc = ws[1] * group as usize;
+    let mut output_padding: Vec<usize> = match node.ints("output_padding")? {
+        Some(p) if p.len() == n && p.iter().all(|&v| v >= 0) => p.into_iter().map(|v| v as usize).collect(),
+        Some(_) => return Err("output_padding must have one non-negative value per axis".into()),
+        None => vec![0; n],
+    };
+    let mut window = resolve_window(node, &spatial, &kernel, true)?;
+    let explicit_out = node.ints("output_shape")?;
+    let auto_pad = node.string("auto_pad", "NOTSET")?;
+    let target: Option<Vec<usize>> = match explicit_out {
+        Some(o) => Some(o.iter().rev().take(n).rev().map(|&v| v.max(0) as usize).collect()),
+        None if auto_pad.starts_with("SAME") => Some(spatial.iter().zip(if n == 1 { &window.stride[1..] } else { &window.stride[..] }).map(|(i, s)| i * s).collect()),
+        None => None,
+    };
+    if let Some(target) = target {
+        // Pads come from the requested size (ONNX ConvTranspose rule).
+        for axis in 0..n {
+            let a = if n == 1 { 1 } else { axis };
+            let full = window.stride[a] * (spatial[axis] - 1) + output_padding[axis] + (kernel[axis] - 1) * window.dilation[a] + 1;
+            if full < target[axis] {
+                output_padding[axis] += target[axis] - full;
+                continue;
+            }
+            let total = full - target[axis];
+            let (begin, end) = if auto_pad == "SAME_UPPER" {
+                (total / 2, total - total / 2)
+            } else {
+                (total - total / 2, total / 2)
+            };
+            window.pads[a] = begin;
+            window.pads[a + 2] = end;
+        }
+    }
+    let op_pad = if n == 1 { [0, output_padding[0]] } else { [output_padding[0], output_padding[1]] };
+    let dims: Vec<usize> = if n == 1 { vec![1, spatial[0]] } else { spatial.clone() };
+    let mut out_spatial = Vec::new();
+    for a in 0..2 {
+        out_spatial.push(
+            conv_transpose_out(dims[a], window.kernel[a], window.stride[a], window.dilation[a], window.pads[a], window.pads[a + 2], op_pad[a])
+                .ok_or("ConvTranspose padding exceeds its output")?,
+        );
+    }
+    if n == 1 {
+        out_spatial.remove(0);
+    }
+    if let Some(b) = b {
+        lw.require_f32(&[b])?;
+        if lw.shape(b) != [oc] {
+            return Err("bias shape differs from the output channels".into());
+        }
+    }
+    let mut out_shape = vec![xs[0], oc];
+    out_shape.extend(out_spatial);
+    let y = lw.output(node, 0, DType::F32, out_shape);
+    let op = Op::ConvTranspose(ConvTranspose {
+        window,
+        output_padding: op_pad,
+        group: group as usize,
+        activation: Activation::None,
+    });
+    lw.emit(node, op, vec![Some(x), Some(w), b], vec![y])?;
+    Ok(())
+}
+
+/// A transposed copy of a matrix: folded for constants, a Transpose op otherwise.
+fn transposed(lw: &mut Lowerer, node: &Node, t: usize, what: &str) -> Result<usize, Reason> {
+    let s = lw.shape(t);
+    let out = lw.temp(node, what, lw.dtype(t), vec![s[1], s[0]]);
+    let mut perm = [0usize; ferrite_hal::MAX_RANK];
+    perm[0] = 1;
+    lw.emit(node, Op::Transpose { perm }, vec![Some(t)], vec![out])?;
+    Ok(out)
+}
+
+pub(super) fn gemm(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let mut a = lw.input(node, 0)?;
+    let mut b = lw.input(node, 1)?;
+    let c = lw.optional_input(node, 2);
+    lw.require_f32(&[a, b])?;
+    if lw.shape(a).len() != 2 || lw.shape(b).len() != 2 {
+        return Err("Gemm operands must be matrices".into());
+    }
+    if node.int("transA", 0)? != 0 {
+        a = transposed(lw, node, a, "A_t")?;
+    }
+    if node.int("transB", 0)? != 0 {
+        b = transposed(lw, node, b, "B_t")?;
+    }
+    let (sa, sb) = (lw.shape(a), lw.shape(b));
+    if sa[1] != sb[0] {
+        return Err(format!("Gemm inner dimensions differ ({sa:?} x {sb:?})"));
+    }
+    let out = vec![sa[0], sb[1]];
+    if let Some(c) = c {
+        lw.require_f32(&[c])?;
+        let cs = hal_shape(&lw.shape(c))?;
+        if broadcast(&cs, &hal_shape(&out)?) != Some(hal_shape(&out)?) || cs.rank() > 2 {
+            return Err("Gemm C does not broadcast to the output".into());
+        }
+    }
+    let y = lw.output(node, 0, DType::F32, out);
+    let op = Op::Gemm(Gemm {
+        alpha: node.float("alpha", 1.0)?,
+        beta: node.float("beta", 1.0)?,
+        activation: Activation::None,
+    });
+    lw.emit(node, op, vec![Some(a), Some(b), c], vec![y])?;
+    Ok(())
+}
+
+pub(super) fn matmul(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let a = lw.input(node, 0)?;
+    let b = lw.input(node, 1)?;
+    lw.require_f32(&[a, b])?;
+    let g = MatMulGeometry::new(&hal_shape(&lw.shape(a))?, &hal_shape(&lw.shape(b))?)
+        .ok_or("MatMul shapes are incompatible")?;
+    let y = lw.output(node, 0, DType::F32, g.output.dims().to_vec());
+    lw.emit(node, Op::MatMul { activation: Activation::None }, vec![Some(a), Some(b)], vec![y])?;
+    Ok(())
+}
+
+pub(super) fn binary(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let a = lw.input(node, 0)?;
+    let b = lw.input(node, 1)?;
+    if lw.dtype(a) != lw.dtype(b) {
+        return Err("operands have different types".into());
+    }
+    let op = match node.op_type.as_str() {
+        "Add" => BinaryOp::Add,
+        "Sub" => BinaryOp::Sub,
+        "Mul" => BinaryOp::Mul,
+        _ => BinaryOp::Div,
+    };
+    if lw.dtype(a) != DType::F32 {
+        if let (Some(va), Some(vb)) = (lw.value(a), lw.value(b)) {
+            let f = match op {
+                BinaryOp::Add => i64::wrapping_add,
+                BinaryOp::Sub => i64::wrapping_sub,
+                BinaryOp::Mul => i64::wrapping_mul,
+                BinaryOp::Div => |x: i64, y: i64| if y == 0 { 0 } else { x.wrapping_div(y) },
+            };
+            let v = eval_broadcast_int(va, vb, lw.dtype(a), f)?;
+            lw.const_output(node, 0, v);
+            return Ok(());
+        }
+    }
+    lw.require_f32(&[a, b])?;
+    let out = broadcast(&hal_shape(&lw.shape(a))?, &hal_shape(&lw.shape(b))?)
+        .ok_or("operand shapes do not broadcast")?;
+    let y = lw.output(node, 0, DType::F32, out.dims().to_vec());
+    lw.emit(node, Op::Binary { op, activation: Activation::None }, vec![Some(a), Some(b)], vec![y])?;
+    Ok(())
+}
+
+pub(super) fn activation(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    lw.require_f32(&[x])?;
+    let act = match node.op_type.as_str() {
+        "Relu" => Activation::Relu,
+        "LeakyRelu" => Activation::LeakyRelu { alpha: node.float("alpha", 0.01)? },
+        "Sigmoid" => Activation::Sigmoid,
+        "Tanh" => Activation::Tanh,
+        "HardSigmoid" => Activation::HardSigmoid {
+            alpha: node.float("alpha", 0.2)?,
+            beta: node.float("beta", 0.5)?,
+        },
+        "HardSwish" => Activation::HardSwish,
+        _ => {
+            let (min, max) = if lw.opset() < 11 {
+                (node.float("min", f32::NEG_INFINITY)?, node.float("max", f32::INFINITY)?)
+            } else {
+                (
+                    lw.const_scalar(node, 1, "Clip min")?.unwrap_or(f32::NEG_INFINITY),
+                    lw.const_scalar(node, 2, "Clip max")?.unwrap_or(f32::INFINITY),
+                )
+            };
+            Activation::Clip { min, max }
+        }
+    };
+    let y = lw.output(node, 0, DType::F32, lw.shape(x));
+    lw.emit(node, Op::Unary(act), vec![Some(x)], vec![y])?;
+    Ok(())
+}
+
+pub(super) fn softmax(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    lw.require_f32(&[x])?;
+    let shape = lw.shape(x);
+    let rank = shape.len().max(1);
+    if lw.opset() >= 13 {
+        let axis = normalize_axis(node.int("axis", -1)?, rank)?;
+        let y = lw.output(node, 0, DType::F32, shape);
+        lw.emit(node, Op::Softmax { axis }, vec![Some(x)], vec![y])?;
+        return Ok(());
+    }
+    // Before opset 13 the input is coerced to 2-D at `axis`.
+    let axis = normalize_axis(node.int("axis", 1)?, rank)?;
+    if axis == rank - 1 {
+        let y = lw.output(node, 0, DType::F32, shape);
+        lw.emit(node, Op::Softmax { axis }, vec![Some(x)], vec![y])?;
+        return Ok(());
+    }
+    let outer: usize = shape[..axis].iter().product();
+    let inner: usize = shape[axis..].iter().product();
+    let x2 = lw.temp_alias(node, "2d", x, vec![outer, inner]);
+    let y2 = lw.temp(node, "softmax2d", DType::F32, vec![outer, inner]);
+    lw.emit(node, Op::Softmax { axis: 1 }, vec![Some(x2)], vec![y2])?;
+    lw.alias_output(node, 0, y2, shape)
+}
+
+pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    lw.require_f32(&[x])?;
+    let xs = lw.shape(x);
+    let spatial = spatial_dims(&xs, &node.op_type)?;
+    let kernel = node
+        .ints("kernel_shape")?
+        .ok_or("kernel_shape is required")?
+        .into_iter()
+        .map(|k| k.max(0) as usize)
+        .collect::<Vec<_>>();
+    let is_max = node.op_type == "MaxPool";
+    if is_max && node.outputs.get(1).is_some_and(|o| !o.is_empty()) {
+        return Err("the Indices output of MaxPool is not supported".into());
+    }
+    if node.int("storage_order", 0)? != 0 {
+        return Err("storage_order=1 is not supported".into());
+    }
+    let window = resolve_window(node, &spatial, &kernel, false)?;
+    let p = Pool {
+        window,
+        ceil_mode: node.int("ceil_mode", 0)? != 0,
+        count_include_pad: node.int("count_include_pad", 0)? != 0,
+    };
+    for axis in 0..2 {
+        let span = p.window.kernel[axis] * p.window.dilation[axis];
+        if p.window.pads[axis] >= span || p.window.pads[axis + 2] >= span {
+            return Err("pads must be smaller than the pooling window".into());
+        }
+    }
+    let out_spatial = window_out(&p.window, &spatial, Some(p.ceil_mode))?;
+    let mut out_shape = xs[..2].to_vec();
+    out_shape.extend(out_spatial);
+    let y = lw.output(node, 0, DType::F32, out_shape);
+    let op = if is_max { Op::MaxPool(p) } else { Op::AvgPool(p) };
+    lw.emit(node, op, vec![Some(x)], vec![y])?;
+    Ok(())
+}
+
+pub(super) fn global_average_pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    lw.require_f32(&[x])?;
+    let xs = lw.shape(x);
+    if xs.len() < 3 {
+        return Err("input must have spatial dimensions".into());
+    }
+    let mut out = xs[..2].to_vec();
+    out.extend(std::iter::repeat_n(1, xs.len() - 2));
+    let y = lw.output(node, 0, DType::F32, out);
+    lw.emit(node, Op::GlobalAvgPool, vec![Some(x)], vec![y])?;
+    Ok(())
+}
+
+pub(super) fn global_max_pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    lw.require_f32(&[x])?;
+    let xs = lw.shape(x);
+    if xs.len() < 3 {
+        return Err("input must have spatial dimensions".into());
+    }
+    let mut out = xs[..2].to_vec();
+    out.extend(std::iter::repeat_n(1, xs.len() - 2));
+    let axes = (2..xs.len()).fold(0u32, |m, a| m | 1 << a);
+    let y = lw.output(node, 0, DType::F32, out);
+    lw.emit(node, Op::Reduce { op: ReduceOp::Max, axes }, vec![Some(x)], vec![y])?;
+    Ok(())
+}
+
+pub(super) fn batch_norm(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let params: Vec<usize> = (1..5).map(|i| lw.input(node, i)).collect::<Result<_, _>>()?;
+    lw.require_f32(&[x])?;
+    lw.require_f32(&params)?;
+    if node.int("training_mode", 0)? != 0 {
+        return Err("training_mode=1 is not supported (inference only)".into());
+    }
+    if node.outputs.iter().skip(1).any(|o| !o.is_empty()) {
+        return Err("running mean/variance outputs (training) are not supported".into());
+    }
+    if lw.opset() < 9 && node.int("spatial", 1)? != 1 {
+        return Err("spatial=0 is not supported".into());
+    }
+    let xs = lw.shape(x);
+    if xs.len() < 2 || params.iter().any(|&p| lw.shape(p) != [xs[1]]) {
+        return Err("parameters must have one value per channel".into());
+    }
+    let y = lw.output(node, 0, DType::F32, xs);
+    let op = Op::BatchNorm {
+        epsilon: node.float("epsilon", 1e-5)?,
+        activation: Activation::None,
+    };
+    let mut inputs = vec![Some(x)];
+    inputs.extend(params.into_iter().map(Some));
+    lw.emit(node, op, inputs, vec![y])?;
+    Ok(())
+}

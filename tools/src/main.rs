@@ -1,0 +1,335 @@
+//! `ferrite`: pack ONNX models into `.frt` files and run, inspect and benchmark them.
+//!
+//! Every failure prints one line on stderr (`error: ...`) and exits non-zero; nothing panics on
+//! bad input.
+
+use clap::{Parser, Subcommand};
+use ferrite_core::Model;
+use ferrite_hal::{Location, Plan};
+use ferrite_tools::aligned::AlignedBytes;
+use ferrite_tools::npy::{self, NpyArray};
+use ferrite_tools::pack::{self, op_label, parse_input_shape, PackOptions};
+use ferrite_tools::runner::{self, RunError};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "ferrite", version, about = "Ferrite: ONNX inference for microcontrollers and edge GPUs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Pack an ONNX model into a .frt file and print what the device will need.
+    Pack {
+        /// The ONNX model.
+        input: PathBuf,
+        /// Where to write the .frt file.
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Fix an input's shape: NAME=1x3x96x96 (repeatable).
+        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+        input_shapes: Vec<String>,
+        /// Quantize weights and activations (not available yet).
+        #[arg(long)]
+        quantize: Option<String>,
+        /// Calibration inputs for --quantize.
+        #[arg(long)]
+        calibration: Option<PathBuf>,
+        /// Also emit source code embedding the model (not available yet).
+        #[arg(long)]
+        emit: Option<String>,
+    },
+    /// List everything in an ONNX model that Ferrite cannot run yet (exit 1 if anything).
+    Check {
+        /// The ONNX model.
+        input: PathBuf,
+        /// Fix an input's shape: NAME=1x3x96x96 (repeatable).
+        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+        input_shapes: Vec<String>,
+    },
+    /// Run a model (.frt, or .onnx packed in memory) on .npy inputs.
+    Run {
+        /// The model.
+        model: PathBuf,
+        /// Inputs in graph-input order, or NAME=FILE.npy.
+        #[arg(long = "input", num_args = 1.., required = true)]
+        inputs: Vec<String>,
+        /// Device to run on.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Directory for output_<i>.npy.
+        #[arg(long = "out-dir")]
+        out_dir: PathBuf,
+        /// Fix an input's shape when the model is .onnx.
+        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+        input_shapes: Vec<String>,
+    },
+    /// Show a packed model's ops, tensors and arena plan.
+    Inspect {
+        /// The .frt model.
+        model: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Time repeated inferences.
+    Bench {
+        /// The model.
+        model: PathBuf,
+        /// Device to run on.
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Timed runs.
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        /// Inputs (default: deterministic random data).
+        #[arg(long = "input", num_args = 1..)]
+        inputs: Vec<String>,
+    },
+    /// List the devices this machine can run on.
+    Devices,
+}
+
+type CliResult = Result<ExitCode, String>;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Pack { input, output, input_shapes, quantize, calibration, emit } => {
+            cmd_pack(&input, &output, &input_shapes, quantize, calibration, emit)
+        }
+        Command::Check { input, input_shapes } => cmd_check(&input, &input_shapes),
+        Command::Run { model, inputs, device, out_dir, input_shapes } => {
+            cmd_run(&model, &inputs, &device, &out_dir, &input_shapes)
+        }
+        Command::Inspect { model, json } => cmd_inspect(&model, json),
+        Command::Bench { model, device, runs, json, inputs } => cmd_bench(&model, &device, runs, json, &inputs),
+        Command::Devices => {
+            println!("cpu      host CPU, portable Rust kernels (f32)");
+            Ok(ExitCode::SUCCESS)
+        }
+    };
+    match result {
+        Ok(code) => code,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn options(shapes: &[String]) -> Result<PackOptions, String> {
+    let input_shapes = shapes.iter().map(|s| parse_input_shape(s)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
+    Ok(PackOptions { input_shapes })
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, String> {
+    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn require_cpu(device: &str) -> Result<(), String> {
+    match device {
+        "cpu" => Ok(()),
+        "vulkan" | "cuda" | "qemu-m4" => Err(format!("device '{device}' is not available in this build (run `ferrite devices`)")),
+        d if d.starts_with("vulkan:") || d.starts_with("cuda:") => Err(format!("device '{d}' is not available in this build (run `ferrite devices`)")),
+        d => Err(format!("unknown device '{d}' (run `ferrite devices`)")),
+    }
+}
+
+fn cmd_pack(input: &Path, output: &Path, shapes: &[String], quantize: Option<String>, calibration: Option<PathBuf>, emit: Option<String>) -> CliResult {
+    if quantize.is_some() || calibration.is_some() {
+        return Err("--quantize/--calibration are not implemented yet".into());
+    }
+    if emit.is_some() {
+        return Err("--emit is not implemented yet".into());
+    }
+    let opts = options(shapes)?;
+    let packed = pack::pack(&read(input)?, &opts).map_err(|e| e.to_string())?;
+    std::fs::write(output, &packed.bytes).map_err(|e| format!("{}: {e}", output.display()))?;
+    let r = &packed.report;
+    let ops: Vec<String> = r.ops.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    println!("packed {} -> {}", input.display(), output.display());
+    println!("  ops:          {} ({})", packed.graph.ops.len(), ops.join(", "));
+    println!("  weights:      {} bytes", r.weights_bytes);
+    println!("  arena:        {} bytes (lower bound {}, {:.3}x)", r.arena_bytes, r.arena_lower_bound, ratio(r.arena_bytes, r.arena_lower_bound));
+    println!("  file:         {} bytes", r.file_bytes);
+    let p = &r.passes;
+    println!(
+        "  passes:       {} batch norms folded, {} MatMul+Add -> Gemm, {} activations fused, {} dead ops removed",
+        p.batch_norms_folded, p.matmul_add_fused, p.activations_fused, p.dead_ops_removed
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn ratio(a: usize, b: usize) -> f64 {
+    if b == 0 {
+        1.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+fn cmd_check(input: &Path, shapes: &[String]) -> CliResult {
+    let opts = options(shapes)?;
+    let report = pack::check(&read(input)?, &opts).map_err(|e| e.to_string())?;
+    if report.items.is_empty() {
+        println!("{}: every node is supported", input.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}: {} node(s) cannot run on Ferrite", input.display(), report.items.len());
+    for (op, nodes) in report.grouped() {
+        println!("  {op} ({} node(s))", nodes.len());
+        for (node, reason) in nodes {
+            println!("    {node}: {reason}");
+        }
+    }
+    Ok(ExitCode::FAILURE)
+}
+
+fn load(model: &Path, shapes: &[String]) -> Result<AlignedBytes, String> {
+    runner::load_model_bytes(model, &options(shapes)?).map_err(|e| e.to_string())
+}
+
+fn read_inputs(model: &Model<'_>, args: &[String]) -> Result<Vec<NpyArray>, String> {
+    let ordered = runner::order_inputs(model, args).map_err(|e| e.to_string())?;
+    ordered
+        .into_iter()
+        .map(|(_, f)| npy::read(Path::new(&f)).map_err(|e| e.to_string()))
+        .collect()
+}
+
+fn cmd_run(model_path: &Path, inputs: &[String], device: &str, out_dir: &Path, shapes: &[String]) -> CliResult {
+    require_cpu(device)?;
+    let bytes = load(model_path, shapes)?;
+    let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
+    let arrays = read_inputs(&model, inputs)?;
+    let outputs = runner::run_cpu(&model, &arrays).map_err(|e: RunError| e.to_string())?;
+    std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
+    for (i, out) in outputs.iter().enumerate() {
+        let path = out_dir.join(format!("output_{i}.npy"));
+        npy::write(&path, out).map_err(|e| e.to_string())?;
+        println!("{}  {} {:?}", path.display(), out.dtype, out.shape);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
+    let bytes = AlignedBytes::from(&read(model_path)?[..]);
+    let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
+    let describe = |t: ferrite_core::TensorInfo<'_>| json!({"name": t.name, "dtype": t.desc.dtype.name(), "shape": t.desc.shape.dims()});
+    let inputs: Vec<_> = (0..model.input_count()).filter_map(|i| model.input(i)).map(describe).collect();
+    let outputs: Vec<_> = (0..model.output_count()).filter_map(|i| model.output(i)).map(describe).collect();
+    let mut ops = Vec::new();
+    for i in 0..model.len() {
+        let Some(step) = model.step(i) else { continue };
+        let tensors = |list: ferrite_hal::TensorList<'_>| -> Vec<serde_json::Value> {
+            (0..list.len()).map(|k| list.index(k).and_then(|t| model.tensor_info(t as usize)).map(|t| json!(t.name)).unwrap_or(json!(null))).collect()
+        };
+        ops.push(json!({
+            "index": i,
+            "op": op_label(&step.op),
+            "name": model.op_name(i).unwrap_or(""),
+            "inputs": tensors(step.inputs),
+            "outputs": tensors(step.outputs),
+            "scratch_bytes": step.scratch.map(|s| s.bytes).unwrap_or(0),
+        }));
+    }
+    let mut arena = Vec::new();
+    for t in 0..model.tensor_count() {
+        if let Some(info) = model.tensor_info(t) {
+            if let Location::Arena(offset) = info.desc.location {
+                arena.push(json!({"name": info.name, "offset": offset, "bytes": info.desc.bytes, "dtype": info.desc.dtype.name(), "shape": info.desc.shape.dims()}));
+            }
+        }
+    }
+    let doc = json!({
+        "file_bytes": model.file_bytes(),
+        "weights_bytes": model.weights_bytes(),
+        "arena_bytes": model.arena_bytes(),
+        "arena_lower_bound": model.arena_lower_bound(),
+        "ops": ops,
+        "inputs": inputs,
+        "outputs": outputs,
+        "arena_tensors": arena,
+    });
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("{}", model_path.display());
+    println!("  file {} bytes, weights {} bytes", model.file_bytes(), model.weights_bytes());
+    println!(
+        "  arena {} bytes, lower bound {} bytes ({:.3}x)",
+        model.arena_bytes(),
+        model.arena_lower_bound(),
+        ratio(model.arena_bytes(), model.arena_lower_bound())
+    );
+    for (label, list) in [("input", &doc["inputs"]), ("output", &doc["outputs"])] {
+        for t in list.as_array().into_iter().flatten() {
+            println!("  {label}  {} {} {}", t["name"].as_str().unwrap_or(""), t["dtype"].as_str().unwrap_or(""), t["shape"]);
+        }
+    }
+    println!("  ops ({}):", model.len());
+    for op in &ops {
+        println!(
+            "    #{:<3} {:<22} {:<24} {} -> {}{}",
+            op["index"],
+            op["op"].as_str().unwrap_or(""),
+            op["name"].as_str().unwrap_or(""),
+            op["inputs"],
+            op["outputs"],
+            match op["scratch_bytes"].as_u64() {
+                Some(0) | None => String::new(),
+                Some(s) => format!("  (scratch {s} B)"),
+            }
+        );
+    }
+    println!("  arena plan:");
+    for t in &arena {
+        println!("    [{:>8} .. {:>8})  {}", t["offset"], t["offset"].as_u64().unwrap_or(0) + t["bytes"].as_u64().unwrap_or(0), t["name"].as_str().unwrap_or(""));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn cmd_bench(model_path: &Path, device: &str, runs: usize, as_json: bool, inputs: &[String]) -> CliResult {
+    require_cpu(device)?;
+    if runs == 0 {
+        return Err("--runs must be at least 1".into());
+    }
+    let bytes = load(model_path, &[])?;
+    let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
+    let arrays = if inputs.is_empty() { runner::synthetic_inputs(&model) } else { read_inputs(&model, inputs)? };
+    let stats = runner::bench_cpu(&model, &arrays, runs).map_err(|e| e.to_string())?;
+    if as_json {
+        let doc = json!({
+            "model": model_path.display().to_string(),
+            "device": device,
+            "runs": stats.runs,
+            "median_us": stats.median_us,
+            "p90_us": stats.p90_us,
+            "min_us": stats.min_us,
+            "mean_us": stats.mean_us,
+            "arena_bytes": model.arena_bytes(),
+            "weights_bytes": model.weights_bytes(),
+        });
+        println!("{doc}");
+    } else {
+        println!(
+            "{} on {device}: median {:.1} us, p90 {:.1} us, min {:.1} us over {} runs (arena {} B)",
+            model_path.display(),
+            stats.median_us,
+            stats.p90_us,
+            stats.min_us,
+            stats.runs,
+            model.arena_bytes()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

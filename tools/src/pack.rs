@@ -1,0 +1,212 @@
+//! The packing pipeline: ONNX bytes → import → lower (shapes, folding) → passes → memory plan →
+//! `.frt` bytes, plus the report `ferrite pack` prints.
+
+use crate::error::{PackError, Unsupported, UnsupportedReport};
+use crate::ir::PlanGraph;
+use crate::lower::{Lowerer, SUPPORTED_OPS};
+use crate::onnx::{self, is_default_domain, Dim, Graph};
+use crate::passes::{self, PassStats};
+use crate::planner::{self, MemoryPlan};
+use crate::tensor::dtype_from_onnx;
+use crate::writer;
+use std::collections::BTreeMap;
+
+/// Options of `ferrite pack`.
+#[derive(Clone, Debug, Default)]
+pub struct PackOptions {
+    /// `--input-shape NAME=1x3x96x96`: fixes every dimension of the named input.
+    pub input_shapes: Vec<(String, Vec<usize>)>,
+}
+
+/// Parses `NAME=1x3x96x96`.
+pub fn parse_input_shape(arg: &str) -> Result<(String, Vec<usize>), PackError> {
+    let (name, dims) = arg
+        .rsplit_once('=')
+        .ok_or_else(|| PackError::InputShape(format!("'{arg}' is not NAME=DIMxDIM...")))?;
+    let dims = dims
+        .split(['x', ','])
+        .map(|d| d.trim().parse::<usize>())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|_| PackError::InputShape(format!("'{arg}': dimensions must be non-negative integers")))?;
+    Ok((name.to_string(), dims))
+}
+
+/// What `pack` produced, besides the bytes.
+#[derive(Clone, Debug)]
+pub struct PackReport {
+    /// Op kinds in the plan and their counts.
+    pub ops: BTreeMap<String, usize>,
+    /// Bytes of the weights section.
+    pub weights_bytes: usize,
+    /// Arena bytes the model needs.
+    pub arena_bytes: usize,
+    /// Lower bound on the arena.
+    pub arena_lower_bound: usize,
+    /// Size of the file.
+    pub file_bytes: usize,
+    /// What the graph passes did.
+    pub passes: PassStats,
+}
+
+/// A packed model.
+#[derive(Clone, Debug)]
+pub struct Packed {
+    /// The `.frt` bytes.
+    pub bytes: Vec<u8>,
+    /// The planned graph (for tests and tools).
+    pub graph: PlanGraph,
+    /// Its memory plan.
+    pub memory: MemoryPlan,
+    /// Summary.
+    pub report: PackReport,
+}
+
+/// Lowers `graph` to the plan IR, collecting every unsupported node.
+fn lower(graph: &Graph, options: &PackOptions, symbolic_as_one: bool) -> Result<Lowerer, PackError> {
+    let mut lw = Lowerer::new(graph.opset);
+    let mut symbolic = Vec::new();
+    let mut bad_inputs = Vec::new();
+    for (name, _) in &options.input_shapes {
+        if !graph.inputs.iter().any(|i| &i.name == name) {
+            let names: Vec<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+            return Err(PackError::InputShape(format!("the model has no input '{name}' (inputs: {})", names.join(", "))));
+        }
+    }
+    for input in &graph.inputs {
+        let Some(dtype) = dtype_from_onnx(input.elem_type) else {
+            bad_inputs.push(Unsupported {
+                op_type: "input".into(),
+                node: input.name.clone(),
+                reason: format!("type {} is not supported", onnx::proto::data_type::name(input.elem_type)),
+            });
+            lw.add_unknown(&input.name);
+            continue;
+        };
+        let fixed = options.input_shapes.iter().find(|(n, _)| n == &input.name);
+        let shape = match (fixed, &input.dims) {
+            (Some((_, dims)), declared) => {
+                if let Some(declared) = declared {
+                    let conflict = declared.len() != dims.len()
+                        || declared.iter().zip(dims).any(|(d, v)| matches!(d, Dim::Known(k) if k != v));
+                    if conflict {
+                        return Err(PackError::InputShape(format!("'{}' is declared as {}, not {dims:?}", input.name, describe(declared))));
+                    }
+                }
+                dims.clone()
+            }
+            (None, Some(dims)) => {
+                if dims.iter().any(|d| matches!(d, Dim::Symbolic(_))) && !symbolic_as_one {
+                    symbolic.push(format!("'{}' is {}", input.name, describe(dims)));
+                    continue;
+                }
+                dims.iter().map(|d| if let Dim::Known(k) = d { *k } else { 1 }).collect()
+            }
+            (None, None) => {
+                symbolic.push(format!("'{}' has no declared shape", input.name));
+                continue;
+            }
+        };
+        lw.add_input(&input.name, dtype, shape);
+    }
+    if !symbolic.is_empty() {
+        return Err(PackError::Symbolic(symbolic.join(", ")));
+    }
+    for (name, value) in &graph.initializers {
+        lw.add_initializer(name, value.clone());
+    }
+    for node in &graph.nodes {
+        lw.lower_node(node);
+    }
+    lw.errors.splice(0..0, bad_inputs);
+    Ok(lw)
+}
+
+fn describe(dims: &[Dim]) -> String {
+    let parts: Vec<String> = dims
+        .iter()
+        .map(|d| match d {
+            Dim::Known(k) => k.to_string(),
+            Dim::Symbolic(s) => s.clone(),
+        })
+        .collect();
+    format!("[{}]", parts.join("x"))
+}
+
+/// Every node of the model Ferrite cannot run, in one pass. Symbolic input dimensions are
+/// taken as 1 for this check (`pack` requires them fixed).
+pub fn check(onnx_bytes: &[u8], options: &PackOptions) -> Result<UnsupportedReport, PackError> {
+    let graph = onnx::import(onnx_bytes)?;
+    let mut report = UnsupportedReport::default();
+    for node in &graph.nodes {
+        if !is_default_domain(&node.domain) || !SUPPORTED_OPS.contains(&node.op_type.as_str()) {
+            report.items.push(Unsupported {
+                op_type: if is_default_domain(&node.domain) { node.op_type.clone() } else { format!("{}:{}", node.domain, node.op_type) },
+                node: node.label(),
+                reason: if is_default_domain(&node.domain) { "op is not supported".into() } else { format!("domain '{}' is not supported", node.domain) },
+            });
+        }
+    }
+    let lw = lower(&graph, options, true)?;
+    for item in lw.errors {
+        if !report.items.iter().any(|i| i.node == item.node) {
+            report.items.push(item);
+        }
+    }
+    Ok(report)
+}
+
+/// Lowers and optimises a model to the plan IR.
+pub fn to_plan(onnx_bytes: &[u8], options: &PackOptions) -> Result<(PlanGraph, PassStats), PackError> {
+    let graph = onnx::import(onnx_bytes)?;
+    let lw = lower(&graph, options, false)?;
+    if !lw.errors.is_empty() {
+        return Err(PackError::Unsupported(UnsupportedReport { items: lw.errors }));
+    }
+    let mut outputs = Vec::new();
+    for name in &graph.outputs {
+        outputs.push(lw.lookup(name).ok_or_else(|| PackError::Invalid(format!("graph output '{name}' was not computed")))?);
+    }
+    let mut plan = lw.graph;
+    plan.outputs = outputs;
+    let stats = passes::optimize(&mut plan);
+    Ok((plan, stats))
+}
+
+/// Packs an ONNX model into `.frt` bytes.
+pub fn pack(onnx_bytes: &[u8], options: &PackOptions) -> Result<Packed, PackError> {
+    let (mut graph, passes) = to_plan(onnx_bytes, options)?;
+    let scratch = planner::prepare(&mut graph);
+    let memory = planner::plan(&graph, scratch);
+    let bytes = writer::write(&graph, &memory)?;
+    let aligned = crate::aligned::AlignedBytes::from(&bytes[..]);
+    let model = ferrite_core::Model::load(aligned.as_bytes())
+        .map_err(|e| PackError::Write(format!("the written model does not verify: {e}")))?;
+    let mut ops = BTreeMap::new();
+    for op in &graph.ops {
+        *ops.entry(op_label(&op.op)).or_insert(0) += 1;
+    }
+    let report = PackReport {
+        ops,
+        weights_bytes: model.weights_bytes(),
+        arena_bytes: memory.arena_bytes,
+        arena_lower_bound: memory.lower_bound,
+        file_bytes: bytes.len(),
+        passes,
+    };
+    Ok(Packed { bytes, graph, memory, report })
+}
+
+/// A readable name of an op with its variant (e.g. `Binary(Add)`, `Conv+Relu`).
+pub fn op_label(op: &ferrite_hal::Op) -> String {
+    use ferrite_hal::{Activation, Op};
+    let base = match op {
+        Op::Binary { op, .. } => format!("{op:?}"),
+        Op::Unary(a) => a.name().to_string(),
+        Op::Reduce { op, .. } => format!("Reduce{op:?}"),
+        other => other.kind().name().to_string(),
+    };
+    match op.activation() {
+        Some(a) if a != Activation::None => format!("{base}+{}", a.name()),
+        _ => base,
+    }
+}

@@ -1,0 +1,193 @@
+//! Running packed models on the host: load (`.frt`, or `.onnx` packed in memory), check inputs
+//! against the model, run on the CPU device, and time repeated runs.
+
+use crate::aligned::AlignedBytes;
+use crate::npy::{NpyArray, NpyError};
+use crate::pack::{pack, PackOptions};
+use crate::PackError;
+use ferrite_core::{FormatError, Model, Session};
+use ferrite_cpu::{CpuDevice, CpuError};
+use std::path::Path;
+use std::time::Instant;
+
+/// Why a model could not be run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Reading a file failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// File.
+        path: String,
+        /// Cause.
+        source: std::io::Error,
+    },
+    /// Packing an `.onnx` given to `run` failed.
+    #[error(transparent)]
+    Pack(#[from] PackError),
+    /// The `.frt` is invalid.
+    #[error("{0}")]
+    Model(#[from] FormatError),
+    /// An input file is invalid.
+    #[error(transparent)]
+    Npy(#[from] NpyError),
+    /// Inputs do not match the model.
+    #[error("{0}")]
+    Input(String),
+    /// The session failed (arena, device, ...).
+    #[error("{0}")]
+    Session(#[from] ferrite_core::Error<CpuError>),
+    /// The device name is unknown or not built in.
+    #[error("{0}")]
+    Device(String),
+}
+
+/// Loads a model file: `.frt` as is, `.onnx` packed in memory with `options`.
+pub fn load_model_bytes(path: &Path, options: &PackOptions) -> Result<AlignedBytes, RunError> {
+    let bytes = std::fs::read(path).map_err(|source| RunError::Io { path: path.display().to_string(), source })?;
+    let is_onnx = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
+    if is_onnx {
+        let packed = pack(&bytes, options)?;
+        return Ok(AlignedBytes::from(&packed.bytes[..]));
+    }
+    Ok(AlignedBytes::from(&bytes[..]))
+}
+
+/// Checks that `inputs` match the model's inputs in count, dtype and shape.
+pub fn check_inputs(model: &Model<'_>, inputs: &[NpyArray]) -> Result<(), RunError> {
+    if inputs.len() != model.input_count() {
+        return Err(RunError::Input(format!(
+            "the model has {} input(s), {} were given",
+            model.input_count(),
+            inputs.len()
+        )));
+    }
+    for (i, array) in inputs.iter().enumerate() {
+        let info = model.input(i).ok_or_else(|| RunError::Input(format!("no input #{i}")))?;
+        if array.dtype != info.desc.dtype {
+            return Err(RunError::Input(format!(
+                "input '{}' is {}, the file holds {}",
+                info.name, info.desc.dtype, array.dtype
+            )));
+        }
+        if array.shape != info.desc.shape.dims() {
+            return Err(RunError::Input(format!(
+                "input '{}' has shape {:?}, the file holds {:?}",
+                info.name,
+                info.desc.shape.dims(),
+                array.shape
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Matches `NAME=FILE` arguments (or plain files in graph-input order) to input positions.
+pub fn order_inputs(model: &Model<'_>, args: &[String]) -> Result<Vec<(usize, String)>, RunError> {
+    let mut out = Vec::new();
+    for (i, arg) in args.iter().enumerate() {
+        let named = (0..model.input_count()).find_map(|k| {
+            let info = model.input(k)?;
+            arg.strip_prefix(info.name).and_then(|r| r.strip_prefix('=')).map(|f| (k, f.to_string()))
+        });
+        out.push(named.unwrap_or((i, arg.clone())));
+    }
+    out.sort_by_key(|(k, _)| *k);
+    for (pos, (k, _)) in out.iter().enumerate() {
+        if *k != pos {
+            return Err(RunError::Input("each input must be given exactly once".into()));
+        }
+    }
+    Ok(out)
+}
+
+/// A session's arena on the heap, 16-byte aligned.
+pub fn arena_for(model: &Model<'_>) -> AlignedBytes {
+    AlignedBytes::zeroed(model.arena_bytes())
+}
+
+/// Runs the model once on the CPU device.
+pub fn run_cpu(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
+    check_inputs(model, inputs)?;
+    let mut arena = arena_for(model);
+    let mut session = Session::new(model, CpuDevice::new(), arena.as_mut_bytes())?;
+    for (i, a) in inputs.iter().enumerate() {
+        session.set_input(i, &a.bytes)?;
+    }
+    session.run()?;
+    (0..model.output_count())
+        .map(|i| {
+            let info = session.output_info(i)?;
+            Ok(NpyArray { dtype: info.desc.dtype, shape: info.desc.shape.dims().to_vec(), bytes: session.output(i)?.to_vec() })
+        })
+        .collect()
+}
+
+/// Latency statistics of repeated runs, in microseconds.
+#[derive(Clone, Debug)]
+pub struct BenchStats {
+    /// Timed runs.
+    pub runs: usize,
+    /// Median.
+    pub median_us: f64,
+    /// 90th percentile.
+    pub p90_us: f64,
+    /// Fastest.
+    pub min_us: f64,
+    /// Mean.
+    pub mean_us: f64,
+}
+
+/// Times `runs` inferences (after a few warm-up runs), writing the inputs before each run as a
+/// real application would.
+pub fn bench_cpu(model: &Model<'_>, inputs: &[NpyArray], runs: usize) -> Result<BenchStats, RunError> {
+    check_inputs(model, inputs)?;
+    let mut arena = arena_for(model);
+    let mut session = Session::new(model, CpuDevice::new(), arena.as_mut_bytes())?;
+    let mut samples = Vec::with_capacity(runs);
+    for r in 0..runs + 3 {
+        let start = Instant::now();
+        for (i, a) in inputs.iter().enumerate() {
+            session.set_input(i, &a.bytes)?;
+        }
+        session.run()?;
+        let elapsed = start.elapsed().as_secs_f64() * 1e6;
+        if r >= 3 {
+            samples.push(elapsed);
+        }
+    }
+    samples.sort_by(|a, b| a.total_cmp(b));
+    let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+    Ok(BenchStats {
+        runs,
+        median_us: at(0.5),
+        p90_us: at(0.9),
+        min_us: samples[0],
+        mean_us: samples.iter().sum::<f64>() / samples.len() as f64,
+    })
+}
+
+/// Deterministic pseudo-random inputs for `bench` when none are given (floats in [-1, 1),
+/// integers 0).
+pub fn synthetic_inputs(model: &Model<'_>) -> Vec<NpyArray> {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    (0..model.input_count())
+        .filter_map(|i| model.input(i))
+        .map(|info| {
+            let n = info.desc.elements();
+            let bytes = if info.desc.dtype == ferrite_hal::DType::F32 {
+                (0..n)
+                    .flat_map(|_| {
+                        state ^= state << 13;
+                        state ^= state >> 7;
+                        state ^= state << 17;
+                        let v = (state >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0;
+                        v.to_le_bytes()
+                    })
+                    .collect()
+            } else {
+                vec![0; info.desc.bytes]
+            };
+            NpyArray { dtype: info.desc.dtype, shape: info.desc.shape.dims().to_vec(), bytes }
+        })
+        .collect()
+}
