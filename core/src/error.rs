@@ -233,10 +233,7 @@ impl<E: fmt::Display> fmt::Display for Error<E> {
                 index,
                 expected,
                 got,
-            } => write!(
-                f,
-                "input #{index} needs {expected} bytes, {got} were given"
-            ),
+            } => write!(f, "input #{index} needs {expected} bytes, {got} were given"),
             Error::DTypeMismatch { expected, got } => {
                 write!(f, "tensor is {expected}, accessed as {got}")
             }

@@ -21,8 +21,8 @@
 #![forbid(unsafe_code)]
 
 pub mod arena;
-mod cast;
 mod bytes;
+mod cast;
 pub mod error;
 pub mod format;
 pub mod model;

@@ -6,7 +6,9 @@ use crate::error::{FormatError, FormatErrorKind as K};
 use crate::format::{self, section};
 use crate::rules;
 use ferrite_hal::words::WordReader;
-use ferrite_hal::{DType, Location, Op, OpKind, Plan, Shape, Step, TensorDesc, TensorList, Tensors};
+use ferrite_hal::{
+    DType, Location, Op, OpKind, Plan, Shape, Step, TensorDesc, TensorList, Tensors,
+};
 
 /// A tensor's description together with its name.
 #[derive(Clone, Copy, Debug)]
@@ -84,13 +86,14 @@ impl<'a> Model<'a> {
         for i in 0..count {
             let entry = format::HEADER_BYTES + i * format::SECTION_ENTRY_BYTES;
             let kind = u32_at(file, entry).ok_or(err(K::Truncated, "section table"))?;
-            let offset = u32_at(file, entry + 4).ok_or(err(K::Truncated, "section table"))? as usize;
+            let offset =
+                u32_at(file, entry + 4).ok_or(err(K::Truncated, "section table"))? as usize;
             let len = u32_at(file, entry + 8).ok_or(err(K::Truncated, "section table"))? as usize;
             if offset < table_end {
                 return Err(err(K::OutOfRange, "section overlaps the header").at(i));
             }
-            let data =
-                range(file, offset, len).ok_or(err(K::Truncated, "section past end of file").at(i))?;
+            let data = range(file, offset, len)
+                .ok_or(err(K::Truncated, "section past end of file").at(i))?;
             let align = if kind == section::WEIGHTS {
                 format::WEIGHT_ALIGN
             } else {
@@ -135,13 +138,14 @@ impl<'a> Model<'a> {
             .ok_or(err(K::Truncated, "graph inputs"))?;
         let outputs = range(graph, format::GRAPH_HEADER_BYTES + 4 * n_in, 4 * n_out)
             .ok_or(err(K::Truncated, "graph outputs"))?;
-        let sized = |kind: u32, name: &'static str, record: usize| -> Result<&'a [u8], FormatError> {
-            let data = get(kind, name)?;
-            if data.len() % record != 0 {
-                return Err(err(K::InvalidValue, name));
-            }
-            Ok(data)
-        };
+        let sized =
+            |kind: u32, name: &'static str, record: usize| -> Result<&'a [u8], FormatError> {
+                let data = get(kind, name)?;
+                if data.len() % record != 0 {
+                    return Err(err(K::InvalidValue, name));
+                }
+                Ok(data)
+            };
         Ok(Model {
             strings: get(section::STRINGS, "strings")?,
             tensors: sized(section::TENSORS, "tensors", format::TENSOR_RECORD_BYTES)?,
@@ -244,7 +248,11 @@ impl<'a> Model<'a> {
                 let index = u32_at(list, 4 * i).ok_or(err(K::Truncated, what))? as usize;
                 let (desc, _) = self.decode_tensor(index)?;
                 if !matches!(desc.location, Location::Arena(_)) {
-                    return Err(err(K::InvalidValue, "graph inputs and outputs live in the arena").at(i));
+                    return Err(err(
+                        K::InvalidValue,
+                        "graph inputs and outputs live in the arena",
+                    )
+                    .at(i));
                 }
             }
         }
@@ -271,8 +279,8 @@ impl<'a> Model<'a> {
         )
         .ok_or(e(K::OutOfRange, "op index"))?;
         let word = |at| u32_at(rec, at).ok_or(e(K::Truncated, "op"));
-        let kind = OpKind::from_code(u16_at(rec, 0).unwrap_or(0))
-            .ok_or(e(K::InvalidValue, "op kind"))?;
+        let kind =
+            OpKind::from_code(u16_at(rec, 0).unwrap_or(0)).ok_or(e(K::InvalidValue, "op kind"))?;
         let n_in = u8_at(rec, 2).unwrap_or(0) as usize;
         let n_out = u8_at(rec, 3).unwrap_or(0) as usize;
         let first = word(4)? as usize;
@@ -286,8 +294,12 @@ impl<'a> Model<'a> {
         let outputs = operand_bytes(first + n_in, n_out).ok_or(e(K::OutOfRange, "op operands"))?;
         let params = range(
             self.params,
-            param_start.checked_mul(4).ok_or(e(K::Overflow, "op params"))?,
-            param_count.checked_mul(4).ok_or(e(K::Overflow, "op params"))?,
+            param_start
+                .checked_mul(4)
+                .ok_or(e(K::Overflow, "op params"))?,
+            param_count
+                .checked_mul(4)
+                .ok_or(e(K::Overflow, "op params"))?,
         )
         .ok_or(e(K::OutOfRange, "op params"))?;
         let op = Op::decode(kind, &mut WordReader::new(params))

@@ -26,26 +26,48 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
     let n_out = step.outputs.len();
     match step.op {
         Op::Conv(c) => {
-            ensure((2..=3).contains(&n_in) && n_out == 1, "Conv takes 2-3 inputs, 1 output")?;
+            ensure(
+                (2..=3).contains(&n_in) && n_out == 1,
+                "Conv takes 2-3 inputs, 1 output",
+            )?;
             let bias = step.inputs.get(2);
-            check_conv(&c, &input(0)?, &input(1)?, bias.as_ref(), &output(0)?, step.scratch)
+            check_conv(
+                &c,
+                &input(0)?,
+                &input(1)?,
+                bias.as_ref(),
+                &output(0)?,
+                step.scratch,
+            )
         }
         Op::ConvTranspose(c) => {
-            ensure((2..=3).contains(&n_in) && n_out == 1, "ConvTranspose takes 2-3 inputs")?;
+            ensure(
+                (2..=3).contains(&n_in) && n_out == 1,
+                "ConvTranspose takes 2-3 inputs",
+            )?;
             let bias = step.inputs.get(2);
             check_conv_transpose(&c, &input(0)?, &input(1)?, bias.as_ref(), &output(0)?)
         }
         Op::Gemm(_) => {
-            ensure((2..=3).contains(&n_in) && n_out == 1, "Gemm takes 2-3 inputs, 1 output")?;
+            ensure(
+                (2..=3).contains(&n_in) && n_out == 1,
+                "Gemm takes 2-3 inputs, 1 output",
+            )?;
             let (a, b, y) = (input(0)?, input(1)?, output(0)?);
             all_f32(&[a, b, y])?;
-            ensure(a.shape.rank() == 2 && b.shape.rank() == 2, "Gemm operands are matrices")?;
+            ensure(
+                a.shape.rank() == 2 && b.shape.rank() == 2,
+                "Gemm operands are matrices",
+            )?;
             let (m, k, n) = (a.shape.dim(0), a.shape.dim(1), b.shape.dim(1));
             ensure(b.shape.dim(0) == k, "Gemm inner dimensions differ")?;
             ensure(y.shape.dims() == [m, n], "Gemm output shape")?;
             if let Some(c) = step.inputs.get(2) {
                 all_f32(&[c])?;
-                ensure(broadcasts_to(&c.shape, &y.shape), "Gemm C does not broadcast")?;
+                ensure(
+                    broadcasts_to(&c.shape, &y.shape),
+                    "Gemm C does not broadcast",
+                )?;
             }
             Ok(())
         }
@@ -57,7 +79,10 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             ensure(g.output == y.shape, "MatMul output shape")
         }
         Op::Binary { .. } => {
-            ensure(n_in == 2 && n_out == 1, "binary op takes 2 inputs, 1 output")?;
+            ensure(
+                n_in == 2 && n_out == 1,
+                "binary op takes 2 inputs, 1 output",
+            )?;
             let (a, b, y) = (input(0)?, input(1)?, output(0)?);
             all_f32(&[a, b, y])?;
             ensure(
@@ -93,11 +118,17 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             ensure(n_in == 5 && n_out == 1, "BatchNormalization takes 5 inputs")?;
             let (x, y) = (input(0)?, output(0)?);
             all_f32(&[x, y])?;
-            ensure(x.shape.rank() >= 2 && x.shape == y.shape, "BatchNormalization shapes")?;
+            ensure(
+                x.shape.rank() >= 2 && x.shape == y.shape,
+                "BatchNormalization shapes",
+            )?;
             for i in 1..5 {
                 let p = input(i)?;
                 all_f32(&[p])?;
-                ensure(p.shape.dims() == [x.shape.dim(1)], "BatchNormalization parameter shape")?;
+                ensure(
+                    p.shape.dims() == [x.shape.dim(1)],
+                    "BatchNormalization parameter shape",
+                )?;
             }
             Ok(())
         }
@@ -111,7 +142,10 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             for (axis, &p) in perm.iter().enumerate().take(rank) {
                 ensure(p < rank && !seen[p], "Transpose perm is not a permutation")?;
                 seen[p] = true;
-                ensure(y.shape.dims()[axis] == x.shape.dims()[p], "Transpose output shape")?;
+                ensure(
+                    y.shape.dims()[axis] == x.shape.dims()[p],
+                    "Transpose output shape",
+                )?;
             }
             Ok(())
         }
@@ -178,7 +212,10 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             ensure(n_in == 2 && n_out == 1, "Gather takes 2 inputs")?;
             let (data, idx, y) = (input(0)?, input(1)?, output(0)?);
             same_dtype(&[data, y])?;
-            ensure(matches!(idx.dtype, DType::I32 | DType::I64), "Gather indices type")?;
+            ensure(
+                matches!(idx.dtype, DType::I32 | DType::I64),
+                "Gather indices type",
+            )?;
             let r = data.shape.rank();
             ensure(axis < r, "Gather axis")?;
             let d = data.shape.dims();
@@ -205,15 +242,16 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                 .enumerate()
                 .filter(|(i, _)| axes & (1 << i) == 0)
                 .map(|(_, d)| *d);
-            let keep_dims = x
-                .shape
-                .dims()
-                .iter()
-                .enumerate()
-                .map(|(i, d)| if axes & (1 << i) != 0 { 1 } else { *d });
+            let keep_dims =
+                x.shape
+                    .dims()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, d)| if axes & (1 << i) != 0 { 1 } else { *d });
             let squeezed = y.shape.rank() == kept.clone().count()
                 && kept.zip(y.shape.dims()).all(|(a, b)| a == *b);
-            let kept_form = y.shape.rank() == rank && keep_dims.zip(y.shape.dims()).all(|(a, b)| a == *b);
+            let kept_form =
+                y.shape.rank() == rank && keep_dims.zip(y.shape.dims()).all(|(a, b)| a == *b);
             ensure(squeezed || kept_form, "Reduce output shape")
         }
         Op::Copy => {
@@ -226,7 +264,10 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
 }
 
 fn all_f32(ts: &[TensorDesc]) -> Rule {
-    ensure(ts.iter().all(|t| t.dtype == DType::F32), "operands must be float32")
+    ensure(
+        ts.iter().all(|t| t.dtype == DType::F32),
+        "operands must be float32",
+    )
 }
 
 fn same_dtype(ts: &[TensorDesc]) -> Rule {
@@ -237,7 +278,11 @@ fn same_dtype(ts: &[TensorDesc]) -> Rule {
 }
 
 /// `parts` concatenated along `axis` form `whole`.
-fn check_parts(parts: impl Iterator<Item = Option<TensorDesc>>, whole: &TensorDesc, axis: usize) -> Rule {
+fn check_parts(
+    parts: impl Iterator<Item = Option<TensorDesc>>,
+    whole: &TensorDesc,
+    axis: usize,
+) -> Rule {
     let rank = whole.shape.rank();
     ensure(axis < rank, "axis out of range")?;
     let mut total = 0usize;
@@ -247,19 +292,31 @@ fn check_parts(parts: impl Iterator<Item = Option<TensorDesc>>, whole: &TensorDe
         ensure(part.shape.rank() == rank, "ranks differ")?;
         for a in 0..rank {
             if a != axis {
-                ensure(part.shape.dims()[a] == whole.shape.dims()[a], "shapes differ off the axis")?;
+                ensure(
+                    part.shape.dims()[a] == whole.shape.dims()[a],
+                    "shapes differ off the axis",
+                )?;
             }
         }
-        total = total.checked_add(part.shape.dims()[axis]).ok_or("overflow")?;
+        total = total
+            .checked_add(part.shape.dims()[axis])
+            .ok_or("overflow")?;
     }
-    ensure(total == whole.shape.dims()[axis], "parts do not add up along the axis")
+    ensure(
+        total == whole.shape.dims()[axis],
+        "parts do not add up along the axis",
+    )
 }
 
 fn check_window_rank(x: &TensorDesc, window: &ferrite_hal::op::Window) -> Rule {
     if x.shape.rank() == 3 {
         let w = window;
         ensure(
-            w.kernel[0] == 1 && w.stride[0] == 1 && w.dilation[0] == 1 && w.pads[0] == 0 && w.pads[2] == 0,
+            w.kernel[0] == 1
+                && w.stride[0] == 1
+                && w.dilation[0] == 1
+                && w.pads[0] == 0
+                && w.pads[2] == 0,
             "1-D window must have height 1",
         )?;
     }
@@ -281,20 +338,48 @@ fn check_conv(
     ensure(w.shape.rank() == x.shape.rank(), "Conv weight rank")?;
     let [oc, icg, kh, kw] = nchw(&w.shape).ok_or("Conv weight rank")?;
     check_window_rank(x, &c.window)?;
-    ensure([kh, kw] == c.window.kernel, "Conv kernel differs from weight shape")?;
-    ensure(icg * c.group == ch && oc % c.group == 0, "Conv groups do not divide channels")?;
+    ensure(
+        [kh, kw] == c.window.kernel,
+        "Conv kernel differs from weight shape",
+    )?;
+    ensure(
+        icg * c.group == ch && oc % c.group == 0,
+        "Conv groups do not divide channels",
+    )?;
     if let Some(b) = b {
         all_f32(&[*b])?;
         ensure(b.shape.dims() == [oc], "Conv bias shape")?;
     }
     let win = &c.window;
-    let oh = conv_out(h, kh, win.stride[0], win.dilation[0], win.pads[0], win.pads[2]).ok_or("Conv window larger than input")?;
-    let ow = conv_out(wd, kw, win.stride[1], win.dilation[1], win.pads[1], win.pads[3]).ok_or("Conv window larger than input")?;
-    ensure(nchw(&y.shape) == Some([n, oc, oh, ow]) && y.shape.rank() == x.shape.rank(), "Conv output shape")?;
+    let oh = conv_out(
+        h,
+        kh,
+        win.stride[0],
+        win.dilation[0],
+        win.pads[0],
+        win.pads[2],
+    )
+    .ok_or("Conv window larger than input")?;
+    let ow = conv_out(
+        wd,
+        kw,
+        win.stride[1],
+        win.dilation[1],
+        win.pads[1],
+        win.pads[3],
+    )
+    .ok_or("Conv window larger than input")?;
+    ensure(
+        nchw(&y.shape) == Some([n, oc, oh, ow]) && y.shape.rank() == x.shape.rank(),
+        "Conv output shape",
+    )?;
     let need = conv_scratch_elements(c, icg, oh, ow).ok_or("Conv scratch overflows")?;
     if need > 0 {
         let s = scratch.ok_or("Conv needs scratch")?;
-        ensure(s.dtype == DType::F32 && s.elements() >= need, "Conv scratch too small")?;
+        ensure(
+            s.dtype == DType::F32 && s.elements() >= need,
+            "Conv scratch too small",
+        )?;
     }
     Ok(())
 }
@@ -308,10 +393,16 @@ fn check_conv_transpose(
 ) -> Rule {
     all_f32(&[*x, *w, *y])?;
     let [n, ch, h, wd] = nchw(&x.shape).ok_or("ConvTranspose input must be rank 3 or 4")?;
-    ensure(w.shape.rank() == x.shape.rank(), "ConvTranspose weight rank")?;
+    ensure(
+        w.shape.rank() == x.shape.rank(),
+        "ConvTranspose weight rank",
+    )?;
     let [wc, ocg, kh, kw] = nchw(&w.shape).ok_or("ConvTranspose weight rank")?;
     check_window_rank(x, &c.window)?;
-    ensure([kh, kw] == c.window.kernel, "ConvTranspose kernel differs from weight")?;
+    ensure(
+        [kh, kw] == c.window.kernel,
+        "ConvTranspose kernel differs from weight",
+    )?;
     ensure(wc == ch && ch % c.group == 0, "ConvTranspose groups")?;
     let oc = ocg * c.group;
     if let Some(b) = b {
@@ -320,12 +411,27 @@ fn check_conv_transpose(
     }
     let win = &c.window;
     let out = |i: usize, len: usize, k: usize| {
-        geometry::conv_transpose_out(len, k, win.stride[i], win.dilation[i], win.pads[i], win.pads[i + 2], c.output_padding[i])
+        geometry::conv_transpose_out(
+            len,
+            k,
+            win.stride[i],
+            win.dilation[i],
+            win.pads[i],
+            win.pads[i + 2],
+            c.output_padding[i],
+        )
     };
     let oh = out(0, h, kh).ok_or("ConvTranspose output size")?;
     let ow = out(1, wd, kw).ok_or("ConvTranspose output size")?;
-    ensure(c.output_padding[0] < win.stride[0].max(win.dilation[0]) && c.output_padding[1] < win.stride[1].max(win.dilation[1]), "output_padding too large")?;
-    ensure(nchw(&y.shape) == Some([n, oc, oh, ow]) && y.shape.rank() == x.shape.rank(), "ConvTranspose output shape")
+    ensure(
+        c.output_padding[0] < win.stride[0].max(win.dilation[0])
+            && c.output_padding[1] < win.stride[1].max(win.dilation[1]),
+        "output_padding too large",
+    )?;
+    ensure(
+        nchw(&y.shape) == Some([n, oc, oh, ow]) && y.shape.rank() == x.shape.rank(),
+        "ConvTranspose output shape",
+    )
 }
 
 fn check_pool(p: &Pool, x: &TensorDesc, y: &TensorDesc) -> Rule {
@@ -333,11 +439,40 @@ fn check_pool(p: &Pool, x: &TensorDesc, y: &TensorDesc) -> Rule {
     let [n, c, h, w] = nchw(&x.shape).ok_or("pooling input must be rank 3 or 4")?;
     check_window_rank(x, &p.window)?;
     let win = &p.window;
-    ensure(win.pads[0] < win.kernel[0] * win.dilation[0] && win.pads[2] < win.kernel[0] * win.dilation[0], "pooling pads larger than the window")?;
-    ensure(win.pads[1] < win.kernel[1] * win.dilation[1] && win.pads[3] < win.kernel[1] * win.dilation[1], "pooling pads larger than the window")?;
-    let oh = geometry::pool_out(h, win.kernel[0], win.stride[0], win.dilation[0], win.pads[0], win.pads[2], p.ceil_mode).ok_or("pooling window larger than input")?;
-    let ow = geometry::pool_out(w, win.kernel[1], win.stride[1], win.dilation[1], win.pads[1], win.pads[3], p.ceil_mode).ok_or("pooling window larger than input")?;
-    ensure(nchw(&y.shape) == Some([n, c, oh, ow]) && y.shape.rank() == x.shape.rank(), "pooling output shape")
+    ensure(
+        win.pads[0] < win.kernel[0] * win.dilation[0]
+            && win.pads[2] < win.kernel[0] * win.dilation[0],
+        "pooling pads larger than the window",
+    )?;
+    ensure(
+        win.pads[1] < win.kernel[1] * win.dilation[1]
+            && win.pads[3] < win.kernel[1] * win.dilation[1],
+        "pooling pads larger than the window",
+    )?;
+    let oh = geometry::pool_out(
+        h,
+        win.kernel[0],
+        win.stride[0],
+        win.dilation[0],
+        win.pads[0],
+        win.pads[2],
+        p.ceil_mode,
+    )
+    .ok_or("pooling window larger than input")?;
+    let ow = geometry::pool_out(
+        w,
+        win.kernel[1],
+        win.stride[1],
+        win.dilation[1],
+        win.pads[1],
+        win.pads[3],
+        p.ceil_mode,
+    )
+    .ok_or("pooling window larger than input")?;
+    ensure(
+        nchw(&y.shape) == Some([n, c, oh, ow]) && y.shape.rank() == x.shape.rank(),
+        "pooling output shape",
+    )
 }
 
 fn arena_range(t: &TensorDesc) -> Option<(usize, usize)> {
@@ -367,10 +502,15 @@ fn check_overlap(step: &Step<'_>) -> Rule {
             }
         }
         for input in step.inputs.iter().flatten() {
-            let Some(r) = arena_range(&input) else { continue };
+            let Some(r) = arena_range(&input) else {
+                continue;
+            };
             if overlaps(o, r) {
                 let exact = r == o && input.shape == out.shape && input.dtype == out.dtype;
-                ensure(step.op.allows_in_place() && exact, "input partially overlaps output")?;
+                ensure(
+                    step.op.allows_in_place() && exact,
+                    "input partially overlaps output",
+                )?;
             }
         }
     }

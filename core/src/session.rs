@@ -24,7 +24,11 @@ pub struct Session<'m, 'a, D: Device> {
 impl<'m, 'a, D: Device> Session<'m, 'a, D> {
     /// Binds `model` to `device` with `arena` (at least [`Model::arena_bytes`] long, 16-byte
     /// aligned, e.g. an [`crate::Arena`]), and prepares the plan on the device.
-    pub fn new(model: &'m Model<'m>, mut device: D, arena: &'a mut [u8]) -> Result<Self, Error<D::Error>> {
+    pub fn new(
+        model: &'m Model<'m>,
+        mut device: D,
+        arena: &'a mut [u8],
+    ) -> Result<Self, Error<D::Error>> {
         let needed = model.arena_bytes();
         let caps = device.capabilities();
         if needed > caps.max_arena_bytes {

@@ -12,7 +12,10 @@ pub fn conv_out(
     pad_begin: usize,
     pad_end: usize,
 ) -> Option<usize> {
-    let effective = kernel.checked_sub(1)?.checked_mul(dilation)?.checked_add(1)?;
+    let effective = kernel
+        .checked_sub(1)?
+        .checked_mul(dilation)?
+        .checked_add(1)?;
     let padded = input.checked_add(pad_begin)?.checked_add(pad_end)?;
     let span = padded.checked_sub(effective)?;
     Some(span / stride.max(1) + 1)

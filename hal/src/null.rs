@@ -34,11 +34,14 @@ impl Device for NullDevice {
         Ok(())
     }
 
-    fn execute(&mut self, _: &mut (), plan: &dyn Plan, _arena: &mut [u8]) -> Result<(), Infallible> {
+    fn execute(
+        &mut self,
+        _: &mut (),
+        plan: &dyn Plan,
+        _arena: &mut [u8],
+    ) -> Result<(), Infallible> {
         self.executed += 1;
-        self.steps_seen += (0..plan.len())
-            .filter(|&i| plan.step(i).is_some())
-            .count();
+        self.steps_seen += (0..plan.len()).filter(|&i| plan.step(i).is_some()).count();
         Ok(())
     }
 }

@@ -392,7 +392,10 @@ impl Op {
 
     /// Whether the output may occupy exactly the bytes of an input of the same shape (in-place).
     pub fn allows_in_place(&self) -> bool {
-        matches!(self, Op::Binary { .. } | Op::Unary(_) | Op::BatchNorm { .. })
+        matches!(
+            self,
+            Op::Binary { .. } | Op::Unary(_) | Op::BatchNorm { .. }
+        )
     }
 
     /// Encodes the parameters as words.
@@ -420,9 +423,10 @@ impl Op {
                 w.u32(*op as u32);
                 activation.encode(w);
             }
-            Op::Softmax { axis } | Op::Concat { axis } | Op::Split { axis } | Op::Gather { axis } => {
-                w.usize(*axis)
-            }
+            Op::Softmax { axis }
+            | Op::Concat { axis }
+            | Op::Split { axis }
+            | Op::Gather { axis } => w.usize(*axis),
             Op::MaxPool(p) | Op::AvgPool(p) => {
                 p.window.encode(w);
                 w.bool(p.ceil_mode);

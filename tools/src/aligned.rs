@@ -11,7 +11,10 @@ pub struct AlignedBytes {
 impl AlignedBytes {
     /// `len` zero bytes.
     pub fn zeroed(len: usize) -> Self {
-        AlignedBytes { words: vec![0; len.div_ceil(16)], len }
+        AlignedBytes {
+            words: vec![0; len.div_ceil(16)],
+            len,
+        }
     }
 
     /// The bytes.

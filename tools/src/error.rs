@@ -38,11 +38,7 @@ impl UnsupportedReport {
 impl fmt::Display for UnsupportedReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let groups = self.grouped();
-        write!(
-            f,
-            "{} node(s) cannot run on Ferrite: ",
-            self.items.len()
-        )?;
+        write!(f, "{} node(s) cannot run on Ferrite: ", self.items.len())?;
         for (i, (op, nodes)) in groups.iter().enumerate() {
             if i > 0 {
                 f.write_str("; ")?;
@@ -73,7 +69,7 @@ pub enum PackError {
     #[error("tensor '{0}' stores its data in an external file, which is not supported yet; re-export the model with the weights embedded")]
     ExternalData(String),
     /// The default-domain opset is outside the supported range.
-    #[error("ONNX opset {0} is not supported (Ferrite reads opsets 7 to 23)")]
+    #[error("ONNX opset {0} is not supported (Ferrite reads opsets 7 to 27)")]
     Opset(i64),
     /// Nodes Ferrite cannot run.
     #[error("{0}")]

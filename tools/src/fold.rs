@@ -29,7 +29,12 @@ fn run_one(tensors: &mut [Tensor], op: &PlanOp) -> Result<(), String> {
     let mut place = |t: &Tensor| -> Result<TensorDesc, String> {
         let shape = Shape::new(&t.shape).ok_or("rank too large")?;
         let bytes = shape.bytes(t.dtype).ok_or("too large")?;
-        let desc = TensorDesc { dtype: t.dtype, shape, location: Location::Arena(arena_len), bytes };
+        let desc = TensorDesc {
+            dtype: t.dtype,
+            shape,
+            location: Location::Arena(arena_len),
+            bytes,
+        };
         arena_len += align(bytes).max(16);
         Ok(desc)
     };
@@ -53,12 +58,21 @@ fn run_one(tensors: &mut [Tensor], op: &PlanOp) -> Result<(), String> {
             let x = &tensors[op.inputs[0].ok_or("missing input")?].shape;
             let w = &tensors[op.inputs[1].ok_or("missing input")?].shape;
             let y = &tensors[op.outputs[0]].shape;
-            let (oh, ow) = if y.len() == 4 { (y[2], y[3]) } else { (1, y[2]) };
+            let (oh, ow) = if y.len() == 4 {
+                (y[2], y[3])
+            } else {
+                (1, y[2])
+            };
             let n = ferrite_hal::geometry::conv_scratch_elements(&c, w[1], oh, ow).unwrap_or(0);
             let _ = x;
             (n > 0).then(|| {
                 let shape = Shape::new(&[n]).unwrap_or(Shape::SCALAR);
-                let d = TensorDesc { dtype: ferrite_hal::DType::F32, shape, location: Location::Arena(arena_len), bytes: n * 4 };
+                let d = TensorDesc {
+                    dtype: ferrite_hal::DType::F32,
+                    shape,
+                    location: Location::Arena(arena_len),
+                    bytes: n * 4,
+                };
                 arena_len += align(n * 4);
                 d
             })
@@ -68,9 +82,14 @@ fn run_one(tensors: &mut [Tensor], op: &PlanOp) -> Result<(), String> {
     let mut arena = vec![0u128; arena_len.div_ceil(16)];
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut arena);
     for (slot, input) in op.inputs.iter().flatten().enumerate() {
-        let value = tensors[*input].value.as_ref().ok_or("input is not constant")?;
+        let value = tensors[*input]
+            .value
+            .as_ref()
+            .ok_or("input is not constant")?;
         let data = value.to_le_bytes();
-        let Location::Arena(o) = descs[slot].location else { unreachable!() };
+        let Location::Arena(o) = descs[slot].location else {
+            unreachable!()
+        };
         bytes[o..o + data.len()].copy_from_slice(&data);
     }
     let table = Descs(descs);
@@ -85,9 +104,12 @@ fn run_one(tensors: &mut [Tensor], op: &PlanOp) -> Result<(), String> {
     ferrite_cpu::kernels::run_step(&step, bytes, &[]).map_err(|e| format!("cannot fold: {e}"))?;
     for (i, &t) in op.outputs.iter().enumerate() {
         let d = step.outputs.get(i).ok_or("missing output")?;
-        let Location::Arena(o) = d.location else { unreachable!() };
-        let value = HostTensor::from_le_bytes(d.dtype, tensors[t].shape.clone(), &bytes[o..o + d.bytes])
-            .ok_or("cannot read folded value")?;
+        let Location::Arena(o) = d.location else {
+            unreachable!()
+        };
+        let value =
+            HostTensor::from_le_bytes(d.dtype, tensors[t].shape.clone(), &bytes[o..o + d.bytes])
+                .ok_or("cannot read folded value")?;
         tensors[t].value = Some(value);
     }
     Ok(())

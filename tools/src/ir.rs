@@ -60,7 +60,12 @@ pub struct PlanGraph {
 
 impl PlanGraph {
     /// Adds a tensor and returns its id.
-    pub fn add_tensor(&mut self, name: impl Into<String>, dtype: DType, shape: Vec<usize>) -> TensorId {
+    pub fn add_tensor(
+        &mut self,
+        name: impl Into<String>,
+        dtype: DType,
+        shape: Vec<usize>,
+    ) -> TensorId {
         self.tensors.push(Tensor {
             name: name.into(),
             dtype,

@@ -15,7 +15,11 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 #[derive(Parser)]
-#[command(name = "ferrite", version, about = "Ferrite: ONNX inference for microcontrollers and edge GPUs")]
+#[command(
+    name = "ferrite",
+    version,
+    about = "Ferrite: ONNX inference for microcontrollers and edge GPUs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -102,15 +106,33 @@ type CliResult = Result<ExitCode, String>;
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Pack { input, output, input_shapes, quantize, calibration, emit } => {
-            cmd_pack(&input, &output, &input_shapes, quantize, calibration, emit)
-        }
-        Command::Check { input, input_shapes } => cmd_check(&input, &input_shapes),
-        Command::Run { model, inputs, device, out_dir, input_shapes } => {
-            cmd_run(&model, &inputs, &device, &out_dir, &input_shapes)
-        }
+        Command::Pack {
+            input,
+            output,
+            input_shapes,
+            quantize,
+            calibration,
+            emit,
+        } => cmd_pack(&input, &output, &input_shapes, quantize, calibration, emit),
+        Command::Check {
+            input,
+            input_shapes,
+        } => cmd_check(&input, &input_shapes),
+        Command::Run {
+            model,
+            inputs,
+            device,
+            out_dir,
+            input_shapes,
+        } => cmd_run(&model, &inputs, &device, &out_dir, &input_shapes),
         Command::Inspect { model, json } => cmd_inspect(&model, json),
-        Command::Bench { model, device, runs, json, inputs } => cmd_bench(&model, &device, runs, json, &inputs),
+        Command::Bench {
+            model,
+            device,
+            runs,
+            json,
+            inputs,
+        } => cmd_bench(&model, &device, runs, json, &inputs),
         Command::Devices => {
             println!("cpu      host CPU, portable Rust kernels (f32)");
             Ok(ExitCode::SUCCESS)
@@ -126,8 +148,15 @@ fn main() -> ExitCode {
 }
 
 fn options(shapes: &[String]) -> Result<PackOptions, String> {
-    let input_shapes = shapes.iter().map(|s| parse_input_shape(s)).collect::<Result<_, _>>().map_err(|e| e.to_string())?;
-    Ok(PackOptions { input_shapes })
+    let input_shapes = shapes
+        .iter()
+        .map(|s| parse_input_shape(s))
+        .collect::<Result<_, _>>()
+        .map_err(|e| e.to_string())?;
+    Ok(PackOptions {
+        input_shapes,
+        ..PackOptions::default()
+    })
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {
@@ -137,13 +166,24 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
 fn require_cpu(device: &str) -> Result<(), String> {
     match device {
         "cpu" => Ok(()),
-        "vulkan" | "cuda" | "qemu-m4" => Err(format!("device '{device}' is not available in this build (run `ferrite devices`)")),
-        d if d.starts_with("vulkan:") || d.starts_with("cuda:") => Err(format!("device '{d}' is not available in this build (run `ferrite devices`)")),
+        "vulkan" | "cuda" | "qemu-m4" => Err(format!(
+            "device '{device}' is not available in this build (run `ferrite devices`)"
+        )),
+        d if d.starts_with("vulkan:") || d.starts_with("cuda:") => Err(format!(
+            "device '{d}' is not available in this build (run `ferrite devices`)"
+        )),
         d => Err(format!("unknown device '{d}' (run `ferrite devices`)")),
     }
 }
 
-fn cmd_pack(input: &Path, output: &Path, shapes: &[String], quantize: Option<String>, calibration: Option<PathBuf>, emit: Option<String>) -> CliResult {
+fn cmd_pack(
+    input: &Path,
+    output: &Path,
+    shapes: &[String],
+    quantize: Option<String>,
+    calibration: Option<PathBuf>,
+    emit: Option<String>,
+) -> CliResult {
     if quantize.is_some() || calibration.is_some() {
         return Err("--quantize/--calibration are not implemented yet".into());
     }
@@ -156,9 +196,18 @@ fn cmd_pack(input: &Path, output: &Path, shapes: &[String], quantize: Option<Str
     let r = &packed.report;
     let ops: Vec<String> = r.ops.iter().map(|(k, n)| format!("{k} x{n}")).collect();
     println!("packed {} -> {}", input.display(), output.display());
-    println!("  ops:          {} ({})", packed.graph.ops.len(), ops.join(", "));
+    println!(
+        "  ops:          {} ({})",
+        packed.graph.ops.len(),
+        ops.join(", ")
+    );
     println!("  weights:      {} bytes", r.weights_bytes);
-    println!("  arena:        {} bytes (lower bound {}, {:.3}x)", r.arena_bytes, r.arena_lower_bound, ratio(r.arena_bytes, r.arena_lower_bound));
+    println!(
+        "  arena:        {} bytes (lower bound {}, {:.3}x)",
+        r.arena_bytes,
+        r.arena_lower_bound,
+        ratio(r.arena_bytes, r.arena_lower_bound)
+    );
     println!("  file:         {} bytes", r.file_bytes);
     let p = &r.passes;
     println!(
@@ -183,7 +232,11 @@ fn cmd_check(input: &Path, shapes: &[String]) -> CliResult {
         println!("{}: every node is supported", input.display());
         return Ok(ExitCode::SUCCESS);
     }
-    println!("{}: {} node(s) cannot run on Ferrite", input.display(), report.items.len());
+    println!(
+        "{}: {} node(s) cannot run on Ferrite",
+        input.display(),
+        report.items.len()
+    );
     for (op, nodes) in report.grouped() {
         println!("  {op} ({} node(s))", nodes.len());
         for (node, reason) in nodes {
@@ -205,7 +258,13 @@ fn read_inputs(model: &Model<'_>, args: &[String]) -> Result<Vec<NpyArray>, Stri
         .collect()
 }
 
-fn cmd_run(model_path: &Path, inputs: &[String], device: &str, out_dir: &Path, shapes: &[String]) -> CliResult {
+fn cmd_run(
+    model_path: &Path,
+    inputs: &[String],
+    device: &str,
+    out_dir: &Path,
+    shapes: &[String],
+) -> CliResult {
     require_cpu(device)?;
     let bytes = load(model_path, shapes)?;
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
@@ -224,13 +283,26 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
     let bytes = AlignedBytes::from(&read(model_path)?[..]);
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
     let describe = |t: ferrite_core::TensorInfo<'_>| json!({"name": t.name, "dtype": t.desc.dtype.name(), "shape": t.desc.shape.dims()});
-    let inputs: Vec<_> = (0..model.input_count()).filter_map(|i| model.input(i)).map(describe).collect();
-    let outputs: Vec<_> = (0..model.output_count()).filter_map(|i| model.output(i)).map(describe).collect();
+    let inputs: Vec<_> = (0..model.input_count())
+        .filter_map(|i| model.input(i))
+        .map(describe)
+        .collect();
+    let outputs: Vec<_> = (0..model.output_count())
+        .filter_map(|i| model.output(i))
+        .map(describe)
+        .collect();
     let mut ops = Vec::new();
     for i in 0..model.len() {
         let Some(step) = model.step(i) else { continue };
         let tensors = |list: ferrite_hal::TensorList<'_>| -> Vec<serde_json::Value> {
-            (0..list.len()).map(|k| list.index(k).and_then(|t| model.tensor_info(t as usize)).map(|t| json!(t.name)).unwrap_or(json!(null))).collect()
+            (0..list.len())
+                .map(|k| {
+                    list.index(k)
+                        .and_then(|t| model.tensor_info(t as usize))
+                        .map(|t| json!(t.name))
+                        .unwrap_or(json!(null))
+                })
+                .collect()
         };
         ops.push(json!({
             "index": i,
@@ -264,7 +336,11 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
         return Ok(ExitCode::SUCCESS);
     }
     println!("{}", model_path.display());
-    println!("  file {} bytes, weights {} bytes", model.file_bytes(), model.weights_bytes());
+    println!(
+        "  file {} bytes, weights {} bytes",
+        model.file_bytes(),
+        model.weights_bytes()
+    );
     println!(
         "  arena {} bytes, lower bound {} bytes ({:.3}x)",
         model.arena_bytes(),
@@ -273,7 +349,12 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
     );
     for (label, list) in [("input", &doc["inputs"]), ("output", &doc["outputs"])] {
         for t in list.as_array().into_iter().flatten() {
-            println!("  {label}  {} {} {}", t["name"].as_str().unwrap_or(""), t["dtype"].as_str().unwrap_or(""), t["shape"]);
+            println!(
+                "  {label}  {} {} {}",
+                t["name"].as_str().unwrap_or(""),
+                t["dtype"].as_str().unwrap_or(""),
+                t["shape"]
+            );
         }
     }
     println!("  ops ({}):", model.len());
@@ -293,19 +374,34 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
     }
     println!("  arena plan:");
     for t in &arena {
-        println!("    [{:>8} .. {:>8})  {}", t["offset"], t["offset"].as_u64().unwrap_or(0) + t["bytes"].as_u64().unwrap_or(0), t["name"].as_str().unwrap_or(""));
+        println!(
+            "    [{:>8} .. {:>8})  {}",
+            t["offset"],
+            t["offset"].as_u64().unwrap_or(0) + t["bytes"].as_u64().unwrap_or(0),
+            t["name"].as_str().unwrap_or("")
+        );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-fn cmd_bench(model_path: &Path, device: &str, runs: usize, as_json: bool, inputs: &[String]) -> CliResult {
+fn cmd_bench(
+    model_path: &Path,
+    device: &str,
+    runs: usize,
+    as_json: bool,
+    inputs: &[String],
+) -> CliResult {
     require_cpu(device)?;
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
     let bytes = load(model_path, &[])?;
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
-    let arrays = if inputs.is_empty() { runner::synthetic_inputs(&model) } else { read_inputs(&model, inputs)? };
+    let arrays = if inputs.is_empty() {
+        runner::synthetic_inputs(&model)
+    } else {
+        read_inputs(&model, inputs)?
+    };
     let stats = runner::bench_cpu(&model, &arrays, runs).map_err(|e| e.to_string())?;
     if as_json {
         let doc = json!({

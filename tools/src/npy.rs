@@ -65,16 +65,25 @@ fn descr_of(dtype: DType) -> &'static str {
 /// Reads an `.npy` file.
 pub fn read(path: &Path) -> Result<NpyArray, NpyError> {
     let p = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|source| NpyError::Io { path: p.clone(), source })?;
+    let file = std::fs::File::open(path).map_err(|source| NpyError::Io {
+        path: p.clone(),
+        source,
+    })?;
     from_reader(std::io::BufReader::new(file), &p)
 }
 
 /// Parses `.npy` bytes from `reader`; `path` names it in errors.
 pub fn from_reader(reader: impl Read, path: &str) -> Result<NpyArray, NpyError> {
-    let fmt = |reason: String| NpyError::Format { path: path.to_string(), reason };
-    let file = npyz::NpyFile::new(reader).map_err(|e| fmt(format!("not a valid .npy file ({e})")))?;
+    let fmt = |reason: String| NpyError::Format {
+        path: path.to_string(),
+        reason,
+    };
+    let file =
+        npyz::NpyFile::new(reader).map_err(|e| fmt(format!("not a valid .npy file ({e})")))?;
     if file.order() != npyz::Order::C {
-        return Err(fmt("Fortran-order arrays are not supported; save with np.ascontiguousarray".into()));
+        return Err(fmt(
+            "Fortran-order arrays are not supported; save with np.ascontiguousarray".into(),
+        ));
     }
     let descr = file.dtype().descr().trim_matches('\'').to_string();
     let dtype = dtype_from_descr(&descr).ok_or_else(|| fmt(format!("dtype '{descr}' is not supported (use float32, int64, int32, int8, uint8 or bool, little-endian)")))?;
@@ -88,11 +97,21 @@ pub fn from_reader(reader: impl Read, path: &str) -> Result<NpyArray, NpyError> 
     file.into_inner()
         .take(bytes_len as u64)
         .read_to_end(&mut bytes)
-        .map_err(|source| NpyError::Io { path: path.to_string(), source })?;
+        .map_err(|source| NpyError::Io {
+            path: path.to_string(),
+            source,
+        })?;
     if bytes.len() != bytes_len {
-        return Err(fmt(format!("the file is truncated ({} of {bytes_len} data bytes)", bytes.len())));
+        return Err(fmt(format!(
+            "the file is truncated ({} of {bytes_len} data bytes)",
+            bytes.len()
+        )));
     }
-    Ok(NpyArray { dtype, shape, bytes })
+    Ok(NpyArray {
+        dtype,
+        shape,
+        bytes,
+    })
 }
 
 /// Encodes an array as `.npy` bytes (format version 1.0).
@@ -100,9 +119,20 @@ pub fn to_bytes(array: &NpyArray) -> Vec<u8> {
     let shape = match array.shape.len() {
         0 => "()".to_string(),
         1 => format!("({},)", array.shape[0]),
-        _ => format!("({})", array.shape.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+        _ => format!(
+            "({})",
+            array
+                .shape
+                .iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
-    let mut header = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}", descr_of(array.dtype));
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
+        descr_of(array.dtype)
+    );
     let unpadded = 10 + header.len() + 1;
     header.push_str(&" ".repeat(unpadded.div_ceil(64) * 64 - unpadded));
     header.push('\n');
@@ -116,7 +146,10 @@ pub fn to_bytes(array: &NpyArray) -> Vec<u8> {
 
 /// Writes an `.npy` file.
 pub fn write(path: &Path, array: &NpyArray) -> Result<(), NpyError> {
-    std::fs::write(path, to_bytes(array)).map_err(|source| NpyError::Io { path: path.display().to_string(), source })
+    std::fs::write(path, to_bytes(array)).map_err(|source| NpyError::Io {
+        path: path.display().to_string(),
+        source,
+    })
 }
 
 #[cfg(test)]
@@ -125,11 +158,18 @@ mod tests {
 
     #[test]
     fn round_trip() {
-        let a = NpyArray { dtype: DType::F32, shape: vec![2, 3], bytes: (0..24).collect() };
+        let a = NpyArray {
+            dtype: DType::F32,
+            shape: vec![2, 3],
+            bytes: (0..24).collect(),
+        };
         let bytes = to_bytes(&a);
         assert_eq!(from_reader(&bytes[..], "x").unwrap(), a);
         let truncated = &bytes[..bytes.len() - 1];
-        assert!(from_reader(truncated, "x").unwrap_err().to_string().contains("truncated"));
+        assert!(from_reader(truncated, "x")
+            .unwrap_err()
+            .to_string()
+            .contains("truncated"));
         assert!(from_reader(&b"garbage"[..], "x").is_err());
     }
 }

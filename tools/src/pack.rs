@@ -16,6 +16,8 @@ use std::collections::BTreeMap;
 pub struct PackOptions {
     /// `--input-shape NAME=1x3x96x96`: fixes every dimension of the named input.
     pub input_shapes: Vec<(String, Vec<usize>)>,
+    /// Inputs frozen to a value at pack time (they become constants and leave the input list).
+    pub constants: Vec<(String, crate::tensor::HostTensor)>,
 }
 
 /// Parses `NAME=1x3x96x96`.
@@ -27,7 +29,9 @@ pub fn parse_input_shape(arg: &str) -> Result<(String, Vec<usize>), PackError> {
         .split(['x', ','])
         .map(|d| d.trim().parse::<usize>())
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|_| PackError::InputShape(format!("'{arg}': dimensions must be non-negative integers")))?;
+        .map_err(|_| {
+            PackError::InputShape(format!("'{arg}': dimensions must be non-negative integers"))
+        })?;
     Ok((name.to_string(), dims))
 }
 
@@ -62,22 +66,36 @@ pub struct Packed {
 }
 
 /// Lowers `graph` to the plan IR, collecting every unsupported node.
-fn lower(graph: &Graph, options: &PackOptions, symbolic_as_one: bool) -> Result<Lowerer, PackError> {
+fn lower(
+    graph: &Graph,
+    options: &PackOptions,
+    symbolic_as_one: bool,
+) -> Result<Lowerer, PackError> {
     let mut lw = Lowerer::new(graph.opset);
     let mut symbolic = Vec::new();
     let mut bad_inputs = Vec::new();
     for (name, _) in &options.input_shapes {
         if !graph.inputs.iter().any(|i| &i.name == name) {
             let names: Vec<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
-            return Err(PackError::InputShape(format!("the model has no input '{name}' (inputs: {})", names.join(", "))));
+            return Err(PackError::InputShape(format!(
+                "the model has no input '{name}' (inputs: {})",
+                names.join(", ")
+            )));
         }
     }
     for input in &graph.inputs {
+        if let Some((_, value)) = options.constants.iter().find(|(n, _)| n == &input.name) {
+            lw.add_initializer(&input.name, value.clone());
+            continue;
+        }
         let Some(dtype) = dtype_from_onnx(input.elem_type) else {
             bad_inputs.push(Unsupported {
                 op_type: "input".into(),
                 node: input.name.clone(),
-                reason: format!("type {} is not supported", onnx::proto::data_type::name(input.elem_type)),
+                reason: format!(
+                    "type {} is not supported",
+                    onnx::proto::data_type::name(input.elem_type)
+                ),
             });
             lw.add_unknown(&input.name);
             continue;
@@ -87,9 +105,16 @@ fn lower(graph: &Graph, options: &PackOptions, symbolic_as_one: bool) -> Result<
             (Some((_, dims)), declared) => {
                 if let Some(declared) = declared {
                     let conflict = declared.len() != dims.len()
-                        || declared.iter().zip(dims).any(|(d, v)| matches!(d, Dim::Known(k) if k != v));
+                        || declared
+                            .iter()
+                            .zip(dims)
+                            .any(|(d, v)| matches!(d, Dim::Known(k) if k != v));
                     if conflict {
-                        return Err(PackError::InputShape(format!("'{}' is declared as {}, not {dims:?}", input.name, describe(declared))));
+                        return Err(PackError::InputShape(format!(
+                            "'{}' is declared as {}, not {dims:?}",
+                            input.name,
+                            describe(declared)
+                        )));
                     }
                 }
                 dims.clone()
@@ -99,7 +124,9 @@ fn lower(graph: &Graph, options: &PackOptions, symbolic_as_one: bool) -> Result<
                     symbolic.push(format!("'{}' is {}", input.name, describe(dims)));
                     continue;
                 }
-                dims.iter().map(|d| if let Dim::Known(k) = d { *k } else { 1 }).collect()
+                dims.iter()
+                    .map(|d| if let Dim::Known(k) = d { *k } else { 1 })
+                    .collect()
             }
             (None, None) => {
                 symbolic.push(format!("'{}' has no declared shape", input.name));
@@ -140,9 +167,17 @@ pub fn check(onnx_bytes: &[u8], options: &PackOptions) -> Result<UnsupportedRepo
     for node in &graph.nodes {
         if !is_default_domain(&node.domain) || !SUPPORTED_OPS.contains(&node.op_type.as_str()) {
             report.items.push(Unsupported {
-                op_type: if is_default_domain(&node.domain) { node.op_type.clone() } else { format!("{}:{}", node.domain, node.op_type) },
+                op_type: if is_default_domain(&node.domain) {
+                    node.op_type.clone()
+                } else {
+                    format!("{}:{}", node.domain, node.op_type)
+                },
                 node: node.label(),
-                reason: if is_default_domain(&node.domain) { "op is not supported".into() } else { format!("domain '{}' is not supported", node.domain) },
+                reason: if is_default_domain(&node.domain) {
+                    "op is not supported".into()
+                } else {
+                    format!("domain '{}' is not supported", node.domain)
+                },
             });
         }
     }
@@ -156,15 +191,22 @@ pub fn check(onnx_bytes: &[u8], options: &PackOptions) -> Result<UnsupportedRepo
 }
 
 /// Lowers and optimises a model to the plan IR.
-pub fn to_plan(onnx_bytes: &[u8], options: &PackOptions) -> Result<(PlanGraph, PassStats), PackError> {
+pub fn to_plan(
+    onnx_bytes: &[u8],
+    options: &PackOptions,
+) -> Result<(PlanGraph, PassStats), PackError> {
     let graph = onnx::import(onnx_bytes)?;
     let lw = lower(&graph, options, false)?;
     if !lw.errors.is_empty() {
-        return Err(PackError::Unsupported(UnsupportedReport { items: lw.errors }));
+        return Err(PackError::Unsupported(UnsupportedReport {
+            items: lw.errors,
+        }));
     }
     let mut outputs = Vec::new();
     for name in &graph.outputs {
-        outputs.push(lw.lookup(name).ok_or_else(|| PackError::Invalid(format!("graph output '{name}' was not computed")))?);
+        outputs.push(lw.lookup(name).ok_or_else(|| {
+            PackError::Invalid(format!("graph output '{name}' was not computed"))
+        })?);
     }
     let mut plan = lw.graph;
     plan.outputs = outputs;
@@ -193,7 +235,12 @@ pub fn pack(onnx_bytes: &[u8], options: &PackOptions) -> Result<Packed, PackErro
         file_bytes: bytes.len(),
         passes,
     };
-    Ok(Packed { bytes, graph, memory, report })
+    Ok(Packed {
+        bytes,
+        graph,
+        memory,
+        report,
+    })
 }
 
 /// A readable name of an op with its variant (e.g. `Binary(Add)`, `Conv+Relu`).

@@ -60,8 +60,14 @@ fn with_activation(op: Op, act: Activation) -> Option<Op> {
             Op::Gemm(p)
         }
         Op::MatMul { .. } => Op::MatMul { activation: act },
-        Op::Binary { op, .. } => Op::Binary { op, activation: act },
-        Op::BatchNorm { epsilon, .. } => Op::BatchNorm { epsilon, activation: act },
+        Op::Binary { op, .. } => Op::Binary {
+            op,
+            activation: act,
+        },
+        Op::BatchNorm { epsilon, .. } => Op::BatchNorm {
+            epsilon,
+            activation: act,
+        },
         _ => return None,
     })
 }
@@ -81,13 +87,21 @@ fn fold_batch_norms(g: &mut PlanGraph) -> usize {
 
 /// Folds batch norm `bn` into the Conv or Gemm producing its input.
 fn try_fold_batch_norm(g: &mut PlanGraph, bn: usize) -> Option<()> {
-    let Op::BatchNorm { epsilon, activation } = g.ops[bn].op else { return None };
+    let Op::BatchNorm {
+        epsilon,
+        activation,
+    } = g.ops[bn].op
+    else {
+        return None;
+    };
     let x = g.ops[bn].inputs[0]?;
     if sole_reader(g, x) != Some(bn) {
         return None;
     }
     let p = g.producer(x)?;
-    let params: Vec<Vec<f32>> = (1..5).map(|i| constant(g, g.ops[bn].inputs[i])).collect::<Option<_>>()?;
+    let params: Vec<Vec<f32>> = (1..5)
+        .map(|i| constant(g, g.ops[bn].inputs[i]))
+        .collect::<Option<_>>()?;
     let (scale, shift): (Vec<f32>, Vec<f32>) = (0..params[0].len())
         .map(|c| {
             let k = params[0][c] / (params[3][c] + epsilon).sqrt();
@@ -114,7 +128,10 @@ fn try_fold_batch_norm(g: &mut PlanGraph, bn: usize) -> Option<()> {
             };
             let new_bias: Vec<f32> = (0..oc).map(|o| bias[o] * scale[o] + shift[o]).collect();
             let w_new = g.add_constant(format!("{name}:weight_bn"), w);
-            let b_new = g.add_constant(format!("{name}:bias_bn"), HostTensor::float(vec![oc], new_bias));
+            let b_new = g.add_constant(
+                format!("{name}:bias_bn"),
+                HostTensor::float(vec![oc], new_bias),
+            );
             c.activation = activation;
             g.ops[p].op = Op::Conv(c);
             g.ops[p].inputs = vec![g.ops[p].inputs[0], Some(w_new), Some(b_new)];
@@ -169,22 +186,45 @@ fn fuse_matmul_add(g: &mut PlanGraph) -> usize {
 }
 
 fn try_matmul_add(g: &mut PlanGraph, mm: usize) -> Option<()> {
-    let Op::MatMul { activation: Activation::None } = g.ops[mm].op else { return None };
+    let Op::MatMul {
+        activation: Activation::None,
+    } = g.ops[mm].op
+    else {
+        return None;
+    };
     let (a, b) = (g.ops[mm].inputs[0]?, g.ops[mm].inputs[1]?);
-    if g.tensors[a].shape.len() != 2 || g.tensors[b].shape.len() != 2 || g.tensors[b].value.is_none() {
+    if g.tensors[a].shape.len() != 2
+        || g.tensors[b].shape.len() != 2
+        || g.tensors[b].value.is_none()
+    {
         return None;
     }
     let t = g.ops[mm].outputs[0];
     let add = sole_reader(g, t)?;
-    let Op::Binary { op: BinaryOp::Add, activation } = g.ops[add].op else { return None };
-    let other = g.ops[add].inputs.iter().flatten().copied().find(|&x| x != t)?;
+    let Op::Binary {
+        op: BinaryOp::Add,
+        activation,
+    } = g.ops[add].op
+    else {
+        return None;
+    };
+    let other = g.ops[add]
+        .inputs
+        .iter()
+        .flatten()
+        .copied()
+        .find(|&x| x != t)?;
     let n = g.tensors[b].shape[1];
     let cs = &g.tensors[other].shape;
     if g.tensors[other].value.is_none() || !(cs == &[n] || cs == &[1, n]) {
         return None;
     }
     let y = g.ops[add].outputs[0];
-    g.ops[mm].op = Op::Gemm(ferrite_hal::op::Gemm { alpha: 1.0, beta: 1.0, activation });
+    g.ops[mm].op = Op::Gemm(ferrite_hal::op::Gemm {
+        alpha: 1.0,
+        beta: 1.0,
+        activation,
+    });
     g.ops[mm].inputs = vec![Some(a), Some(b), Some(other)];
     g.ops[mm].outputs = vec![y];
     g.ops.remove(add);
@@ -198,7 +238,9 @@ fn fuse_activations(g: &mut PlanGraph) -> usize {
         if let Op::Unary(act) = g.ops[i].op {
             if let Some(x) = g.ops[i].inputs[0] {
                 if let Some(p) = g.producer(x).filter(|_| sole_reader(g, x) == Some(i)) {
-                    if g.ops[p].op.activation() == Some(Activation::None) && g.ops[p].outputs.len() == 1 {
+                    if g.ops[p].op.activation() == Some(Activation::None)
+                        && g.ops[p].outputs.len() == 1
+                    {
                         if let Some(op) = with_activation(g.ops[p].op, act) {
                             g.ops[p].op = op;
                             g.ops[p].outputs = g.ops[i].outputs.clone();

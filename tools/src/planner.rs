@@ -46,7 +46,11 @@ pub struct MemoryPlan {
 impl MemoryPlan {
     /// The arena offset of tensor `t`, if it lives in the arena.
     pub fn offset(&self, t: TensorId) -> Option<usize> {
-        self.buffer_of.get(t).copied().flatten().map(|b| self.buffers[b].offset)
+        self.buffer_of
+            .get(t)
+            .copied()
+            .flatten()
+            .map(|b| self.buffers[b].offset)
     }
 }
 
@@ -66,7 +70,12 @@ pub fn prepare(g: &mut PlanGraph) -> Vec<Option<TensorId>> {
             let (dtype, shape) = (t.dtype, t.shape.clone());
             g.tensors[o].name = format!("{name}:constant");
             let copy = g.add_tensor(name.clone(), dtype, shape);
-            g.ops.push(PlanOp { name, op: Op::Copy, inputs: vec![Some(o)], outputs: vec![copy] });
+            g.ops.push(PlanOp {
+                name,
+                op: Op::Copy,
+                inputs: vec![Some(o)],
+                outputs: vec![copy],
+            });
             g.outputs[i] = copy;
         }
     }
@@ -77,12 +86,19 @@ pub fn prepare(g: &mut PlanGraph) -> Vec<Option<TensorId>> {
             Op::Conv(c) => {
                 let w = &g.tensors[op.inputs[1].unwrap_or(0)].shape;
                 let y = &g.tensors[op.outputs[0]].shape;
-                let (oh, ow) = if y.len() == 4 { (y[2], y[3]) } else { (1, y[2]) };
+                let (oh, ow) = if y.len() == 4 {
+                    (y[2], y[3])
+                } else {
+                    (1, y[2])
+                };
                 conv_scratch_elements(&c, w[1], oh, ow).unwrap_or(0)
             }
             _ => 0,
         };
-        scratch.push((need > 0).then(|| g.add_tensor(format!("{}:scratch", op.name), DType::F32, vec![need])));
+        scratch.push(
+            (need > 0)
+                .then(|| g.add_tensor(format!("{}:scratch", op.name), DType::F32, vec![need])),
+        );
     }
     scratch
 }
@@ -92,7 +108,11 @@ pub fn plan(g: &PlanGraph, scratch: Vec<Option<TensorId>>) -> MemoryPlan {
     let n_ops = g.ops.len();
     let mut buffer_of: Vec<Option<usize>> = vec![None; g.tensors.len()];
     let mut buffers: Vec<Buffer> = Vec::new();
-    let root_buffer = |g: &PlanGraph, t: TensorId, buffers: &mut Vec<Buffer>, buffer_of: &mut Vec<Option<usize>>, first: usize| {
+    let root_buffer = |g: &PlanGraph,
+                       t: TensorId,
+                       buffers: &mut Vec<Buffer>,
+                       buffer_of: &mut Vec<Option<usize>>,
+                       first: usize| {
         let root = g.root(t);
         if g.tensors[root].value.is_some() {
             return None;
@@ -101,7 +121,13 @@ pub fn plan(g: &PlanGraph, scratch: Vec<Option<TensorId>>) -> MemoryPlan {
             buffer_of[t] = Some(b);
             return Some(b);
         }
-        buffers.push(Buffer { root, size: align(g.tensors[root].bytes()).max(ARENA_ALIGN), first, last: first, offset: 0 });
+        buffers.push(Buffer {
+            root,
+            size: align(g.tensors[root].bytes()).max(ARENA_ALIGN),
+            first,
+            last: first,
+            offset: 0,
+        });
         let b = buffers.len() - 1;
         buffer_of[root] = Some(b);
         buffer_of[t] = Some(b);
@@ -125,8 +151,11 @@ pub fn plan(g: &PlanGraph, scratch: Vec<Option<TensorId>>) -> MemoryPlan {
             }
         }
         for &o in &op.outputs {
-            if op.op.allows_in_place() && g.tensors[o].alias_of.is_none() && buffer_of[o].is_none() {
-                if let Some(b) = in_place_candidate(g, op, o, s, &last_read, &buffer_of, &output_roots) {
+            if op.op.allows_in_place() && g.tensors[o].alias_of.is_none() && buffer_of[o].is_none()
+            {
+                if let Some(b) =
+                    in_place_candidate(g, op, o, s, &last_read, &buffer_of, &output_roots)
+                {
                     buffer_of[o] = Some(b);
                     continue;
                 }
@@ -158,11 +187,23 @@ pub fn plan(g: &PlanGraph, scratch: Vec<Option<TensorId>>) -> MemoryPlan {
         }
     }
     let lower_bound = (0..=n_ops)
-        .map(|s| buffers.iter().filter(|b| b.first <= s && s <= b.last).map(|b| b.size).sum::<usize>())
+        .map(|s| {
+            buffers
+                .iter()
+                .filter(|b| b.first <= s && s <= b.last)
+                .map(|b| b.size)
+                .sum::<usize>()
+        })
         .max()
         .unwrap_or(0);
     let arena_bytes = assign_offsets(&mut buffers);
-    MemoryPlan { buffers, buffer_of, scratch, arena_bytes, lower_bound }
+    MemoryPlan {
+        buffers,
+        buffer_of,
+        scratch,
+        arena_bytes,
+        lower_bound,
+    }
 }
 
 /// A dying input of `op` that `output` may overwrite: same shape and type, its last reader is
@@ -183,10 +224,17 @@ fn in_place_candidate(
         if t.shape != out.shape || t.dtype != out.dtype || g.tensors[root].value.is_some() {
             continue;
         }
-        if last_read[root] != Some(step) || output_roots.contains(&root) || g.tensors[root].bytes() != out.bytes() {
+        if last_read[root] != Some(step)
+            || output_roots.contains(&root)
+            || g.tensors[root].bytes() != out.bytes()
+        {
             continue;
         }
-        let other_views = op.inputs.iter().flatten().any(|&x| x != input && g.root(x) == root);
+        let other_views = op
+            .inputs
+            .iter()
+            .flatten()
+            .any(|&x| x != input && g.root(x) == root);
         if other_views {
             continue;
         }

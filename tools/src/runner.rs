@@ -43,8 +43,13 @@ pub enum RunError {
 
 /// Loads a model file: `.frt` as is, `.onnx` packed in memory with `options`.
 pub fn load_model_bytes(path: &Path, options: &PackOptions) -> Result<AlignedBytes, RunError> {
-    let bytes = std::fs::read(path).map_err(|source| RunError::Io { path: path.display().to_string(), source })?;
-    let is_onnx = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
+    let bytes = std::fs::read(path).map_err(|source| RunError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    let is_onnx = path
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
     if is_onnx {
         let packed = pack(&bytes, options)?;
         return Ok(AlignedBytes::from(&packed.bytes[..]));
@@ -62,7 +67,9 @@ pub fn check_inputs(model: &Model<'_>, inputs: &[NpyArray]) -> Result<(), RunErr
         )));
     }
     for (i, array) in inputs.iter().enumerate() {
-        let info = model.input(i).ok_or_else(|| RunError::Input(format!("no input #{i}")))?;
+        let info = model
+            .input(i)
+            .ok_or_else(|| RunError::Input(format!("no input #{i}")))?;
         if array.dtype != info.desc.dtype {
             return Err(RunError::Input(format!(
                 "input '{}' is {}, the file holds {}",
@@ -87,14 +94,18 @@ pub fn order_inputs(model: &Model<'_>, args: &[String]) -> Result<Vec<(usize, St
     for (i, arg) in args.iter().enumerate() {
         let named = (0..model.input_count()).find_map(|k| {
             let info = model.input(k)?;
-            arg.strip_prefix(info.name).and_then(|r| r.strip_prefix('=')).map(|f| (k, f.to_string()))
+            arg.strip_prefix(info.name)
+                .and_then(|r| r.strip_prefix('='))
+                .map(|f| (k, f.to_string()))
         });
         out.push(named.unwrap_or((i, arg.clone())));
     }
     out.sort_by_key(|(k, _)| *k);
     for (pos, (k, _)) in out.iter().enumerate() {
         if *k != pos {
-            return Err(RunError::Input("each input must be given exactly once".into()));
+            return Err(RunError::Input(
+                "each input must be given exactly once".into(),
+            ));
         }
     }
     Ok(out)
@@ -117,7 +128,11 @@ pub fn run_cpu(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, 
     (0..model.output_count())
         .map(|i| {
             let info = session.output_info(i)?;
-            Ok(NpyArray { dtype: info.desc.dtype, shape: info.desc.shape.dims().to_vec(), bytes: session.output(i)?.to_vec() })
+            Ok(NpyArray {
+                dtype: info.desc.dtype,
+                shape: info.desc.shape.dims().to_vec(),
+                bytes: session.output(i)?.to_vec(),
+            })
         })
         .collect()
 }
@@ -139,7 +154,11 @@ pub struct BenchStats {
 
 /// Times `runs` inferences (after a few warm-up runs), writing the inputs before each run as a
 /// real application would.
-pub fn bench_cpu(model: &Model<'_>, inputs: &[NpyArray], runs: usize) -> Result<BenchStats, RunError> {
+pub fn bench_cpu(
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    runs: usize,
+) -> Result<BenchStats, RunError> {
     check_inputs(model, inputs)?;
     let mut arena = arena_for(model);
     let mut session = Session::new(model, CpuDevice::new(), arena.as_mut_bytes())?;
@@ -187,7 +206,11 @@ pub fn synthetic_inputs(model: &Model<'_>) -> Vec<NpyArray> {
             } else {
                 vec![0; info.desc.bytes]
             };
-            NpyArray { dtype: info.desc.dtype, shape: info.desc.shape.dims().to_vec(), bytes }
+            NpyArray {
+                dtype: info.desc.dtype,
+                shape: info.desc.shape.dims().to_vec(),
+                bytes,
+            }
         })
         .collect()
 }

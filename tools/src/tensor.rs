@@ -124,8 +124,12 @@ impl HostTensor {
         match (&self.data, self.dtype) {
             (Data::Float(v), _) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
             (Data::Int(v), DType::I64) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-            (Data::Int(v), DType::I32) => v.iter().for_each(|&x| out.extend((x as i32).to_le_bytes())),
-            (Data::Int(v), DType::F32) => v.iter().for_each(|&x| out.extend((x as f32).to_le_bytes())),
+            (Data::Int(v), DType::I32) => {
+                v.iter().for_each(|&x| out.extend((x as i32).to_le_bytes()))
+            }
+            (Data::Int(v), DType::F32) => {
+                v.iter().for_each(|&x| out.extend((x as f32).to_le_bytes()))
+            }
             (Data::Int(v), _) => v.iter().for_each(|&x| out.push(x as u8)),
         }
         out
@@ -165,7 +169,11 @@ impl HostTensor {
 
     /// Decodes an ONNX `TensorProto` (raw or typed fields). External data is refused.
     pub fn from_proto(t: &TensorProto) -> Result<HostTensor, PackError> {
-        let name = if t.name.is_empty() { "<unnamed>" } else { &t.name };
+        let name = if t.name.is_empty() {
+            "<unnamed>"
+        } else {
+            &t.name
+        };
         if t.data_location == 1 || !t.external_data.is_empty() {
             return Err(PackError::ExternalData(name.to_string()));
         }
@@ -192,14 +200,18 @@ impl HostTensor {
             if t.raw_data.is_empty() && n == 0 {
                 return HostTensor::from_le_bytes(dtype, shape.clone(), &[]).ok_or_else(mismatch);
             }
-            return HostTensor::from_le_bytes(dtype, shape.clone(), &t.raw_data).ok_or_else(mismatch);
+            return HostTensor::from_le_bytes(dtype, shape.clone(), &t.raw_data)
+                .ok_or_else(mismatch);
         }
         let data = match dtype {
             DType::F32 => Data::Float(t.float_data.clone()),
             DType::I64 => Data::Int(t.int64_data.clone()),
-            DType::I32 | DType::I8 | DType::U8 | DType::Bool => {
-                Data::Int(t.int32_data.iter().map(|&v| wrap_int(dtype, v as i64)).collect())
-            }
+            DType::I32 | DType::I8 | DType::U8 | DType::Bool => Data::Int(
+                t.int32_data
+                    .iter()
+                    .map(|&v| wrap_int(dtype, v as i64))
+                    .collect(),
+            ),
         };
         let count = match &data {
             Data::Float(v) => v.len(),

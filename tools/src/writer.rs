@@ -69,24 +69,32 @@ pub fn write(g: &PlanGraph, plan: &MemoryPlan) -> Result<Vec<u8>, PackError> {
                 (format::STORAGE_WEIGHTS, offset)
             }
             None => {
-                let o = plan.offset(t).ok_or_else(|| PackError::Write(format!("tensor '{}' has no arena offset", tensor.name)))?;
+                let o = plan.offset(t).ok_or_else(|| {
+                    PackError::Write(format!("tensor '{}' has no arena offset", tensor.name))
+                })?;
                 (format::STORAGE_ARENA, o)
             }
         };
         let (name_at, name_len) = string_ref(&tensor.name, &mut strings);
         let mut rec = [0u8; format::TENSOR_RECORD_BYTES];
         rec[0] = tensor.dtype.code();
-        rec[1] = u8::try_from(tensor.shape.len()).map_err(|_| PackError::Write("rank too large".into()))?;
+        rec[1] = u8::try_from(tensor.shape.len())
+            .map_err(|_| PackError::Write("rank too large".into()))?;
         rec[2] = storage;
         rec[4..8].copy_from_slice(&name_at.to_le_bytes());
         rec[8..12].copy_from_slice(&name_len.to_le_bytes());
         rec[12..16].copy_from_slice(&u32_of(offset, "offset")?.to_le_bytes());
         rec[16..20].copy_from_slice(&u32_of(tensor.bytes(), "tensor size")?.to_le_bytes());
         if tensor.shape.len() > ferrite_hal::MAX_RANK {
-            return Err(PackError::Write(format!("tensor '{}' has rank above {}", tensor.name, ferrite_hal::MAX_RANK)));
+            return Err(PackError::Write(format!(
+                "tensor '{}' has rank above {}",
+                tensor.name,
+                ferrite_hal::MAX_RANK
+            )));
         }
         for (axis, &d) in tensor.shape.iter().enumerate() {
-            rec[24 + 4 * axis..28 + 4 * axis].copy_from_slice(&u32_of(d, "dimension")?.to_le_bytes());
+            rec[24 + 4 * axis..28 + 4 * axis]
+                .copy_from_slice(&u32_of(d, "dimension")?.to_le_bytes());
         }
         tensors.extend_from_slice(&rec);
     }
@@ -105,17 +113,23 @@ pub fn write(g: &PlanGraph, plan: &MemoryPlan) -> Result<Vec<u8>, PackError> {
         }
         let mut w = WordWriter::default();
         op.op.encode(&mut w);
-        let words = w.words().ok_or_else(|| PackError::Write("too many op parameters".into()))?;
+        let words = w
+            .words()
+            .ok_or_else(|| PackError::Write("too many op parameters".into()))?;
         let param_start = params.len() / 4;
         for v in words {
             params.extend(v.to_le_bytes());
         }
-        let scratch = plan.scratch[i].map(|t| index[&t]).unwrap_or(format::NO_TENSOR);
+        let scratch = plan.scratch[i]
+            .map(|t| index[&t])
+            .unwrap_or(format::NO_TENSOR);
         let (name_at, name_len) = string_ref(&op.name, &mut strings);
         let mut rec = [0u8; format::OP_RECORD_BYTES];
         rec[0..2].copy_from_slice(&op.op.kind().code().to_le_bytes());
-        rec[2] = u8::try_from(op.inputs.len()).map_err(|_| PackError::Write("too many inputs".into()))?;
-        rec[3] = u8::try_from(op.outputs.len()).map_err(|_| PackError::Write("too many outputs".into()))?;
+        rec[2] = u8::try_from(op.inputs.len())
+            .map_err(|_| PackError::Write("too many inputs".into()))?;
+        rec[3] = u8::try_from(op.outputs.len())
+            .map_err(|_| PackError::Write("too many outputs".into()))?;
         rec[4..8].copy_from_slice(&u32_of(first, "operands")?.to_le_bytes());
         rec[8..12].copy_from_slice(&u32_of(param_start, "params")?.to_le_bytes());
         rec[12..16].copy_from_slice(&(words.len() as u32).to_le_bytes());
@@ -126,7 +140,10 @@ pub fn write(g: &PlanGraph, plan: &MemoryPlan) -> Result<Vec<u8>, PackError> {
     }
 
     if g.inputs.len() > format::MAX_IO || g.outputs.len() > format::MAX_IO {
-        return Err(PackError::Write(format!("more than {} inputs or outputs", format::MAX_IO)));
+        return Err(PackError::Write(format!(
+            "more than {} inputs or outputs",
+            format::MAX_IO
+        )));
     }
     let mut graph = Vec::new();
     for v in [
@@ -158,7 +175,14 @@ pub fn write(g: &PlanGraph, plan: &MemoryPlan) -> Result<Vec<u8>, PackError> {
     let mut file = vec![0u8; format::HEADER_BYTES + sections.len() * format::SECTION_ENTRY_BYTES];
     let mut table = Vec::new();
     for (kind, data) in sections {
-        pad_to(&mut file, if kind == section::WEIGHTS { format::WEIGHT_ALIGN } else { 4 });
+        pad_to(
+            &mut file,
+            if kind == section::WEIGHTS {
+                format::WEIGHT_ALIGN
+            } else {
+                4
+            },
+        );
         table.push((kind, file.len(), data.len()));
         file.extend_from_slice(data);
     }

@@ -25,7 +25,10 @@ impl fmt::Display for CpuError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             CpuError::IndexOutOfRange { index, len } => {
-                write!(f, "gather index {index} is out of range for an axis of {len}")
+                write!(
+                    f,
+                    "gather index {index} is out of range for an axis of {len}"
+                )
             }
             CpuError::CorruptPlan => f.write_str("plan step could not be decoded"),
             CpuError::Misaligned => f.write_str("operand is misaligned"),

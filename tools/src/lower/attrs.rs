@@ -72,7 +72,9 @@ impl Attrs for Node {
         match self.attr(name) {
             None => Ok(None),
             Some(a) if a.r#type == at::TENSOR || a.r#type == 0 => match &a.t {
-                Some(t) => HostTensor::from_proto(t).map(Some).map_err(|e| e.to_string()),
+                Some(t) => HostTensor::from_proto(t)
+                    .map(Some)
+                    .map_err(|e| e.to_string()),
                 None => Err(wrong(name, "a tensor")),
             },
             Some(_) => Err(wrong(name, "a tensor")),

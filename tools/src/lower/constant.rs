@@ -50,7 +50,8 @@ pub(super) fn size(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 pub(super) fn cast(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let x = lw.input(node, 0)?;
     let code = node.int("to", 0)? as i32;
-    let to = dtype_from_onnx(code).ok_or_else(|| format!("cast to {} is not supported", data_type::name(code)))?;
+    let to = dtype_from_onnx(code)
+        .ok_or_else(|| format!("cast to {} is not supported", data_type::name(code)))?;
     if let Some(v) = lw.value(x) {
         let v = v.cast(to);
         lw.const_output(node, 0, v);
@@ -60,17 +61,24 @@ pub(super) fn cast(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         let s = lw.shape(x);
         return lw.alias_output(node, 0, x, s);
     }
-    Err(format!("a run-time Cast from {} to {to} is not supported yet", lw.dtype(x)))
+    Err(format!(
+        "a run-time Cast from {} to {to} is not supported yet",
+        lw.dtype(x)
+    ))
 }
 
 pub(super) fn constant_of_shape(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
-    let dims = lw.const_ints(node, 0, "the ConstantOfShape shape")?.ok_or("shape is required")?;
+    let dims = lw
+        .const_ints(node, 0, "the ConstantOfShape shape")?
+        .ok_or("shape is required")?;
     if dims.iter().any(|&d| d < 0) {
         return Err("negative dimension".into());
     }
     let shape: Vec<usize> = dims.iter().map(|&d| d as usize).collect();
     let n = checked_elements(&shape).ok_or("the constant is too large")?;
-    let fill = node.tensor("value")?.unwrap_or(HostTensor::float(vec![1], vec![0.0]));
+    let fill = node
+        .tensor("value")?
+        .unwrap_or(HostTensor::float(vec![1], vec![0.0]));
     if fill.len() != 1 {
         return Err("value must hold one element".into());
     }
@@ -78,14 +86,25 @@ pub(super) fn constant_of_shape(lw: &mut Lowerer, node: &Node) -> Result<(), Rea
         Data::Float(v) => Data::Float(vec![v[0]; n]),
         Data::Int(v) => Data::Int(vec![v[0]; n]),
     };
-    lw.const_output(node, 0, HostTensor { dtype: fill.dtype, shape, data });
+    lw.const_output(
+        node,
+        0,
+        HostTensor {
+            dtype: fill.dtype,
+            shape,
+            data,
+        },
+    );
     Ok(())
 }
 
 pub(super) fn range(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let t = lw.input(node, 0)?;
     let dtype = lw.dtype(t);
-    let get = |i| lw.const_scalar(node, i, "Range inputs").and_then(|v| v.ok_or_else(|| "Range needs three inputs".to_string()));
+    let get = |i| {
+        lw.const_scalar(node, i, "Range inputs")
+            .and_then(|v| v.ok_or_else(|| "Range needs three inputs".to_string()))
+    };
     if dtype == DType::F32 {
         let (start, limit, delta) = (get(0)?, get(1)?, get(2)?);
         if delta == 0.0 {
@@ -96,14 +115,26 @@ pub(super) fn range(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         let v: Vec<f32> = (0..n).map(|i| start + i as f32 * delta).collect();
         lw.const_output(node, 0, HostTensor::float(vec![n], v));
     } else {
-        let ints = |i| lw.const_ints(node, i, "Range inputs").and_then(|v| v.and_then(|v| v.first().copied()).ok_or_else(|| "Range needs three inputs".to_string()));
+        let ints = |i| {
+            lw.const_ints(node, i, "Range inputs").and_then(|v| {
+                v.and_then(|v| v.first().copied())
+                    .ok_or_else(|| "Range needs three inputs".to_string())
+            })
+        };
         let (start, limit, delta) = (ints(0)?, ints(1)?, ints(2)?);
         if delta == 0 {
             return Err("delta is 0".into());
         }
         let span = limit as i128 - start as i128;
-        let n = if (span > 0) == (delta > 0) && span != 0 { (span.abs() + delta.abs() as i128 - 1) / delta.abs() as i128 } else { 0 };
-        let n = usize::try_from(n).ok().and_then(|n| checked_elements(&[n])).ok_or("the range is too large")?;
+        let n = if (span > 0) == (delta > 0) && span != 0 {
+            (span.abs() + delta.abs() as i128 - 1) / delta.abs() as i128
+        } else {
+            0
+        };
+        let n = usize::try_from(n)
+            .ok()
+            .and_then(|n| checked_elements(&[n]))
+            .ok_or("the range is too large")?;
         let v: Vec<i64> = (0..n as i64).map(|i| start + i * delta).collect();
         lw.const_output(node, 0, HostTensor::int(dtype, vec![n], v));
     }
@@ -115,7 +146,12 @@ pub(super) fn host_only(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let mut values = Vec::new();
     for i in 0..node.inputs.len() {
         let t = lw.input(node, i)?;
-        values.push(lw.value(t).cloned().ok_or_else(|| format!("{} is only supported on constants (at pack time)", node.op_type))?);
+        values.push(lw.value(t).cloned().ok_or_else(|| {
+            format!(
+                "{} is only supported on constants (at pack time)",
+                node.op_type
+            )
+        })?);
     }
     let out = match node.op_type.as_str() {
         "Equal" => {
@@ -123,30 +159,74 @@ pub(super) fn host_only(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
             let (fa, fb) = (a.to_f32s(), b.to_f32s());
             let (ia, ib) = (a.to_i64s(), b.to_i64s());
             let float = a.dtype == DType::F32;
-            broadcast_map(&[a, b], DType::Bool, |idx| {
-                let eq = if float { fa[idx[0]] == fb[idx[1]] } else { ia[idx[0]] == ib[idx[1]] };
-                eq as i64
-            }, None)?
+            broadcast_map(
+                &[a, b],
+                DType::Bool,
+                |idx| {
+                    let eq = if float {
+                        fa[idx[0]] == fb[idx[1]]
+                    } else {
+                        ia[idx[0]] == ib[idx[1]]
+                    };
+                    eq as i64
+                },
+                None,
+            )?
         }
         "Where" => {
             let (c, x, y) = (&values[0], &values[1], &values[2]);
             let cond = c.to_i64s();
             if x.dtype == DType::F32 {
                 let (vx, vy) = (x.to_f32s(), y.to_f32s());
-                broadcast_map(&[c, x, y], DType::F32, |_| 0, Some(&|idx: &[usize]| if cond[idx[0]] != 0 { vx[idx[1]] } else { vy[idx[2]] }))?
+                broadcast_map(
+                    &[c, x, y],
+                    DType::F32,
+                    |_| 0,
+                    Some(&|idx: &[usize]| {
+                        if cond[idx[0]] != 0 {
+                            vx[idx[1]]
+                        } else {
+                            vy[idx[2]]
+                        }
+                    }),
+                )?
             } else {
                 let (vx, vy) = (x.to_i64s(), y.to_i64s());
-                broadcast_map(&[c, x, y], x.dtype, |idx| if cond[idx[0]] != 0 { vx[idx[1]] } else { vy[idx[2]] }, None)?
+                broadcast_map(
+                    &[c, x, y],
+                    x.dtype,
+                    |idx| {
+                        if cond[idx[0]] != 0 {
+                            vx[idx[1]]
+                        } else {
+                            vy[idx[2]]
+                        }
+                    },
+                    None,
+                )?
             }
         }
         _ => {
             // Expand: numpy broadcast of the input with the target shape.
             let x = &values[0];
-            let target: Vec<usize> = values[1].to_i64s().iter().map(|&d| d.max(0) as usize).collect();
-            let shape_only = HostTensor::int(DType::I64, target.clone(), vec![0; checked_elements(&target).ok_or("too large")?]);
+            let target: Vec<usize> = values[1]
+                .to_i64s()
+                .iter()
+                .map(|&d| d.max(0) as usize)
+                .collect();
+            let shape_only = HostTensor::int(
+                DType::I64,
+                target.clone(),
+                vec![0; checked_elements(&target).ok_or("too large")?],
+            );
             if x.dtype == DType::F32 {
                 let v = x.to_f32s();
-                broadcast_map(&[x, &shape_only], DType::F32, |_| 0, Some(&|idx: &[usize]| v[idx[0]]))?
+                broadcast_map(
+                    &[x, &shape_only],
+                    DType::F32,
+                    |_| 0,
+                    Some(&|idx: &[usize]| v[idx[0]]),
+                )?
             } else {
                 let v = x.to_i64s();
                 broadcast_map(&[x, &shape_only], x.dtype, |idx| v[idx[0]], None)?
@@ -158,7 +238,12 @@ pub(super) fn host_only(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 }
 
 /// Integer arithmetic with numpy broadcasting on constants.
-pub(super) fn eval_broadcast_int(a: &HostTensor, b: &HostTensor, dtype: DType, f: impl Fn(i64, i64) -> i64) -> Result<HostTensor, Reason> {
+pub(super) fn eval_broadcast_int(
+    a: &HostTensor,
+    b: &HostTensor,
+    dtype: DType,
+    f: impl Fn(i64, i64) -> i64,
+) -> Result<HostTensor, Reason> {
     let (va, vb) = (a.to_i64s(), b.to_i64s());
     let out = broadcast_map(&[a, b], dtype, |idx| f(va[idx[0]], vb[idx[1]]), None)?;
     Ok(out.cast(dtype))

@@ -25,12 +25,51 @@ pub(crate) use attrs::Attrs;
 
 /// The ONNX ops (default domain) that lowering understands.
 pub const SUPPORTED_OPS: &[&str] = &[
-    "Add", "AveragePool", "BatchNormalization", "Cast", "Clip", "Concat", "Constant",
-    "ConstantOfShape", "Conv", "ConvTranspose", "Div", "Dropout", "Equal", "Expand", "Flatten",
-    "Gather", "Gemm", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "HardSwish",
-    "Identity", "LeakyRelu", "MatMul", "MaxPool", "Mul", "Pad", "Range", "ReduceMax",
-    "ReduceMean", "ReduceSum", "Relu", "Reshape", "Shape", "Sigmoid", "Size", "Slice", "Softmax",
-    "Split", "Squeeze", "Sub", "Tanh", "Transpose", "Unsqueeze", "Where",
+    "Add",
+    "AveragePool",
+    "BatchNormalization",
+    "Cast",
+    "Clip",
+    "Concat",
+    "Constant",
+    "ConstantOfShape",
+    "Conv",
+    "ConvTranspose",
+    "Div",
+    "Dropout",
+    "Equal",
+    "Expand",
+    "Flatten",
+    "Gather",
+    "Gemm",
+    "GlobalAveragePool",
+    "GlobalMaxPool",
+    "HardSigmoid",
+    "HardSwish",
+    "Identity",
+    "LeakyRelu",
+    "MatMul",
+    "MaxPool",
+    "Mul",
+    "Pad",
+    "Range",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceSum",
+    "Relu",
+    "Reshape",
+    "Shape",
+    "Sigmoid",
+    "Size",
+    "Slice",
+    "Softmax",
+    "Split",
+    "Squeeze",
+    "Sub",
+    "Tanh",
+    "Transpose",
+    "Unsqueeze",
+    "Where",
 ];
 
 /// Why one node cannot be lowered (becomes an [`Unsupported`] entry).
@@ -194,7 +233,12 @@ impl Lowerer {
     }
 
     /// Integer values of optional input `i`, which must be a constant when present.
-    pub fn const_ints(&self, node: &Node, i: usize, what: &str) -> Result<Option<Vec<i64>>, Reason> {
+    pub fn const_ints(
+        &self,
+        node: &Node,
+        i: usize,
+        what: &str,
+    ) -> Result<Option<Vec<i64>>, Reason> {
         match self.optional_input(node, i) {
             None => Ok(None),
             Some(t) => match self.value(t) {
@@ -236,7 +280,13 @@ impl Lowerer {
     }
 
     /// Defines output `i` of `node` as `src`'s bytes under `shape` (a free reshape).
-    pub fn alias_output(&mut self, node: &Node, i: usize, src: TensorId, shape: Vec<usize>) -> Result<(), Reason> {
+    pub fn alias_output(
+        &mut self,
+        node: &Node,
+        i: usize,
+        src: TensorId,
+        shape: Vec<usize>,
+    ) -> Result<(), Reason> {
         let count: usize = shape.iter().product();
         let src_count: usize = self.graph.tensors[src].shape.iter().product();
         if count != src_count {
@@ -263,15 +313,24 @@ impl Lowerer {
 
     /// An internal tensor (not named in the ONNX graph).
     pub fn temp(&mut self, node: &Node, what: &str, dtype: DType, shape: Vec<usize>) -> TensorId {
-        self.graph.add_tensor(format!("{}:{what}", node.label()), dtype, shape)
+        self.graph
+            .add_tensor(format!("{}:{what}", node.label()), dtype, shape)
     }
 
     /// A view of `src` under another shape, as a new internal tensor.
-    pub fn temp_alias(&mut self, node: &Node, what: &str, src: TensorId, shape: Vec<usize>) -> TensorId {
+    pub fn temp_alias(
+        &mut self,
+        node: &Node,
+        what: &str,
+        src: TensorId,
+        shape: Vec<usize>,
+    ) -> TensorId {
         if let Some(v) = self.value(src) {
             let mut v = v.clone();
             v.shape = shape;
-            return self.graph.add_constant(format!("{}:{what}", node.label()), v);
+            return self
+                .graph
+                .add_constant(format!("{}:{what}", node.label()), v);
         }
         let dtype = self.dtype(src);
         let id = self.temp(node, what, dtype, shape);
@@ -280,14 +339,24 @@ impl Lowerer {
     }
 
     /// Appends an op, or runs it right away on the host when all its inputs are constants.
-    pub fn emit(&mut self, node: &Node, op: Op, inputs: Vec<Option<TensorId>>, outputs: Vec<TensorId>) -> Result<(), Reason> {
+    pub fn emit(
+        &mut self,
+        node: &Node,
+        op: Op,
+        inputs: Vec<Option<TensorId>>,
+        outputs: Vec<TensorId>,
+    ) -> Result<(), Reason> {
         let op = crate::ir::PlanOp {
             name: node.label(),
             op,
             inputs,
             outputs,
         };
-        let constant = op.inputs.iter().flatten().all(|&t| self.graph.tensors[t].value.is_some());
+        let constant = op
+            .inputs
+            .iter()
+            .flatten()
+            .all(|&t| self.graph.tensors[t].value.is_some());
         if constant {
             fold::run_on_host(&mut self.graph.tensors, std::slice::from_ref(&op))?;
         } else {
@@ -301,7 +370,9 @@ impl Lowerer {
         for &t in tensors {
             let d = self.dtype(t);
             if d != DType::F32 {
-                return Err(format!("type {d} is not supported for this op (float32 only)"));
+                return Err(format!(
+                    "type {d} is not supported for this op (float32 only)"
+                ));
             }
         }
         Ok(())

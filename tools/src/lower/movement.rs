@@ -30,7 +30,9 @@ pub(super) fn reshape(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let mut infer = None;
     for (i, &d) in target.iter().enumerate() {
         shape.push(match d {
-            0 if !allow_zero => *src.get(i).ok_or("a 0 in the target copies a dimension the input lacks")?,
+            0 if !allow_zero => *src
+                .get(i)
+                .ok_or("a 0 in the target copies a dimension the input lacks")?,
             -1 => {
                 if infer.replace(i).is_some() {
                     return Err("more than one -1 in the target shape".into());
@@ -61,7 +63,12 @@ pub(super) fn flatten(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         return Err(format!("axis {axis} out of range"));
     }
     let a = axis as usize;
-    lw.alias_output(node, 0, x, vec![s[..a].iter().product(), s[a..].iter().product()])
+    lw.alias_output(
+        node,
+        0,
+        x,
+        vec![s[..a].iter().product(), s[a..].iter().product()],
+    )
 }
 
 pub(super) fn squeeze(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
@@ -79,7 +86,12 @@ pub(super) fn squeeze(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     if axes.iter().any(|&a| s[a] != 1) {
         return Err("cannot squeeze an axis whose size is not 1".into());
     }
-    let out = s.iter().enumerate().filter(|(i, _)| !axes.contains(i)).map(|(_, d)| *d).collect();
+    let out = s
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !axes.contains(i))
+        .map(|(_, d)| *d)
+        .collect();
     lw.alias_output(node, 0, x, out)
 }
 
@@ -96,7 +108,13 @@ pub(super) fn unsqueeze(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let axes = axes_list(&axes, rank)?;
     let mut src = s.iter();
     let out = (0..rank)
-        .map(|i| if axes.contains(&i) { 1 } else { *src.next().unwrap_or(&1) })
+        .map(|i| {
+            if axes.contains(&i) {
+                1
+            } else {
+                *src.next().unwrap_or(&1)
+            }
+        })
         .collect();
     lw.alias_output(node, 0, x, out)
 }
@@ -111,7 +129,10 @@ pub(super) fn dropout(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     if node.outputs.get(1).is_some_and(|o| !o.is_empty()) {
         return Err("the mask output of Dropout is not supported".into());
     }
-    if lw.const_ints(node, 2, "training_mode")?.is_some_and(|v| v.first() == Some(&1)) {
+    if lw
+        .const_ints(node, 2, "training_mode")?
+        .is_some_and(|v| v.first() == Some(&1))
+    {
         return Err("training_mode=1 is not supported (inference only)".into());
     }
     identity(lw, node)
@@ -143,11 +164,16 @@ pub(super) fn transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 }
 
 pub(super) fn concat(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
-    let inputs: Vec<usize> = (0..node.inputs.len()).map(|i| lw.input(node, i)).collect::<Result<_, _>>()?;
+    let inputs: Vec<usize> = (0..node.inputs.len())
+        .map(|i| lw.input(node, i))
+        .collect::<Result<_, _>>()?;
     let first = *inputs.first().ok_or("Concat needs inputs")?;
     let s0 = lw.shape(first);
-    let axis = normalize_axis(node.int("axis", if lw.opset() < 4 { 1 } else { i64::MIN })?, s0.len())
-        .map_err(|_| "axis is missing or out of range".to_string())?;
+    let axis = normalize_axis(
+        node.int("axis", if lw.opset() < 4 { 1 } else { i64::MIN })?,
+        s0.len(),
+    )
+    .map_err(|_| "axis is missing or out of range".to_string())?;
     let mut out = s0.clone();
     out[axis] = 0;
     for &t in &inputs {
@@ -161,7 +187,12 @@ pub(super) fn concat(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         out[axis] += s[axis];
     }
     let y = lw.output(node, 0, lw.dtype(first), out);
-    lw.emit(node, Op::Concat { axis }, inputs.into_iter().map(Some).collect(), vec![y])?;
+    lw.emit(
+        node,
+        Op::Concat { axis },
+        inputs.into_iter().map(Some).collect(),
+        vec![y],
+    )?;
     Ok(())
 }
 
@@ -171,7 +202,11 @@ pub(super) fn split(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let axis = normalize_axis(node.int("axis", 0)?, s.len())?;
     let n = node.outputs.len();
     let dim = s[axis];
-    let sizes: Vec<usize> = match if lw.opset() >= 13 { lw.const_ints(node, 1, "Split sizes")? } else { node.ints("split")? } {
+    let sizes: Vec<usize> = match if lw.opset() >= 13 {
+        lw.const_ints(node, 1, "Split sizes")?
+    } else {
+        node.ints("split")?
+    } {
         Some(v) => {
             if v.len() != n || v.iter().any(|&x| x < 0) {
                 return Err("split sizes do not match the outputs".into());
@@ -184,7 +219,9 @@ pub(super) fn split(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
                 return Err("num_outputs differs from the number of outputs".into());
             }
             let chunk = dim.div_ceil(parts);
-            (0..parts).map(|i| chunk.min(dim.saturating_sub(i * chunk))).collect()
+            (0..parts)
+                .map(|i| chunk.min(dim.saturating_sub(i * chunk)))
+                .collect()
         }
     };
     if sizes.iter().sum::<usize>() != dim {
@@ -213,8 +250,10 @@ pub(super) fn slice(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         )
     } else {
         (
-            lw.const_ints(node, 1, "Slice starts")?.ok_or("starts are required")?,
-            lw.const_ints(node, 2, "Slice ends")?.ok_or("ends are required")?,
+            lw.const_ints(node, 1, "Slice starts")?
+                .ok_or("starts are required")?,
+            lw.const_ints(node, 2, "Slice ends")?
+                .ok_or("ends are required")?,
             lw.const_ints(node, 3, "Slice axes")?,
             lw.const_ints(node, 4, "Slice steps")?,
         )
@@ -245,7 +284,11 @@ pub(super) fn slice(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         if e < 0 {
             e = e.saturating_add(d);
         }
-        let (b, e) = if st > 0 { (clamp(b, 0, d), clamp(e, 0, d)) } else { (clamp(b, 0, d - 1), clamp(e, -1, d - 1)) };
+        let (b, e) = if st > 0 {
+            (clamp(b, 0, d), clamp(e, 0, d))
+        } else {
+            (clamp(b, 0, d - 1), clamp(e, -1, d - 1))
+        };
         let span = e - b;
         let count = if (st > 0 && span > 0) || (st < 0 && span < 0) {
             (span.unsigned_abs() as i64 + st.abs() - 1) / st.abs()
@@ -259,7 +302,15 @@ pub(super) fn slice(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         }
     }
     let y = lw.output(node, 0, lw.dtype(x), out);
-    lw.emit(node, Op::Slice { starts: first, steps: step }, vec![Some(x)], vec![y])?;
+    lw.emit(
+        node,
+        Op::Slice {
+            starts: first,
+            steps: step,
+        },
+        vec![Some(x)],
+        vec![y],
+    )?;
     Ok(())
 }
 
@@ -274,11 +325,17 @@ pub(super) fn pad(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         other => return Err(format!("pad mode '{other}' is not supported")),
     };
     let (pads, value, axes) = if lw.opset() < 11 {
-        (node.ints("pads")?.ok_or("pads are required")?, node.float("value", 0.0)?, None)
+        (
+            node.ints("pads")?.ok_or("pads are required")?,
+            node.float("value", 0.0)?,
+            None,
+        )
     } else {
         (
-            lw.const_ints(node, 1, "Pad pads")?.ok_or("pads are required")?,
-            lw.const_scalar(node, 2, "Pad constant_value")?.unwrap_or(0.0),
+            lw.const_ints(node, 1, "Pad pads")?
+                .ok_or("pads are required")?,
+            lw.const_scalar(node, 2, "Pad constant_value")?
+                .unwrap_or(0.0),
             lw.const_ints(node, 3, "Pad axes")?,
         )
     };
@@ -299,7 +356,10 @@ pub(super) fn pad(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         begins[a] = pads[i] as usize;
         ends[a] = pads[i + axes.len()] as usize;
         out[a] += begins[a] + ends[a];
-        if mode == PadMode::Reflect && (begins[a] + ends[a] > 0) && (begins[a] >= s[a] || ends[a] >= s[a]) {
+        if mode == PadMode::Reflect
+            && (begins[a] + ends[a] > 0)
+            && (begins[a] >= s[a] || ends[a] >= s[a])
+        {
             return Err("reflect padding must be smaller than the axis".into());
         }
         if mode == PadMode::Edge && (begins[a] + ends[a] > 0) && s[a] == 0 {
@@ -307,7 +367,17 @@ pub(super) fn pad(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         }
     }
     let y = lw.output(node, 0, lw.dtype(x), out);
-    lw.emit(node, Op::Pad { mode, begins, ends, value }, vec![Some(x)], vec![y])?;
+    lw.emit(
+        node,
+        Op::Pad {
+            mode,
+            begins,
+            ends,
+            value,
+        },
+        vec![Some(x)],
+        vec![y],
+    )?;
     Ok(())
 }
 
@@ -316,7 +386,10 @@ pub(super) fn gather(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let idx = lw.input(node, 1)?;
     let s = lw.shape(x);
     let axis = normalize_axis(node.int("axis", 0)?, s.len())?;
-    if !matches!(lw.dtype(idx), ferrite_hal::DType::I32 | ferrite_hal::DType::I64) {
+    if !matches!(
+        lw.dtype(idx),
+        ferrite_hal::DType::I32 | ferrite_hal::DType::I64
+    ) {
         return Err("indices must be int32 or int64".into());
     }
     if let Some(v) = lw.value(idx) {
@@ -342,7 +415,11 @@ pub(super) fn reduce(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         "ReduceSum" => ReduceOp::Sum,
         _ => ReduceOp::Max,
     };
-    let axes_as_input = if op == ReduceOp::Sum { lw.opset() >= 13 } else { lw.opset() >= 18 };
+    let axes_as_input = if op == ReduceOp::Sum {
+        lw.opset() >= 13
+    } else {
+        lw.opset() >= 18
+    };
     let axes = if axes_as_input {
         lw.const_ints(node, 1, "reduction axes")?
     } else {

@@ -16,12 +16,19 @@ fn hal_shape(dims: &[usize]) -> Result<Shape, Reason> {
 fn spatial_dims(shape: &[usize], what: &str) -> Result<Vec<usize>, Reason> {
     match shape.len() {
         3 | 4 => Ok(shape[2..].to_vec()),
-        r => Err(format!("{what} supports 1-D and 2-D inputs (rank 3 or 4), not rank {r}")),
+        r => Err(format!(
+            "{what} supports 1-D and 2-D inputs (rank 3 or 4), not rank {r}"
+        )),
     }
 }
 
 /// Resolves strides, dilations and (auto_)pads into a 2-D window (1-D as height 1).
-fn resolve_window(node: &Node, input: &[usize], kernel: &[usize], transpose: bool) -> Result<Window, Reason> {
+fn resolve_window(
+    node: &Node,
+    input: &[usize],
+    kernel: &[usize],
+    transpose: bool,
+) -> Result<Window, Reason> {
     let n = input.len();
     let positive = |name: &str| -> Result<Vec<usize>, Reason> {
         let v = node.ints(name)?.unwrap_or_else(|| vec![1; n]);
@@ -41,7 +48,9 @@ fn resolve_window(node: &Node, input: &[usize], kernel: &[usize], transpose: boo
         "NOTSET" | "" => {
             if let Some(p) = node.ints("pads")? {
                 if p.len() != 2 * n || p.iter().any(|&x| x < 0) {
-                    return Err("attribute 'pads' must have 2 non-negative values per spatial axis".into());
+                    return Err(
+                        "attribute 'pads' must have 2 non-negative values per spatial axis".into(),
+                    );
                 }
                 pads = p.into_iter().map(|x| x as usize).collect();
             }
@@ -97,17 +106,31 @@ fn kernel_from(node: &Node, weight_shape: &[usize]) -> Result<Vec<usize>, Reason
 
 /// Output spatial shape [oh, ow] of a window (height 1 for 1-D).
 fn window_out(win: &Window, spatial: &[usize], ceil: Option<bool>) -> Result<Vec<usize>, Reason> {
-    let dims: Vec<usize> = if spatial.len() == 1 { vec![1, spatial[0]] } else { spatial.to_vec() };
+    let dims: Vec<usize> = if spatial.len() == 1 {
+        vec![1, spatial[0]]
+    } else {
+        spatial.to_vec()
+    };
     let mut out = Vec::new();
     for axis in 0..2 {
-        let (k, s, d, b, e) = (win.kernel[axis], win.stride[axis], win.dilation[axis], win.pads[axis], win.pads[axis + 2]);
+        let (k, s, d, b, e) = (
+            win.kernel[axis],
+            win.stride[axis],
+            win.dilation[axis],
+            win.pads[axis],
+            win.pads[axis + 2],
+        );
         let o = match ceil {
             None => conv_out(dims[axis], k, s, d, b, e),
             Some(c) => pool_out(dims[axis], k, s, d, b, e, c),
         };
         out.push(o.ok_or("the window is larger than the padded input")?);
     }
-    Ok(if spatial.len() == 1 { vec![out[1]] } else { out })
+    Ok(if spatial.len() == 1 {
+        vec![out[1]]
+    } else {
+        out
+    })
 }
 
 pub(super) fn conv(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
@@ -122,7 +145,11 @@ pub(super) fn conv(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         return Err("weight rank differs from input rank".into());
     }
     let group = node.int("group", 1)?;
-    if group < 1 || xs[1] % group as usize != 0 || ws[0] % group as usize != 0 || ws[1] * group as usize != xs[1] {
+    if group < 1
+        || xs[1] % group as usize != 0
+        || ws[0] % group as usize != 0
+        || ws[1] * group as usize != xs[1]
+    {
         return Err(format!("group {group} does not divide the channels"));
     }
     let kernel = kernel_from(node, &ws)?;
@@ -171,7 +198,9 @@ pub(super) fn conv_transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason
     }
     let oc = ws[1] * group as usize;
     let mut output_padding: Vec<usize> = match node.ints("output_padding")? {
-        Some(p) if p.len() == n && p.iter().all(|&v| v >= 0) => p.into_iter().map(|v| v as usize).collect(),
+        Some(p) if p.len() == n && p.iter().all(|&v| v >= 0) => {
+            p.into_iter().map(|v| v as usize).collect()
+        }
         Some(_) => return Err("output_padding must have one non-negative value per axis".into()),
         None => vec![0; n],
     };
@@ -179,15 +208,35 @@ pub(super) fn conv_transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason
     let explicit_out = node.ints("output_shape")?;
     let auto_pad = node.string("auto_pad", "NOTSET")?;
     let target: Option<Vec<usize>> = match explicit_out {
-        Some(o) => Some(o.iter().rev().take(n).rev().map(|&v| v.max(0) as usize).collect()),
-        None if auto_pad.starts_with("SAME") => Some(spatial.iter().zip(if n == 1 { &window.stride[1..] } else { &window.stride[..] }).map(|(i, s)| i * s).collect()),
+        Some(o) => Some(
+            o.iter()
+                .rev()
+                .take(n)
+                .rev()
+                .map(|&v| v.max(0) as usize)
+                .collect(),
+        ),
+        None if auto_pad.starts_with("SAME") => Some(
+            spatial
+                .iter()
+                .zip(if n == 1 {
+                    &window.stride[1..]
+                } else {
+                    &window.stride[..]
+                })
+                .map(|(i, s)| i * s)
+                .collect(),
+        ),
         None => None,
     };
     if let Some(target) = target {
         // Pads come from the requested size (ONNX ConvTranspose rule).
         for axis in 0..n {
             let a = if n == 1 { 1 } else { axis };
-            let full = window.stride[a] * (spatial[axis] - 1) + output_padding[axis] + (kernel[axis] - 1) * window.dilation[a] + 1;
+            let full = window.stride[a] * (spatial[axis] - 1)
+                + output_padding[axis]
+                + (kernel[axis] - 1) * window.dilation[a]
+                + 1;
             if full < target[axis] {
                 output_padding[axis] += target[axis] - full;
                 continue;
@@ -202,13 +251,29 @@ pub(super) fn conv_transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason
             window.pads[a + 2] = end;
         }
     }
-    let op_pad = if n == 1 { [0, output_padding[0]] } else { [output_padding[0], output_padding[1]] };
-    let dims: Vec<usize> = if n == 1 { vec![1, spatial[0]] } else { spatial.clone() };
+    let op_pad = if n == 1 {
+        [0, output_padding[0]]
+    } else {
+        [output_padding[0], output_padding[1]]
+    };
+    let dims: Vec<usize> = if n == 1 {
+        vec![1, spatial[0]]
+    } else {
+        spatial.clone()
+    };
     let mut out_spatial = Vec::new();
     for a in 0..2 {
         out_spatial.push(
-            conv_transpose_out(dims[a], window.kernel[a], window.stride[a], window.dilation[a], window.pads[a], window.pads[a + 2], op_pad[a])
-                .ok_or("ConvTranspose padding exceeds its output")?,
+            conv_transpose_out(
+                dims[a],
+                window.kernel[a],
+                window.stride[a],
+                window.dilation[a],
+                window.pads[a],
+                window.pads[a + 2],
+                op_pad[a],
+            )
+            .ok_or("ConvTranspose padding exceeds its output")?,
         );
     }
     if n == 1 {
@@ -286,7 +351,14 @@ pub(super) fn matmul(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let g = MatMulGeometry::new(&hal_shape(&lw.shape(a))?, &hal_shape(&lw.shape(b))?)
         .ok_or("MatMul shapes are incompatible")?;
     let y = lw.output(node, 0, DType::F32, g.output.dims().to_vec());
-    lw.emit(node, Op::MatMul { activation: Activation::None }, vec![Some(a), Some(b)], vec![y])?;
+    lw.emit(
+        node,
+        Op::MatMul {
+            activation: Activation::None,
+        },
+        vec![Some(a), Some(b)],
+        vec![y],
+    )?;
     Ok(())
 }
 
@@ -319,7 +391,15 @@ pub(super) fn binary(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let out = broadcast(&hal_shape(&lw.shape(a))?, &hal_shape(&lw.shape(b))?)
         .ok_or("operand shapes do not broadcast")?;
     let y = lw.output(node, 0, DType::F32, out.dims().to_vec());
-    lw.emit(node, Op::Binary { op, activation: Activation::None }, vec![Some(a), Some(b)], vec![y])?;
+    lw.emit(
+        node,
+        Op::Binary {
+            op,
+            activation: Activation::None,
+        },
+        vec![Some(a), Some(b)],
+        vec![y],
+    )?;
     Ok(())
 }
 
@@ -328,7 +408,9 @@ pub(super) fn activation(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     lw.require_f32(&[x])?;
     let act = match node.op_type.as_str() {
         "Relu" => Activation::Relu,
-        "LeakyRelu" => Activation::LeakyRelu { alpha: node.float("alpha", 0.01)? },
+        "LeakyRelu" => Activation::LeakyRelu {
+            alpha: node.float("alpha", 0.01)?,
+        },
         "Sigmoid" => Activation::Sigmoid,
         "Tanh" => Activation::Tanh,
         "HardSigmoid" => Activation::HardSigmoid {
@@ -338,11 +420,16 @@ pub(super) fn activation(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         "HardSwish" => Activation::HardSwish,
         _ => {
             let (min, max) = if lw.opset() < 11 {
-                (node.float("min", f32::NEG_INFINITY)?, node.float("max", f32::INFINITY)?)
+                (
+                    node.float("min", f32::NEG_INFINITY)?,
+                    node.float("max", f32::INFINITY)?,
+                )
             } else {
                 (
-                    lw.const_scalar(node, 1, "Clip min")?.unwrap_or(f32::NEG_INFINITY),
-                    lw.const_scalar(node, 2, "Clip max")?.unwrap_or(f32::INFINITY),
+                    lw.const_scalar(node, 1, "Clip min")?
+                        .unwrap_or(f32::NEG_INFINITY),
+                    lw.const_scalar(node, 2, "Clip max")?
+                        .unwrap_or(f32::INFINITY),
                 )
             };
             Activation::Clip { min, max }
@@ -413,7 +500,11 @@ pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let mut out_shape = xs[..2].to_vec();
     out_shape.extend(out_spatial);
     let y = lw.output(node, 0, DType::F32, out_shape);
-    let op = if is_max { Op::MaxPool(p) } else { Op::AvgPool(p) };
+    let op = if is_max {
+        Op::MaxPool(p)
+    } else {
+        Op::AvgPool(p)
+    };
     lw.emit(node, op, vec![Some(x)], vec![y])?;
     Ok(())
 }
@@ -443,13 +534,23 @@ pub(super) fn global_max_pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reaso
     out.extend(std::iter::repeat_n(1, xs.len() - 2));
     let axes = (2..xs.len()).fold(0u32, |m, a| m | 1 << a);
     let y = lw.output(node, 0, DType::F32, out);
-    lw.emit(node, Op::Reduce { op: ReduceOp::Max, axes }, vec![Some(x)], vec![y])?;
+    lw.emit(
+        node,
+        Op::Reduce {
+            op: ReduceOp::Max,
+            axes,
+        },
+        vec![Some(x)],
+        vec![y],
+    )?;
     Ok(())
 }
 
 pub(super) fn batch_norm(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let x = lw.input(node, 0)?;
-    let params: Vec<usize> = (1..5).map(|i| lw.input(node, i)).collect::<Result<_, _>>()?;
+    let params: Vec<usize> = (1..5)
+        .map(|i| lw.input(node, i))
+        .collect::<Result<_, _>>()?;
     lw.require_f32(&[x])?;
     lw.require_f32(&params)?;
     if node.int("training_mode", 0)? != 0 {

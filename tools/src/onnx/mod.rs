@@ -11,8 +11,9 @@ use std::collections::{HashMap, HashSet};
 
 /// Lowest default-domain opset Ferrite reads.
 pub const MIN_OPSET: i64 = 7;
-/// Highest default-domain opset Ferrite reads (22 and 23 changed only types of the ops Ferrite runs).
-pub const MAX_OPSET: i64 = 23;
+/// Highest default-domain opset Ferrite reads (opsets 22 to 27 changed only the types of the
+/// ops Ferrite runs, or added modes it refuses, such as Pad's `wrap`).
+pub const MAX_OPSET: i64 = 27;
 
 /// One dimension of a graph input.
 #[derive(Clone, Debug, PartialEq, Eq)]

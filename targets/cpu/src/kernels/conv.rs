@@ -32,7 +32,13 @@ pub struct ConvDims {
 /// Range of output positions `o` along one axis whose input position `o*stride - pad + tap`
 /// lies inside `[0, len)`: returns `(first, end)`.
 #[inline]
-fn valid_range(out_len: usize, len: usize, stride: usize, pad: usize, tap: usize) -> (usize, usize) {
+fn valid_range(
+    out_len: usize,
+    len: usize,
+    stride: usize,
+    pad: usize,
+    tap: usize,
+) -> (usize, usize) {
     // o*stride + tap >= pad  and  o*stride + tap < pad + len
     let first = pad.saturating_sub(tap).div_ceil(stride);
     let end = if pad + len > tap {
@@ -44,7 +50,15 @@ fn valid_range(out_len: usize, len: usize, stride: usize, pad: usize, tap: usize
 }
 
 /// Convolution. `scratch` holds at least `conv_scratch_elements` floats.
-pub fn conv(p: &Conv, d: ConvDims, x: &[f32], weight: &[f32], bias: Option<&[f32]>, out: &mut [f32], scratch: &mut [f32]) {
+pub fn conv(
+    p: &Conv,
+    d: ConvDims,
+    x: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    scratch: &mut [f32],
+) {
     let g = p.group;
     let icg = d.c / g;
     let ocg = d.oc / g;
@@ -62,13 +76,33 @@ pub fn conv(p: &Conv, d: ConvDims, x: &[f32], weight: &[f32], bias: Option<&[f32
             depthwise_conv(win, d, ocg, x_b, weight, out_b);
             continue;
         }
-        let tile = if pointwise { plane } else { conv_tile_columns(k, plane) };
+        let tile = if pointwise {
+            plane
+        } else {
+            conv_tile_columns(k, plane)
+        };
         for grp in 0..g {
             let x_g = &x_b[grp * icg * d.h * d.w..(grp + 1) * icg * d.h * d.w];
             let w_g = &weight[grp * ocg * k..(grp + 1) * ocg * k];
             let out_g = &mut out_b[grp * ocg * plane..(grp + 1) * ocg * plane];
             if pointwise {
-                sgemm(ocg, plane, k, 1.0, Mat { data: w_g, stride: k }, Mat { data: x_g, stride: plane }, out_g, plane, true);
+                sgemm(
+                    ocg,
+                    plane,
+                    k,
+                    1.0,
+                    Mat {
+                        data: w_g,
+                        stride: k,
+                    },
+                    Mat {
+                        data: x_g,
+                        stride: plane,
+                    },
+                    out_g,
+                    plane,
+                    true,
+                );
                 continue;
             }
             let mut p0 = 0;
@@ -76,7 +110,23 @@ pub fn conv(p: &Conv, d: ConvDims, x: &[f32], weight: &[f32], bias: Option<&[f32
                 let p1 = (p0 + tile).min(plane);
                 let cols = &mut scratch[..k * (p1 - p0)];
                 im2col(win, d, icg, x_g, cols, p0, p1);
-                sgemm(ocg, p1 - p0, k, 1.0, Mat { data: w_g, stride: k }, Mat { data: cols, stride: p1 - p0 }, &mut out_g[p0..], plane, true);
+                sgemm(
+                    ocg,
+                    p1 - p0,
+                    k,
+                    1.0,
+                    Mat {
+                        data: w_g,
+                        stride: k,
+                    },
+                    Mat {
+                        data: cols,
+                        stride: p1 - p0,
+                    },
+                    &mut out_g[p0..],
+                    plane,
+                    true,
+                );
                 p0 = p1;
             }
         }
@@ -97,7 +147,15 @@ fn init_bias(out: &mut [f32], bias: Option<&[f32]>, plane: usize) {
 
 /// Unfolds `icg` input channels into `cols[(c, ky, kx), p - p0]` for output positions
 /// `p0..p1` (row-major over `(oy, ox)`).
-fn im2col(win: &Window, d: ConvDims, icg: usize, x: &[f32], cols: &mut [f32], p0: usize, p1: usize) {
+fn im2col(
+    win: &Window,
+    d: ConvDims,
+    icg: usize,
+    x: &[f32],
+    cols: &mut [f32],
+    p0: usize,
+    p1: usize,
+) {
     let [kh, kw] = win.kernel;
     let [sh, sw] = win.stride;
     let [dh, dw] = win.dilation;
@@ -142,7 +200,14 @@ fn im2col(win: &Window, d: ConvDims, icg: usize, x: &[f32], cols: &mut [f32], p0
 }
 
 /// Depthwise convolution: output channel `o` reads input channel `o / multiplier` only.
-fn depthwise_conv(win: &Window, d: ConvDims, multiplier: usize, x: &[f32], weight: &[f32], out: &mut [f32]) {
+fn depthwise_conv(
+    win: &Window,
+    d: ConvDims,
+    multiplier: usize,
+    x: &[f32],
+    weight: &[f32],
+    out: &mut [f32],
+) {
     let [kh, kw] = win.kernel;
     let [sh, sw] = win.stride;
     let [dh, dw] = win.dilation;
@@ -181,7 +246,14 @@ fn depthwise_conv(win: &Window, d: ConvDims, multiplier: usize, x: &[f32], weigh
 }
 
 /// Transposed convolution by scattering each input pixel's contribution.
-pub fn conv_transpose(p: &ConvTranspose, d: ConvDims, x: &[f32], weight: &[f32], bias: Option<&[f32]>, out: &mut [f32]) {
+pub fn conv_transpose(
+    p: &ConvTranspose,
+    d: ConvDims,
+    x: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
     let g = p.group;
     let icg = d.c / g;
     let ocg = d.oc / g;

@@ -55,7 +55,14 @@ enum Row<'a> {
 }
 
 /// `out = act(a op b)` with numpy broadcasting over `out_shape`.
-pub fn binary(op: BinaryOp, a: Operand<'_>, b: Operand<'_>, out: &mut [f32], out_shape: &Shape, act: Activation) {
+pub fn binary(
+    op: BinaryOp,
+    a: Operand<'_>,
+    b: Operand<'_>,
+    out: &mut [f32],
+    out_shape: &Shape,
+    act: Activation,
+) {
     match op {
         BinaryOp::Add => binary_with(a, b, out, out_shape, |x, y| x + y),
         BinaryOp::Sub => binary_with(a, b, out, out_shape, |x, y| x - y),
@@ -65,9 +72,19 @@ pub fn binary(op: BinaryOp, a: Operand<'_>, b: Operand<'_>, out: &mut [f32], out
     activate(act, out);
 }
 
-fn binary_with(a: Operand<'_>, b: Operand<'_>, out: &mut [f32], out_shape: &Shape, f: impl Fn(f32, f32) -> f32 + Copy) {
+fn binary_with(
+    a: Operand<'_>,
+    b: Operand<'_>,
+    out: &mut [f32],
+    out_shape: &Shape,
+    f: impl Fn(f32, f32) -> f32 + Copy,
+) {
     let rank = out_shape.rank();
-    let inner = if rank == 0 { 1 } else { out_shape.dims()[rank - 1] };
+    let inner = if rank == 0 {
+        1
+    } else {
+        out_shape.dims()[rank - 1]
+    };
     let outer_dims = &out_shape.dims()[..rank.saturating_sub(1)];
     let out_strides = out_shape.strides();
     let strides_of = |o: &Operand<'_>| match o {
@@ -75,7 +92,13 @@ fn binary_with(a: Operand<'_>, b: Operand<'_>, out: &mut [f32], out_shape: &Shap
         Operand::Output => out_strides,
     };
     let (sa, sb) = (strides_of(&a), strides_of(&b));
-    fn row_of<'a>(o: Operand<'a>, strides: &[usize; ferrite_hal::MAX_RANK], off: usize, rank: usize, inner: usize) -> Row<'a> {
+    fn row_of<'a>(
+        o: Operand<'a>,
+        strides: &[usize; ferrite_hal::MAX_RANK],
+        off: usize,
+        rank: usize,
+        inner: usize,
+    ) -> Row<'a> {
         let last = rank.saturating_sub(1);
         match o {
             Operand::Output => Row::Output,
@@ -104,12 +127,20 @@ fn apply_row(dst: &mut [f32], a: Row<'_>, b: Row<'_>, f: impl Fn(f32, f32) -> f3
                 *d = f(*x, *y);
             }
         }
-        (Row::Contiguous(x), Row::Splat(y)) => dst.iter_mut().zip(x).for_each(|(d, x)| *d = f(*x, y)),
-        (Row::Splat(x), Row::Contiguous(y)) => dst.iter_mut().zip(y).for_each(|(d, y)| *d = f(x, *y)),
+        (Row::Contiguous(x), Row::Splat(y)) => {
+            dst.iter_mut().zip(x).for_each(|(d, x)| *d = f(*x, y))
+        }
+        (Row::Splat(x), Row::Contiguous(y)) => {
+            dst.iter_mut().zip(y).for_each(|(d, y)| *d = f(x, *y))
+        }
         (Row::Splat(x), Row::Splat(y)) => dst.fill(f(x, y)),
-        (Row::Output, Row::Contiguous(y)) => dst.iter_mut().zip(y).for_each(|(d, y)| *d = f(*d, *y)),
+        (Row::Output, Row::Contiguous(y)) => {
+            dst.iter_mut().zip(y).for_each(|(d, y)| *d = f(*d, *y))
+        }
         (Row::Output, Row::Splat(y)) => dst.iter_mut().for_each(|d| *d = f(*d, y)),
-        (Row::Contiguous(x), Row::Output) => dst.iter_mut().zip(x).for_each(|(d, x)| *d = f(*x, *d)),
+        (Row::Contiguous(x), Row::Output) => {
+            dst.iter_mut().zip(x).for_each(|(d, x)| *d = f(*x, *d))
+        }
         (Row::Splat(x), Row::Output) => dst.iter_mut().for_each(|d| *d = f(x, *d)),
         (Row::Output, Row::Output) => dst.iter_mut().for_each(|d| *d = f(*d, *d)),
     }

@@ -62,9 +62,19 @@ pub fn sgemm(
 
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
-fn block_4x8(i: usize, j: usize, k: usize, alpha: f32, a: Mat<'_>, b: Mat<'_>, c: &mut [f32], ldc: usize) {
+fn block_4x8(
+    i: usize,
+    j: usize,
+    k: usize,
+    alpha: f32,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    c: &mut [f32],
+    ldc: usize,
+) {
     let mut acc = [[0.0f32; NR]; MR];
-    let a_rows: [&[f32]; MR] = core::array::from_fn(|r| &a.data[(i + r) * a.stride..(i + r) * a.stride + k]);
+    let a_rows: [&[f32]; MR] =
+        core::array::from_fn(|r| &a.data[(i + r) * a.stride..(i + r) * a.stride + k]);
     for p in 0..k {
         let start = p * b.stride + j;
         let bv: &[f32; NR] = match b.data[start..start + NR].try_into() {
@@ -88,7 +98,17 @@ fn block_4x8(i: usize, j: usize, k: usize, alpha: f32, a: Mat<'_>, b: Mat<'_>, c
 
 #[inline]
 #[allow(clippy::too_many_arguments)]
-fn row_tail(r: usize, j0: usize, n: usize, k: usize, alpha: f32, a: Mat<'_>, b: Mat<'_>, c: &mut [f32], ldc: usize) {
+fn row_tail(
+    r: usize,
+    j0: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    c: &mut [f32],
+    ldc: usize,
+) {
     if j0 >= n {
         return;
     }
@@ -109,11 +129,34 @@ mod tests {
 
     #[test]
     fn matches_naive_product() {
-        for (m, n, k) in [(1, 1, 1), (5, 19, 7), (4, 8, 3), (9, 17, 33), (3, 0, 2), (2, 3, 0)] {
+        for (m, n, k) in [
+            (1, 1, 1),
+            (5, 19, 7),
+            (4, 8, 3),
+            (9, 17, 33),
+            (3, 0, 2),
+            (2, 3, 0),
+        ] {
             let a: [f32; 400] = core::array::from_fn(|i| ((i * 7 % 13) as f32 - 6.0) * 0.25);
             let b: [f32; 800] = core::array::from_fn(|i| ((i * 5 % 11) as f32 - 5.0) * 0.5);
             let mut c = [1.0f32; 400];
-            sgemm(m, n, k, 0.5, Mat { data: &a, stride: k }, Mat { data: &b, stride: n }, &mut c, n, true);
+            sgemm(
+                m,
+                n,
+                k,
+                0.5,
+                Mat {
+                    data: &a,
+                    stride: k,
+                },
+                Mat {
+                    data: &b,
+                    stride: n,
+                },
+                &mut c,
+                n,
+                true,
+            );
             for i in 0..m {
                 for j in 0..n {
                     let mut want = 1.0;

@@ -9,7 +9,16 @@ use ferrite_hal::Shape;
 
 /// `out[M×N] = act(alpha · A · B + beta · C)`, `C` broadcast to `[M, N]`.
 #[allow(clippy::too_many_arguments)]
-pub fn gemm(p: &Gemm, m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: Option<(&[f32], Shape)>, out: &mut [f32]) {
+pub fn gemm(
+    p: &Gemm,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: &[f32],
+    b: &[f32],
+    c: Option<(&[f32], Shape)>,
+    out: &mut [f32],
+) {
     let out_shape = Shape::new(&[m, n]).unwrap_or(Shape::SCALAR);
     match c {
         Some((c, c_shape)) if p.beta != 0.0 => {
@@ -22,7 +31,17 @@ pub fn gemm(p: &Gemm, m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: Opt
         }
         _ => out.fill(0.0),
     }
-    sgemm(m, n, k, p.alpha, Mat { data: a, stride: k }, Mat { data: b, stride: n }, out, n, true);
+    sgemm(
+        m,
+        n,
+        k,
+        p.alpha,
+        Mat { data: a, stride: k },
+        Mat { data: b, stride: n },
+        out,
+        n,
+        true,
+    );
     activate(p.activation, out);
 }
 
@@ -30,19 +49,29 @@ pub fn gemm(p: &Gemm, m: usize, k: usize, n: usize, a: &[f32], b: &[f32], c: Opt
 pub fn matmul(g: &MatMulGeometry, a: &[f32], b: &[f32], out: &mut [f32]) {
     let (m, k, n) = (g.m, g.k, g.n);
     let batch_out = g.batch.strides().map(|s| s * m * n);
-    for_each_index(g.batch.dims(), [&batch_out, &g.a_batch_strides, &g.b_batch_strides], |[o, oa, ob]| {
-        sgemm(
-            m,
-            n,
-            k,
-            1.0,
-            Mat { data: &a[oa..oa + m * k], stride: k },
-            Mat { data: &b[ob..ob + k * n], stride: n },
-            &mut out[o..o + m * n],
-            n,
-            false,
-        );
-    });
+    for_each_index(
+        g.batch.dims(),
+        [&batch_out, &g.a_batch_strides, &g.b_batch_strides],
+        |[o, oa, ob]| {
+            sgemm(
+                m,
+                n,
+                k,
+                1.0,
+                Mat {
+                    data: &a[oa..oa + m * k],
+                    stride: k,
+                },
+                Mat {
+                    data: &b[ob..ob + k * n],
+                    stride: n,
+                },
+                &mut out[o..o + m * n],
+                n,
+                false,
+            );
+        },
+    );
 }
 
 /// Applies the fused activation of a MatMul.

@@ -63,19 +63,50 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
             let x = input(0)?;
             let [n, ch, h, w] = nchw(&x.shape).ok_or(CpuError::CorruptPlan)?;
             let [_, oc, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
-            let dims = conv::ConvDims { n, c: ch, h, w, oc, oh, ow };
+            let dims = conv::ConvDims {
+                n,
+                c: ch,
+                h,
+                w,
+                oc,
+                oh,
+                ow,
+            };
             let scratch = match scratch {
                 Some(s) => f32s_mut(s)?,
                 None => &mut [][..],
             };
-            conv::conv(&c, dims, f32_in(0)?, f32_in(1)?, optional_f32(2)?, f32s_mut(out)?, scratch);
+            conv::conv(
+                &c,
+                dims,
+                f32_in(0)?,
+                f32_in(1)?,
+                optional_f32(2)?,
+                f32s_mut(out)?,
+                scratch,
+            );
         }
         Op::ConvTranspose(c) => {
             let x = input(0)?;
             let [n, ch, h, w] = nchw(&x.shape).ok_or(CpuError::CorruptPlan)?;
             let [_, oc, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
-            let dims = conv::ConvDims { n, c: ch, h, w, oc, oh, ow };
-            conv::conv_transpose(&c, dims, f32_in(0)?, f32_in(1)?, optional_f32(2)?, f32s_mut(out)?);
+            let dims = conv::ConvDims {
+                n,
+                c: ch,
+                h,
+                w,
+                oc,
+                oh,
+                ow,
+            };
+            conv::conv_transpose(
+                &c,
+                dims,
+                f32_in(0)?,
+                f32_in(1)?,
+                optional_f32(2)?,
+                f32s_mut(out)?,
+            );
         }
         Op::Gemm(g) => {
             let (a, b) = (input(0)?, input(1)?);
@@ -87,7 +118,8 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
             matmul::gemm(&g, m, k, n, f32_in(0)?, f32_in(1)?, c, f32s_mut(out)?);
         }
         Op::MatMul { activation } => {
-            let g = MatMulGeometry::new(&input(0)?.shape, &input(1)?.shape).ok_or(CpuError::CorruptPlan)?;
+            let g = MatMulGeometry::new(&input(0)?.shape, &input(1)?.shape)
+                .ok_or(CpuError::CorruptPlan)?;
             let out = f32s_mut(out)?;
             matmul::matmul(&g, f32_in(0)?, f32_in(1)?, out);
             matmul::finish(activation, out);
@@ -111,7 +143,10 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
         Op::MaxPool(p) | Op::AvgPool(p) => {
             let input_dims = nchw(&input(0)?.shape).ok_or(CpuError::CorruptPlan)?;
             let [_, _, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
-            let dims = pool::PoolDims { input: input_dims, output: [oh, ow] };
+            let dims = pool::PoolDims {
+                input: input_dims,
+                output: [oh, ow],
+            };
             let is_max = matches!(step.op, Op::MaxPool(_));
             pool::pool(&p, dims, is_max, f32_in(0)?, f32s_mut(out)?);
         }
@@ -120,7 +155,10 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
             let plane = x.shape.product(2..x.shape.rank());
             pool::global_avg_pool(f32_in(0)?, plane, f32s_mut(out)?);
         }
-        Op::BatchNorm { epsilon, activation } => {
+        Op::BatchNorm {
+            epsilon,
+            activation,
+        } => {
             let x = match view.src(&input(0)?)? {
                 Src::Bytes(b) => Some(f32s(b)?),
                 Src::Output => None,
@@ -144,14 +182,32 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
         Op::Transpose { perm } => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
-            with_elements!(x.dtype, bytes, out, |src, dst| movement::transpose(src, &x.shape, &perm, dst, &out_desc.shape));
+            with_elements!(x.dtype, bytes, out, |src, dst| movement::transpose(
+                src,
+                &x.shape,
+                &perm,
+                dst,
+                &out_desc.shape
+            ));
         }
         Op::Slice { starts, steps } => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
-            with_elements!(x.dtype, bytes, out, |src, dst| movement::slice(src, &x.shape, &starts, &steps, dst, &out_desc.shape));
+            with_elements!(x.dtype, bytes, out, |src, dst| movement::slice(
+                src,
+                &x.shape,
+                &starts,
+                &steps,
+                dst,
+                &out_desc.shape
+            ));
         }
-        Op::Pad { mode, begins, value, .. } => {
+        Op::Pad {
+            mode,
+            begins,
+            value,
+            ..
+        } => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
             pad(x, bytes, mode, &begins, value, out, &out_desc)?;
@@ -162,7 +218,9 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
                 let part = part.ok_or(CpuError::CorruptPlan)?;
                 let len = part.shape.dim(axis);
                 let bytes = view.bytes(&part)?;
-                with_elements!(part.dtype, bytes, &mut *out, |src, dst| movement::concat_into(src, dst, &out_desc.shape, len, axis, offset));
+                with_elements!(part.dtype, bytes, &mut *out, |src, dst| {
+                    movement::concat_into(src, dst, &out_desc.shape, len, axis, offset)
+                });
                 offset += len;
             }
         }
@@ -188,19 +246,68 @@ fn operand<'x>(view: &Readable<'x>, t: &TensorDesc) -> Result<Operand<'x>, CpuEr
     })
 }
 
-fn pad(x: TensorDesc, src: &[u8], mode: ferrite_hal::op::PadMode, begins: &[usize; ferrite_hal::MAX_RANK], value: f32, dst: &mut [u8], out: &TensorDesc) -> Result<(), CpuError> {
+fn pad(
+    x: TensorDesc,
+    src: &[u8],
+    mode: ferrite_hal::op::PadMode,
+    begins: &[usize; ferrite_hal::MAX_RANK],
+    value: f32,
+    dst: &mut [u8],
+    out: &TensorDesc,
+) -> Result<(), CpuError> {
     let bad = |_| CpuError::Misaligned;
     match x.dtype {
-        DType::F32 => movement::pad(f32s(src)?, &x.shape, mode, begins, value, f32s_mut(dst)?, &out.shape),
-        DType::I32 => movement::pad::<i32>(bytemuck::try_cast_slice(src).map_err(bad)?, &x.shape, mode, begins, value as i32, bytemuck::try_cast_slice_mut(dst).map_err(bad)?, &out.shape),
-        DType::I64 => movement::pad::<i64>(bytemuck::try_cast_slice(src).map_err(bad)?, &x.shape, mode, begins, value as i64, bytemuck::try_cast_slice_mut(dst).map_err(bad)?, &out.shape),
-        DType::I8 => movement::pad::<i8>(bytemuck::try_cast_slice(src).map_err(bad)?, &x.shape, mode, begins, value as i8, bytemuck::try_cast_slice_mut(dst).map_err(bad)?, &out.shape),
-        DType::U8 | DType::Bool => movement::pad::<u8>(src, &x.shape, mode, begins, value as u8, dst, &out.shape),
+        DType::F32 => movement::pad(
+            f32s(src)?,
+            &x.shape,
+            mode,
+            begins,
+            value,
+            f32s_mut(dst)?,
+            &out.shape,
+        ),
+        DType::I32 => movement::pad::<i32>(
+            bytemuck::try_cast_slice(src).map_err(bad)?,
+            &x.shape,
+            mode,
+            begins,
+            value as i32,
+            bytemuck::try_cast_slice_mut(dst).map_err(bad)?,
+            &out.shape,
+        ),
+        DType::I64 => movement::pad::<i64>(
+            bytemuck::try_cast_slice(src).map_err(bad)?,
+            &x.shape,
+            mode,
+            begins,
+            value as i64,
+            bytemuck::try_cast_slice_mut(dst).map_err(bad)?,
+            &out.shape,
+        ),
+        DType::I8 => movement::pad::<i8>(
+            bytemuck::try_cast_slice(src).map_err(bad)?,
+            &x.shape,
+            mode,
+            begins,
+            value as i8,
+            bytemuck::try_cast_slice_mut(dst).map_err(bad)?,
+            &out.shape,
+        ),
+        DType::U8 | DType::Bool => {
+            movement::pad::<u8>(src, &x.shape, mode, begins, value as u8, dst, &out.shape)
+        }
     }
     Ok(())
 }
 
-fn gather(x: TensorDesc, src: &[u8], axis: usize, idx: &TensorDesc, idx_bytes: &[u8], dst: &mut [u8]) -> Result<(), CpuError> {
+fn gather(
+    x: TensorDesc,
+    src: &[u8],
+    axis: usize,
+    idx: &TensorDesc,
+    idx_bytes: &[u8],
+    dst: &mut [u8],
+) -> Result<(), CpuError> {
     let bad = |_| CpuError::Misaligned;
     let indices: &[u8] = idx_bytes;
     match idx.dtype {
@@ -216,12 +323,30 @@ fn gather(x: TensorDesc, src: &[u8], axis: usize, idx: &TensorDesc, idx_bytes: &
     }
 }
 
-fn gather_typed(x: TensorDesc, src: &[u8], axis: usize, ix: impl Iterator<Item = i64> + Clone, dst: &mut [u8]) -> Result<(), CpuError> {
+fn gather_typed(
+    x: TensorDesc,
+    src: &[u8],
+    axis: usize,
+    ix: impl Iterator<Item = i64> + Clone,
+    dst: &mut [u8],
+) -> Result<(), CpuError> {
     let bad = |_| CpuError::Misaligned;
     match x.dtype.size() {
         1 => movement::gather(src, &x.shape, axis, ix, dst),
-        4 => movement::gather::<u32>(bytemuck::try_cast_slice(src).map_err(bad)?, &x.shape, axis, ix, bytemuck::try_cast_slice_mut(dst).map_err(bad)?),
-        8 => movement::gather::<u64>(bytemuck::try_cast_slice(src).map_err(bad)?, &x.shape, axis, ix, bytemuck::try_cast_slice_mut(dst).map_err(bad)?),
+        4 => movement::gather::<u32>(
+            bytemuck::try_cast_slice(src).map_err(bad)?,
+            &x.shape,
+            axis,
+            ix,
+            bytemuck::try_cast_slice_mut(dst).map_err(bad)?,
+        ),
+        8 => movement::gather::<u64>(
+            bytemuck::try_cast_slice(src).map_err(bad)?,
+            &x.shape,
+            axis,
+            ix,
+            bytemuck::try_cast_slice_mut(dst).map_err(bad)?,
+        ),
         _ => Err(CpuError::Unsupported),
     }
 }
@@ -232,10 +357,17 @@ fn split(step: &Step<'_>, axis: usize, arena: &mut [u8], weights: &[u8]) -> Resu
     let mut offset = 0;
     for out_desc in step.outputs.iter() {
         let out_desc = out_desc.ok_or(CpuError::CorruptPlan)?;
-        let (view, out, _) = carve(arena, weights, span(&out_desc).ok_or(CpuError::CorruptPlan)?, None)?;
+        let (view, out, _) = carve(
+            arena,
+            weights,
+            span(&out_desc).ok_or(CpuError::CorruptPlan)?,
+            None,
+        )?;
         let len = out_desc.shape.dim(axis);
         let bytes = view.bytes(&x)?;
-        with_elements!(x.dtype, bytes, out, |src, dst| movement::split_from(src, &x.shape, dst, len, axis, offset));
+        with_elements!(x.dtype, bytes, out, |src, dst| movement::split_from(
+            src, &x.shape, dst, len, axis, offset
+        ));
         offset += len;
     }
     Ok(())

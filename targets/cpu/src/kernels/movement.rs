@@ -6,7 +6,13 @@ use ferrite_hal::op::PadMode;
 use ferrite_hal::{Shape, MAX_RANK};
 
 /// Output axis `i` is input axis `perm[i]`.
-pub fn transpose<T: Copy>(x: &[T], in_shape: &Shape, perm: &[usize; MAX_RANK], out: &mut [T], out_shape: &Shape) {
+pub fn transpose<T: Copy>(
+    x: &[T],
+    in_shape: &Shape,
+    perm: &[usize; MAX_RANK],
+    out: &mut [T],
+    out_shape: &Shape,
+) {
     let rank = in_shape.rank();
     if rank == 0 {
         out.copy_from_slice(x);
@@ -20,42 +26,69 @@ pub fn transpose<T: Copy>(x: &[T], in_shape: &Shape, perm: &[usize; MAX_RANK], o
     let inner = out_shape.dims()[rank - 1];
     let inner_stride = src_strides[rank - 1];
     let out_strides = out_shape.strides();
-    for_each_index(&out_shape.dims()[..rank - 1], [&out_strides, &src_strides], |[o, i]| {
-        let dst = &mut out[o..o + inner];
-        if inner_stride == 1 {
-            dst.copy_from_slice(&x[i..i + inner]);
-        } else {
-            for (d, s) in dst.iter_mut().zip(x[i..].iter().step_by(inner_stride)) {
-                *d = *s;
+    for_each_index(
+        &out_shape.dims()[..rank - 1],
+        [&out_strides, &src_strides],
+        |[o, i]| {
+            let dst = &mut out[o..o + inner];
+            if inner_stride == 1 {
+                dst.copy_from_slice(&x[i..i + inner]);
+            } else {
+                for (d, s) in dst.iter_mut().zip(x[i..].iter().step_by(inner_stride)) {
+                    *d = *s;
+                }
             }
-        }
-    });
+        },
+    );
 }
 
 /// Copies input `part` into its place in the concatenation `out`.
-pub fn concat_into<T: Copy>(part: &[T], out: &mut [T], out_shape: &Shape, part_axis_len: usize, axis: usize, offset: usize) {
+pub fn concat_into<T: Copy>(
+    part: &[T],
+    out: &mut [T],
+    out_shape: &Shape,
+    part_axis_len: usize,
+    axis: usize,
+    offset: usize,
+) {
     let outer = out_shape.product(0..axis);
     let inner = out_shape.product(axis + 1..out_shape.rank());
     let whole_row = out_shape.dim(axis) * inner;
     let part_row = part_axis_len * inner;
     for o in 0..outer {
-        out[o * whole_row + offset * inner..][..part_row].copy_from_slice(&part[o * part_row..(o + 1) * part_row]);
+        out[o * whole_row + offset * inner..][..part_row]
+            .copy_from_slice(&part[o * part_row..(o + 1) * part_row]);
     }
 }
 
 /// Copies the part of `x` at `offset` along `axis` into the split output `out`.
-pub fn split_from<T: Copy>(x: &[T], x_shape: &Shape, out: &mut [T], part_axis_len: usize, axis: usize, offset: usize) {
+pub fn split_from<T: Copy>(
+    x: &[T],
+    x_shape: &Shape,
+    out: &mut [T],
+    part_axis_len: usize,
+    axis: usize,
+    offset: usize,
+) {
     let outer = x_shape.product(0..axis);
     let inner = x_shape.product(axis + 1..x_shape.rank());
     let whole_row = x_shape.dim(axis) * inner;
     let part_row = part_axis_len * inner;
     for o in 0..outer {
-        out[o * part_row..(o + 1) * part_row].copy_from_slice(&x[o * whole_row + offset * inner..][..part_row]);
+        out[o * part_row..(o + 1) * part_row]
+            .copy_from_slice(&x[o * whole_row + offset * inner..][..part_row]);
     }
 }
 
 /// Strided slice: output index `i` on each axis reads `starts + i * steps`.
-pub fn slice<T: Copy>(x: &[T], in_shape: &Shape, starts: &[usize; MAX_RANK], steps: &[isize; MAX_RANK], out: &mut [T], out_shape: &Shape) {
+pub fn slice<T: Copy>(
+    x: &[T],
+    in_shape: &Shape,
+    starts: &[usize; MAX_RANK],
+    steps: &[isize; MAX_RANK],
+    out: &mut [T],
+    out_shape: &Shape,
+) {
     let rank = in_shape.rank();
     if rank == 0 {
         out.copy_from_slice(x);
@@ -76,18 +109,30 @@ pub fn slice<T: Copy>(x: &[T], in_shape: &Shape, starts: &[usize; MAX_RANK], ste
     }
     let inner = out_shape.dims()[rank - 1];
     let out_strides = out_shape.strides();
-    for_each_index(&out_shape.dims()[..rank - 1], [&out_strides, &pos, &neg], |[o, p, n]| {
-        let start = base + p - n;
-        let dst = &mut out[o..o + inner];
-        let (step_fwd, step_back) = (pos[rank - 1], neg[rank - 1]);
-        for (i, d) in dst.iter_mut().enumerate() {
-            *d = x[start + i * step_fwd - i * step_back];
-        }
-    });
+    for_each_index(
+        &out_shape.dims()[..rank - 1],
+        [&out_strides, &pos, &neg],
+        |[o, p, n]| {
+            let start = base + p - n;
+            let dst = &mut out[o..o + inner];
+            let (step_fwd, step_back) = (pos[rank - 1], neg[rank - 1]);
+            for (i, d) in dst.iter_mut().enumerate() {
+                *d = x[start + i * step_fwd - i * step_back];
+            }
+        },
+    );
 }
 
 /// Pads `x` by `begins` (and implicitly the ends) per axis.
-pub fn pad<T: Copy>(x: &[T], in_shape: &Shape, mode: PadMode, begins: &[usize; MAX_RANK], value: T, out: &mut [T], out_shape: &Shape) {
+pub fn pad<T: Copy>(
+    x: &[T],
+    in_shape: &Shape,
+    mode: PadMode,
+    begins: &[usize; MAX_RANK],
+    value: T,
+    out: &mut [T],
+    out_shape: &Shape,
+) {
     let rank = in_shape.rank();
     if rank == 0 {
         out.copy_from_slice(x);
@@ -158,7 +203,13 @@ fn map_index(i: isize, len: usize, mode: PadMode) -> Option<usize> {
 
 /// Gathers along `axis`: `out[outer, q, inner] = x[outer, idx[q], inner]`; negative indices
 /// count from the end; any other out-of-range index is an error.
-pub fn gather<T: Copy>(x: &[T], x_shape: &Shape, axis: usize, indices: impl Iterator<Item = i64> + Clone, out: &mut [T]) -> Result<(), CpuError> {
+pub fn gather<T: Copy>(
+    x: &[T],
+    x_shape: &Shape,
+    axis: usize,
+    indices: impl Iterator<Item = i64> + Clone,
+    out: &mut [T],
+) -> Result<(), CpuError> {
     let outer = x_shape.product(0..axis);
     let len = x_shape.dim(axis);
     let inner = x_shape.product(axis + 1..x_shape.rank());

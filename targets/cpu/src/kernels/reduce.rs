@@ -37,12 +37,17 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
                 out[o] = v;
             }
         }),
-        ReduceOp::Mean | ReduceOp::Sum => for_each_index(shape.dims(), [&in_strides, &out_strides], |[i, o]| {
-            out[o] += x[i];
-        }),
+        ReduceOp::Mean | ReduceOp::Sum => {
+            for_each_index(shape.dims(), [&in_strides, &out_strides], |[i, o]| {
+                out[o] += x[i];
+            })
+        }
     }
     if op == ReduceOp::Mean {
-        let count: usize = (0..rank).filter(|a| axes & (1 << a) != 0).map(|a| shape.dims()[a]).product();
+        let count: usize = (0..rank)
+            .filter(|a| axes & (1 << a) != 0)
+            .map(|a| shape.dims()[a])
+            .product();
         let inv = 1.0 / count as f32;
         out.iter_mut().for_each(|v| *v *= inv);
     }

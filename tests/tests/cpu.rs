@@ -1,0 +1,20 @@
+//! The conformance suites instantiated for the portable CPU device.
+
+use ferrite_tests::{models, node_tests, workspace_root, Cpu};
+
+#[test]
+fn models_match_onnxruntime_on_cpu() {
+    match models::run_all::<Cpu>() {
+        Ok(results) => assert!(!results.is_empty(), "no test models were found"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn onnx_node_tests_on_cpu() {
+    let expectations = workspace_root().join("tests/expectations/cpu-node.txt");
+    match node_tests::run_suite::<Cpu>(&expectations) {
+        Ok(summary) => println!("{summary}"),
+        Err(e) => panic!("{e}"),
+    }
+}
