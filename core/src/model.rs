@@ -75,6 +75,9 @@ impl<'a> Model<'a> {
             return Err(err(K::ChecksumMismatch { stored, computed }, ""));
         }
         let count = u32_at(header, 16).ok_or(err(K::Truncated, "header"))? as usize;
+        if header[20..format::HEADER_BYTES].iter().any(|&b| b != 0) {
+            return Err(err(K::InvalidValue, "reserved header bytes must be zero"));
+        }
         if count > format::MAX_SECTIONS {
             return Err(err(K::OutOfRange, "section count"));
         }
@@ -89,6 +92,11 @@ impl<'a> Model<'a> {
             let offset =
                 u32_at(file, entry + 4).ok_or(err(K::Truncated, "section table"))? as usize;
             let len = u32_at(file, entry + 8).ok_or(err(K::Truncated, "section table"))? as usize;
+            if u32_at(file, entry + 12) != Some(0) {
+                return Err(
+                    err(K::InvalidValue, "reserved section-table bytes must be zero").at(i),
+                );
+            }
             if offset < table_end {
                 return Err(err(K::OutOfRange, "section overlaps the header").at(i));
             }
@@ -128,6 +136,12 @@ impl<'a> Model<'a> {
         let arena_lower_bound = g(4)? as usize;
         if g(8)? != format::LAYOUT_NCHW {
             return Err(err(K::InvalidValue, "layout"));
+        }
+        if (20..format::GRAPH_HEADER_BYTES)
+            .step_by(4)
+            .any(|at| u32_at(graph, at) != Some(0))
+        {
+            return Err(err(K::InvalidValue, "reserved graph bytes must be zero"));
         }
         let n_in = g(12)? as usize;
         let n_out = g(16)? as usize;
@@ -180,6 +194,12 @@ impl<'a> Model<'a> {
             return Err(e(K::OutOfRange, "tensor rank"));
         }
         let storage = u8_at(rec, 2).unwrap_or(u8::MAX);
+        let reserved_zero = rec[3] == 0
+            && rec[20..24].iter().all(|&b| b == 0)
+            && rec[24 + 4 * rank..].iter().all(|&b| b == 0);
+        if !reserved_zero {
+            return Err(e(K::InvalidValue, "reserved tensor bytes must be zero"));
+        }
         let name = self.string(word(4)? as usize, word(8)? as usize)?;
         let offset = word(12)? as usize;
         let bytes = word(16)? as usize;
@@ -287,6 +307,9 @@ impl<'a> Model<'a> {
         let param_start = word(8)? as usize;
         let param_count = word(12)? as usize;
         let scratch = word(16)?;
+        if word(28)? != 0 {
+            return Err(e(K::InvalidValue, "reserved op bytes must be zero"));
+        }
         let operand_bytes = |start: usize, count: usize| {
             range(self.operands, start.checked_mul(4)?, count.checked_mul(4)?)
         };

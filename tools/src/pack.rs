@@ -159,35 +159,43 @@ fn describe(dims: &[Dim]) -> String {
     format!("[{}]", parts.join("x"))
 }
 
-/// Every node of the model Ferrite cannot run, in one pass. Symbolic input dimensions are
-/// taken as 1 for this check (`pack` requires them fixed).
-pub fn check(onnx_bytes: &[u8], options: &PackOptions) -> Result<UnsupportedReport, PackError> {
-    let graph = onnx::import(onnx_bytes)?;
+/// Nodes whose op type or domain Ferrite does not know, plus lowering failures (one entry per
+/// node, in graph order). Unknown ops are found without shapes, so they are all reported even
+/// when they feed each other.
+fn unsupported(graph: &Graph, lowering: Vec<Unsupported>) -> UnsupportedReport {
     let mut report = UnsupportedReport::default();
     for node in &graph.nodes {
-        if !is_default_domain(&node.domain) || !SUPPORTED_OPS.contains(&node.op_type.as_str()) {
+        let default = is_default_domain(&node.domain);
+        if !default || !SUPPORTED_OPS.contains(&node.op_type.as_str()) {
             report.items.push(Unsupported {
-                op_type: if is_default_domain(&node.domain) {
+                op_type: if default {
                     node.op_type.clone()
                 } else {
                     format!("{}:{}", node.domain, node.op_type)
                 },
                 node: node.label(),
-                reason: if is_default_domain(&node.domain) {
-                    "op is not supported".into()
+                reason: if default {
+                    format!("op '{}' is not supported", node.op_type)
                 } else {
                     format!("domain '{}' is not supported", node.domain)
                 },
             });
         }
     }
-    let lw = lower(&graph, options, true)?;
-    for item in lw.errors {
+    for item in lowering {
         if !report.items.iter().any(|i| i.node == item.node) {
             report.items.push(item);
         }
     }
-    Ok(report)
+    report
+}
+
+/// Every node of the model Ferrite cannot run, in one pass. Symbolic input dimensions are
+/// taken as 1 for this check (`pack` requires them fixed).
+pub fn check(onnx_bytes: &[u8], options: &PackOptions) -> Result<UnsupportedReport, PackError> {
+    let graph = onnx::import(onnx_bytes)?;
+    let lw = lower(&graph, options, true)?;
+    Ok(unsupported(&graph, lw.errors))
 }
 
 /// Lowers and optimises a model to the plan IR.

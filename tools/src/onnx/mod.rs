@@ -1,6 +1,7 @@
 //! ONNX import: protobuf bytes → [`Graph`], with initializers decoded and nodes in a valid
 //! topological order. Nothing here interprets op semantics; that is [`crate::lower`]'s job.
 
+pub mod build;
 pub mod proto;
 
 use crate::error::PackError;

@@ -1,0 +1,312 @@
+//! The `.frt` format: round trip, and every kind of corrupt or hostile file gets a typed error
+//! (never a panic, never an out-of-bounds read).
+
+use ferrite_core::format::{self, section};
+use ferrite_core::{Error, FormatErrorKind as K, Model, Session};
+use ferrite_cpu::CpuDevice;
+use ferrite_hal::{Capabilities, DType, Device, ErrorKind, Location, OpKind, OpSet, Plan};
+use ferrite_tools::aligned::AlignedBytes;
+use ferrite_tools::onnx::build::tiny_mlp;
+use ferrite_tools::pack::{pack, PackOptions, Packed};
+
+fn packed() -> Packed {
+    pack(&tiny_mlp(), &PackOptions::default()).expect("tiny model packs")
+}
+
+fn load(bytes: &[u8]) -> Result<(), ferrite_core::FormatError> {
+    let aligned = AlignedBytes::from(bytes);
+    Model::load(aligned.as_bytes()).map(|_| ())
+}
+
+fn kind_of(bytes: &[u8]) -> K {
+    load(bytes).expect_err("the file must be refused").kind
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+}
+
+fn put_u32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Re-seals a modified file with a valid CRC, so the verifier's deeper checks are reached.
+fn reseal(b: &mut [u8]) {
+    let crc = crc32fast::hash(&b[format::CRC_START..]);
+    put_u32(b, 12, crc);
+}
+
+/// Byte offset of section `kind`.
+fn section_offset(b: &[u8], kind: u32) -> usize {
+    let count = u32_at(b, 16) as usize;
+    (0..count)
+        .map(|i| format::HEADER_BYTES + i * format::SECTION_ENTRY_BYTES)
+        .find(|&e| u32_at(b, e) == kind)
+        .map(|e| u32_at(b, e + 4) as usize)
+        .expect("section present")
+}
+
+#[test]
+fn round_trip_preserves_the_plan() {
+    let p = packed();
+    let aligned = AlignedBytes::from(&p.bytes[..]);
+    let model = Model::load(aligned.as_bytes()).unwrap();
+    assert_eq!(model.arena_bytes(), p.memory.arena_bytes);
+    assert_eq!(model.arena_lower_bound(), p.memory.lower_bound);
+    assert_eq!(model.len(), p.graph.ops.len());
+    for (i, op) in p.graph.ops.iter().enumerate() {
+        let step = model.step(i).unwrap();
+        assert_eq!(step.op, op.op);
+        assert_eq!(model.op_name(i), Some(op.name.as_str()));
+        for (k, t) in op.outputs.iter().enumerate() {
+            let desc = step.outputs.get(k).unwrap();
+            let tensor = &p.graph.tensors[*t];
+            assert_eq!(desc.shape.dims(), &tensor.shape[..]);
+            assert_eq!(desc.dtype, tensor.dtype);
+            assert_eq!(desc.location, Location::Arena(p.memory.offset(*t).unwrap()));
+        }
+    }
+    let input = model.input(0).unwrap();
+    assert_eq!(
+        (input.name, input.desc.dtype, input.desc.shape.dims()),
+        ("x", DType::F32, &[1usize, 4][..])
+    );
+    assert_eq!(model.output(0).unwrap().name, "y");
+}
+
+#[test]
+fn wrong_magic_is_refused() {
+    let mut b = packed().bytes;
+    b[0] = b'X';
+    assert_eq!(kind_of(&b), K::BadMagic);
+}
+
+#[test]
+fn newer_major_version_is_refused_older_minor_rules_hold() {
+    let mut b = packed().bytes;
+    b[4..6].copy_from_slice(&2u16.to_le_bytes());
+    reseal(&mut b);
+    assert_eq!(kind_of(&b), K::UnsupportedVersion { major: 2, minor: 0 });
+    let msg = load(&b).unwrap_err().to_string();
+    assert!(msg.contains("2.0") && !msg.contains('\n'), "{msg}");
+    // A newer minor version with an unknown extra section still loads.
+    let mut b = packed().bytes;
+    b[6..8].copy_from_slice(&7u16.to_le_bytes());
+    reseal(&mut b);
+    assert!(load(&b).is_ok());
+}
+
+#[test]
+fn bad_crc_is_refused() {
+    let mut b = packed().bytes;
+    let last = b.len() - 1;
+    b[last] ^= 0x5a;
+    assert!(matches!(kind_of(&b), K::ChecksumMismatch { .. }));
+}
+
+#[test]
+fn every_truncation_is_refused() {
+    let b = packed().bytes;
+    for len in 0..b.len() {
+        assert!(
+            load(&b[..len]).is_err(),
+            "truncated to {len} bytes was accepted"
+        );
+    }
+}
+
+#[test]
+fn out_of_range_offsets_and_indices_are_refused() {
+    let original = packed().bytes;
+    let tensors = section_offset(&original, section::TENSORS);
+    // A tensor's offset far outside the arena / weights.
+    let mut b = original.clone();
+    put_u32(&mut b, tensors + 12, 0x7fff_fff0);
+    reseal(&mut b);
+    assert!(matches!(kind_of(&b), K::OutOfRange | K::Overflow));
+    // An op operand index past the tensor table.
+    let mut b = original.clone();
+    let operands = section_offset(&b, section::OPERANDS);
+    put_u32(&mut b, operands, 9999);
+    reseal(&mut b);
+    assert_eq!(kind_of(&b), K::OutOfRange);
+    // A section running past the end of the file.
+    let mut b = original.clone();
+    put_u32(&mut b, format::HEADER_BYTES + 8, 0x00ff_ffff);
+    reseal(&mut b);
+    assert_eq!(kind_of(&b), K::Truncated);
+    // The graph's input index past the table.
+    let mut b = original;
+    let graph = section_offset(&b, section::GRAPH);
+    put_u32(&mut b, graph + format::GRAPH_HEADER_BYTES, 4242);
+    reseal(&mut b);
+    assert_eq!(kind_of(&b), K::OutOfRange);
+}
+
+#[test]
+fn overflowing_shapes_are_refused() {
+    let mut b = packed().bytes;
+    let tensors = section_offset(&b, section::TENSORS);
+    b[tensors + 1] = 8; // rank 8
+    for axis in 0..8 {
+        put_u32(&mut b, tensors + 24 + 4 * axis, u32::MAX);
+    }
+    reseal(&mut b);
+    assert_eq!(kind_of(&b), K::Overflow);
+}
+
+#[test]
+fn inconsistent_ops_are_refused() {
+    // Output shape of the Gemm no longer matches its inputs.
+    let p = packed();
+    let mut b = p.bytes.clone();
+    let tensors = section_offset(&b, section::TENSORS);
+    let aligned = AlignedBytes::from(&b[..]);
+    let model = Model::load(aligned.as_bytes()).unwrap();
+    let out = model.step(0).unwrap().outputs.index(0).unwrap() as usize;
+    let rec = tensors + out * format::TENSOR_RECORD_BYTES;
+    put_u32(&mut b, rec + 24 + 4, 2); // [1, 3] -> [1, 2]
+    put_u32(&mut b, rec + 16, 8); // keep bytes consistent with the shape
+    reseal(&mut b);
+    assert_eq!(kind_of(&b), K::InvalidOp);
+    // Unknown op kind.
+    let mut b = p.bytes;
+    let ops = section_offset(&b, section::OPS);
+    b[ops..ops + 2].copy_from_slice(&999u16.to_le_bytes());
+    reseal(&mut b);
+    assert_eq!(kind_of(&b), K::InvalidValue);
+}
+
+#[test]
+fn every_single_byte_corruption_is_handled() {
+    // Flip each byte, re-seal, and load (and run, when it still verifies): nothing may panic.
+    let b = packed().bytes;
+    let mut accepted = 0;
+    for at in format::CRC_START..b.len() {
+        let mut c = b.clone();
+        c[at] ^= 0xff;
+        reseal(&mut c);
+        let aligned = AlignedBytes::from(&c[..]);
+        if let Ok(model) = Model::load(aligned.as_bytes()) {
+            accepted += 1;
+            let mut arena = AlignedBytes::zeroed(model.arena_bytes());
+            if let Ok(mut s) = Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()) {
+                for i in 0..model.input_count() {
+                    let n = model.input(i).unwrap().desc.bytes;
+                    let _ = s.set_input(i, &vec![0u8; n]);
+                }
+                let _ = s.run();
+            }
+        }
+    }
+    // Names and weights are free-form, so some flips are harmless; most must be caught.
+    assert!(
+        accepted < b.len() / 2,
+        "{accepted} corrupted files verified"
+    );
+}
+
+#[test]
+fn session_errors_are_typed() {
+    let p = packed();
+    let aligned = AlignedBytes::from(&p.bytes[..]);
+    let model = Model::load(aligned.as_bytes()).unwrap();
+    let needed = model.arena_bytes();
+    // Arena too small: the error says how many bytes are needed.
+    let mut small = AlignedBytes::zeroed(needed - 16);
+    let e = Session::new(&model, CpuDevice::new(), small.as_mut_bytes())
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::ArenaTooSmall { needed: n, .. } if n == needed));
+    assert!(e.to_string().contains(&needed.to_string()));
+    assert_eq!(ferrite_hal::Error::kind(&e), ErrorKind::OutOfMemory);
+    // Misaligned arena.
+    let mut big = AlignedBytes::zeroed(needed + 16);
+    let e = Session::new(&model, CpuDevice::new(), &mut big.as_mut_bytes()[1..])
+        .err()
+        .unwrap();
+    assert!(matches!(e, Error::ArenaMisaligned { .. }));
+    // Inputs: wrong size, not written, outputs before a run.
+    let mut arena = AlignedBytes::zeroed(needed);
+    let mut s = Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()).unwrap();
+    assert!(matches!(s.output(0), Err(Error::NotRun)));
+    assert!(matches!(s.run(), Err(Error::InputNotSet { index: 0 })));
+    assert!(matches!(
+        s.set_input(0, &[0u8; 3]),
+        Err(Error::InputSize {
+            expected: 16,
+            got: 3,
+            ..
+        })
+    ));
+    assert!(matches!(
+        s.set_input(5, &[0u8; 16]),
+        Err(Error::NoSuchTensor { index: 5, count: 1 })
+    ));
+    s.set_input_f32(0, &[1.0, 2.0, 3.0, 4.0]).unwrap();
+    s.run().unwrap();
+    let y = s.output_f32(0).unwrap();
+    assert!((y.iter().sum::<f32>() - 1.0).abs() < 1e-6);
+    // Inputs must be written again before the next run.
+    assert!(matches!(s.run(), Err(Error::InputNotSet { index: 0 })));
+}
+
+/// A CPU device that claims to lack Gemm and Softmax, to test capability checks.
+struct Limited(CpuDevice);
+
+impl Device for Limited {
+    type Error = ferrite_cpu::CpuError;
+    type Program = ();
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            ops: OpSet::empty().with(OpKind::Unary, &[DType::F32]),
+            max_arena_bytes: 1 << 20,
+            host_arena: true,
+        }
+    }
+    fn prepare(&mut self, plan: &dyn Plan) -> Result<(), Self::Error> {
+        self.0.prepare(plan)
+    }
+    fn execute(
+        &mut self,
+        p: &mut (),
+        plan: &dyn Plan,
+        arena: &mut [u8],
+    ) -> Result<(), Self::Error> {
+        self.0.execute(p, plan, arena)
+    }
+}
+
+#[test]
+fn missing_ops_are_all_named_at_session_creation() {
+    let p = packed();
+    let aligned = AlignedBytes::from(&p.bytes[..]);
+    let model = Model::load(aligned.as_bytes()).unwrap();
+    let mut arena = AlignedBytes::zeroed(model.arena_bytes());
+    let e = Session::new(&model, Limited(CpuDevice::new()), arena.as_mut_bytes())
+        .err()
+        .unwrap();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("Gemm(float32)") && msg.contains("Softmax(float32)"),
+        "{msg}"
+    );
+    assert_eq!(ferrite_hal::Error::kind(&e), ErrorKind::Unsupported);
+}
+
+#[test]
+fn null_device_sees_every_step() {
+    let p = packed();
+    let aligned = AlignedBytes::from(&p.bytes[..]);
+    let model = Model::load(aligned.as_bytes()).unwrap();
+    let mut arena = AlignedBytes::zeroed(model.arena_bytes());
+    let mut device = ferrite_hal::null::NullDevice::default();
+    let mut s = Session::new(&model, &mut device, arena.as_mut_bytes()).unwrap();
+    s.set_input(0, &[0u8; 16]).unwrap();
+    s.run().unwrap();
+    drop(s);
+    assert_eq!(
+        (device.prepared, device.executed, device.steps_seen),
+        (1, 1, model.len())
+    );
+}

@@ -1,0 +1,410 @@
+//! The `ferrite` CLI end to end: the DESIGN.md contract, and one-line errors with a non-zero
+//! exit (never a panic) for every bad input.
+
+use ferrite_hal::DType;
+use ferrite_tools::npy::{self, NpyArray};
+use ferrite_tools::onnx::build::{attr_int, tiny_mlp, ModelBuilder, D};
+use ferrite_tools::onnx::proto::{data_type, TensorProto};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn ferrite(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ferrite-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Asserts a failed command: non-zero exit, one `error:` line on stderr containing `needle`.
+fn assert_error(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "expected failure, got success; stderr: {stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "panicked: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "expected one line, got: {stderr}");
+    assert!(lines[0].starts_with("error: "), "{stderr}");
+    assert!(lines[0].contains(needle), "'{needle}' not in: {stderr}");
+}
+
+fn write_input(dir: &Path, name: &str, dtype: DType, shape: Vec<usize>) -> PathBuf {
+    let n: usize = shape.iter().product();
+    let bytes = match dtype {
+        DType::F32 => (0..n)
+            .flat_map(|i| (i as f32 * 0.5 - 1.0).to_le_bytes())
+            .collect(),
+        _ => vec![0; n * dtype.size()],
+    };
+    let path = dir.join(name);
+    npy::write(
+        &path,
+        &NpyArray {
+            dtype,
+            shape,
+            bytes,
+        },
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn pack_run_inspect_bench_devices() {
+    let dir = temp_dir("happy");
+    let onnx = dir.join("tiny.onnx");
+    std::fs::write(&onnx, tiny_mlp()).unwrap();
+    let frt = dir.join("tiny.frt");
+    let out = ferrite(&["pack", s(&onnx), "-o", s(&frt)]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    for word in ["ops:", "weights:", "arena:", "file:"] {
+        assert!(text.contains(word), "pack output lacks {word}: {text}");
+    }
+    let x = write_input(&dir, "x.npy", DType::F32, vec![1, 4]);
+    let out_dir = dir.join("out");
+    for model in [&frt, &onnx] {
+        let out = ferrite(&["run", s(model), "--input", s(&x), "--out-dir", s(&out_dir)]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let y = npy::read(&out_dir.join("output_0.npy")).unwrap();
+        assert_eq!((y.dtype, y.shape.clone()), (DType::F32, vec![1, 3]));
+    }
+    let named = format!("x={}", s(&x));
+    assert!(
+        ferrite(&["run", s(&frt), "--input", &named, "--out-dir", s(&out_dir)])
+            .status
+            .success()
+    );
+    let out = ferrite(&["inspect", s(&frt), "--json"]);
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for key in [
+        "file_bytes",
+        "weights_bytes",
+        "arena_bytes",
+        "ops",
+        "inputs",
+        "outputs",
+    ] {
+        assert!(!doc[key].is_null(), "inspect --json lacks {key}");
+    }
+    assert_eq!(doc["inputs"][0]["name"], "x");
+    assert_eq!(doc["inputs"][0]["shape"], serde_json::json!([1, 4]));
+    assert!(ferrite(&["inspect", s(&frt)]).status.success());
+    let out = ferrite(&["bench", s(&frt), "--runs", "5", "--json"]);
+    assert!(out.status.success());
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["runs"], 5);
+    assert!(doc["median_us"].as_f64().unwrap() > 0.0 && doc["p90_us"].as_f64().is_some());
+    let out = ferrite(&["devices"]);
+    assert!(out.status.success() && String::from_utf8_lossy(&out.stdout).contains("cpu"));
+    assert!(ferrite(&["check", s(&onnx)]).status.success());
+}
+
+#[test]
+fn bad_onnx_files() {
+    let dir = temp_dir("onnx");
+    let frt = dir.join("out.frt");
+    let garbage = dir.join("garbage.onnx");
+    std::fs::write(&garbage, b"\x08\x07this is not protobuf \xff\xff\xff").unwrap();
+    assert_error(
+        &ferrite(&["pack", s(&garbage), "-o", s(&frt)]),
+        "cannot parse ONNX model",
+    );
+    let truncated = dir.join("truncated.onnx");
+    let tiny = tiny_mlp();
+    std::fs::write(&truncated, &tiny[..tiny.len() / 2]).unwrap();
+    assert_error(&ferrite(&["pack", s(&truncated), "-o", s(&frt)]), "ONNX");
+    assert_error(
+        &ferrite(&["pack", s(&dir.join("missing.onnx")), "-o", s(&frt)]),
+        "missing.onnx",
+    );
+
+    // Two unsupported ops and a foreign domain: all reported at once, with node names.
+    let unsupported = dir.join("unsupported.onnx");
+    let model = ModelBuilder::new(13)
+        .import("com.microsoft", 1)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(4)])
+        .node("Erf", "erf_node", &["x"], &["a"], vec![])
+        .node("LSTM", "lstm_node", &["a"], &["b"], vec![])
+        .node_in(
+            "com.microsoft",
+            "FusedGemm",
+            "fused",
+            &["b"],
+            &["y"],
+            vec![],
+        )
+        .output("y")
+        .encode();
+    std::fs::write(&unsupported, model).unwrap();
+    let out = ferrite(&["pack", s(&unsupported), "-o", s(&frt)]);
+    assert_error(&out, "3 node(s) cannot run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    for name in [
+        "erf_node",
+        "lstm_node",
+        "fused",
+        "Erf",
+        "LSTM",
+        "com.microsoft:FusedGemm",
+    ] {
+        assert!(err.contains(name), "{name} missing from: {err}");
+    }
+    let out = ferrite(&["check", s(&unsupported)]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = String::from_utf8_lossy(&out.stdout);
+    for name in [
+        "erf_node",
+        "lstm_node",
+        "fused",
+        "LSTM (1 node(s))",
+        "com.microsoft:FusedGemm",
+    ] {
+        assert!(report.contains(name), "{name} missing from: {report}");
+    }
+
+    // Unknown opset.
+    let future = dir.join("future.onnx");
+    let model = ModelBuilder::new(99)
+        .input("x", data_type::FLOAT, &[D::N(1)])
+        .node("Relu", "r", &["x"], &["y"], vec![])
+        .output("y")
+        .encode();
+    std::fs::write(&future, model).unwrap();
+    assert_error(&ferrite(&["pack", s(&future), "-o", s(&frt)]), "opset 99");
+
+    // Symbolic dims: named until fixed.
+    let symbolic = dir.join("symbolic.onnx");
+    let model = ModelBuilder::new(13)
+        .input("images", data_type::FLOAT, &[D::S("batch"), D::N(3)])
+        .node("Relu", "r", &["images"], &["y"], vec![])
+        .output("y")
+        .encode();
+    std::fs::write(&symbolic, model).unwrap();
+    assert_error(
+        &ferrite(&["pack", s(&symbolic), "-o", s(&frt)]),
+        "'images' is [batchx3]",
+    );
+    assert!(ferrite(&[
+        "pack",
+        s(&symbolic),
+        "-o",
+        s(&frt),
+        "--input-shape",
+        "images=2x3"
+    ])
+    .status
+    .success());
+    assert_error(
+        &ferrite(&[
+            "pack",
+            s(&symbolic),
+            "-o",
+            s(&frt),
+            "--input-shape",
+            "nope=2x3",
+        ]),
+        "no input 'nope'",
+    );
+    assert_error(
+        &ferrite(&[
+            "pack",
+            s(&symbolic),
+            "-o",
+            s(&frt),
+            "--input-shape",
+            "images=2xq",
+        ]),
+        "bad --input-shape",
+    );
+
+    // External data.
+    let external = dir.join("external.onnx");
+    let mut t = TensorProto {
+        name: "W".into(),
+        dims: vec![2],
+        data_type: data_type::FLOAT,
+        data_location: 1,
+        ..Default::default()
+    };
+    t.external_data
+        .push(ferrite_tools::onnx::proto::StringStringEntryProto {
+            key: "location".into(),
+            value: "w.bin".into(),
+        });
+    let model = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(2)])
+        .init(t)
+        .node("Add", "a", &["x", "W"], &["y"], vec![])
+        .output("y")
+        .encode();
+    std::fs::write(&external, model).unwrap();
+    assert_error(
+        &ferrite(&["pack", s(&external), "-o", s(&frt)]),
+        "external file",
+    );
+
+    // A bad attribute value is reported, not panicked on.
+    let bad_axis = dir.join("bad_axis.onnx");
+    let model = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(4)])
+        .node("Softmax", "sm", &["x"], &["y"], vec![attr_int("axis", 7)])
+        .output("y")
+        .encode();
+    std::fs::write(&bad_axis, model).unwrap();
+    assert_error(&ferrite(&["pack", s(&bad_axis), "-o", s(&frt)]), "axis 7");
+}
+
+#[test]
+fn bad_frt_and_inputs() {
+    let dir = temp_dir("frt");
+    let onnx = dir.join("tiny.onnx");
+    std::fs::write(&onnx, tiny_mlp()).unwrap();
+    let frt = dir.join("tiny.frt");
+    assert!(ferrite(&["pack", s(&onnx), "-o", s(&frt)]).status.success());
+    let out_dir = dir.join("out");
+    let x = write_input(&dir, "x.npy", DType::F32, vec![1, 4]);
+    let bytes = std::fs::read(&frt).unwrap();
+
+    let corrupt = dir.join("corrupt.frt");
+    let mut c = bytes.clone();
+    let n = c.len();
+    c[n - 2] ^= 1;
+    std::fs::write(&corrupt, &c).unwrap();
+    assert_error(
+        &ferrite(&[
+            "run",
+            s(&corrupt),
+            "--input",
+            s(&x),
+            "--out-dir",
+            s(&out_dir),
+        ]),
+        "checksum mismatch",
+    );
+    assert_error(&ferrite(&["inspect", s(&corrupt)]), "checksum mismatch");
+    std::fs::write(&corrupt, &bytes[..40]).unwrap();
+    assert_error(&ferrite(&["bench", s(&corrupt)]), "truncated");
+    std::fs::write(
+        &corrupt,
+        b"PK\x03\x04 a zip, not a model at all, long enough",
+    )
+    .unwrap();
+    assert_error(&ferrite(&["inspect", s(&corrupt)]), "bad magic");
+
+    let wrong_shape = write_input(&dir, "shape.npy", DType::F32, vec![1, 5]);
+    assert_error(
+        &ferrite(&[
+            "run",
+            s(&frt),
+            "--input",
+            s(&wrong_shape),
+            "--out-dir",
+            s(&out_dir),
+        ]),
+        "has shape [1, 4]",
+    );
+    let wrong_dtype = write_input(&dir, "dtype.npy", DType::I64, vec![1, 4]);
+    assert_error(
+        &ferrite(&[
+            "run",
+            s(&frt),
+            "--input",
+            s(&wrong_dtype),
+            "--out-dir",
+            s(&out_dir),
+        ]),
+        "is float32",
+    );
+    assert_error(
+        &ferrite(&[
+            "run",
+            s(&frt),
+            "--input",
+            s(&x),
+            s(&x),
+            "--out-dir",
+            s(&out_dir),
+        ]),
+        "1 input(s), 2 were given",
+    );
+    let not_npy = dir.join("not.npy");
+    std::fs::write(&not_npy, b"hello").unwrap();
+    assert_error(
+        &ferrite(&[
+            "run",
+            s(&frt),
+            "--input",
+            s(&not_npy),
+            "--out-dir",
+            s(&out_dir),
+        ]),
+        "not a valid .npy",
+    );
+    let mut truncated = npy::to_bytes(&NpyArray {
+        dtype: DType::F32,
+        shape: vec![1, 4],
+        bytes: vec![0; 16],
+    });
+    truncated.truncate(truncated.len() - 3);
+    std::fs::write(&not_npy, truncated).unwrap();
+    assert_error(
+        &ferrite(&[
+            "run",
+            s(&frt),
+            "--input",
+            s(&not_npy),
+            "--out-dir",
+            s(&out_dir),
+        ]),
+        "truncated",
+    );
+    assert_error(
+        &ferrite(&[
+            "run",
+            s(&frt),
+            "--input",
+            s(&x),
+            "--device",
+            "vulkan",
+            "--out-dir",
+            s(&out_dir),
+        ]),
+        "not available",
+    );
+    assert_error(
+        &ferrite(&[
+            "run",
+            s(&frt),
+            "--input",
+            s(&x),
+            "--device",
+            "tpu",
+            "--out-dir",
+            s(&out_dir),
+        ]),
+        "unknown device 'tpu'",
+    );
+    assert_error(&ferrite(&["bench", s(&frt), "--runs", "0"]), "--runs");
+}
