@@ -204,11 +204,10 @@ pub fn to_plan(
     options: &PackOptions,
 ) -> Result<(PlanGraph, PassStats), PackError> {
     let graph = onnx::import(onnx_bytes)?;
-    let lw = lower(&graph, options, false)?;
+    let mut lw = lower(&graph, options, false)?;
     if !lw.errors.is_empty() {
-        return Err(PackError::Unsupported(UnsupportedReport {
-            items: lw.errors,
-        }));
+        let errors = std::mem::take(&mut lw.errors);
+        return Err(PackError::Unsupported(unsupported(&graph, errors)));
     }
     let mut outputs = Vec::new();
     for name in &graph.outputs {
