@@ -5,7 +5,7 @@
 //! runs its static plan in a caller-provided arena on any [`Device`](ferrite_hal::Device), with no
 //! heap, no planning and no further checks of the file's structure.
 //!
-//! ```ignore
+//! ```text
 //! static MODEL: Aligned<[u8; N]> = Aligned(*include_bytes!("model.frt"));
 //! let model = Model::load(&MODEL.0)?;
 //! let mut arena = Arena::<ARENA_BYTES>::new();

@@ -99,10 +99,10 @@ pub fn broadcast_strides(input: &Shape, output: &Shape) -> [usize; MAX_RANK] {
     let own = input.strides();
     let mut strides = [0usize; MAX_RANK];
     let offset = output.rank().saturating_sub(input.rank());
-    for axis in 0..input.rank() {
-        if input.dims()[axis] != 1 {
+    for (axis, (&dim, &stride)) in input.dims().iter().zip(&own).enumerate() {
+        if dim != 1 {
             if let Some(slot) = strides.get_mut(axis + offset) {
-                *slot = own[axis];
+                *slot = stride;
             }
         }
     }
@@ -193,44 +193,6 @@ impl MatMulGeometry {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn s(d: &[usize]) -> Shape {
-        Shape::new(d).unwrap()
-    }
-
-    #[test]
-    fn windows() {
-        assert_eq!(conv_out(5, 3, 1, 1, 1, 1), Some(5));
-        assert_eq!(conv_out(5, 3, 2, 1, 0, 0), Some(2));
-        assert_eq!(conv_out(2, 5, 1, 1, 0, 0), None);
-        assert_eq!(pool_out(5, 2, 2, 1, 0, 0, false), Some(2));
-        assert_eq!(pool_out(5, 2, 2, 1, 0, 0, true), Some(3));
-        assert_eq!(conv_transpose_out(3, 3, 2, 1, 0, 0, 1), Some(8));
-    }
-
-    #[test]
-    fn broadcasting() {
-        assert_eq!(broadcast(&s(&[2, 1, 4]), &s(&[3, 1])), Some(s(&[2, 3, 4])));
-        assert_eq!(broadcast(&s(&[2]), &s(&[3])), None);
-        assert_eq!(
-            &broadcast_strides(&s(&[3, 1]), &s(&[2, 3, 4]))[..3],
-            &[0, 1, 0]
-        );
-    }
-
-    #[test]
-    fn matmul() {
-        let g = MatMulGeometry::new(&s(&[2, 1, 3, 4]), &s(&[5, 4, 6])).unwrap();
-        assert_eq!(g.output, s(&[2, 5, 3, 6]));
-        assert_eq!((g.m, g.k, g.n), (3, 4, 6));
-        let v = MatMulGeometry::new(&s(&[4]), &s(&[4, 6])).unwrap();
-        assert_eq!(v.output, s(&[6]));
-    }
-}
-
 /// Most `f32` elements of im2col scratch a convolution uses (64 KiB): columns are unfolded a
 /// tile of output positions at a time, so scratch stays bounded whatever the image size.
 pub const CONV_SCRATCH_BUDGET: usize = 16 * 1024;
@@ -271,4 +233,42 @@ pub fn conv_scratch_elements(
         .checked_mul(w.kernel[1])?;
     let plane = out_h.checked_mul(out_w)?;
     k.checked_mul(conv_tile_columns(k, plane))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(d: &[usize]) -> Shape {
+        Shape::new(d).unwrap()
+    }
+
+    #[test]
+    fn windows() {
+        assert_eq!(conv_out(5, 3, 1, 1, 1, 1), Some(5));
+        assert_eq!(conv_out(5, 3, 2, 1, 0, 0), Some(2));
+        assert_eq!(conv_out(2, 5, 1, 1, 0, 0), None);
+        assert_eq!(pool_out(5, 2, 2, 1, 0, 0, false), Some(2));
+        assert_eq!(pool_out(5, 2, 2, 1, 0, 0, true), Some(3));
+        assert_eq!(conv_transpose_out(3, 3, 2, 1, 0, 0, 1), Some(8));
+    }
+
+    #[test]
+    fn broadcasting() {
+        assert_eq!(broadcast(&s(&[2, 1, 4]), &s(&[3, 1])), Some(s(&[2, 3, 4])));
+        assert_eq!(broadcast(&s(&[2]), &s(&[3])), None);
+        assert_eq!(
+            &broadcast_strides(&s(&[3, 1]), &s(&[2, 3, 4]))[..3],
+            &[0, 1, 0]
+        );
+    }
+
+    #[test]
+    fn matmul() {
+        let g = MatMulGeometry::new(&s(&[2, 1, 3, 4]), &s(&[5, 4, 6])).unwrap();
+        assert_eq!(g.output, s(&[2, 5, 3, 6]));
+        assert_eq!((g.m, g.k, g.n), (3, 4, 6));
+        let v = MatMulGeometry::new(&s(&[4]), &s(&[4, 6])).unwrap();
+        assert_eq!(v.output, s(&[6]));
+    }
 }

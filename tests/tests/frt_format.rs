@@ -301,10 +301,11 @@ fn null_device_sees_every_step() {
     let model = Model::load(aligned.as_bytes()).unwrap();
     let mut arena = AlignedBytes::zeroed(model.arena_bytes());
     let mut device = ferrite_hal::null::NullDevice::default();
-    let mut s = Session::new(&model, &mut device, arena.as_mut_bytes()).unwrap();
-    s.set_input(0, &[0u8; 16]).unwrap();
-    s.run().unwrap();
-    drop(s);
+    {
+        let mut s = Session::new(&model, &mut device, arena.as_mut_bytes()).unwrap();
+        s.set_input(0, &[0u8; 16]).unwrap();
+        s.run().unwrap();
+    }
     assert_eq!(
         (device.prepared, device.executed, device.steps_seen),
         (1, 1, model.len())

@@ -66,6 +66,9 @@ impl<'x> Readable<'x> {
     }
 }
 
+/// A step's view of the arena: the read-only rest, the output, and the scratch (if any).
+pub(crate) type Carved<'x> = (Readable<'x>, &'x mut [u8], Option<&'x mut [u8]>);
+
 /// Splits `arena` into the output span, an optional scratch span (mutable, disjoint) and the
 /// read-only remainder.
 pub(crate) fn carve<'x>(
@@ -73,7 +76,7 @@ pub(crate) fn carve<'x>(
     weights: &'x [u8],
     output: Span,
     scratch: Option<Span>,
-) -> Result<(Readable<'x>, &'x mut [u8], Option<&'x mut [u8]>), CpuError> {
+) -> Result<Carved<'x>, CpuError> {
     let bad = CpuError::CorruptPlan;
     let (first, second, scratch_first) = match scratch {
         Some(s) if s.0 < output.0 => (s, Some(output), true),

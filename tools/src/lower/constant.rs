@@ -249,13 +249,16 @@ pub(super) fn eval_broadcast_int(
     Ok(out.cast(dtype))
 }
 
+/// A float-valued element function for [`broadcast_map`].
+type FloatFn<'a> = &'a dyn Fn(&[usize]) -> f32;
+
 /// Evaluates `int_fn` (or `float_fn` for float outputs) at every element of the broadcast of
 /// `inputs`, given each input's flat index.
 fn broadcast_map(
     inputs: &[&HostTensor],
     dtype: DType,
     int_fn: impl Fn(&[usize]) -> i64,
-    float_fn: Option<&dyn Fn(&[usize]) -> f32>,
+    float_fn: Option<FloatFn<'_>>,
 ) -> Result<HostTensor, Reason> {
     let shapes: Vec<Shape> = inputs
         .iter()

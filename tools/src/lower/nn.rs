@@ -39,7 +39,7 @@ fn resolve_window(
     };
     let strides = positive("strides")?;
     let dilations = positive("dilations")?;
-    if kernel.len() != n || kernel.iter().any(|&k| k == 0) {
+    if kernel.len() != n || kernel.contains(&0) {
         return Err("kernel_shape does not match the input rank".into());
     }
     let auto_pad = node.string("auto_pad", "NOTSET")?;
@@ -112,7 +112,7 @@ fn window_out(win: &Window, spatial: &[usize], ceil: Option<bool>) -> Result<Vec
         spatial.to_vec()
     };
     let mut out = Vec::new();
-    for axis in 0..2 {
+    for (axis, &len) in dims.iter().enumerate().take(2) {
         let (k, s, d, b, e) = (
             win.kernel[axis],
             win.stride[axis],
@@ -121,8 +121,8 @@ fn window_out(win: &Window, spatial: &[usize], ceil: Option<bool>) -> Result<Vec
             win.pads[axis + 2],
         );
         let o = match ceil {
-            None => conv_out(dims[axis], k, s, d, b, e),
-            Some(c) => pool_out(dims[axis], k, s, d, b, e, c),
+            None => conv_out(len, k, s, d, b, e),
+            Some(c) => pool_out(len, k, s, d, b, e, c),
         };
         out.push(o.ok_or("the window is larger than the padded input")?);
     }

@@ -14,15 +14,17 @@ pub fn activate(act: Activation, xs: &mut [f32]) {
         Activation::LeakyRelu { alpha } => xs
             .iter_mut()
             .for_each(|x| *x = if *x >= 0.0 { *x } else { *x * alpha }),
+        // Not `clamp`: ONNX allows min > max (the result is then max), where clamp panics.
+        #[allow(clippy::manual_clamp)]
         Activation::Clip { min, max } => xs.iter_mut().for_each(|x| *x = x.max(min).min(max)),
         Activation::Sigmoid => xs.iter_mut().for_each(|x| *x = sigmoid(*x)),
         Activation::Tanh => xs.iter_mut().for_each(|x| *x = math::tanh(*x)),
         Activation::HardSigmoid { alpha, beta } => xs
             .iter_mut()
-            .for_each(|x| *x = (alpha * *x + beta).max(0.0).min(1.0)),
+            .for_each(|x| *x = (alpha * *x + beta).clamp(0.0, 1.0)),
         Activation::HardSwish => xs
             .iter_mut()
-            .for_each(|x| *x *= (*x / 6.0 + 0.5).max(0.0).min(1.0)),
+            .for_each(|x| *x *= (*x / 6.0 + 0.5).clamp(0.0, 1.0)),
     }
 }
 

@@ -81,9 +81,9 @@ fn block_4x8(
             Ok(v) => v,
             Err(_) => return,
         };
-        for r in 0..MR {
-            let av = a_rows[r][p];
-            for (acc, bv) in acc[r].iter_mut().zip(bv) {
+        for (acc_row, a_row) in acc.iter_mut().zip(&a_rows) {
+            let av = a_row[p];
+            for (acc, bv) in acc_row.iter_mut().zip(bv) {
                 *acc += av * bv;
             }
         }

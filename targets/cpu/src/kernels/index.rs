@@ -10,7 +10,7 @@ pub fn for_each_index<const K: usize>(
     strides: [&[usize; MAX_RANK]; K],
     mut f: impl FnMut([usize; K]),
 ) {
-    if dims.iter().any(|&d| d == 0) {
+    if dims.contains(&0) {
         return;
     }
     let rank = dims.len().min(MAX_RANK);

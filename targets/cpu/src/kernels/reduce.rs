@@ -10,12 +10,8 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
     let rank = shape.rank();
     // Output strides over the input's axes: 0 on reduced axes.
     let mut kept = [1usize; MAX_RANK];
-    for a in 0..rank {
-        if axes & (1 << a) != 0 {
-            kept[a] = 1;
-        } else {
-            kept[a] = shape.dims()[a];
-        }
+    for (a, (slot, &d)) in kept.iter_mut().zip(shape.dims()).enumerate() {
+        *slot = if axes & (1 << a) != 0 { 1 } else { d };
     }
     let kept_shape = Shape::new(&kept[..rank]).unwrap_or(Shape::SCALAR);
     let mut out_strides = kept_shape.strides();

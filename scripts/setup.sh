@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs everything Ferrite's demo and tests need, idempotently: Rust components and targets,
+# and a Python virtual environment (.venv) with onnx, onnxruntime, numpy and scikit-learn.
+# Usage: source scripts/setup.sh   (exports FERRITE_PYTHON)
+set -euo pipefail
+FERRITE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export FERRITE_ROOT
+
+if ! command -v cargo >/dev/null 2>&1; then
+    echo "error: cargo not found; install Rust with rustup (https://rustup.rs)" >&2
+    exit 1
+fi
+if command -v rustup >/dev/null 2>&1; then
+    rustup component add rustfmt clippy >/dev/null 2>&1 || true
+    for target in thumbv7em-none-eabihf thumbv6m-none-eabi; do
+        rustup target list --installed | grep -qx "$target" || rustup target add "$target"
+    done
+fi
+
+VENV="$FERRITE_ROOT/.venv"
+REQS="$FERRITE_ROOT/scripts/requirements.txt"
+STAMP="$VENV/.requirements"
+if [ ! -x "$VENV/bin/python" ] || ! cmp -s "$REQS" "$STAMP"; then
+    echo "setting up the Python environment in .venv (onnx, onnxruntime, numpy, scikit-learn)..."
+    PYTHON="$(command -v python3 || command -v python)"
+    "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/python" -m pip install --quiet --upgrade pip
+    "$VENV/bin/python" -m pip install --quiet -r "$REQS"
+    cp "$REQS" "$STAMP"
+fi
+export FERRITE_PYTHON="$VENV/bin/python"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Every test Ferrite has, as CI runs them: formatting, lints, the no_std builds, unit and
+# integration tests, the model suite against onnxruntime and the ONNX node-test harness.
+set -euo pipefail
+source "$(dirname "$0")/setup.sh"
+cd "$FERRITE_ROOT"
+
+echo "== generate the test models and their onnxruntime references"
+"$FERRITE_PYTHON" tests/models/generate.py target/test-models
+export FERRITE_TEST_MODELS="$FERRITE_ROOT/target/test-models"
+FERRITE_NODE_TESTS="$("$FERRITE_PYTHON" -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node"))')"
+export FERRITE_NODE_TESTS
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy -D warnings"
+cargo clippy --workspace --all-targets -q -- -D warnings
+echo "== no_std builds (core + cpu) for Cortex-M"
+cargo build -q -p ferrite-core -p ferrite-cpu --target thumbv7em-none-eabihf
+cargo build -q -p ferrite-core -p ferrite-cpu --target thumbv6m-none-eabi
+echo "== tests"
+LOG="$(mktemp)"
+cargo test --workspace 2>&1 | tee "$LOG"
+awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) g += $i } }
+     END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, g }' "$LOG"
+rm -f "$LOG"

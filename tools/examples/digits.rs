@@ -1,0 +1,70 @@
+//! The digits demo: classify every held-out image with a packed model on the CPU device and
+//! compare with onnxruntime's predictions.
+//!
+//! `cargo run --release -p ferrite-tools --example digits -- MODEL.frt TEST_X.npy TEST_Y.npy ORT_PREDICTIONS.npy`
+
+use ferrite_core::{Model, Session};
+use ferrite_cpu::CpuDevice;
+use ferrite_tools::aligned::AlignedBytes;
+use ferrite_tools::npy;
+use ferrite_tools::tensor::HostTensor;
+use std::path::Path;
+use std::time::Instant;
+
+fn labels(path: &str) -> Result<Vec<i64>, String> {
+    let a = npy::read(Path::new(path)).map_err(|e| e.to_string())?;
+    Ok(HostTensor::from_le_bytes(a.dtype, a.shape, &a.bytes)
+        .ok_or("bad labels")?
+        .to_i64s())
+}
+
+fn main() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [model_path, x_path, y_path, ort_path] = args.as_slice() else {
+        return Err("usage: digits MODEL.frt TEST_X.npy TEST_Y.npy ORT_PREDICTIONS.npy".into());
+    };
+    let bytes = AlignedBytes::from(&std::fs::read(model_path).map_err(|e| e.to_string())?[..]);
+    let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
+    let images = npy::read(Path::new(x_path)).map_err(|e| e.to_string())?;
+    let truth = labels(y_path)?;
+    let ort = labels(ort_path)?;
+    let image_bytes = model.input(0).ok_or("model has no input")?.desc.bytes;
+    if images.bytes.len() != truth.len() * image_bytes {
+        return Err("images and labels do not match the model's input".into());
+    }
+    let mut arena = AlignedBytes::zeroed(model.arena_bytes());
+    let mut session =
+        Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()).map_err(|e| e.to_string())?;
+    let mut correct = 0;
+    let mut agree = 0;
+    let mut times = Vec::with_capacity(truth.len());
+    for (i, image) in images.bytes.chunks_exact(image_bytes).enumerate() {
+        let start = Instant::now();
+        session.set_input(0, image).map_err(|e| e.to_string())?;
+        session.run().map_err(|e| e.to_string())?;
+        let probabilities = session.output_f32(0).map_err(|e| e.to_string())?;
+        let predicted = probabilities
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .map(|(k, _)| k as i64)
+            .unwrap_or(-1);
+        times.push(start.elapsed().as_secs_f64() * 1e6);
+        correct += (predicted == truth[i]) as usize;
+        agree += (predicted == ort[i]) as usize;
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    let n = truth.len();
+    println!(
+        "ferrite (cpu): accuracy {:.4} ({correct}/{n}), median {:.1} us per image, arena {} bytes, weights {} bytes",
+        correct as f64 / n as f64,
+        times[n / 2],
+        model.arena_bytes(),
+        model.weights_bytes()
+    );
+    println!("ferrite and onnxruntime agree on {agree}/{n} images");
+    if agree != n {
+        return Err("ferrite and onnxruntime disagree".into());
+    }
+    Ok(())
+}
