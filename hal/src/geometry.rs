@@ -193,19 +193,20 @@ impl MatMulGeometry {
     }
 }
 
-/// Most `f32` elements of im2col scratch a convolution uses (64 KiB): columns are unfolded a
+/// Most `f32` elements of im2col scratch a convolution uses (128 KiB): columns are unfolded a
 /// tile of output positions at a time, so scratch stays bounded whatever the image size.
-pub const CONV_SCRATCH_BUDGET: usize = 16 * 1024;
+pub const CONV_SCRATCH_BUDGET: usize = 32 * 1024;
 
 /// Output positions per im2col tile for a convolution whose columns have `k` rows
 /// (`in_channels_per_group × kernel area`) over `plane` output positions: the whole plane when it
-/// fits the budget, else the largest multiple of 8 that does (at least 8).
+/// fits the budget, else the largest multiple of 32 that does (at least 32), so that SIMD
+/// micro-kernels see whole blocks.
 pub fn conv_tile_columns(k: usize, plane: usize) -> usize {
     let fit = CONV_SCRATCH_BUDGET / k.max(1);
     if plane <= fit {
         plane
     } else {
-        (fit / 8 * 8).max(8).min(plane)
+        (fit / 32 * 32).max(32).min(plane)
     }
 }
 

@@ -96,6 +96,9 @@ enum Command {
         /// Inputs (default: deterministic random data).
         #[arg(long = "input", num_args = 1..)]
         inputs: Vec<String>,
+        /// Also time each op (CPU device).
+        #[arg(long)]
+        profile: bool,
     },
     /// List the devices this machine can run on.
     Devices,
@@ -132,7 +135,8 @@ fn main() -> ExitCode {
             runs,
             json,
             inputs,
-        } => cmd_bench(&model, &device, runs, json, &inputs),
+            profile,
+        } => cmd_bench(&model, &device, runs, json, &inputs, profile),
         Command::Devices => {
             println!("cpu      host CPU, portable Rust kernels (f32)");
             Ok(ExitCode::SUCCESS)
@@ -390,6 +394,7 @@ fn cmd_bench(
     runs: usize,
     as_json: bool,
     inputs: &[String],
+    profile: bool,
 ) -> CliResult {
     require_cpu(device)?;
     if runs == 0 {
@@ -403,6 +408,11 @@ fn cmd_bench(
         read_inputs(&model, inputs)?
     };
     let stats = runner::bench_cpu(&model, &arrays, runs).map_err(|e| e.to_string())?;
+    let steps = if profile {
+        runner::profile_cpu(&model, &arrays, runs).map_err(|e| e.to_string())?
+    } else {
+        Vec::new()
+    };
     if as_json {
         let doc = json!({
             "model": model_path.display().to_string(),
@@ -414,6 +424,7 @@ fn cmd_bench(
             "mean_us": stats.mean_us,
             "arena_bytes": model.arena_bytes(),
             "weights_bytes": model.weights_bytes(),
+            "ops": steps.iter().map(|(op, name, us)| json!({"op": op, "name": name, "median_us": us})).collect::<Vec<_>>(),
         });
         println!("{doc}");
     } else {
@@ -426,6 +437,13 @@ fn cmd_bench(
             stats.runs,
             model.arena_bytes()
         );
+        let total: f64 = steps.iter().map(|s| s.2).sum();
+        for (i, (op, name, us)) in steps.iter().enumerate() {
+            println!(
+                "  #{i:<3} {op:<22} {name:<28} {us:>9.1} us  {:>5.1}%",
+                100.0 * us / total.max(1e-9)
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

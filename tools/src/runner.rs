@@ -214,3 +214,49 @@ pub fn synthetic_inputs(model: &Model<'_>) -> Vec<NpyArray> {
         })
         .collect()
 }
+
+/// Time per step (median over `runs`), in execution order: `(op label, node name, µs)`.
+pub fn profile_cpu(
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    runs: usize,
+) -> Result<Vec<(String, String, f64)>, RunError> {
+    use ferrite_hal::Plan;
+    check_inputs(model, inputs)?;
+    let mut arena = arena_for(model);
+    let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(runs); model.len()];
+    for _ in 0..runs.max(1) {
+        for (i, a) in inputs.iter().enumerate() {
+            if let (Some(info), bytes) = (model.input(i), &a.bytes) {
+                if let ferrite_hal::Location::Arena(o) = info.desc.location {
+                    arena.as_mut_bytes()[o..o + bytes.len()].copy_from_slice(bytes);
+                }
+            }
+        }
+        for (s, times) in samples.iter_mut().enumerate() {
+            let step = model
+                .step(s)
+                .ok_or_else(|| RunError::Input("corrupt plan".into()))?;
+            let start = Instant::now();
+            ferrite_cpu::kernels::run_step(&step, arena.as_mut_bytes(), model.weights())
+                .map_err(|e| RunError::Session(ferrite_core::Error::Device(e)))?;
+            times.push(start.elapsed().as_secs_f64() * 1e6);
+        }
+    }
+    Ok(samples
+        .into_iter()
+        .enumerate()
+        .map(|(s, mut t)| {
+            t.sort_by(|a, b| a.total_cmp(b));
+            let label = model
+                .step(s)
+                .map(|st| crate::pack::op_label(&st.op))
+                .unwrap_or_default();
+            (
+                label,
+                model.op_name(s).unwrap_or("").to_string(),
+                t[t.len() / 2],
+            )
+        })
+        .collect())
+}
