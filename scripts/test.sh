@@ -18,9 +18,10 @@ cargo clippy --workspace --all-targets -q -- -D warnings
 echo "== no_std builds (core + cpu) for Cortex-M"
 cargo build -q -p ferrite-core -p ferrite-cpu --target thumbv7em-none-eabihf
 cargo build -q -p ferrite-core -p ferrite-cpu --target thumbv6m-none-eabi
+cargo build -q -p ferrite-cpu --features fast-math --target thumbv7em-none-eabihf
 echo "== tests"
 LOG="$(mktemp)"
-cargo test --workspace 2>&1 | tee "$LOG"
+{ cargo test --workspace && cargo test -p ferrite-cpu --features std,fast-math; } 2>&1 | tee "$LOG"
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) g += $i } }
      END { printf "tests: %d passed, %d failed, %d skipped\n", p, f, g }' "$LOG"
 rm -f "$LOG"

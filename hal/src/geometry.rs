@@ -210,9 +210,22 @@ pub fn conv_tile_columns(k: usize, plane: usize) -> usize {
     }
 }
 
-/// Scratch (in `f32` elements) that a convolution needs for its im2col columns: none for a
-/// depthwise convolution (one input channel per group, several groups) or a pointwise one
-/// (1×1 kernel, stride 1, no padding); otherwise one tile of columns,
+/// `[height, width]` of the zero-padded input plane of a stride-1 depthwise convolution.
+pub fn depthwise_padded_plane(
+    conv: &crate::op::Conv,
+    out_h: usize,
+    out_w: usize,
+) -> Option<[usize; 2]> {
+    let w = &conv.window;
+    let h = out_h.checked_add((w.kernel[0] - 1).checked_mul(w.dilation[0])?)?;
+    let wd = out_w.checked_add((w.kernel[1] - 1).checked_mul(w.dilation[1])?)?;
+    Some([h, wd])
+}
+
+/// Scratch (in `f32` elements) that a convolution needs: none for a pointwise one (1×1 kernel,
+/// stride 1, no padding) or a depthwise one (one input channel per group, several groups) with
+/// strides; for a stride-1 depthwise one, a zero-padded input plane and a padded-width output
+/// plane (so every tap is one long vectorisable pass); otherwise one tile of im2col columns,
 /// `in_channels_per_group × kernel area × conv_tile_columns(..)`.
 ///
 /// The planner reserves exactly this much, the verifier checks it, and devices that convolve by
@@ -226,8 +239,12 @@ pub fn conv_scratch_elements(
     let w = &conv.window;
     let depthwise = in_channels_per_group == 1 && conv.group > 1;
     let pointwise = w.kernel == [1, 1] && w.stride == [1, 1] && w.pads == [0; 4];
-    if depthwise || pointwise {
+    if pointwise || (depthwise && w.stride != [1, 1]) {
         return Some(0);
+    }
+    if depthwise {
+        let [padded_h, padded_w] = depthwise_padded_plane(conv, out_h, out_w)?;
+        return padded_h.checked_add(out_h)?.checked_mul(padded_w);
     }
     let k = in_channels_per_group
         .checked_mul(w.kernel[0])?

@@ -408,3 +408,82 @@ fn bad_frt_and_inputs() {
     );
     assert_error(&ferrite(&["bench", s(&frt), "--runs", "0"]), "--runs");
 }
+
+/// The generated test models (if present) through `ferrite pack` and `ferrite run`, compared with
+/// onnxruntime's outputs within 1e-4 relative. `scripts/test.sh` generates them; without them
+/// this test fails and says how to make them.
+#[test]
+fn test_models_through_the_cli() {
+    let dir = std::env::var_os("FERRITE_TEST_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../target/test-models"));
+    let manifest = std::fs::read_to_string(dir.join("manifest.json")).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run `python tests/models/generate.py {}`",
+            dir.display(),
+            dir.display()
+        )
+    });
+    let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
+    let work = temp_dir("models");
+    for (name, entry) in manifest.as_object().unwrap() {
+        let onnx = dir.join(format!("{name}.onnx"));
+        let frt = work.join(format!("{name}.frt"));
+        let mut args = vec![
+            "pack".to_string(),
+            s(&onnx).into(),
+            "-o".into(),
+            s(&frt).into(),
+        ];
+        for (input, dims) in entry["input_shapes"].as_object().unwrap() {
+            let dims: Vec<String> = dims
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.to_string())
+                .collect();
+            args.push("--input-shape".into());
+            args.push(format!("{input}={}", dims.join("x")));
+        }
+        let out = ferrite(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let out_dir = work.join(name);
+        let input = dir.join(format!("{name}.input_0.npy"));
+        let out = ferrite(&[
+            "run",
+            s(&frt),
+            "--input",
+            s(&input),
+            "--out-dir",
+            s(&out_dir),
+        ]);
+        assert!(
+            out.status.success(),
+            "{name}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let floats = |a: &NpyArray| -> Vec<f32> {
+            a.bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect()
+        };
+        let actual = floats(&npy::read(&out_dir.join("output_0.npy")).unwrap());
+        let expected = floats(&npy::read(&dir.join(format!("{name}.output_0.npy"))).unwrap());
+        assert_eq!(actual.len(), expected.len(), "{name}");
+        let max_ref = expected.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let max_err = actual
+            .iter()
+            .zip(&expected)
+            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(
+            max_err <= 1e-4 * max_ref,
+            "{name}: relative error {}",
+            max_err / max_ref
+        );
+    }
+}

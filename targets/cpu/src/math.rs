@@ -35,3 +35,35 @@ pub fn tanh(x: f32) -> f32 {
 pub fn sqrt(x: f32) -> f32 {
     libm::sqrtf(x)
 }
+
+#[cfg(test)]
+mod tests {
+    /// Largest relative error of `f` against `reference` over `[lo, hi]` (10 001 points).
+    fn max_relative_error(f: fn(f32) -> f32, reference: fn(f32) -> f32, lo: f32, hi: f32) -> f32 {
+        (0..=10_000)
+            .map(|i| lo + (hi - lo) * i as f32 / 10_000.0)
+            .map(|x| {
+                let want = reference(x);
+                (f(x) - want).abs() / want.abs().max(1e-6)
+            })
+            .fold(0.0, f32::max)
+    }
+
+    /// The accuracy `docs/kernels.md` states: exact (libm) by default, within the measured
+    /// bounds with `fast-math`.
+    #[test]
+    fn accuracy_is_as_documented() {
+        let exp_err = max_relative_error(super::exp, libm::expf, -20.0, 20.0);
+        let tanh_err = max_relative_error(super::tanh, libm::tanhf, -8.0, 8.0);
+        #[cfg(feature = "std")]
+        std::println!("exp max relative error {exp_err:e}, tanh {tanh_err:e}");
+        if cfg!(feature = "fast-math") {
+            assert!(
+                exp_err < 5e-3 && tanh_err < 5e-3,
+                "exp {exp_err}, tanh {tanh_err}"
+            );
+        } else {
+            assert_eq!((exp_err, tanh_err), (0.0, 0.0));
+        }
+    }
+}

@@ -7,7 +7,7 @@
 
 use super::elementwise::activate;
 use super::gemm::{sgemm, Mat};
-use ferrite_hal::geometry::conv_tile_columns;
+use ferrite_hal::geometry::{conv_tile_columns, depthwise_padded_plane};
 use ferrite_hal::op::{Conv, ConvTranspose, Window};
 
 /// Dimensions of one convolution call.
@@ -73,7 +73,14 @@ pub fn conv(
         init_bias(out_b, bias, plane);
         let x_b = &x[b * d.c * d.h * d.w..(b + 1) * d.c * d.h * d.w];
         if depthwise {
-            depthwise_conv(win, d, ocg, x_b, weight, out_b);
+            let flat = win.stride == [1, 1]
+                && depthwise_padded_plane(p, d.oh, d.ow)
+                    .is_some_and(|[ph, pw]| scratch.len() >= (ph + d.oh) * pw);
+            if flat {
+                depthwise_flat(win, d, ocg, x_b, weight, bias, out_b, scratch);
+            } else {
+                depthwise_conv(win, d, ocg, x_b, weight, out_b);
+            }
             continue;
         }
         let tile = if pointwise {
@@ -195,6 +202,64 @@ fn im2col(
                     }
                 }
             }
+        }
+    }
+}
+
+/// Stride-1 depthwise convolution on a zero-padded copy of each input plane: with the output
+/// computed at the padded width, every tap is one contiguous multiply-add over the whole plane,
+/// which vectorises however narrow the image is; the valid columns are copied out at the end.
+#[allow(clippy::too_many_arguments)]
+fn depthwise_flat(
+    win: &Window,
+    d: ConvDims,
+    multiplier: usize,
+    x: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    scratch: &mut [f32],
+) {
+    let [kh, kw] = win.kernel;
+    let [dh, dw] = win.dilation;
+    let (pt, pl) = (win.pads[0], win.pads[1]);
+    let ph = d.oh + (kh - 1) * dh;
+    let pw = d.ow + (kw - 1) * dw;
+    let (padded, acc) = scratch.split_at_mut(ph * pw);
+    let acc = &mut acc[..d.oh * pw];
+    // Length of the flat pass: the last valid output sits at (oh - 1) * pw + ow - 1.
+    let span = (d.oh - 1) * pw + d.ow;
+    let plane = d.oh * d.ow;
+    for o in 0..d.oc {
+        let c = o / multiplier;
+        if o % multiplier == 0 {
+            padded.fill(0.0);
+            let src = &x[c * d.h * d.w..(c + 1) * d.h * d.w];
+            // Rows/columns of the input that land inside the padded plane (pads may exceed it).
+            for iy in 0..d.h {
+                let py = iy + pt;
+                if py >= ph {
+                    break;
+                }
+                let cols = d.w.min(pw.saturating_sub(pl));
+                padded[py * pw + pl..py * pw + pl + cols]
+                    .copy_from_slice(&src[iy * d.w..iy * d.w + cols]);
+            }
+        }
+        let out_c = &mut out[o * plane..(o + 1) * plane];
+        acc[..span].fill(bias.map_or(0.0, |b| b[o]));
+        let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let wv = w_o[ky * kw + kx];
+                let shift = ky * dh * pw + kx * dw;
+                for (a, v) in acc[..span].iter_mut().zip(&padded[shift..shift + span]) {
+                    *a += wv * v;
+                }
+            }
+        }
+        for oy in 0..d.oh {
+            out_c[oy * d.ow..(oy + 1) * d.ow].copy_from_slice(&acc[oy * pw..oy * pw + d.ow]);
         }
     }
 }

@@ -204,10 +204,12 @@ mod x86 {
         b: Mat<'_>,
         c: &mut [f32],
         ldc: usize,
+        ci: usize,
+        cj: usize,
     ) -> bool {
         let a_ok = (0..R).all(|r| (i + r) * a.stride + k <= a.data.len());
         let b_ok = k == 0 || (k - 1) * b.stride + j + NR <= b.data.len();
-        let c_ok = (i + R - 1) * ldc + j + NR <= c.len();
+        let c_ok = (ci + R - 1) * ldc + cj + NR <= c.len();
         if !(a_ok && b_ok && c_ok) {
             return false;
         }
@@ -229,7 +231,7 @@ mod x86 {
         }
         let scale = _mm256_set1_ps(alpha);
         for (r, acc) in acc.iter().enumerate() {
-            let row = &mut c[(i + r) * ldc + j..(i + r) * ldc + j + NR];
+            let row = &mut c[(ci + r) * ldc + cj..(ci + r) * ldc + cj + NR];
             // SAFETY: `row` holds exactly 16 floats.
             unsafe {
                 let p = row.as_mut_ptr();
@@ -271,12 +273,12 @@ mod x86 {
                 let mut j = 0;
                 while j < full && ok {
                     ok = match rows {
-                        6 => block::<6>(i, j, k, alpha, a, b, c, ldc),
-                        5 => block::<5>(i, j, k, alpha, a, b, c, ldc),
-                        4 => block::<4>(i, j, k, alpha, a, b, c, ldc),
-                        3 => block::<3>(i, j, k, alpha, a, b, c, ldc),
-                        2 => block::<2>(i, j, k, alpha, a, b, c, ldc),
-                        _ => block::<1>(i, j, k, alpha, a, b, c, ldc),
+                        6 => block::<6>(i, j, k, alpha, a, b, c, ldc, i, j),
+                        5 => block::<5>(i, j, k, alpha, a, b, c, ldc, i, j),
+                        4 => block::<4>(i, j, k, alpha, a, b, c, ldc, i, j),
+                        3 => block::<3>(i, j, k, alpha, a, b, c, ldc, i, j),
+                        2 => block::<2>(i, j, k, alpha, a, b, c, ldc, i, j),
+                        _ => block::<1>(i, j, k, alpha, a, b, c, ldc, i, j),
                     };
                     j += NR;
                 }
@@ -292,7 +294,7 @@ mod x86 {
                 return sgemm_generic::<4, 8, true>(m, n, k, alpha, a, b, c, ldc, true);
             }
         }
-        if done_cols < n {
+        if done_cols < n && !(k > 0 && k <= TAIL_K && tail(m, n, k, alpha, a, b, c, ldc, full)) {
             let rest_b = Mat {
                 data: b.data.get(done_cols..).unwrap_or(&[]),
                 stride: b.stride,
@@ -300,6 +302,64 @@ mod x86 {
             let rest_c = c.get_mut(done_cols..).unwrap_or(&mut []);
             sgemm_generic::<4, 8, true>(m, n - done_cols, k, alpha, a, rest_b, rest_c, ldc, true);
         }
+    }
+
+    /// Largest K whose column tail is packed on the stack (64 KiB).
+    const TAIL_K: usize = 1024;
+
+    /// Columns `j0..n` (fewer than 16): copied zero-padded to 16 wide, multiplied with the
+    /// 6×16 kernel into a small tile, and added back. False if a slice is too short.
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(clippy::too_many_arguments)]
+    fn tail(
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: f32,
+        a: Mat<'_>,
+        b: Mat<'_>,
+        c: &mut [f32],
+        ldc: usize,
+        j0: usize,
+    ) -> bool {
+        let width = n - j0;
+        let mut packed = [0.0f32; NR * TAIL_K];
+        for p in 0..k {
+            let Some(src) = b.data.get(p * b.stride + j0..p * b.stride + n) else {
+                return false;
+            };
+            packed[p * NR..p * NR + width].copy_from_slice(src);
+        }
+        let panel = Mat {
+            data: &packed[..k * NR],
+            stride: NR,
+        };
+        let mut i = 0;
+        while i < m {
+            let rows = (m - i).min(MR);
+            let mut tile = [0.0f32; MR * NR];
+            let ok = match rows {
+                6 => block::<6>(i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0),
+                5 => block::<5>(i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0),
+                4 => block::<4>(i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0),
+                3 => block::<3>(i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0),
+                2 => block::<2>(i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0),
+                _ => block::<1>(i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0),
+            };
+            if !ok {
+                return false;
+            }
+            for r in 0..rows {
+                let Some(dst) = c.get_mut((i + r) * ldc + j0..(i + r) * ldc + n) else {
+                    return false;
+                };
+                for (d, t) in dst.iter_mut().zip(&tile[r * NR..]) {
+                    *d += t;
+                }
+            }
+            i += rows;
+        }
+        true
     }
 
     #[allow(clippy::too_many_arguments)]

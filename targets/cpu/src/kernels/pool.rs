@@ -19,6 +19,9 @@ pub fn pool(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
     let [sh, sw] = p.window.stride;
     let [dh, dw] = p.window.dilation;
     let [pt, pl, pb, pr] = p.window.pads;
+    if p.window.dilation == [1, 1] {
+        return pool_dense(p, d, is_max, x, out);
+    }
     for plane in 0..n * c {
         let src = &x[plane * h * w..(plane + 1) * h * w];
         let dst = &mut out[plane * oh * ow..(plane + 1) * oh * ow];
@@ -58,6 +61,51 @@ pub fn pool(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
                         rows.div_ceil(dh) * cols.div_ceil(dw)
                     } else {
                         count
+                    };
+                    if divisor == 0 {
+                        0.0
+                    } else {
+                        sum / divisor as f32
+                    }
+                };
+            }
+        }
+    }
+}
+
+/// Pooling without dilation: each window is a rectangle of contiguous row slices, clipped to
+/// the input once per output instead of per element.
+fn pool_dense(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
+    let [n, c, h, w] = d.input;
+    let [oh, ow] = d.output;
+    let [kh, kw] = p.window.kernel;
+    let [sh, sw] = p.window.stride;
+    let [pt, pl, pb, pr] = p.window.pads;
+    for plane in 0..n * c {
+        let src = &x[plane * h * w..(plane + 1) * h * w];
+        let dst = &mut out[plane * oh * ow..(plane + 1) * oh * ow];
+        for oy in 0..oh {
+            let y0 = oy * sh;
+            let (y_lo, y_hi) = (y0.max(pt) - pt, (y0 + kh).min(h + pt).max(pt) - pt);
+            for ox in 0..ow {
+                let x0 = ox * sw;
+                let (x_lo, x_hi) = (x0.max(pl) - pl, (x0 + kw).min(w + pl).max(pl) - pl);
+                let (x_lo, y_lo) = (x_lo.min(x_hi), y_lo.min(y_hi));
+                let rows = (y_lo..y_hi).map(|iy| &src[iy * w + x_lo..iy * w + x_hi]);
+                dst[oy * ow + ox] = if is_max {
+                    rows.flat_map(|r| r.iter())
+                        .fold(
+                            f32::NEG_INFINITY,
+                            |m, &v| if v > m || v.is_nan() { v } else { m },
+                        )
+                } else {
+                    let sum: f32 = rows.map(|r| r.iter().sum::<f32>()).sum();
+                    let divisor = if p.count_include_pad {
+                        let rows = (y0 + kh).min(h + pt + pb) - y0;
+                        let cols = (x0 + kw).min(w + pl + pr) - x0;
+                        rows * cols
+                    } else {
+                        (y_hi - y_lo) * (x_hi - x_lo)
                     };
                     if divisor == 0 {
                         0.0
