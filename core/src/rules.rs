@@ -439,16 +439,13 @@ fn check_pool(p: &Pool, x: &TensorDesc, y: &TensorDesc) -> Rule {
     let [n, c, h, w] = nchw(&x.shape).ok_or("pooling input must be rank 3 or 4")?;
     check_window_rank(x, &p.window)?;
     let win = &p.window;
-    ensure(
-        win.pads[0] < win.kernel[0] * win.dilation[0]
-            && win.pads[2] < win.kernel[0] * win.dilation[0],
-        "pooling pads larger than the window",
-    )?;
-    ensure(
-        win.pads[1] < win.kernel[1] * win.dilation[1]
-            && win.pads[3] < win.kernel[1] * win.dilation[1],
-        "pooling pads larger than the window",
-    )?;
+    for axis in 0..2 {
+        let span = win.kernel[axis].saturating_mul(win.dilation[axis]);
+        ensure(
+            win.pads[axis] < span && win.pads[axis + 2] < span,
+            "pooling pads larger than the window",
+        )?;
+    }
     let oh = geometry::pool_out(
         h,
         win.kernel[0],

@@ -36,10 +36,11 @@ pub fn pool_out(
     if !ceil_mode {
         return Some(floor);
     }
+    // conv_out succeeded, so none of these sums overflow.
     let effective = (kernel - 1) * dilation + 1;
     let span = input + pad_begin + pad_end - effective;
     let mut out = span.div_ceil(stride.max(1)) + 1;
-    if (out - 1) * stride >= input + pad_begin {
+    if (out - 1).saturating_mul(stride) >= input + pad_begin {
         out -= 1;
     }
     Some(out)

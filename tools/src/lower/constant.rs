@@ -127,7 +127,7 @@ pub(super) fn range(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         }
         let span = limit as i128 - start as i128;
         let n = if (span > 0) == (delta > 0) && span != 0 {
-            (span.abs() + delta.abs() as i128 - 1) / delta.abs() as i128
+            (span.abs() + (delta as i128).abs() - 1) / (delta as i128).abs()
         } else {
             0
         };
@@ -135,7 +135,9 @@ pub(super) fn range(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
             .ok()
             .and_then(|n| checked_elements(&[n]))
             .ok_or("the range is too large")?;
-        let v: Vec<i64> = (0..n as i64).map(|i| start + i * delta).collect();
+        let v: Vec<i64> = (0..n as i128)
+            .map(|i| (start as i128 + i * delta as i128) as i64)
+            .collect();
         lw.const_output(node, 0, HostTensor::int(dtype, vec![n], v));
     }
     Ok(())
@@ -143,6 +145,10 @@ pub(super) fn range(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 
 /// Equal, Where and Expand, evaluated on constants only.
 pub(super) fn host_only(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let arity = if node.op_type == "Where" { 3 } else { 2 };
+    if node.inputs.len() != arity {
+        return Err(format!("{} takes {arity} inputs", node.op_type));
+    }
     let mut values = Vec::new();
     for i in 0..node.inputs.len() {
         let t = lw.input(node, i)?;

@@ -260,15 +260,22 @@ impl Lowerer {
         }
     }
 
-    /// Creates output `i` of `node` as a new runtime tensor.
-    pub fn output(&mut self, node: &Node, i: usize, dtype: DType, shape: Vec<usize>) -> TensorId {
+    /// Creates output `i` of `node` as a new runtime tensor (refusing absurd sizes).
+    pub fn output(
+        &mut self,
+        node: &Node,
+        i: usize,
+        dtype: DType,
+        shape: Vec<usize>,
+    ) -> Result<TensorId, Reason> {
+        bounded(&shape)?;
         let name = match node.outputs.get(i) {
             Some(n) if !n.is_empty() => n.clone(),
             _ => format!("{}:unused{i}", node.label()),
         };
         let id = self.graph.add_tensor(name.clone(), dtype, shape);
         self.names.insert(name, id);
-        id
+        Ok(id)
     }
 
     /// Defines output `i` of `node` as a constant.
@@ -287,7 +294,7 @@ impl Lowerer {
         src: TensorId,
         shape: Vec<usize>,
     ) -> Result<(), Reason> {
-        let count: usize = shape.iter().product();
+        let count = bounded(&shape)?;
         let src_count: usize = self.graph.tensors[src].shape.iter().product();
         if count != src_count {
             return Err(format!(
@@ -387,6 +394,13 @@ impl Lowerer {
     pub fn is_unknown(&self, name: &str) -> bool {
         self.unknown.contains(name)
     }
+}
+
+/// The element count of `shape`, or an error past [`crate::tensor::MAX_CONSTANT_ELEMENTS`]
+/// (every tensor Ferrite plans is bounded, so later shape arithmetic cannot overflow).
+pub fn bounded(shape: &[usize]) -> Result<usize, Reason> {
+    crate::tensor::checked_elements(shape)
+        .ok_or_else(|| format!("a tensor of shape {shape:?} is too large"))
 }
 
 /// Normalises a possibly negative axis against `rank`.

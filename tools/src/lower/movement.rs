@@ -44,7 +44,7 @@ pub(super) fn reshape(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         });
     }
     if let Some(i) = infer {
-        let known: usize = shape.iter().product();
+        let known = super::bounded(&shape)?;
         if known == 0 || total % known != 0 {
             return Err(format!("cannot infer -1: {total} elements into {target:?}"));
         }
@@ -156,7 +156,7 @@ pub(super) fn transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         return lw.alias_output(node, 0, x, s);
     }
     let out = perm.iter().map(|&p| s[p]).collect();
-    let y = lw.output(node, 0, lw.dtype(x), out);
+    let y = lw.output(node, 0, lw.dtype(x), out)?;
     let mut p = [0usize; MAX_RANK];
     p[..rank].copy_from_slice(&perm);
     lw.emit(node, Op::Transpose { perm: p }, vec![Some(x)], vec![y])?;
@@ -186,7 +186,7 @@ pub(super) fn concat(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         }
         out[axis] += s[axis];
     }
-    let y = lw.output(node, 0, lw.dtype(first), out);
+    let y = lw.output(node, 0, lw.dtype(first), out)?;
     lw.emit(
         node,
         Op::Concat { axis },
@@ -224,14 +224,14 @@ pub(super) fn split(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
                 .collect()
         }
     };
-    if sizes.iter().sum::<usize>() != dim {
+    if sizes.iter().try_fold(0usize, |a, &b| a.checked_add(b)) != Some(dim) {
         return Err("split sizes do not add up to the axis length".into());
     }
     let mut outputs = Vec::new();
     for (i, &len) in sizes.iter().enumerate() {
         let mut shape = s.clone();
         shape[axis] = len;
-        outputs.push(lw.output(node, i, lw.dtype(x), shape));
+        outputs.push(lw.output(node, i, lw.dtype(x), shape)?);
     }
     lw.emit(node, Op::Split { axis }, vec![Some(x)], outputs)?;
     Ok(())
@@ -260,7 +260,8 @@ pub(super) fn slice(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     };
     let axes = match axes {
         Some(a) => axes_list(&a, rank)?,
-        None => (0..starts.len()).collect(),
+        None if starts.len() <= rank => (0..starts.len()).collect(),
+        None => return Err("more starts than axes".into()),
     };
     let steps = steps.unwrap_or_else(|| vec![1; starts.len()]);
     if ends.len() != starts.len() || axes.len() != starts.len() || steps.len() != starts.len() {
@@ -291,17 +292,18 @@ pub(super) fn slice(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         };
         let span = e - b;
         let count = if (st > 0 && span > 0) || (st < 0 && span < 0) {
-            (span.unsigned_abs() as i64 + st.abs() - 1) / st.abs()
+            span.unsigned_abs().div_ceil(st.unsigned_abs())
         } else {
             0
         };
         out[axis] = count as usize;
         if count > 0 {
             first[axis] = b as usize;
+            // A step longer than the axis reads one element; clamp it so it fits the encoding.
             step[axis] = st.clamp(-d.max(1), d.max(1)) as isize;
         }
     }
-    let y = lw.output(node, 0, lw.dtype(x), out);
+    let y = lw.output(node, 0, lw.dtype(x), out)?;
     lw.emit(
         node,
         Op::Slice {
@@ -353,6 +355,10 @@ pub(super) fn pad(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let mut ends = [0usize; MAX_RANK];
     let mut out = s.clone();
     for (i, &a) in axes.iter().enumerate() {
+        let limit = crate::tensor::MAX_CONSTANT_ELEMENTS as i64;
+        if pads[i] > limit || pads[i + axes.len()] > limit {
+            return Err("pads are too large".into());
+        }
         begins[a] = pads[i] as usize;
         ends[a] = pads[i + axes.len()] as usize;
         out[a] += begins[a] + ends[a];
@@ -366,7 +372,7 @@ pub(super) fn pad(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
             return Err("edge padding of an empty axis".into());
         }
     }
-    let y = lw.output(node, 0, lw.dtype(x), out);
+    let y = lw.output(node, 0, lw.dtype(x), out)?;
     lw.emit(
         node,
         Op::Pad {
@@ -401,7 +407,7 @@ pub(super) fn gather(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let mut out = s[..axis].to_vec();
     out.extend(lw.shape(idx));
     out.extend(&s[axis + 1..]);
-    let y = lw.output(node, 0, lw.dtype(x), out);
+    let y = lw.output(node, 0, lw.dtype(x), out)?;
     lw.emit(node, Op::Gather { axis }, vec![Some(x), Some(idx)], vec![y])?;
     Ok(())
 }
@@ -441,7 +447,7 @@ pub(super) fn reduce(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
             (false, _) => Some(d),
         })
         .collect();
-    let y = lw.output(node, 0, lw.dtype(x), out);
+    let y = lw.output(node, 0, lw.dtype(x), out)?;
     lw.emit(node, Op::Reduce { op, axes: mask }, vec![Some(x)], vec![y])?;
     Ok(())
 }

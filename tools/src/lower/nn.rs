@@ -60,9 +60,14 @@ fn resolve_window(
         "SAME_UPPER" | "SAME_LOWER" if transpose => {}
         "SAME_UPPER" | "SAME_LOWER" => {
             for axis in 0..n {
-                let eff = (kernel[axis] - 1) * dilations[axis] + 1;
+                let eff = (kernel[axis] - 1)
+                    .saturating_mul(dilations[axis])
+                    .saturating_add(1);
                 let out = input[axis].div_ceil(strides[axis]);
-                let total = ((out.max(1) - 1) * strides[axis] + eff).saturating_sub(input[axis]);
+                let total = ((out.max(1) - 1)
+                    .saturating_mul(strides[axis])
+                    .saturating_add(eff))
+                .saturating_sub(input[axis]);
                 let small = total / 2;
                 let (begin, end) = if auto_pad == "SAME_UPPER" {
                     (small, total - small)
@@ -166,7 +171,7 @@ pub(super) fn conv(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     }
     let mut out_shape = vec![xs[0], ws[0]];
     out_shape.extend(out_spatial);
-    let y = lw.output(node, 0, DType::F32, out_shape);
+    let y = lw.output(node, 0, DType::F32, out_shape)?;
     let op = Op::Conv(Conv {
         window,
         group: group as usize,
@@ -230,13 +235,22 @@ pub(super) fn conv_transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason
         None => None,
     };
     if let Some(target) = target {
+        if target.len() != n {
+            return Err("output_shape must give every spatial dimension".into());
+        }
         // Pads come from the requested size (ONNX ConvTranspose rule).
         for axis in 0..n {
             let a = if n == 1 { 1 } else { axis };
-            let full = window.stride[a] * (spatial[axis] - 1)
-                + output_padding[axis]
-                + (kernel[axis] - 1) * window.dilation[a]
-                + 1;
+            let full = window.stride[a]
+                .checked_mul(
+                    spatial[axis]
+                        .checked_sub(1)
+                        .ok_or("ConvTranspose of an empty input")?,
+                )
+                .and_then(|v| v.checked_add(output_padding[axis]))
+                .and_then(|v| v.checked_add((kernel[axis] - 1).checked_mul(window.dilation[a])?))
+                .and_then(|v| v.checked_add(1))
+                .ok_or("ConvTranspose output size overflows")?;
             if full < target[axis] {
                 output_padding[axis] += target[axis] - full;
                 continue;
@@ -287,7 +301,7 @@ pub(super) fn conv_transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason
     }
     let mut out_shape = vec![xs[0], oc];
     out_shape.extend(out_spatial);
-    let y = lw.output(node, 0, DType::F32, out_shape);
+    let y = lw.output(node, 0, DType::F32, out_shape)?;
     let op = Op::ConvTranspose(ConvTranspose {
         window,
         output_padding: op_pad,
@@ -334,7 +348,7 @@ pub(super) fn gemm(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
             return Err("Gemm C does not broadcast to the output".into());
         }
     }
-    let y = lw.output(node, 0, DType::F32, out);
+    let y = lw.output(node, 0, DType::F32, out)?;
     let op = Op::Gemm(Gemm {
         alpha: node.float("alpha", 1.0)?,
         beta: node.float("beta", 1.0)?,
@@ -350,7 +364,7 @@ pub(super) fn matmul(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     lw.require_f32(&[a, b])?;
     let g = MatMulGeometry::new(&hal_shape(&lw.shape(a))?, &hal_shape(&lw.shape(b))?)
         .ok_or("MatMul shapes are incompatible")?;
-    let y = lw.output(node, 0, DType::F32, g.output.dims().to_vec());
+    let y = lw.output(node, 0, DType::F32, g.output.dims().to_vec())?;
     lw.emit(
         node,
         Op::MatMul {
@@ -390,7 +404,7 @@ pub(super) fn binary(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     lw.require_f32(&[a, b])?;
     let out = broadcast(&hal_shape(&lw.shape(a))?, &hal_shape(&lw.shape(b))?)
         .ok_or("operand shapes do not broadcast")?;
-    let y = lw.output(node, 0, DType::F32, out.dims().to_vec());
+    let y = lw.output(node, 0, DType::F32, out.dims().to_vec())?;
     lw.emit(
         node,
         Op::Binary {
@@ -435,7 +449,7 @@ pub(super) fn activation(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
             Activation::Clip { min, max }
         }
     };
-    let y = lw.output(node, 0, DType::F32, lw.shape(x));
+    let y = lw.output(node, 0, DType::F32, lw.shape(x))?;
     lw.emit(node, Op::Unary(act), vec![Some(x)], vec![y])?;
     Ok(())
 }
@@ -447,14 +461,14 @@ pub(super) fn softmax(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let rank = shape.len().max(1);
     if lw.opset() >= 13 {
         let axis = normalize_axis(node.int("axis", -1)?, rank)?;
-        let y = lw.output(node, 0, DType::F32, shape);
+        let y = lw.output(node, 0, DType::F32, shape)?;
         lw.emit(node, Op::Softmax { axis }, vec![Some(x)], vec![y])?;
         return Ok(());
     }
     // Before opset 13 the input is coerced to 2-D at `axis`.
     let axis = normalize_axis(node.int("axis", 1)?, rank)?;
     if axis == rank - 1 {
-        let y = lw.output(node, 0, DType::F32, shape);
+        let y = lw.output(node, 0, DType::F32, shape)?;
         lw.emit(node, Op::Softmax { axis }, vec![Some(x)], vec![y])?;
         return Ok(());
     }
@@ -491,7 +505,7 @@ pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         count_include_pad: node.int("count_include_pad", 0)? != 0,
     };
     for axis in 0..2 {
-        let span = p.window.kernel[axis] * p.window.dilation[axis];
+        let span = p.window.kernel[axis].saturating_mul(p.window.dilation[axis]);
         if p.window.pads[axis] >= span || p.window.pads[axis + 2] >= span {
             return Err("pads must be smaller than the pooling window".into());
         }
@@ -499,7 +513,7 @@ pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let out_spatial = window_out(&p.window, &spatial, Some(p.ceil_mode))?;
     let mut out_shape = xs[..2].to_vec();
     out_shape.extend(out_spatial);
-    let y = lw.output(node, 0, DType::F32, out_shape);
+    let y = lw.output(node, 0, DType::F32, out_shape)?;
     let op = if is_max {
         Op::MaxPool(p)
     } else {
@@ -518,7 +532,7 @@ pub(super) fn global_average_pool(lw: &mut Lowerer, node: &Node) -> Result<(), R
     }
     let mut out = xs[..2].to_vec();
     out.extend(std::iter::repeat_n(1, xs.len() - 2));
-    let y = lw.output(node, 0, DType::F32, out);
+    let y = lw.output(node, 0, DType::F32, out)?;
     lw.emit(node, Op::GlobalAvgPool, vec![Some(x)], vec![y])?;
     Ok(())
 }
@@ -533,7 +547,7 @@ pub(super) fn global_max_pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reaso
     let mut out = xs[..2].to_vec();
     out.extend(std::iter::repeat_n(1, xs.len() - 2));
     let axes = (2..xs.len()).fold(0u32, |m, a| m | 1 << a);
-    let y = lw.output(node, 0, DType::F32, out);
+    let y = lw.output(node, 0, DType::F32, out)?;
     lw.emit(
         node,
         Op::Reduce {
@@ -566,7 +580,7 @@ pub(super) fn batch_norm(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     if xs.len() < 2 || params.iter().any(|&p| lw.shape(p) != [xs[1]]) {
         return Err("parameters must have one value per channel".into());
     }
-    let y = lw.output(node, 0, DType::F32, xs);
+    let y = lw.output(node, 0, DType::F32, xs)?;
     let op = Op::BatchNorm {
         epsilon: node.float("epsilon", 1e-5)?,
         activation: Activation::None,

@@ -14,7 +14,7 @@ pub fn transpose<T: Copy>(
     out_shape: &Shape,
 ) {
     let rank = in_shape.rank();
-    if rank == 0 {
+    if rank == 0 || out.is_empty() {
         out.copy_from_slice(x);
         return;
     }
@@ -90,6 +90,9 @@ pub fn slice<T: Copy>(
     out_shape: &Shape,
 ) {
     let rank = in_shape.rank();
+    if out.is_empty() {
+        return;
+    }
     if rank == 0 {
         out.copy_from_slice(x);
         return;
