@@ -37,5 +37,56 @@ fn gemm(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, gemm);
+fn conv(c: &mut Criterion) {
+    use ferrite_cpu::kernels::conv::{conv, ConvDims};
+    use ferrite_hal::op::{Conv, Window};
+    use ferrite_hal::Activation;
+    let mut group = c.benchmark_group("conv");
+    // (channels in, channels out, size, kernel, stride, groups): ResNet-8 stage 1, DS-CNN depthwise
+    // and pointwise, MobileNet's stride-2 depthwise.
+    for (ci, co, size, k, stride, g) in [
+        (16, 16, 32, 3, 1, 1),
+        (64, 64, 5, 3, 1, 64),
+        (64, 64, 5, 1, 1, 1),
+        (32, 32, 24, 3, 2, 32),
+    ] {
+        let pad = k / 2;
+        let out = (size + 2 * pad - k) / stride + 1;
+        let p = Conv {
+            window: Window {
+                kernel: [k, k],
+                stride: [stride, stride],
+                dilation: [1, 1],
+                pads: [pad; 4],
+            },
+            group: g,
+            activation: Activation::Relu,
+        };
+        let d = ConvDims {
+            n: 1,
+            c: ci,
+            h: size,
+            w: size,
+            oc: co,
+            oh: out,
+            ow: out,
+        };
+        let x = vec![0.5f32; ci * size * size];
+        let w = vec![0.1f32; co * ci / g * k * k];
+        let mut y = vec![0.0f32; co * out * out];
+        let scratch_len =
+            ferrite_hal::geometry::conv_scratch_elements(&p, ci / g, out, out).unwrap_or(0);
+        let mut scratch = vec![0.0f32; scratch_len];
+        group.throughput(Throughput::Elements(
+            (co * out * out * ci / g * k * k) as u64,
+        ));
+        group.bench_function(
+            format!("{ci}to{co}_{size}x{size}_k{k}_s{stride}_g{g}"),
+            |b| b.iter(|| conv(&p, d, &x, &w, None, &mut y, &mut scratch)),
+        );
+    }
+    group.finish();
+}
+
+criterion_group!(benches, gemm, conv);
 criterion_main!(benches);

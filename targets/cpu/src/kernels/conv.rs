@@ -152,6 +152,14 @@ fn init_bias(out: &mut [f32], bias: Option<&[f32]>, plane: usize) {
     }
 }
 
+/// Zeroes a short slice inline (no `memset` call).
+#[inline(always)]
+fn zero(xs: &mut [f32]) {
+    for x in xs {
+        *x = 0.0;
+    }
+}
+
 /// Unfolds `icg` input channels into `cols[(c, ky, kx), p - p0]` for output positions
 /// `p0..p1` (row-major over `(oy, ox)`).
 fn im2col(
@@ -184,17 +192,21 @@ fn im2col(
                     p += seg_end - seg_start;
                     let (lo, hi) = (ox0.max(seg_start), ox1.min(seg_end));
                     if oy < oy0 || oy >= oy1 || lo >= hi {
-                        dst.fill(0.0);
+                        zero(dst);
                         continue;
                     }
-                    dst[..lo - seg_start].fill(0.0);
-                    dst[hi - seg_start..].fill(0.0);
+                    zero(&mut dst[..lo - seg_start]);
+                    zero(&mut dst[hi - seg_start..]);
                     let iy = oy * sh + ky * dh - pt;
                     let ix0 = lo * sw + kx * dw - pl;
                     let src = &x_c[iy * d.w..(iy + 1) * d.w];
                     let out = &mut dst[lo - seg_start..hi - seg_start];
                     if sw == 1 {
-                        out.copy_from_slice(&src[ix0..ix0 + (hi - lo)]);
+                        // A plain loop, not `copy_from_slice`: segments are short, and a
+                        // `memcpy` call per segment costs more than the copy.
+                        for (dv, sv) in out.iter_mut().zip(&src[ix0..ix0 + (hi - lo)]) {
+                            *dv = *sv;
+                        }
                     } else {
                         for (dv, sv) in out.iter_mut().zip(src[ix0..].iter().step_by(sw)) {
                             *dv = *sv;

@@ -181,20 +181,26 @@ fn row_tail<const FMA: bool>(
 /// for SSE-sized blocks but not for the 6×16 block AVX2 needs; here the block is written with
 /// explicit `__m256` registers. Bounds are checked once per block, before any pointer is read.
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
-#[allow(unsafe_code)]
+#[allow(unsafe_code, clippy::too_many_arguments)]
 mod x86 {
     use super::{sgemm_generic, Mat};
     use core::arch::x86_64::*;
+    use core::cell::RefCell;
+    use std::vec::Vec;
 
     type Kernel = fn(usize, usize, usize, f32, Mat<'_>, Mat<'_>, &mut [f32], usize, bool);
 
     const MR: usize = 6;
     const NR: usize = 16;
 
-    /// `C[i..i+R, j..j+16] += alpha · A[i..i+R, :] · B[:, j..j+16]`; false (nothing done) if a
-    /// slice is too short.
+    std::thread_local! {
+        /// Reused buffer for packed column tails (grows to the largest K seen).
+        static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// `C[ci..ci+R, cj..cj+16] += alpha · A[i..i+R, :] · B[:, j..j+16]`; false (nothing done)
+    /// if a slice is too short.
     #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
     fn block<const R: usize>(
         i: usize,
         j: usize,
@@ -214,17 +220,18 @@ mod x86 {
             return false;
         }
         let mut acc = [[_mm256_setzero_ps(); 2]; R];
-        let a_ptr = a.data.as_ptr();
+        let a_rows: [&[f32]; R] =
+            core::array::from_fn(|r| &a.data[(i + r) * a.stride..(i + r) * a.stride + k]);
         let b_ptr = b.data.as_ptr();
         for p in 0..k {
-            // SAFETY: p < k and the checks above bound every address read here.
+            // SAFETY: p < k, and `b_ok` bounds row p's 16 floats from column j.
             let (b0, b1) = unsafe {
                 let row = b_ptr.add(p * b.stride + j);
                 (_mm256_loadu_ps(row), _mm256_loadu_ps(row.add(8)))
             };
-            for (r, acc) in acc.iter_mut().enumerate() {
-                // SAFETY: (i + r) * stride + p < (i + r) * stride + k <= len.
-                let av = _mm256_set1_ps(unsafe { *a_ptr.add((i + r) * a.stride + p) });
+            for (acc, row) in acc.iter_mut().zip(&a_rows) {
+                // SAFETY: every row of `a_rows` holds k > p elements.
+                let av = _mm256_set1_ps(unsafe { *row.get_unchecked(p) });
                 acc[0] = _mm256_fmadd_ps(av, b0, acc[0]);
                 acc[1] = _mm256_fmadd_ps(av, b1, acc[1]);
             }
@@ -245,8 +252,79 @@ mod x86 {
         true
     }
 
+    /// `C[i, j..j+64] += alpha · A[i, :] · B[:, j..j+64]` for a single row (matrix-vector
+    /// products: batch-1 dense layers), with eight accumulators so loads, not FMA latency,
+    /// bound it. False (nothing done) if a slice is too short.
     #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
+    fn row_wide(
+        i: usize,
+        j: usize,
+        k: usize,
+        alpha: f32,
+        a: Mat<'_>,
+        b: Mat<'_>,
+        c: &mut [f32],
+        ldc: usize,
+    ) -> bool {
+        const W: usize = 64;
+        let Some(a_row) = a.data.get(i * a.stride..i * a.stride + k) else {
+            return false;
+        };
+        if k > 0 && (k - 1) * b.stride + j + W > b.data.len() {
+            return false;
+        }
+        let Some(c_row) = c.get_mut(i * ldc + j..i * ldc + j + W) else {
+            return false;
+        };
+        let mut acc = [_mm256_setzero_ps(); W / 8];
+        let b_ptr = b.data.as_ptr();
+        for (p, &av) in a_row.iter().enumerate() {
+            let av = _mm256_set1_ps(av);
+            // SAFETY: p < k and the check above bounds row p's 64 floats from column j.
+            let row = unsafe { b_ptr.add(p * b.stride + j) };
+            for (v, acc) in acc.iter_mut().enumerate() {
+                // SAFETY: v * 8 + 8 <= 64.
+                let bv = unsafe { _mm256_loadu_ps(row.add(v * 8)) };
+                *acc = _mm256_fmadd_ps(av, bv, *acc);
+            }
+        }
+        let scale = _mm256_set1_ps(alpha);
+        for (chunk, acc) in c_row.chunks_exact_mut(8).zip(&acc) {
+            // SAFETY: `chunk` holds exactly 8 floats.
+            unsafe {
+                let p = chunk.as_mut_ptr();
+                _mm256_storeu_ps(p, _mm256_fmadd_ps(scale, *acc, _mm256_loadu_ps(p)));
+            }
+        }
+        true
+    }
+
+    /// One row block (up to 6 rows) against one 16-wide column block.
+    #[target_feature(enable = "avx2,fma")]
+    fn rows(
+        rows: usize,
+        i: usize,
+        j: usize,
+        k: usize,
+        alpha: f32,
+        a: Mat<'_>,
+        b: Mat<'_>,
+        c: &mut [f32],
+        ldc: usize,
+        ci: usize,
+        cj: usize,
+    ) -> bool {
+        match rows {
+            6 => block::<6>(i, j, k, alpha, a, b, c, ldc, ci, cj),
+            5 => block::<5>(i, j, k, alpha, a, b, c, ldc, ci, cj),
+            4 => block::<4>(i, j, k, alpha, a, b, c, ldc, ci, cj),
+            3 => block::<3>(i, j, k, alpha, a, b, c, ldc, ci, cj),
+            2 => block::<2>(i, j, k, alpha, a, b, c, ldc, ci, cj),
+            _ => block::<1>(i, j, k, alpha, a, b, c, ldc, ci, cj),
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
     fn avx2(
         m: usize,
         n: usize,
@@ -258,59 +336,49 @@ mod x86 {
         ldc: usize,
         accumulate: bool,
     ) {
-        let full = n / NR * NR;
         if !accumulate {
             for row in 0..m {
                 c[row * ldc..row * ldc + n].fill(0.0);
             }
         }
-        let mut done_cols = 0;
-        if k > 0 && full > 0 {
-            let mut i = 0;
-            let mut ok = true;
-            while i < m && ok {
-                let rows = (m - i).min(MR);
-                let mut j = 0;
-                while j < full && ok {
-                    ok = match rows {
-                        6 => block::<6>(i, j, k, alpha, a, b, c, ldc, i, j),
-                        5 => block::<5>(i, j, k, alpha, a, b, c, ldc, i, j),
-                        4 => block::<4>(i, j, k, alpha, a, b, c, ldc, i, j),
-                        3 => block::<3>(i, j, k, alpha, a, b, c, ldc, i, j),
-                        2 => block::<2>(i, j, k, alpha, a, b, c, ldc, i, j),
-                        _ => block::<1>(i, j, k, alpha, a, b, c, ldc, i, j),
-                    };
-                    j += NR;
-                }
-                i += rows;
-            }
-            if ok {
-                done_cols = full;
-            } else {
-                // A slice was too short (a caller bug): recompute everything the safe way.
-                for row in 0..m {
-                    c[row * ldc..row * ldc + n].fill(0.0);
-                }
-                return sgemm_generic::<4, 8, true>(m, n, k, alpha, a, b, c, ldc, true);
+        if k == 0 || m == 0 {
+            return;
+        }
+        let full = n / NR * NR;
+        let mut ok = true;
+        let mut j = 0;
+        if m == 1 {
+            while j + 64 <= full && ok {
+                ok = row_wide(0, j, k, alpha, a, b, c, ldc);
+                j += 64;
             }
         }
-        if done_cols < n && !(k > 0 && k <= TAIL_K && tail(m, n, k, alpha, a, b, c, ldc, full)) {
-            let rest_b = Mat {
-                data: b.data.get(done_cols..).unwrap_or(&[]),
-                stride: b.stride,
-            };
-            let rest_c = c.get_mut(done_cols..).unwrap_or(&mut []);
-            sgemm_generic::<4, 8, true>(m, n - done_cols, k, alpha, a, rest_b, rest_c, ldc, true);
+        // Column blocks outside, row blocks inside: a 16-wide panel of B stays in L1 while
+        // every row block of A passes over it.
+        while j < full && ok {
+            let mut i = 0;
+            while i < m && ok {
+                let r = (m - i).min(MR);
+                ok = rows(r, i, j, k, alpha, a, b, c, ldc, i, j);
+                i += r;
+            }
+            j += NR;
+        }
+        ok = ok && (full == n || tail(m, n, k, alpha, a, b, c, ldc, full));
+        if !ok {
+            // A slice was too short (a caller bug): recompute everything the safe way.
+            for row in 0..m {
+                if let Some(r) = c.get_mut(row * ldc..row * ldc + n) {
+                    r.fill(0.0);
+                }
+            }
+            sgemm_generic::<4, 8, true>(m, n, k, alpha, a, b, c, ldc, true);
         }
     }
 
-    /// Largest K whose column tail is packed on the stack (64 KiB).
-    const TAIL_K: usize = 1024;
-
-    /// Columns `j0..n` (fewer than 16): copied zero-padded to 16 wide, multiplied with the
-    /// 6×16 kernel into a small tile, and added back. False if a slice is too short.
+    /// Columns `j0..n` (fewer than 16): copied zero-padded into a 16-wide panel, multiplied into
+    /// a 6×16 tile with the same kernel, and added back. False if a slice is too short.
     #[target_feature(enable = "avx2,fma")]
-    #[allow(clippy::too_many_arguments)]
     fn tail(
         m: usize,
         n: usize,
@@ -323,46 +391,44 @@ mod x86 {
         j0: usize,
     ) -> bool {
         let width = n - j0;
-        let mut packed = [0.0f32; NR * TAIL_K];
-        for p in 0..k {
-            let Some(src) = b.data.get(p * b.stride + j0..p * b.stride + n) else {
-                return false;
-            };
-            packed[p * NR..p * NR + width].copy_from_slice(src);
-        }
-        let panel = Mat {
-            data: &packed[..k * NR],
-            stride: NR,
-        };
-        let mut i = 0;
-        while i < m {
-            let rows = (m - i).min(MR);
-            let mut tile = [0.0f32; MR * NR];
-            let ok = match rows {
-                6 => block::<6>(i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0),
-                5 => block::<5>(i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0),
-                4 => block::<4>(i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0),
-                3 => block::<3>(i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0),
-                2 => block::<2>(i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0),
-                _ => block::<1>(i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0),
-            };
-            if !ok {
-                return false;
+        PANEL.with(|cell| {
+            let mut packed = cell.borrow_mut();
+            if packed.len() < k * NR {
+                packed.resize(k * NR, 0.0);
             }
-            for r in 0..rows {
-                let Some(dst) = c.get_mut((i + r) * ldc + j0..(i + r) * ldc + n) else {
+            for p in 0..k {
+                let Some(src) = b.data.get(p * b.stride + j0..p * b.stride + n) else {
                     return false;
                 };
-                for (d, t) in dst.iter_mut().zip(&tile[r * NR..]) {
-                    *d += t;
-                }
+                let dst = &mut packed[p * NR..(p + 1) * NR];
+                dst[..width].copy_from_slice(src);
+                dst[width..].fill(0.0);
             }
-            i += rows;
-        }
-        true
+            let panel = Mat {
+                data: &packed[..k * NR],
+                stride: NR,
+            };
+            let mut i = 0;
+            while i < m {
+                let r = (m - i).min(MR);
+                let mut tile = [0.0f32; MR * NR];
+                if !rows(r, i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0) {
+                    return false;
+                }
+                for row in 0..r {
+                    let Some(dst) = c.get_mut((i + row) * ldc + j0..(i + row) * ldc + n) else {
+                        return false;
+                    };
+                    for (d, t) in dst.iter_mut().zip(&tile[row * NR..]) {
+                        *d += t;
+                    }
+                }
+                i += r;
+            }
+            true
+        })
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn call_avx2(
         m: usize,
         n: usize,
@@ -401,10 +467,13 @@ mod tests {
             (3, 0, 2),
             (2, 3, 0),
             (7, 70, 5),
+            (1, 150, 33),
+            (1, 64, 9),
+            (13, 200, 20),
         ] {
             let a: [f32; 400] = core::array::from_fn(|i| ((i * 7 % 13) as f32 - 6.0) * 0.25);
-            let b: [f32; 4000] = core::array::from_fn(|i| ((i * 5 % 11) as f32 - 5.0) * 0.5);
-            let mut c = [1.0f32; 800];
+            let b: [f32; 6000] = core::array::from_fn(|i| ((i * 5 % 11) as f32 - 5.0) * 0.5);
+            let mut c = [1.0f32; 4000];
             kernel(
                 m,
                 n,
