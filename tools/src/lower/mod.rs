@@ -168,8 +168,7 @@ impl Lowerer {
             }
             "Softmax" => nn::softmax(self, node),
             "MaxPool" | "AveragePool" => nn::pool(self, node),
-            "GlobalAveragePool" => nn::global_average_pool(self, node),
-            "GlobalMaxPool" => nn::global_max_pool(self, node),
+            "GlobalAveragePool" | "GlobalMaxPool" => nn::global_pool(self, node),
             "BatchNormalization" => nn::batch_norm(self, node),
             "ReduceMean" | "ReduceSum" | "ReduceMax" => movement::reduce(self, node),
             "Reshape" => movement::reshape(self, node),

@@ -523,7 +523,8 @@ pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     Ok(())
 }
 
-pub(super) fn global_average_pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+/// GlobalAveragePool (its own op) and GlobalMaxPool (a max reduction over the spatial axes).
+pub(super) fn global_pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let x = lw.input(node, 0)?;
     lw.require_f32(&[x])?;
     let xs = lw.shape(x);
@@ -532,32 +533,17 @@ pub(super) fn global_average_pool(lw: &mut Lowerer, node: &Node) -> Result<(), R
     }
     let mut out = xs[..2].to_vec();
     out.extend(std::iter::repeat_n(1, xs.len() - 2));
-    let y = lw.output(node, 0, DType::F32, out)?;
-    lw.emit(node, Op::GlobalAvgPool, vec![Some(x)], vec![y])?;
-    Ok(())
-}
-
-pub(super) fn global_max_pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
-    let x = lw.input(node, 0)?;
-    lw.require_f32(&[x])?;
-    let xs = lw.shape(x);
-    if xs.len() < 3 {
-        return Err("input must have spatial dimensions".into());
-    }
-    let mut out = xs[..2].to_vec();
-    out.extend(std::iter::repeat_n(1, xs.len() - 2));
-    let axes = (2..xs.len()).fold(0u32, |m, a| m | 1 << a);
-    let y = lw.output(node, 0, DType::F32, out)?;
-    lw.emit(
-        node,
+    let op = if node.op_type == "GlobalMaxPool" {
+        let axes = (2..xs.len()).fold(0u32, |m, a| m | 1 << a);
         Op::Reduce {
             op: ReduceOp::Max,
             axes,
-        },
-        vec![Some(x)],
-        vec![y],
-    )?;
-    Ok(())
+        }
+    } else {
+        Op::GlobalAvgPool
+    };
+    let y = lw.output(node, 0, DType::F32, out)?;
+    lw.emit(node, op, vec![Some(x)], vec![y])
 }
 
 pub(super) fn batch_norm(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {

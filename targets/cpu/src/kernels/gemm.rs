@@ -3,8 +3,8 @@
 //! A register-blocked micro-kernel keeps an `MR × NR` block of C in locals across the whole K
 //! loop and reads B's rows in place, so neither operand is packed; LLVM vectorises the `NR`-wide
 //! accumulator rows for the target's SIMD. Edges fall back to a one-row kernel. With the `std`
-//! feature on x86-64, the same code is also compiled for AVX2+FMA and AVX-512 and chosen at run
-//! time (the portable build stays the baseline); on other targets the baseline is all there is.
+//! feature on x86-64, AVX2+FMA kernels are chosen at run time (the portable build stays the
+//! baseline); on other targets the baseline is all there is.
 
 /// Row-major matrix view: `data[row * stride + col]`.
 #[derive(Clone, Copy)]
@@ -15,43 +15,20 @@ pub struct Mat<'a> {
     pub stride: usize,
 }
 
+/// The operands every block reads: `alpha · A[.., 0..k] · B[0..k, ..]`.
+#[derive(Clone, Copy)]
+struct Product<'a> {
+    k: usize,
+    alpha: f32,
+    a: Mat<'a>,
+    b: Mat<'a>,
+}
+
 /// `C[m×n] = alpha · A[m×k] · B[k×n] + (C if accumulate else 0)`.
 ///
 /// Slices must hold the addressed elements (the caller derives sizes from verified shapes).
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm(
-    m: usize,
-    n: usize,
-    k: usize,
-    alpha: f32,
-    a: Mat<'_>,
-    b: Mat<'_>,
-    c: &mut [f32],
-    ldc: usize,
-    accumulate: bool,
-) {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    {
-        if let Some(kernel) = x86::best() {
-            return kernel(m, n, k, alpha, a, b, c, ldc, accumulate);
-        }
-    }
-    sgemm_generic::<4, 8, false>(m, n, k, alpha, a, b, c, ldc, accumulate)
-}
-
-/// `a * b + c`, fused when `FMA` (only instantiated with `FMA` where the target has it).
-#[inline(always)]
-fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
-    #[cfg(feature = "std")]
-    if FMA {
-        return a.mul_add(b, c);
-    }
-    a * b + c
-}
-
-#[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn sgemm_generic<const MR: usize, const NR: usize, const FMA: bool>(
     m: usize,
     n: usize,
     k: usize,
@@ -73,60 +50,83 @@ fn sgemm_generic<const MR: usize, const NR: usize, const FMA: bool>(
     if k == 0 {
         return;
     }
+    let p = Product { k, alpha, a, b };
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    {
+        if x86::available() {
+            return x86::sgemm(&p, m, n, c, ldc);
+        }
+    }
+    sgemm_generic::<4, 8, false>(&p, m, n, c, ldc)
+}
+
+/// `a * b + c`, fused when `FMA` (only instantiated with `FMA` where the target has it).
+#[inline(always)]
+fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    #[cfg(feature = "std")]
+    if FMA {
+        return a.mul_add(b, c);
+    }
+    a * b + c
+}
+
+/// `C += alpha · A · B` with the portable kernel.
+#[inline(always)]
+fn sgemm_generic<const MR: usize, const NR: usize, const FMA: bool>(
+    p: &Product<'_>,
+    m: usize,
+    n: usize,
+    c: &mut [f32],
+    ldc: usize,
+) {
     let mut i = 0;
     while i + MR <= m {
-        row_block::<MR, NR, FMA>(i, n, k, alpha, a, b, c, ldc);
+        row_block::<MR, NR, FMA>(p, i, n, c, ldc);
         i += MR;
     }
     for r in i..m {
-        row_block::<1, NR, FMA>(r, n, k, alpha, a, b, c, ldc);
+        row_block::<1, NR, FMA>(p, r, n, c, ldc);
     }
 }
 
 /// Rows `i..i + MR` of C: `NR`-wide blocks, then 8-wide blocks, then a scalar tail.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn row_block<const MR: usize, const NR: usize, const FMA: bool>(
+    p: &Product<'_>,
     i: usize,
     n: usize,
-    k: usize,
-    alpha: f32,
-    a: Mat<'_>,
-    b: Mat<'_>,
     c: &mut [f32],
     ldc: usize,
 ) {
     let mut j = 0;
     while j + NR <= n {
-        block::<MR, NR, FMA>(i, j, k, alpha, a, b, c, ldc);
+        block::<MR, NR, FMA>(p, i, j, c, ldc);
         j += NR;
     }
     while NR > 8 && j + 8 <= n {
-        block::<MR, 8, FMA>(i, j, k, alpha, a, b, c, ldc);
+        block::<MR, 8, FMA>(p, i, j, c, ldc);
         j += 8;
     }
     for r in i..i + MR {
-        row_tail::<FMA>(r, j, n, k, alpha, a, b, c, ldc);
+        row_tail::<FMA>(p, r, j, n, c, ldc);
     }
 }
 
+/// `C[i..i+MR, j..j+NR] += alpha · A[i..i+MR, :] · B[:, j..j+NR]`, accumulating in locals.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn block<const MR: usize, const NR: usize, const FMA: bool>(
+    p: &Product<'_>,
     i: usize,
     j: usize,
-    k: usize,
-    alpha: f32,
-    a: Mat<'_>,
-    b: Mat<'_>,
     c: &mut [f32],
     ldc: usize,
 ) {
+    let (k, a, b) = (p.k, p.a, p.b);
     let mut acc = [[0.0f32; NR]; MR];
     let a_rows: [&[f32]; MR] =
         core::array::from_fn(|r| &a.data[(i + r) * a.stride..(i + r) * a.stride + k]);
-    for p in 0..k {
-        let start = p * b.stride + j;
+    for q in 0..k {
+        let start = q * b.stride + j;
         let Some(bv) = b.data.get(start..start + NR) else {
             return;
         };
@@ -134,7 +134,7 @@ fn block<const MR: usize, const NR: usize, const FMA: bool>(
             return;
         };
         for (acc_row, a_row) in acc.iter_mut().zip(&a_rows) {
-            let av = a_row[p];
+            let av = a_row[q];
             for (acc, bv) in acc_row.iter_mut().zip(bv) {
                 *acc = madd::<FMA>(av, *bv, *acc);
             }
@@ -143,32 +143,30 @@ fn block<const MR: usize, const NR: usize, const FMA: bool>(
     for (r, acc) in acc.iter().enumerate() {
         let row = &mut c[(i + r) * ldc + j..(i + r) * ldc + j + NR];
         for (c, v) in row.iter_mut().zip(acc) {
-            *c = madd::<FMA>(alpha, *v, *c);
+            *c = madd::<FMA>(p.alpha, *v, *c);
         }
     }
 }
 
+/// Row `r` of C from column `j0` to `n`, one row of B at a time.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 fn row_tail<const FMA: bool>(
+    p: &Product<'_>,
     r: usize,
     j0: usize,
     n: usize,
-    k: usize,
-    alpha: f32,
-    a: Mat<'_>,
-    b: Mat<'_>,
     c: &mut [f32],
     ldc: usize,
 ) {
     if j0 >= n {
         return;
     }
+    let (k, a, b) = (p.k, p.a, p.b);
     let c_row = &mut c[r * ldc + j0..r * ldc + n];
     let a_row = &a.data[r * a.stride..r * a.stride + k];
-    for (p, &av) in a_row.iter().enumerate() {
-        let av = alpha * av;
-        let b_row = &b.data[p * b.stride + j0..p * b.stride + n];
+    for (q, &av) in a_row.iter().enumerate() {
+        let av = p.alpha * av;
+        let b_row = &b.data[q * b.stride + j0..q * b.stride + n];
         for (c, bv) in c_row.iter_mut().zip(b_row) {
             *c = madd::<FMA>(av, *bv, *c);
         }
@@ -181,41 +179,56 @@ fn row_tail<const FMA: bool>(
 /// for SSE-sized blocks but not for the 6×16 block AVX2 needs; here the block is written with
 /// explicit `__m256` registers. Bounds are checked once per block, before any pointer is read.
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
-#[allow(unsafe_code, clippy::too_many_arguments)]
+#[allow(unsafe_code)]
 mod x86 {
-    use super::{sgemm_generic, Mat};
+    use super::{sgemm_generic, Mat, Product};
     use core::arch::x86_64::*;
     use core::cell::RefCell;
     use std::vec::Vec;
 
-    type Kernel = fn(usize, usize, usize, f32, Mat<'_>, Mat<'_>, &mut [f32], usize, bool);
-
     const MR: usize = 6;
     const NR: usize = 16;
+    /// Columns of the matrix-vector kernel.
+    const WIDE: usize = 64;
 
     std::thread_local! {
         /// Reused buffer for packed column tails (grows to the largest K seen).
         static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     }
 
-    /// `C[ci..ci+R, cj..cj+16] += alpha · A[i..i+R, :] · B[:, j..j+16]`; false (nothing done)
-    /// if a slice is too short.
-    #[target_feature(enable = "avx2,fma")]
-    fn block<const R: usize>(
-        i: usize,
-        j: usize,
-        k: usize,
-        alpha: f32,
-        a: Mat<'_>,
-        b: Mat<'_>,
-        c: &mut [f32],
+    /// Whether this CPU has AVX2 and FMA (cached by the standard library).
+    pub(super) fn available() -> bool {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+
+    /// `C += alpha · A · B` on AVX2.
+    pub(super) fn sgemm(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) {
+        // SAFETY: only called after `available()` reported AVX2 and FMA.
+        let ok = unsafe { sgemm_avx2(p, m, n, c, ldc) };
+        if !ok {
+            // A slice was shorter than the shapes say, which a verified plan rules out. Nothing
+            // was read out of bounds; hand over to the portable kernel, whose checked indexing
+            // treats the bug exactly as the baseline build would.
+            sgemm_generic::<4, 8, true>(p, m, n, c, ldc);
+        }
+    }
+
+    /// Where a block of results goes: `c` with row stride `ldc`, at row `row`, column `col`.
+    struct Target<'c> {
+        c: &'c mut [f32],
         ldc: usize,
-        ci: usize,
-        cj: usize,
-    ) -> bool {
+        row: usize,
+        col: usize,
+    }
+
+    /// `target += alpha · A[i..i+R, :] · B[:, j..j+16]`; false (nothing done) if a slice is too
+    /// short.
+    #[target_feature(enable = "avx2,fma")]
+    fn block<const R: usize>(p: &Product<'_>, i: usize, j: usize, t: &mut Target<'_>) -> bool {
+        let (k, a, b) = (p.k, p.a, p.b);
         let a_ok = (0..R).all(|r| (i + r) * a.stride + k <= a.data.len());
         let b_ok = k == 0 || (k - 1) * b.stride + j + NR <= b.data.len();
-        let c_ok = (ci + R - 1) * ldc + cj + NR <= c.len();
+        let c_ok = (t.row + R - 1) * t.ldc + t.col + NR <= t.c.len();
         if !(a_ok && b_ok && c_ok) {
             return false;
         }
@@ -223,234 +236,183 @@ mod x86 {
         let a_rows: [&[f32]; R] =
             core::array::from_fn(|r| &a.data[(i + r) * a.stride..(i + r) * a.stride + k]);
         let b_ptr = b.data.as_ptr();
-        for p in 0..k {
-            // SAFETY: p < k, and `b_ok` bounds row p's 16 floats from column j.
+        for q in 0..k {
+            // SAFETY: q < k, and `b_ok` bounds row q's 16 floats from column j.
             let (b0, b1) = unsafe {
-                let row = b_ptr.add(p * b.stride + j);
+                let row = b_ptr.add(q * b.stride + j);
                 (_mm256_loadu_ps(row), _mm256_loadu_ps(row.add(8)))
             };
             for (acc, row) in acc.iter_mut().zip(&a_rows) {
-                // SAFETY: every row of `a_rows` holds k > p elements.
-                let av = _mm256_set1_ps(unsafe { *row.get_unchecked(p) });
+                // SAFETY: every row of `a_rows` holds k > q elements.
+                let av = _mm256_set1_ps(unsafe { *row.get_unchecked(q) });
                 acc[0] = _mm256_fmadd_ps(av, b0, acc[0]);
                 acc[1] = _mm256_fmadd_ps(av, b1, acc[1]);
             }
         }
-        let scale = _mm256_set1_ps(alpha);
+        let scale = _mm256_set1_ps(p.alpha);
         for (r, acc) in acc.iter().enumerate() {
-            let row = &mut c[(ci + r) * ldc + cj..(ci + r) * ldc + cj + NR];
+            let start = (t.row + r) * t.ldc + t.col;
+            let row = &mut t.c[start..start + NR];
             // SAFETY: `row` holds exactly 16 floats.
             unsafe {
-                let p = row.as_mut_ptr();
-                _mm256_storeu_ps(p, _mm256_fmadd_ps(scale, acc[0], _mm256_loadu_ps(p)));
+                let ptr = row.as_mut_ptr();
+                _mm256_storeu_ps(ptr, _mm256_fmadd_ps(scale, acc[0], _mm256_loadu_ps(ptr)));
                 _mm256_storeu_ps(
-                    p.add(8),
-                    _mm256_fmadd_ps(scale, acc[1], _mm256_loadu_ps(p.add(8))),
+                    ptr.add(8),
+                    _mm256_fmadd_ps(scale, acc[1], _mm256_loadu_ps(ptr.add(8))),
                 );
             }
         }
         true
     }
 
-    /// `C[i, j..j+64] += alpha · A[i, :] · B[:, j..j+64]` for a single row (matrix-vector
+    /// One block of `rows` (1 to 6) rows.
+    #[target_feature(enable = "avx2,fma")]
+    fn rows(count: usize, p: &Product<'_>, i: usize, j: usize, t: &mut Target<'_>) -> bool {
+        match count {
+            6 => block::<6>(p, i, j, t),
+            5 => block::<5>(p, i, j, t),
+            4 => block::<4>(p, i, j, t),
+            3 => block::<3>(p, i, j, t),
+            2 => block::<2>(p, i, j, t),
+            _ => block::<1>(p, i, j, t),
+        }
+    }
+
+    /// `C[0, j..j+64] += alpha · A[0, :] · B[:, j..j+64]` for a single row (matrix-vector
     /// products: batch-1 dense layers), with eight accumulators so loads, not FMA latency,
     /// bound it. False (nothing done) if a slice is too short.
     #[target_feature(enable = "avx2,fma")]
-    fn row_wide(
-        i: usize,
-        j: usize,
-        k: usize,
-        alpha: f32,
-        a: Mat<'_>,
-        b: Mat<'_>,
-        c: &mut [f32],
-        ldc: usize,
-    ) -> bool {
-        const W: usize = 64;
-        let Some(a_row) = a.data.get(i * a.stride..i * a.stride + k) else {
+    fn row_wide(p: &Product<'_>, j: usize, c: &mut [f32]) -> bool {
+        let (k, a, b) = (p.k, p.a, p.b);
+        let Some(a_row) = a.data.get(..k) else {
             return false;
         };
-        if k > 0 && (k - 1) * b.stride + j + W > b.data.len() {
+        if (k - 1) * b.stride + j + WIDE > b.data.len() {
             return false;
         }
-        let Some(c_row) = c.get_mut(i * ldc + j..i * ldc + j + W) else {
+        let Some(c_row) = c.get_mut(j..j + WIDE) else {
             return false;
         };
-        let mut acc = [_mm256_setzero_ps(); W / 8];
+        let mut acc = [_mm256_setzero_ps(); WIDE / 8];
         let b_ptr = b.data.as_ptr();
-        for (p, &av) in a_row.iter().enumerate() {
+        for (q, &av) in a_row.iter().enumerate() {
             let av = _mm256_set1_ps(av);
-            // SAFETY: p < k and the check above bounds row p's 64 floats from column j.
-            let row = unsafe { b_ptr.add(p * b.stride + j) };
+            // SAFETY: q < k and the check above bounds row q's 64 floats from column j.
+            let row = unsafe { b_ptr.add(q * b.stride + j) };
             for (v, acc) in acc.iter_mut().enumerate() {
                 // SAFETY: v * 8 + 8 <= 64.
                 let bv = unsafe { _mm256_loadu_ps(row.add(v * 8)) };
                 *acc = _mm256_fmadd_ps(av, bv, *acc);
             }
         }
-        let scale = _mm256_set1_ps(alpha);
+        let scale = _mm256_set1_ps(p.alpha);
         for (chunk, acc) in c_row.chunks_exact_mut(8).zip(&acc) {
             // SAFETY: `chunk` holds exactly 8 floats.
             unsafe {
-                let p = chunk.as_mut_ptr();
-                _mm256_storeu_ps(p, _mm256_fmadd_ps(scale, *acc, _mm256_loadu_ps(p)));
+                let ptr = chunk.as_mut_ptr();
+                _mm256_storeu_ps(ptr, _mm256_fmadd_ps(scale, *acc, _mm256_loadu_ps(ptr)));
             }
         }
         true
     }
 
-    /// One row block (up to 6 rows) against one 16-wide column block.
+    /// The whole product; false if a slice is too short.
     #[target_feature(enable = "avx2,fma")]
-    fn rows(
-        rows: usize,
-        i: usize,
-        j: usize,
-        k: usize,
-        alpha: f32,
-        a: Mat<'_>,
-        b: Mat<'_>,
-        c: &mut [f32],
-        ldc: usize,
-        ci: usize,
-        cj: usize,
-    ) -> bool {
-        match rows {
-            6 => block::<6>(i, j, k, alpha, a, b, c, ldc, ci, cj),
-            5 => block::<5>(i, j, k, alpha, a, b, c, ldc, ci, cj),
-            4 => block::<4>(i, j, k, alpha, a, b, c, ldc, ci, cj),
-            3 => block::<3>(i, j, k, alpha, a, b, c, ldc, ci, cj),
-            2 => block::<2>(i, j, k, alpha, a, b, c, ldc, ci, cj),
-            _ => block::<1>(i, j, k, alpha, a, b, c, ldc, ci, cj),
-        }
-    }
-
-    #[target_feature(enable = "avx2,fma")]
-    fn avx2(
-        m: usize,
-        n: usize,
-        k: usize,
-        alpha: f32,
-        a: Mat<'_>,
-        b: Mat<'_>,
-        c: &mut [f32],
-        ldc: usize,
-        accumulate: bool,
-    ) {
-        if !accumulate {
-            for row in 0..m {
-                c[row * ldc..row * ldc + n].fill(0.0);
-            }
-        }
-        if k == 0 || m == 0 {
-            return;
-        }
+    fn sgemm_avx2(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) -> bool {
         let full = n / NR * NR;
-        let mut ok = true;
         let mut j = 0;
         if m == 1 {
-            while j + 64 <= full && ok {
-                ok = row_wide(0, j, k, alpha, a, b, c, ldc);
-                j += 64;
+            while j + WIDE <= full {
+                if !row_wide(p, j, c) {
+                    return false;
+                }
+                j += WIDE;
             }
         }
         // Column blocks outside, row blocks inside: a 16-wide panel of B stays in L1 while
         // every row block of A passes over it.
-        while j < full && ok {
+        while j < full {
             let mut i = 0;
-            while i < m && ok {
-                let r = (m - i).min(MR);
-                ok = rows(r, i, j, k, alpha, a, b, c, ldc, i, j);
-                i += r;
+            while i < m {
+                let count = (m - i).min(MR);
+                if !rows(
+                    count,
+                    p,
+                    i,
+                    j,
+                    &mut Target {
+                        c: &mut *c,
+                        ldc,
+                        row: i,
+                        col: j,
+                    },
+                ) {
+                    return false;
+                }
+                i += count;
             }
             j += NR;
         }
-        ok = ok && (full == n || tail(m, n, k, alpha, a, b, c, ldc, full));
-        if !ok {
-            // A slice was too short (a caller bug): recompute everything the safe way.
-            for row in 0..m {
-                if let Some(r) = c.get_mut(row * ldc..row * ldc + n) {
-                    r.fill(0.0);
-                }
-            }
-            sgemm_generic::<4, 8, true>(m, n, k, alpha, a, b, c, ldc, true);
-        }
+        full == n || tail(p, m, n, c, ldc, full)
     }
 
     /// Columns `j0..n` (fewer than 16): copied zero-padded into a 16-wide panel, multiplied into
     /// a 6×16 tile with the same kernel, and added back. False if a slice is too short.
     #[target_feature(enable = "avx2,fma")]
-    fn tail(
-        m: usize,
-        n: usize,
-        k: usize,
-        alpha: f32,
-        a: Mat<'_>,
-        b: Mat<'_>,
-        c: &mut [f32],
-        ldc: usize,
-        j0: usize,
-    ) -> bool {
+    fn tail(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize, j0: usize) -> bool {
+        let (k, b) = (p.k, p.b);
         let width = n - j0;
         PANEL.with(|cell| {
             let mut packed = cell.borrow_mut();
             if packed.len() < k * NR {
                 packed.resize(k * NR, 0.0);
             }
-            for p in 0..k {
-                let Some(src) = b.data.get(p * b.stride + j0..p * b.stride + n) else {
+            for q in 0..k {
+                let Some(src) = b.data.get(q * b.stride + j0..q * b.stride + n) else {
                     return false;
                 };
-                let dst = &mut packed[p * NR..(p + 1) * NR];
+                let dst = &mut packed[q * NR..(q + 1) * NR];
                 dst[..width].copy_from_slice(src);
                 dst[width..].fill(0.0);
             }
-            let panel = Mat {
-                data: &packed[..k * NR],
-                stride: NR,
+            let panel = Product {
+                b: Mat {
+                    data: &packed[..k * NR],
+                    stride: NR,
+                },
+                ..*p
             };
             let mut i = 0;
             while i < m {
-                let r = (m - i).min(MR);
+                let count = (m - i).min(MR);
                 let mut tile = [0.0f32; MR * NR];
-                if !rows(r, i, 0, k, alpha, a, panel, &mut tile, NR, 0, 0) {
+                if !rows(
+                    count,
+                    &panel,
+                    i,
+                    0,
+                    &mut Target {
+                        c: &mut tile,
+                        ldc: NR,
+                        row: 0,
+                        col: 0,
+                    },
+                ) {
                     return false;
                 }
-                for row in 0..r {
-                    let Some(dst) = c.get_mut((i + row) * ldc + j0..(i + row) * ldc + n) else {
+                for r in 0..count {
+                    let Some(dst) = c.get_mut((i + r) * ldc + j0..(i + r) * ldc + n) else {
                         return false;
                     };
-                    for (d, t) in dst.iter_mut().zip(&tile[row * NR..]) {
+                    for (d, t) in dst.iter_mut().zip(&tile[r * NR..]) {
                         *d += t;
                     }
                 }
-                i += r;
+                i += count;
             }
             true
         })
-    }
-
-    fn call_avx2(
-        m: usize,
-        n: usize,
-        k: usize,
-        alpha: f32,
-        a: Mat<'_>,
-        b: Mat<'_>,
-        c: &mut [f32],
-        ldc: usize,
-        acc: bool,
-    ) {
-        // SAFETY: only returned by `best` after the CPU reported AVX2 and FMA.
-        unsafe { avx2(m, n, k, alpha, a, b, c, ldc, acc) }
-    }
-
-    /// The widest kernel this CPU runs, or `None` for the baseline.
-    pub(super) fn best() -> Option<Kernel> {
-        if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
-            Some(call_avx2)
-        } else {
-            None
-        }
     }
 }
 
@@ -506,6 +468,8 @@ mod tests {
     #[test]
     fn matches_naive_product() {
         check(sgemm);
-        check(sgemm_generic::<4, 8, false>);
+        check(|m, n, k, alpha, a, b, c, ldc, _| {
+            sgemm_generic::<4, 8, false>(&Product { k, alpha, a, b }, m, n, c, ldc)
+        });
     }
 }

@@ -255,48 +255,32 @@ fn pad(
     dst: &mut [u8],
     out: &TensorDesc,
 ) -> Result<(), CpuError> {
-    let bad = |_| CpuError::Misaligned;
+    let (x_shape, out_shape) = (&x.shape, &out.shape);
+    // The fill value converts like an ONNX cast of the constant to the tensor's type.
     match x.dtype {
-        DType::F32 => movement::pad(
-            f32s(src)?,
-            &x.shape,
-            mode,
-            begins,
-            value,
-            f32s_mut(dst)?,
-            &out.shape,
-        ),
-        DType::I32 => movement::pad::<i32>(
-            bytemuck::try_cast_slice(src).map_err(bad)?,
-            &x.shape,
-            mode,
-            begins,
-            value as i32,
-            bytemuck::try_cast_slice_mut(dst).map_err(bad)?,
-            &out.shape,
-        ),
-        DType::I64 => movement::pad::<i64>(
-            bytemuck::try_cast_slice(src).map_err(bad)?,
-            &x.shape,
-            mode,
-            begins,
-            value as i64,
-            bytemuck::try_cast_slice_mut(dst).map_err(bad)?,
-            &out.shape,
-        ),
-        DType::I8 => movement::pad::<i8>(
-            bytemuck::try_cast_slice(src).map_err(bad)?,
-            &x.shape,
-            mode,
-            begins,
-            value as i8,
-            bytemuck::try_cast_slice_mut(dst).map_err(bad)?,
-            &out.shape,
-        ),
+        DType::F32 => pad_typed(src, x_shape, mode, begins, value, dst, out_shape),
+        DType::I32 => pad_typed(src, x_shape, mode, begins, value as i32, dst, out_shape),
+        DType::I64 => pad_typed(src, x_shape, mode, begins, value as i64, dst, out_shape),
+        DType::I8 => pad_typed(src, x_shape, mode, begins, value as i8, dst, out_shape),
         DType::U8 | DType::Bool => {
-            movement::pad::<u8>(src, &x.shape, mode, begins, value as u8, dst, &out.shape)
+            pad_typed(src, x_shape, mode, begins, value as u8, dst, out_shape)
         }
     }
+}
+
+/// [`movement::pad`] on bytes viewed as `T`.
+fn pad_typed<T: bytemuck::Pod>(
+    src: &[u8],
+    x_shape: &ferrite_hal::Shape,
+    mode: ferrite_hal::op::PadMode,
+    begins: &[usize; ferrite_hal::MAX_RANK],
+    value: T,
+    dst: &mut [u8],
+    out_shape: &ferrite_hal::Shape,
+) -> Result<(), CpuError> {
+    let src: &[T] = bytemuck::try_cast_slice(src).map_err(|_| CpuError::Misaligned)?;
+    let dst: &mut [T] = bytemuck::try_cast_slice_mut(dst).map_err(|_| CpuError::Misaligned)?;
+    movement::pad(src, x_shape, mode, begins, value, dst, out_shape);
     Ok(())
 }
 
