@@ -314,7 +314,8 @@ impl<'a> Model<'a> {
             range(self.operands, start.checked_mul(4)?, count.checked_mul(4)?)
         };
         let inputs = operand_bytes(first, n_in).ok_or(e(K::OutOfRange, "op operands"))?;
-        let outputs = operand_bytes(first + n_in, n_out).ok_or(e(K::OutOfRange, "op operands"))?;
+        let outputs = operand_bytes(first.saturating_add(n_in), n_out)
+            .ok_or(e(K::OutOfRange, "op operands"))?;
         let params = range(
             self.params,
             param_start

@@ -343,7 +343,7 @@ fn check_conv(
         "Conv kernel differs from weight shape",
     )?;
     ensure(
-        icg * c.group == ch && oc % c.group == 0,
+        icg.checked_mul(c.group) == Some(ch) && oc % c.group == 0,
         "Conv groups do not divide channels",
     )?;
     if let Some(b) = b {
@@ -404,7 +404,9 @@ fn check_conv_transpose(
         "ConvTranspose kernel differs from weight",
     )?;
     ensure(wc == ch && ch % c.group == 0, "ConvTranspose groups")?;
-    let oc = ocg * c.group;
+    let oc = ocg
+        .checked_mul(c.group)
+        .ok_or("ConvTranspose channels overflow")?;
     if let Some(b) = b {
         all_f32(&[*b])?;
         ensure(b.shape.dims() == [oc], "ConvTranspose bias shape")?;
