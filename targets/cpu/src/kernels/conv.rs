@@ -29,6 +29,23 @@ pub struct ConvDims {
     pub ow: usize,
 }
 
+impl ConvDims {
+    /// The dimensions of a convolution from its input `[N, C, H, W]` (or `[N, C, L]`) and output.
+    pub fn of(x: &ferrite_hal::Shape, y: &ferrite_hal::Shape) -> Option<ConvDims> {
+        let [n, c, h, w] = ferrite_hal::geometry::nchw(x)?;
+        let [_, oc, oh, ow] = ferrite_hal::geometry::nchw(y)?;
+        Some(ConvDims {
+            n,
+            c,
+            h,
+            w,
+            oc,
+            oh,
+            ow,
+        })
+    }
+}
+
 /// Range of output positions `o` along one axis whose input position `o*stride - pad + tap`
 /// lies inside `[0, len)`: returns `(first, end)`.
 #[inline]
@@ -50,6 +67,7 @@ fn valid_range(
 }
 
 /// Convolution. `scratch` holds at least `conv_scratch_elements` floats.
+#[inline(always)]
 pub fn conv(
     p: &Conv,
     d: ConvDims,
@@ -141,6 +159,7 @@ pub fn conv(
     activate(p.activation, out);
 }
 
+#[inline(always)]
 fn init_bias(out: &mut [f32], bias: Option<&[f32]>, plane: usize) {
     match bias {
         Some(bias) => {
@@ -149,6 +168,15 @@ fn init_bias(out: &mut [f32], bias: Option<&[f32]>, plane: usize) {
             }
         }
         None => out.fill(0.0),
+    }
+}
+
+/// Copies a short slice inline (no `memcpy` call: for rows of a few floats the call costs
+/// more than the copy).
+#[inline(always)]
+fn copy(dst: &mut [f32], src: &[f32]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
     }
 }
 
@@ -162,6 +190,7 @@ fn zero(xs: &mut [f32]) {
 
 /// Unfolds `icg` input channels into `cols[(c, ky, kx), p - p0]` for output positions
 /// `p0..p1` (row-major over `(oy, ox)`).
+#[inline(always)]
 fn im2col(
     win: &Window,
     d: ConvDims,
@@ -202,11 +231,7 @@ fn im2col(
                     let src = &x_c[iy * d.w..(iy + 1) * d.w];
                     let out = &mut dst[lo - seg_start..hi - seg_start];
                     if sw == 1 {
-                        // A plain loop, not `copy_from_slice`: segments are short, and a
-                        // `memcpy` call per segment costs more than the copy.
-                        for (dv, sv) in out.iter_mut().zip(&src[ix0..ix0 + (hi - lo)]) {
-                            *dv = *sv;
-                        }
+                        copy(out, &src[ix0..ix0 + (hi - lo)]);
                     } else {
                         for (dv, sv) in out.iter_mut().zip(src[ix0..].iter().step_by(sw)) {
                             *dv = *sv;
@@ -222,6 +247,7 @@ fn im2col(
 /// computed at the padded width, every tap is one contiguous multiply-add over the whole plane,
 /// which vectorises however narrow the image is; the valid columns are copied out at the end.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 fn depthwise_flat(
     win: &Window,
     d: ConvDims,
@@ -254,8 +280,10 @@ fn depthwise_flat(
                     break;
                 }
                 let cols = d.w.min(pw.saturating_sub(pl));
-                padded[py * pw + pl..py * pw + pl + cols]
-                    .copy_from_slice(&src[iy * d.w..iy * d.w + cols]);
+                copy(
+                    &mut padded[py * pw + pl..py * pw + pl + cols],
+                    &src[iy * d.w..iy * d.w + cols],
+                );
             }
         }
         let out_c = &mut out[o * plane..(o + 1) * plane];
@@ -271,12 +299,16 @@ fn depthwise_flat(
             }
         }
         for oy in 0..d.oh {
-            out_c[oy * d.ow..(oy + 1) * d.ow].copy_from_slice(&acc[oy * pw..oy * pw + d.ow]);
+            copy(
+                &mut out_c[oy * d.ow..(oy + 1) * d.ow],
+                &acc[oy * pw..oy * pw + d.ow],
+            );
         }
     }
 }
 
 /// Depthwise convolution: output channel `o` reads input channel `o / multiplier` only.
+#[inline(always)]
 fn depthwise_conv(
     win: &Window,
     d: ConvDims,
@@ -323,6 +355,7 @@ fn depthwise_conv(
 }
 
 /// Transposed convolution by scattering each input pixel's contribution.
+#[inline(always)]
 pub fn conv_transpose(
     p: &ConvTranspose,
     d: ConvDims,

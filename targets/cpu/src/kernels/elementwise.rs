@@ -7,6 +7,7 @@ use ferrite_hal::op::BinaryOp;
 use ferrite_hal::{Activation, Shape};
 
 /// Applies `act` to every element of `xs` in place.
+#[inline(always)]
 pub fn activate(act: Activation, xs: &mut [f32]) {
     match act {
         Activation::None => {}
@@ -57,6 +58,7 @@ enum Row<'a> {
 }
 
 /// `out = act(a op b)` with numpy broadcasting over `out_shape`.
+#[inline(always)]
 pub fn binary(
     op: BinaryOp,
     a: Operand<'_>,
@@ -74,6 +76,7 @@ pub fn binary(
     activate(act, out);
 }
 
+#[inline(always)]
 fn binary_with(
     a: Operand<'_>,
     b: Operand<'_>,
@@ -151,6 +154,7 @@ fn apply_row(dst: &mut [f32], a: Row<'_>, b: Row<'_>, f: impl Fn(f32, f32) -> f3
 /// Batch normalisation over axis 1: `y = (x - mean) / sqrt(var + eps) * scale + bias`.
 /// `x` is `None` when the op runs in place on `out`.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub fn batch_norm(
     x: Option<&[f32]>,
     shape: &Shape,
@@ -185,6 +189,7 @@ pub fn batch_norm(
 }
 
 /// Softmax along `axis`: the tensor is `[outer, len, inner]` around it.
+#[inline(always)]
 pub fn softmax(x: Option<&[f32]>, shape: &Shape, axis: usize, out: &mut [f32]) {
     if let Some(x) = x {
         out.copy_from_slice(x);

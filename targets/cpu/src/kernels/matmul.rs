@@ -9,6 +9,7 @@ use ferrite_hal::Shape;
 
 /// `out[M×N] = act(alpha · A · B + beta · C)`, `C` broadcast to `[M, N]`.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub fn gemm(
     p: &Gemm,
     m: usize,
@@ -46,6 +47,7 @@ pub fn gemm(
 }
 
 /// Batched, broadcasting matrix product.
+#[inline(always)]
 pub fn matmul(g: &MatMulGeometry, a: &[f32], b: &[f32], out: &mut [f32]) {
     let (m, k, n) = (g.m, g.k, g.n);
     let batch_out = g.batch.strides().map(|s| s * m * n);

@@ -42,7 +42,46 @@ macro_rules! with_elements {
 }
 
 /// Runs one verified step on `arena` (tensors at their planned offsets) and `weights`.
+///
+/// With `std` on x86-64 the kernels are also compiled for AVX2+FMA (they are inlined into one
+/// step function built both ways) and that build is chosen at run time.
 pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if wide::available() {
+        return wide::run_step(step, arena, weights);
+    }
+    run_step_inline(step, arena, weights)
+}
+
+/// The kernels built for AVX2+FMA (std, x86-64).
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[allow(unsafe_code)]
+mod wide {
+    use super::{run_step_inline, CpuError, Step};
+
+    /// Whether this CPU has AVX2 and FMA (cached by the standard library).
+    pub(super) fn available() -> bool {
+        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    fn run_step_avx2(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
+        run_step_inline(step, arena, weights)
+    }
+
+    pub(super) fn run_step(
+        step: &Step<'_>,
+        arena: &mut [u8],
+        weights: &[u8],
+    ) -> Result<(), CpuError> {
+        // SAFETY: only called after `available()` reported AVX2 and FMA.
+        unsafe { run_step_avx2(step, arena, weights) }
+    }
+}
+
+/// The body of [`run_step`], inlined into each build of it.
+#[inline(always)]
+fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
     if let Op::Split { axis } = step.op {
         return split(step, axis, arena, weights);
     }
@@ -60,18 +99,8 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
     };
     match step.op {
         Op::Conv(c) => {
-            let x = input(0)?;
-            let [n, ch, h, w] = nchw(&x.shape).ok_or(CpuError::CorruptPlan)?;
-            let [_, oc, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
-            let dims = conv::ConvDims {
-                n,
-                c: ch,
-                h,
-                w,
-                oc,
-                oh,
-                ow,
-            };
+            let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
+                .ok_or(CpuError::CorruptPlan)?;
             let scratch = match scratch {
                 Some(s) => f32s_mut(s)?,
                 None => &mut [][..],
@@ -87,18 +116,8 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
             );
         }
         Op::ConvTranspose(c) => {
-            let x = input(0)?;
-            let [n, ch, h, w] = nchw(&x.shape).ok_or(CpuError::CorruptPlan)?;
-            let [_, oc, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
-            let dims = conv::ConvDims {
-                n,
-                c: ch,
-                h,
-                w,
-                oc,
-                oh,
-                ow,
-            };
+            let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
+                .ok_or(CpuError::CorruptPlan)?;
             conv::conv_transpose(
                 &c,
                 dims,
@@ -239,6 +258,7 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
     Ok(())
 }
 
+#[inline(always)]
 fn operand<'x>(view: &Readable<'x>, t: &TensorDesc) -> Result<Operand<'x>, CpuError> {
     Ok(match view.src(t)? {
         Src::Bytes(b) => Operand::Data(f32s(b)?, t.shape),
@@ -246,6 +266,7 @@ fn operand<'x>(view: &Readable<'x>, t: &TensorDesc) -> Result<Operand<'x>, CpuEr
     })
 }
 
+#[inline(always)]
 fn pad(
     x: TensorDesc,
     src: &[u8],
@@ -269,6 +290,7 @@ fn pad(
 }
 
 /// [`movement::pad`] on bytes viewed as `T`.
+#[inline(always)]
 fn pad_typed<T: bytemuck::Pod>(
     src: &[u8],
     x_shape: &ferrite_hal::Shape,
@@ -284,6 +306,7 @@ fn pad_typed<T: bytemuck::Pod>(
     Ok(())
 }
 
+#[inline(always)]
 fn gather(
     x: TensorDesc,
     src: &[u8],
@@ -307,6 +330,7 @@ fn gather(
     }
 }
 
+#[inline(always)]
 fn gather_typed(
     x: TensorDesc,
     src: &[u8],
@@ -336,6 +360,7 @@ fn gather_typed(
 }
 
 /// Split writes several outputs: carve each in turn.
+#[inline(always)]
 fn split(step: &Step<'_>, axis: usize, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
     let x = step.inputs.get(0).ok_or(CpuError::CorruptPlan)?;
     let mut offset = 0;

@@ -6,6 +6,7 @@ use ferrite_hal::op::PadMode;
 use ferrite_hal::{Shape, MAX_RANK};
 
 /// Output axis `i` is input axis `perm[i]`.
+#[inline(always)]
 pub fn transpose<T: Copy>(
     x: &[T],
     in_shape: &Shape,
@@ -43,6 +44,7 @@ pub fn transpose<T: Copy>(
 }
 
 /// Copies input `part` into its place in the concatenation `out`.
+#[inline(always)]
 pub fn concat_into<T: Copy>(
     part: &[T],
     out: &mut [T],
@@ -62,6 +64,7 @@ pub fn concat_into<T: Copy>(
 }
 
 /// Copies the part of `x` at `offset` along `axis` into the split output `out`.
+#[inline(always)]
 pub fn split_from<T: Copy>(
     x: &[T],
     x_shape: &Shape,
@@ -81,6 +84,7 @@ pub fn split_from<T: Copy>(
 }
 
 /// Strided slice: output index `i` on each axis reads `starts + i * steps`.
+#[inline(always)]
 pub fn slice<T: Copy>(
     x: &[T],
     in_shape: &Shape,
@@ -127,6 +131,7 @@ pub fn slice<T: Copy>(
 }
 
 /// Pads `x` by `begins` (and implicitly the ends) per axis.
+#[inline(always)]
 pub fn pad<T: Copy>(
     x: &[T],
     in_shape: &Shape,
@@ -206,6 +211,7 @@ fn map_index(i: isize, len: usize, mode: PadMode) -> Option<usize> {
 
 /// Gathers along `axis`: `out[outer, q, inner] = x[outer, idx[q], inner]`; negative indices
 /// count from the end; any other out-of-range index is an error.
+#[inline(always)]
 pub fn gather<T: Copy>(
     x: &[T],
     x_shape: &Shape,

@@ -12,6 +12,7 @@ pub struct PoolDims {
 }
 
 /// Max (`is_max`) or average pooling.
+#[inline(always)]
 pub fn pool(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
     let [n, c, h, w] = d.input;
     let [oh, ow] = d.output;
@@ -75,6 +76,7 @@ pub fn pool(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
 
 /// Pooling without dilation: each window is a rectangle of contiguous row slices, clipped to
 /// the input once per output instead of per element.
+#[inline(always)]
 fn pool_dense(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
     let [n, c, h, w] = d.input;
     let [oh, ow] = d.output;
@@ -119,6 +121,7 @@ fn pool_dense(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
 }
 
 /// Mean over each `[n, c]` plane of `plane` elements.
+#[inline(always)]
 pub fn global_avg_pool(x: &[f32], plane: usize, out: &mut [f32]) {
     for (o, chunk) in out.iter_mut().zip(x.chunks_exact(plane.max(1))) {
         *o = chunk.iter().sum::<f32>() / plane as f32;

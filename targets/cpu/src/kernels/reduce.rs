@@ -6,6 +6,7 @@ use ferrite_hal::{Shape, MAX_RANK};
 
 /// Reduces the axes in the bit mask `axes` of `x` into `out` (whose element order is the input's
 /// with reduced axes removed).
+#[inline(always)]
 pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]) {
     let rank = shape.rank();
     // Output strides over the input's axes: 0 on reduced axes.
