@@ -196,9 +196,9 @@ mod x86 {
         static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
     }
 
-    /// Whether this CPU has AVX2 and FMA (cached by the standard library).
+    /// Whether the AVX2+FMA kernels may run (see `kernels::wide::available`).
     pub(super) fn available() -> bool {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+        super::super::wide::available()
     }
 
     /// `C += alpha · A · B` on AVX2.

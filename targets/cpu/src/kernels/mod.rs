@@ -56,12 +56,18 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
 /// The kernels built for AVX2+FMA (std, x86-64).
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 #[allow(unsafe_code)]
-mod wide {
+pub(crate) mod wide {
     use super::{run_step_inline, CpuError, Step};
 
-    /// Whether this CPU has AVX2 and FMA (cached by the standard library).
-    pub(super) fn available() -> bool {
-        std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+    /// Whether to use the AVX2+FMA build: the CPU has both, and `FERRITE_CPU_BASELINE` is not
+    /// set (tests set it to run the conformance suites on the portable build too).
+    pub(crate) fn available() -> bool {
+        static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *WIDE.get_or_init(|| {
+            std::env::var_os("FERRITE_CPU_BASELINE").is_none()
+                && std::is_x86_feature_detected!("avx2")
+                && std::is_x86_feature_detected!("fma")
+        })
     }
 
     #[target_feature(enable = "avx2,fma")]
