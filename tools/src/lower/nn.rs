@@ -514,10 +514,21 @@ pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let mut out_shape = xs[..2].to_vec();
     out_shape.extend(out_spatial);
     let y = lw.output(node, 0, DType::F32, out_shape)?;
-    let op = if is_max {
-        Op::MaxPool(p)
+    // A window that is exactly the (unpadded) input is a global pool: one contiguous pass.
+    let whole = if spatial.len() == 1 {
+        [1, spatial[0]]
     } else {
-        Op::AvgPool(p)
+        [spatial[0], spatial[1]]
+    };
+    let global = p.window.kernel == whole && p.window.pads == [0; 4] && p.window.dilation == [1, 1];
+    let op = match (global, is_max) {
+        (true, false) => Op::GlobalAvgPool,
+        (true, true) => Op::Reduce {
+            op: ReduceOp::Max,
+            axes: (2..xs.len()).fold(0u32, |m, a| m | 1 << a),
+        },
+        (false, true) => Op::MaxPool(p),
+        (false, false) => Op::AvgPool(p),
     };
     lw.emit(node, op, vec![Some(x)], vec![y])?;
     Ok(())

@@ -212,13 +212,19 @@ fn im2col(
             for kx in 0..kw {
                 let row = &mut cols[((c * kh + ky) * kw + kx) * width..][..width];
                 let (ox0, ox1) = valid_range(d.ow, d.w, sw, pl, kx * dw);
+                // Walk the tile one output row (segment) at a time, without dividing per segment.
                 let mut p = p0;
+                let mut oy = p0 / d.ow.max(1);
+                let mut seg_start = p0 - oy * d.ow;
                 while p < p1 {
-                    let oy = p / d.ow;
-                    let seg_start = p - oy * d.ow;
                     let seg_end = (p1 - oy * d.ow).min(d.ow);
                     let dst = &mut row[p - p0..p - p0 + (seg_end - seg_start)];
                     p += seg_end - seg_start;
+                    let this_oy = oy;
+                    let this_start = seg_start;
+                    oy += 1;
+                    seg_start = 0;
+                    let (oy, seg_start) = (this_oy, this_start);
                     let (lo, hi) = (ox0.max(seg_start), ox1.min(seg_end));
                     if oy < oy0 || oy >= oy1 || lo >= hi {
                         zero(dst);
