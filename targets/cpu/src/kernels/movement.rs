@@ -43,7 +43,37 @@ pub fn transpose<T: Copy>(
     );
 }
 
-/// Copies input `part` into its place in the concatenation `out`.
+/// Where a slab of `len` entries at `offset` along `axis` sits in a tensor of shape `whole`:
+/// `outer` runs of `part_row` elements, the first at `start`, each `whole_row` after the last.
+struct Slab {
+    outer: usize,
+    whole_row: usize,
+    part_row: usize,
+    start: usize,
+}
+
+impl Slab {
+    fn new(whole: &Shape, axis: usize, len: usize, offset: usize) -> Slab {
+        let inner = whole.product(axis + 1..whole.rank());
+        Slab {
+            outer: whole.product(0..axis),
+            whole_row: whole.dim(axis) * inner,
+            part_row: len * inner,
+            start: offset * inner,
+        }
+    }
+
+    /// The whole tensor's and the part's ranges of run `o`.
+    fn run(&self, o: usize) -> (core::ops::Range<usize>, core::ops::Range<usize>) {
+        let whole = o * self.whole_row + self.start;
+        (
+            whole..whole + self.part_row,
+            o * self.part_row..(o + 1) * self.part_row,
+        )
+    }
+}
+
+/// Copies input `part` into its place (`offset` along `axis`) in the concatenation `out`.
 #[inline(always)]
 pub fn concat_into<T: Copy>(
     part: &[T],
@@ -53,13 +83,10 @@ pub fn concat_into<T: Copy>(
     axis: usize,
     offset: usize,
 ) {
-    let outer = out_shape.product(0..axis);
-    let inner = out_shape.product(axis + 1..out_shape.rank());
-    let whole_row = out_shape.dim(axis) * inner;
-    let part_row = part_axis_len * inner;
-    for o in 0..outer {
-        out[o * whole_row + offset * inner..][..part_row]
-            .copy_from_slice(&part[o * part_row..(o + 1) * part_row]);
+    let slab = Slab::new(out_shape, axis, part_axis_len, offset);
+    for o in 0..slab.outer {
+        let (w, p) = slab.run(o);
+        out[w].copy_from_slice(&part[p]);
     }
 }
 
@@ -73,13 +100,10 @@ pub fn split_from<T: Copy>(
     axis: usize,
     offset: usize,
 ) {
-    let outer = x_shape.product(0..axis);
-    let inner = x_shape.product(axis + 1..x_shape.rank());
-    let whole_row = x_shape.dim(axis) * inner;
-    let part_row = part_axis_len * inner;
-    for o in 0..outer {
-        out[o * part_row..(o + 1) * part_row]
-            .copy_from_slice(&x[o * whole_row + offset * inner..][..part_row]);
+    let slab = Slab::new(x_shape, axis, part_axis_len, offset);
+    for o in 0..slab.outer {
+        let (w, p) = slab.run(o);
+        out[p].copy_from_slice(&x[w]);
     }
 }
 
