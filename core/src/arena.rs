@@ -27,3 +27,15 @@ impl<const N: usize> Default for Arena<N> {
         Self::new()
     }
 }
+
+/// Includes a packed model in the binary (in flash on a microcontroller), aligned to 16 bytes
+/// as [`crate::Model::load`] requires: `let model = Model::load(include_model!("model.frt"))?;`.
+#[macro_export]
+macro_rules! include_model {
+    ($path:expr) => {{
+        #[repr(C, align(16))]
+        struct Aligned<T: ?Sized>(T);
+        static ALIGNED: &Aligned<[u8]> = &Aligned(*include_bytes!($path));
+        &ALIGNED.0
+    }};
+}

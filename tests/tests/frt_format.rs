@@ -311,3 +311,10 @@ fn null_device_sees_every_step() {
         (1, 1, model.len())
     );
 }
+
+#[test]
+fn include_model_is_aligned() {
+    let bytes: &'static [u8] = ferrite_core::include_model!("../../README.md");
+    assert_eq!(bytes.as_ptr() as usize % 16, 0);
+    assert!(bytes.starts_with(b"# Ferrite"));
+}
