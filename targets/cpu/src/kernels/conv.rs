@@ -389,20 +389,23 @@ pub fn conv_transpose(
                     let cout = grp * ocg + oc;
                     let w_k = &weight[(cin * ocg + oc) * kh * kw..][..kh * kw];
                     let out_c = &mut out_b[cout * plane..(cout + 1) * plane];
-                    for iy in 0..d.h {
-                        for ky in 0..kh {
-                            let oy = (iy * sh + ky * dh) as isize - pt as isize;
-                            if oy < 0 || oy >= d.oh as isize {
+                    // Input rows/columns whose contribution lands inside the output, per tap:
+                    // the same range computation as a forward window, with roles swapped.
+                    for ky in 0..kh {
+                        let (iy0, iy1) = valid_range(d.h, d.oh, sh, pt, ky * dh);
+                        for kx in 0..kw {
+                            let wv = w_k[ky * kw + kx];
+                            let (ix0, ix1) = valid_range(d.w, d.ow, sw, pl, kx * dw);
+                            if ix0 >= ix1 {
                                 continue;
                             }
-                            let row = &mut out_c[oy as usize * d.ow..(oy as usize + 1) * d.ow];
-                            for kx in 0..kw {
-                                let wv = w_k[ky * kw + kx];
-                                for ix in 0..d.w {
-                                    let ox = (ix * sw + kx * dw) as isize - pl as isize;
-                                    if ox >= 0 && (ox as usize) < d.ow {
-                                        row[ox as usize] += wv * x_c[iy * d.w + ix];
-                                    }
+                            let ox0 = ix0 * sw + kx * dw - pl;
+                            for iy in iy0..iy1 {
+                                let oy = iy * sh + ky * dh - pt;
+                                let row = &mut out_c[oy * d.ow..(oy + 1) * d.ow];
+                                let src = &x_c[iy * d.w + ix0..iy * d.w + ix1];
+                                for (o, v) in row[ox0..].iter_mut().step_by(sw).zip(src) {
+                                    *o += wv * v;
                                 }
                             }
                         }

@@ -197,25 +197,22 @@ pub fn softmax(x: Option<&[f32]>, shape: &Shape, axis: usize, out: &mut [f32]) {
     let len = shape.dim(axis);
     let inner = shape.product(axis + 1..shape.rank());
     let outer = shape.product(0..axis);
-    if len == 0 {
+    if len == 0 || inner == 0 {
         return;
     }
-    for o in 0..outer {
+    for block in out.chunks_exact_mut(len * inner).take(outer) {
         for i in 0..inner {
-            let base = o * len * inner + i;
-            let mut max = f32::NEG_INFINITY;
-            for j in 0..len {
-                max = max.max(out[base + j * inner]);
-            }
+            // The `len` values of one softmax, `inner` apart (contiguous when inner == 1).
+            let lane = || block[i..].iter().step_by(inner);
+            let max = lane().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
             let mut sum = 0.0;
-            for j in 0..len {
-                let e = math::exp(out[base + j * inner] - max);
-                out[base + j * inner] = e;
-                sum += e;
+            for v in block[i..].iter_mut().step_by(inner) {
+                *v = math::exp(*v - max);
+                sum += *v;
             }
             let inv = 1.0 / sum;
-            for j in 0..len {
-                out[base + j * inner] *= inv;
+            for v in block[i..].iter_mut().step_by(inner) {
+                *v *= inv;
             }
         }
     }

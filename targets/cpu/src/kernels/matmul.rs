@@ -23,10 +23,16 @@ pub fn gemm(
     let out_shape = Shape::new(&[m, n]).unwrap_or(Shape::SCALAR);
     match c {
         Some((c, c_shape)) if p.beta != 0.0 => {
+            // C broadcasts by rows: each output row starts as beta × (a row of C, or one value).
             let s = broadcast_strides(&c_shape, &out_shape);
-            for i in 0..m {
-                for j in 0..n {
-                    out[i * n + j] = p.beta * c[i * s[0] + j * s[1]];
+            for (i, row) in out.chunks_exact_mut(n.max(1)).take(m).enumerate() {
+                let start = i * s[0];
+                if s[1] == 1 {
+                    for (o, v) in row.iter_mut().zip(&c[start..start + n]) {
+                        *o = p.beta * v;
+                    }
+                } else {
+                    row.fill(p.beta * c[start]);
                 }
             }
         }

@@ -147,8 +147,21 @@ pub fn slice<T: Copy>(
             let start = base + p - n;
             let dst = &mut out[o..o + inner];
             let (step_fwd, step_back) = (pos[rank - 1], neg[rank - 1]);
-            for (i, d) in dst.iter_mut().enumerate() {
-                *d = x[start + i * step_fwd - i * step_back];
+            if step_back == 0 {
+                // Forward: a strided (or, for step 1, contiguous) run from `start`.
+                for (d, v) in dst
+                    .iter_mut()
+                    .zip(x[start..].iter().step_by(step_fwd.max(1)))
+                {
+                    *d = *v;
+                }
+            } else {
+                // Backward: the same run read from its far end.
+                let first = start - (inner - 1) * step_back;
+                let run = x[first..=start].iter().step_by(step_back);
+                for (d, v) in dst.iter_mut().rev().zip(run) {
+                    *d = *v;
+                }
             }
         },
     );
@@ -188,12 +201,19 @@ pub fn pad<T: Copy>(
         match src_row {
             None => dst.fill(value),
             Some(base) => {
+                // The middle of the row is a straight copy; only the padding maps indices.
                 let src = &x[base..base + inner_in];
-                for (ox, d) in dst.iter_mut().enumerate() {
-                    *d = match map_index(ox as isize - begins[rank - 1] as isize, inner_in, mode) {
-                        Some(j) => src[j],
-                        None => value,
-                    };
+                let b = begins[rank - 1];
+                dst[b..b + inner_in].copy_from_slice(src);
+                let (left, rest) = dst.split_at_mut(b);
+                let right = &mut rest[inner_in..];
+                for (ox, d) in left.iter_mut().enumerate() {
+                    *d = map_index(ox as isize - b as isize, inner_in, mode)
+                        .map_or(value, |j| src[j]);
+                }
+                for (k, d) in right.iter_mut().enumerate() {
+                    let i = (inner_in + k) as isize;
+                    *d = map_index(i, inner_in, mode).map_or(value, |j| src[j]);
                 }
             }
         }

@@ -26,19 +26,39 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
         ReduceOp::Mean | ReduceOp::Sum => 0.0,
     };
     out.fill(init);
-    let in_strides = shape.strides();
-    match op {
-        ReduceOp::Max => for_each_index(shape.dims(), [&in_strides, &out_strides], |[i, o]| {
-            let v = x[i];
-            if v > out[o] || v.is_nan() {
-                out[o] = v;
+    if rank == 0 {
+        out.copy_from_slice(x);
+    } else {
+        // Rows of the innermost axis: folded into one output when that axis is reduced,
+        // combined elementwise with an output row otherwise.
+        let last = rank - 1;
+        let n = shape.dims()[last];
+        let in_strides = shape.strides();
+        let last_reduced = axes & (1 << last) != 0;
+        let combine = |acc: f32, v: f32| match op {
+            ReduceOp::Max => {
+                if v > acc || v.is_nan() {
+                    v
+                } else {
+                    acc
+                }
             }
-        }),
-        ReduceOp::Mean | ReduceOp::Sum => {
-            for_each_index(shape.dims(), [&in_strides, &out_strides], |[i, o]| {
-                out[o] += x[i];
-            })
-        }
+            ReduceOp::Mean | ReduceOp::Sum => acc + v,
+        };
+        for_each_index(
+            &shape.dims()[..last],
+            [&in_strides, &out_strides],
+            |[i, o]| {
+                let row = &x[i..i + n];
+                if last_reduced {
+                    out[o] = row.iter().fold(out[o], |acc, &v| combine(acc, v));
+                } else {
+                    for (d, &v) in out[o..o + n].iter_mut().zip(row) {
+                        *d = combine(*d, v);
+                    }
+                }
+            },
+        );
     }
     if op == ReduceOp::Mean {
         let count: usize = (0..rank)
