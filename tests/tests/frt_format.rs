@@ -318,3 +318,126 @@ fn include_model_is_aligned() {
     assert_eq!(bytes.as_ptr() as usize % 16, 0);
     assert!(bytes.starts_with(b"# Ferrite"));
 }
+
+/// A small model touching many kernels: Conv (im2col and depthwise), MaxPool, Pad, Slice,
+/// Transpose, Concat, Gather, ReduceMean, Gemm.
+fn many_ops_model() -> Vec<u8> {
+    use ferrite_tools::onnx::build::{attr_int, attr_ints, attr_string, ModelBuilder, D};
+    use ferrite_tools::onnx::proto::data_type::FLOAT;
+    let w: Vec<f32> = (0..4 * 2 * 9).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect();
+    let dw: Vec<f32> = (0..4 * 9).map(|i| (i % 5) as f32 * 0.2 - 0.4).collect();
+    ModelBuilder::new(18)
+        .input("x", FLOAT, &[D::N(1), D::N(2), D::N(6), D::N(6)])
+        .init_f32("w", &[4, 2, 3, 3], &w)
+        .init_f32("dw", &[4, 1, 3, 3], &dw)
+        .init_i64("pads", &[8], &[0, 0, 1, 2, 0, 0, 2, 1])
+        .init_i64("starts", &[2], &[1, 5])
+        .init_i64("ends", &[2], &[5, -10])
+        .init_i64("axes", &[2], &[2, 3])
+        .init_i64("steps", &[2], &[2, -1])
+        .init_i64("idx", &[2], &[1, -1])
+        .init_i64("raxes", &[1], &[3])
+        .node(
+            "Conv",
+            "conv",
+            &["x", "w"],
+            &["c"],
+            vec![attr_ints("pads", &[1, 1, 1, 1])],
+        )
+        .node(
+            "Conv",
+            "dwconv",
+            &["c", "dw"],
+            &["d"],
+            vec![attr_int("group", 4), attr_string("auto_pad", "SAME_UPPER")],
+        )
+        .node(
+            "MaxPool",
+            "pool",
+            &["d"],
+            &["p"],
+            vec![
+                attr_ints("kernel_shape", &[2, 2]),
+                attr_ints("strides", &[2, 2]),
+                attr_int("ceil_mode", 1),
+            ],
+        )
+        .node(
+            "Pad",
+            "pad",
+            &["p", "pads"],
+            &["q"],
+            vec![attr_string("mode", "reflect")],
+        )
+        .node(
+            "Slice",
+            "slice",
+            &["q", "starts", "ends", "axes", "steps"],
+            &["s"],
+            vec![],
+        )
+        .node(
+            "Transpose",
+            "transpose",
+            &["s"],
+            &["t"],
+            vec![attr_ints("perm", &[0, 1, 3, 2])],
+        )
+        .node(
+            "Concat",
+            "concat",
+            &["t", "t"],
+            &["u"],
+            vec![attr_int("axis", 1)],
+        )
+        .node(
+            "Gather",
+            "gather",
+            &["u", "idx"],
+            &["v"],
+            vec![attr_int("axis", 1)],
+        )
+        .node(
+            "ReduceMean",
+            "reduce",
+            &["v", "raxes"],
+            &["y"],
+            vec![attr_int("keepdims", 0)],
+        )
+        .output("y")
+        .encode()
+}
+
+#[test]
+fn many_ops_model_runs_and_survives_every_byte_corruption() {
+    let p = pack(&many_ops_model(), &PackOptions::default()).expect("packs");
+    let aligned = AlignedBytes::from(&p.bytes[..]);
+    let model = Model::load(aligned.as_bytes()).unwrap();
+    let x: Vec<f32> = (0..72).map(|i| i as f32 * 0.05 - 1.0).collect();
+    let mut arena = AlignedBytes::zeroed(model.arena_bytes());
+    let mut s = Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()).unwrap();
+    s.set_input_f32(0, &x).unwrap();
+    s.run().unwrap();
+    assert!(s.output_f32(0).unwrap().iter().all(|v| v.is_finite()));
+    let b = p.bytes;
+    for at in format::CRC_START..b.len() {
+        for flip in [0x01u8, 0x80, 0xff] {
+            let mut c = b.clone();
+            c[at] ^= flip;
+            reseal(&mut c);
+            let aligned = AlignedBytes::from(&c[..]);
+            let Ok(model) = Model::load(aligned.as_bytes()) else {
+                continue;
+            };
+            let mut arena = AlignedBytes::zeroed(model.arena_bytes());
+            let Ok(mut s) = Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()) else {
+                continue;
+            };
+            for i in 0..model.input_count() {
+                let n = model.input(i).unwrap().desc.bytes;
+                let _ = s.set_input(i, &vec![0x3fu8; n]);
+            }
+            let _ = s.run();
+        }
+    }
+}

@@ -487,3 +487,20 @@ fn test_models_through_the_cli() {
         );
     }
 }
+
+#[test]
+fn inputs_the_schema_lacks_are_refused() {
+    let dir = temp_dir("schema");
+    let onnx = dir.join("reduce13.onnx");
+    let model = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(2), D::N(3)])
+        .init_i64("axes", &[1], &[1])
+        .node("ReduceMean", "mean", &["x", "axes"], &["y"], vec![])
+        .output("y")
+        .encode();
+    std::fs::write(&onnx, model).unwrap();
+    assert_error(
+        &ferrite(&["pack", s(&onnx), "-o", s(&dir.join("m.frt"))]),
+        "ReduceMean takes at most 1 input(s) in opset 13",
+    );
+}

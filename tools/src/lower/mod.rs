@@ -157,6 +157,15 @@ impl Lowerer {
     }
 
     fn lower_op(&mut self, node: &Node) -> Result<(), Reason> {
+        let limit = max_inputs(&node.op_type, self.opset);
+        if node.inputs.len() > limit {
+            return Err(format!(
+                "{} takes at most {limit} input(s) in opset {}, the node has {}",
+                node.op_type,
+                self.opset,
+                node.inputs.len()
+            ));
+        }
         match node.op_type.as_str() {
             "Conv" => nn::conv(self, node),
             "ConvTranspose" => nn::conv_transpose(self, node),
@@ -400,6 +409,79 @@ impl Lowerer {
 pub fn bounded(shape: &[usize]) -> Result<usize, Reason> {
     crate::tensor::checked_elements(shape)
         .ok_or_else(|| format!("a tensor of shape {shape:?} is too large"))
+}
+
+/// Most inputs `op` has in the default-domain `opset` (per the ONNX schemas), so an input the
+/// schema does not have is refused instead of silently ignored.
+fn max_inputs(op: &str, opset: i64) -> usize {
+    match op {
+        "Relu" | "LeakyRelu" | "Sigmoid" | "Tanh" | "HardSigmoid" | "HardSwish" | "Softmax"
+        | "Flatten" | "Transpose" | "GlobalAveragePool" | "GlobalMaxPool" | "MaxPool"
+        | "AveragePool" | "Identity" | "Shape" | "Size" | "Cast" | "ConstantOfShape" => 1,
+        "Constant" => 0,
+        "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Reshape" | "Gather" | "Equal" | "Expand" => 2,
+        "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" => 3,
+        "BatchNormalization" => 5,
+        "Clip" => {
+            if opset < 11 {
+                1
+            } else {
+                3
+            }
+        }
+        "Squeeze" | "Unsqueeze" => {
+            if opset < 13 {
+                1
+            } else {
+                2
+            }
+        }
+        "Split" => {
+            if opset < 13 {
+                1
+            } else {
+                2
+            }
+        }
+        "ReduceSum" => {
+            if opset < 13 {
+                1
+            } else {
+                2
+            }
+        }
+        "ReduceMean" | "ReduceMax" => {
+            if opset < 18 {
+                1
+            } else {
+                2
+            }
+        }
+        "Pad" => {
+            if opset < 11 {
+                1
+            } else if opset < 18 {
+                3
+            } else {
+                4
+            }
+        }
+        "Slice" => {
+            if opset < 10 {
+                1
+            } else {
+                5
+            }
+        }
+        "Dropout" => {
+            if opset < 12 {
+                1
+            } else {
+                3
+            }
+        }
+        _ => usize::MAX,
+    }
 }
 
 /// Normalises a possibly negative axis against `rank`.
