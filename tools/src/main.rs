@@ -34,9 +34,8 @@ enum Command {
         /// Where to write the .frt file.
         #[arg(short, long)]
         output: PathBuf,
-        /// Fix an input's shape: NAME=1x3x96x96 (repeatable).
-        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
-        input_shapes: Vec<String>,
+        #[command(flatten)]
+        plan: PlanArgs,
         /// Quantize weights and activations (not available yet).
         #[arg(long)]
         quantize: Option<String>,
@@ -51,9 +50,8 @@ enum Command {
     Check {
         /// The ONNX model.
         input: PathBuf,
-        /// Fix an input's shape: NAME=1x3x96x96 (repeatable).
-        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
-        input_shapes: Vec<String>,
+        #[command(flatten)]
+        plan: PlanArgs,
     },
     /// Run a model (.frt, or .onnx packed in memory) on .npy inputs.
     Run {
@@ -68,9 +66,8 @@ enum Command {
         /// Directory for output_<i>.npy.
         #[arg(long = "out-dir")]
         out_dir: PathBuf,
-        /// Fix an input's shape when the model is .onnx.
-        #[arg(long = "input-shape", value_name = "NAME=DIMS")]
-        input_shapes: Vec<String>,
+        #[command(flatten)]
+        plan: PlanArgs,
     },
     /// Show a packed model's ops, tensors and arena plan.
     Inspect {
@@ -104,6 +101,43 @@ enum Command {
     Devices,
 }
 
+/// How an ONNX model's inputs are pinned down at pack time.
+#[derive(clap::Args)]
+struct PlanArgs {
+    /// Fix an input's shape: NAME=1x3x96x96 (repeatable).
+    #[arg(long = "input-shape", value_name = "NAME=DIMS")]
+    input_shapes: Vec<String>,
+    /// Freeze an input to a value known at pack time (e.g. a target shape): NAME=FILE.npy.
+    #[arg(long = "constant", value_name = "NAME=FILE.npy")]
+    constants: Vec<String>,
+}
+
+impl PlanArgs {
+    fn options(&self) -> Result<PackOptions, String> {
+        let input_shapes = self
+            .input_shapes
+            .iter()
+            .map(|s| parse_input_shape(s))
+            .collect::<Result<_, _>>()
+            .map_err(|e| e.to_string())?;
+        let mut constants = Vec::new();
+        for arg in &self.constants {
+            let (name, file) = arg
+                .split_once('=')
+                .ok_or_else(|| format!("bad --constant '{arg}': expected NAME=FILE.npy"))?;
+            let a = npy::read(Path::new(file)).map_err(|e| e.to_string())?;
+            let value =
+                ferrite_tools::tensor::HostTensor::from_le_bytes(a.dtype, a.shape, &a.bytes)
+                    .ok_or_else(|| format!("{file}: the array is too large"))?;
+            constants.push((name.to_string(), value));
+        }
+        Ok(PackOptions {
+            input_shapes,
+            constants,
+        })
+    }
+}
+
 type CliResult = Result<ExitCode, String>;
 
 fn main() -> ExitCode {
@@ -112,22 +146,19 @@ fn main() -> ExitCode {
         Command::Pack {
             input,
             output,
-            input_shapes,
+            plan,
             quantize,
             calibration,
             emit,
-        } => cmd_pack(&input, &output, &input_shapes, quantize, calibration, emit),
-        Command::Check {
-            input,
-            input_shapes,
-        } => cmd_check(&input, &input_shapes),
+        } => cmd_pack(&input, &output, &plan, quantize, calibration, emit),
+        Command::Check { input, plan } => cmd_check(&input, &plan),
         Command::Run {
             model,
             inputs,
             device,
             out_dir,
-            input_shapes,
-        } => cmd_run(&model, &inputs, &device, &out_dir, &input_shapes),
+            plan,
+        } => cmd_run(&model, &inputs, &device, &out_dir, &plan),
         Command::Inspect { model, json } => cmd_inspect(&model, json),
         Command::Bench {
             model,
@@ -151,18 +182,6 @@ fn main() -> ExitCode {
     }
 }
 
-fn options(shapes: &[String]) -> Result<PackOptions, String> {
-    let input_shapes = shapes
-        .iter()
-        .map(|s| parse_input_shape(s))
-        .collect::<Result<_, _>>()
-        .map_err(|e| e.to_string())?;
-    Ok(PackOptions {
-        input_shapes,
-        ..PackOptions::default()
-    })
-}
-
 fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
@@ -183,7 +202,7 @@ fn require_cpu(device: &str) -> Result<(), String> {
 fn cmd_pack(
     input: &Path,
     output: &Path,
-    shapes: &[String],
+    plan: &PlanArgs,
     quantize: Option<String>,
     calibration: Option<PathBuf>,
     emit: Option<String>,
@@ -194,7 +213,7 @@ fn cmd_pack(
     if emit.is_some() {
         return Err("--emit is not implemented yet".into());
     }
-    let opts = options(shapes)?;
+    let opts = plan.options()?;
     let packed = pack::pack(&read(input)?, &opts).map_err(|e| e.to_string())?;
     std::fs::write(output, &packed.bytes).map_err(|e| format!("{}: {e}", output.display()))?;
     let r = &packed.report;
@@ -229,8 +248,8 @@ fn ratio(a: usize, b: usize) -> f64 {
     }
 }
 
-fn cmd_check(input: &Path, shapes: &[String]) -> CliResult {
-    let opts = options(shapes)?;
+fn cmd_check(input: &Path, plan: &PlanArgs) -> CliResult {
+    let opts = plan.options()?;
     let report = pack::check(&read(input)?, &opts).map_err(|e| e.to_string())?;
     if report.items.is_empty() {
         println!("{}: every node is supported", input.display());
@@ -250,8 +269,8 @@ fn cmd_check(input: &Path, shapes: &[String]) -> CliResult {
     Ok(ExitCode::FAILURE)
 }
 
-fn load(model: &Path, shapes: &[String]) -> Result<AlignedBytes, String> {
-    runner::load_model_bytes(model, &options(shapes)?).map_err(|e| e.to_string())
+fn load(model: &Path, options: &PackOptions) -> Result<AlignedBytes, String> {
+    runner::load_model_bytes(model, options).map_err(|e| e.to_string())
 }
 
 fn read_inputs(model: &Model<'_>, args: &[String]) -> Result<Vec<NpyArray>, String> {
@@ -267,10 +286,10 @@ fn cmd_run(
     inputs: &[String],
     device: &str,
     out_dir: &Path,
-    shapes: &[String],
+    plan: &PlanArgs,
 ) -> CliResult {
     require_cpu(device)?;
-    let bytes = load(model_path, shapes)?;
+    let bytes = load(model_path, &plan.options()?)?;
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
     let arrays = read_inputs(&model, inputs)?;
     let outputs = runner::run_cpu(&model, &arrays).map_err(|e: RunError| e.to_string())?;
@@ -400,7 +419,7 @@ fn cmd_bench(
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
-    let bytes = load(model_path, &[])?;
+    let bytes = load(model_path, &PackOptions::default())?;
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
     let arrays = if inputs.is_empty() {
         runner::synthetic_inputs(&model)

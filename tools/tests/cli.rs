@@ -504,3 +504,47 @@ fn inputs_the_schema_lacks_are_refused() {
         "ReduceMean takes at most 1 input(s) in opset 13",
     );
 }
+
+#[test]
+fn shape_inputs_can_be_frozen_with_constant() {
+    let dir = temp_dir("constant");
+    let onnx = dir.join("reshape.onnx");
+    let model = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(2), D::N(6)])
+        .input("shape", data_type::INT64, &[D::N(2)])
+        .node("Reshape", "reshape", &["x", "shape"], &["y"], vec![])
+        .output("y")
+        .encode();
+    std::fs::write(&onnx, model).unwrap();
+    let frt = dir.join("m.frt");
+    assert_error(
+        &ferrite(&["pack", s(&onnx), "-o", s(&frt)]),
+        "must be a constant",
+    );
+    let shape = dir.join("shape.npy");
+    let bytes = [3i64, 4].iter().flat_map(|v| v.to_le_bytes()).collect();
+    npy::write(
+        &shape,
+        &NpyArray {
+            dtype: DType::I64,
+            shape: vec![2],
+            bytes,
+        },
+    )
+    .unwrap();
+    let frozen = format!("shape={}", s(&shape));
+    let out = ferrite(&["pack", s(&onnx), "-o", s(&frt), "--constant", &frozen]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = ferrite(&["inspect", s(&frt), "--json"]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["inputs"].as_array().unwrap().len(), 1);
+    assert_eq!(doc["outputs"][0]["shape"], serde_json::json!([3, 4]));
+    assert_error(
+        &ferrite(&["pack", s(&onnx), "-o", s(&frt), "--constant", "shape"]),
+        "NAME=FILE.npy",
+    );
+}
