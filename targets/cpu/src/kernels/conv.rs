@@ -171,6 +171,19 @@ fn init_bias(out: &mut [f32], bias: Option<&[f32]>, plane: usize) {
     }
 }
 
+/// `dst[i] = f(dst[i], src[i * step])`. The source is first cut to exactly the elements read,
+/// so the indexing compiles to a tight loop (about twice as fast as `step_by` here).
+#[inline(always)]
+fn strided(dst: &mut [f32], src: &[f32], step: usize, f: impl Fn(f32, f32) -> f32) {
+    let Some(last) = dst.len().checked_sub(1) else {
+        return;
+    };
+    let src = &src[..last * step + 1];
+    for (i, d) in dst.iter_mut().enumerate() {
+        *d = f(*d, src[i * step]);
+    }
+}
+
 /// Copies a short slice inline (no `memcpy` call: for rows of a few floats the call costs
 /// more than the copy).
 #[inline(always)]
@@ -239,9 +252,7 @@ fn im2col(
                     if sw == 1 {
                         copy(out, &src[ix0..ix0 + (hi - lo)]);
                     } else {
-                        for (dv, sv) in out.iter_mut().zip(src[ix0..].iter().step_by(sw)) {
-                            *dv = *sv;
-                        }
+                        strided(out, &src[ix0..], sw, |_, v| v);
                     }
                 }
             }
@@ -350,9 +361,7 @@ fn depthwise_conv(
                             *dv += wv * sv;
                         }
                     } else {
-                        for (dv, sv) in dst.iter_mut().zip(src[ix0..].iter().step_by(sw)) {
-                            *dv += wv * sv;
-                        }
+                        strided(dst, &src[ix0..], sw, |d, v| d + wv * v);
                     }
                 }
             }
