@@ -15,6 +15,8 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -q -- -D warnings
+echo "== cargo doc (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace -q
 echo "== no_std builds (core + cpu) for Cortex-M"
 cargo build -q -p ferrite-core -p ferrite-cpu --target thumbv7em-none-eabihf
 cargo build -q -p ferrite-core -p ferrite-cpu --target thumbv6m-none-eabi

@@ -1,6 +1,6 @@
 //! # ferrite-hal
 //!
-//! The one [`Device`](device::Device) trait and the vocabulary that the core and every device share:
+//! The one [`Device`] trait and the vocabulary that the core and every device share:
 //! element types ([`DType`]), checked shape arithmetic ([`Shape`]), operator descriptors ([`op::Op`]),
 //! capabilities ([`Capabilities`]) and a small error vocabulary ([`ErrorKind`]).
 //!

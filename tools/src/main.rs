@@ -63,7 +63,7 @@ enum Command {
         /// Device to run on.
         #[arg(long, default_value = "cpu")]
         device: String,
-        /// Directory for output_<i>.npy.
+        /// Directory for `output_<i>.npy`.
         #[arg(long = "out-dir")]
         out_dir: PathBuf,
         #[command(flatten)]
