@@ -223,14 +223,47 @@ pub fn depthwise_padded_plane(
     Some([h, wd])
 }
 
+/// How a depthwise convolution runs, decided from its parameters alone (so the planner, the
+/// verifier and the kernels agree on its scratch).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Depthwise {
+    /// Strided: row by row, straight from the input (no scratch).
+    Direct,
+    /// Stride 1, output as wide as the input ("same" padding across), small plane: every tap is
+    /// one pass over the unpadded plane, with a 0/1 mask per kernel column zeroing the
+    /// contributions that would wrap into the next row. Scratch: `kernel width × plane`.
+    Masked,
+    /// Stride 1 otherwise: each input plane is copied zero-padded, so every tap is one pass at
+    /// the padded width. Scratch: padded plane + padded-width output plane.
+    Padded,
+}
+
+/// Largest masked-depthwise scratch (`kernel width × output plane`), in `f32` elements.
+pub const DEPTHWISE_MASK_BUDGET: usize = 16 * 1024;
+
+/// The strategy for a depthwise convolution with this output size.
+pub fn depthwise_strategy(conv: &crate::op::Conv, out_h: usize, out_w: usize) -> Depthwise {
+    let w = &conv.window;
+    if w.stride != [1, 1] {
+        return Depthwise::Direct;
+    }
+    let same_width =
+        (w.kernel[1] - 1).checked_mul(w.dilation[1]) == w.pads[1].checked_add(w.pads[3]);
+    let masks = out_h
+        .checked_mul(out_w)
+        .and_then(|p| p.checked_mul(w.kernel[1]));
+    match masks {
+        Some(m) if same_width && m <= DEPTHWISE_MASK_BUDGET => Depthwise::Masked,
+        _ => Depthwise::Padded,
+    }
+}
+
 /// Scratch (in `f32` elements) that a convolution needs: none for a pointwise one (1×1 kernel,
-/// stride 1, no padding) or a depthwise one (one input channel per group, several groups) with
-/// strides; for a stride-1 depthwise one, a zero-padded input plane and a padded-width output
-/// plane (so every tap is one long vectorisable pass); otherwise one tile of im2col columns,
+/// stride 1, no padding); for a depthwise one (one input channel per group, several groups)
+/// what its [`Depthwise`] strategy says; otherwise one tile of im2col columns,
 /// `in_channels_per_group × kernel area × conv_tile_columns(..)`.
 ///
-/// The planner reserves exactly this much, the verifier checks it, and devices that convolve by
-/// im2col may rely on it.
+/// The planner reserves exactly this much, the verifier checks it, and the CPU kernels rely on it.
 pub fn conv_scratch_elements(
     conv: &crate::op::Conv,
     in_channels_per_group: usize,
@@ -240,12 +273,18 @@ pub fn conv_scratch_elements(
     let w = &conv.window;
     let depthwise = in_channels_per_group == 1 && conv.group > 1;
     let pointwise = w.kernel == [1, 1] && w.stride == [1, 1] && w.pads == [0; 4];
-    if pointwise || (depthwise && w.stride != [1, 1]) {
+    if pointwise {
         return Some(0);
     }
     if depthwise {
-        let [padded_h, padded_w] = depthwise_padded_plane(conv, out_h, out_w)?;
-        return padded_h.checked_add(out_h)?.checked_mul(padded_w);
+        return match depthwise_strategy(conv, out_h, out_w) {
+            Depthwise::Direct => Some(0),
+            Depthwise::Masked => out_h.checked_mul(out_w)?.checked_mul(w.kernel[1]),
+            Depthwise::Padded => {
+                let [padded_h, padded_w] = depthwise_padded_plane(conv, out_h, out_w)?;
+                padded_h.checked_add(out_h)?.checked_mul(padded_w)
+            }
+        };
     }
     let k = in_channels_per_group
         .checked_mul(w.kernel[0])?

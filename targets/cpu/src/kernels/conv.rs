@@ -7,7 +7,7 @@
 
 use super::elementwise::activate;
 use super::gemm::{sgemm, Mat};
-use ferrite_hal::geometry::{conv_tile_columns, depthwise_padded_plane};
+use ferrite_hal::geometry::{conv_tile_columns, depthwise_strategy, Depthwise};
 use ferrite_hal::op::{Conv, ConvTranspose, Window};
 
 /// Dimensions of one convolution call.
@@ -91,13 +91,12 @@ pub fn conv(
         init_bias(out_b, bias, plane);
         let x_b = &x[b * d.c * d.h * d.w..(b + 1) * d.c * d.h * d.w];
         if depthwise {
-            let flat = win.stride == [1, 1]
-                && depthwise_padded_plane(p, d.oh, d.ow)
-                    .is_some_and(|[ph, pw]| scratch.len() >= (ph + d.oh) * pw);
-            if flat {
-                depthwise_flat(win, d, ocg, x_b, weight, bias, out_b, scratch);
-            } else {
-                depthwise_conv(win, d, ocg, x_b, weight, out_b);
+            match depthwise_strategy(p, d.oh, d.ow) {
+                Depthwise::Masked => {
+                    depthwise_masked(win, d, ocg, x_b, weight, bias, out_b, scratch)
+                }
+                Depthwise::Padded => depthwise_flat(win, d, ocg, x_b, weight, bias, out_b, scratch),
+                Depthwise::Direct => depthwise_conv(win, d, ocg, x_b, weight, out_b),
             }
             continue;
         }
@@ -254,6 +253,70 @@ fn im2col(
                     } else {
                         strided(out, &src[ix0..], sw, |_, v| v);
                     }
+                }
+            }
+        }
+    }
+}
+
+/// Stride-1 depthwise convolution with "same" padding across ([`Depthwise::Masked`]): in the
+/// flat (row-major) plane every tap is a constant shift of the input, valid except where the
+/// column wraps into a neighbouring row; a 0/1 mask per kernel column removes those, so each
+/// tap is one long multiply-add with no copies however narrow the image is.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn depthwise_masked(
+    win: &Window,
+    d: ConvDims,
+    multiplier: usize,
+    x: &[f32],
+    weight: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+    scratch: &mut [f32],
+) {
+    let [kh, kw] = win.kernel;
+    let [dh, dw] = win.dilation;
+    let (pt, pl) = (win.pads[0], win.pads[1]);
+    let plane = d.oh * d.ow;
+    let in_plane = d.h * d.w;
+    // masks[kx][p] = 1 where output column p % ow reads an input column inside the row.
+    let masks = &mut scratch[..kw * plane];
+    for (kx, mask) in masks.chunks_exact_mut(plane.max(1)).enumerate() {
+        for row in mask.chunks_exact_mut(d.ow.max(1)) {
+            for (ox, m) in row.iter_mut().enumerate() {
+                let ix = (ox + kx * dw) as isize - pl as isize;
+                *m = if (0..d.w as isize).contains(&ix) {
+                    1.0
+                } else {
+                    0.0
+                };
+            }
+        }
+    }
+    let masks = &*masks;
+    for o in 0..d.oc {
+        let x_c = &x[(o / multiplier) * in_plane..][..in_plane];
+        let out_c = &mut out[o * plane..(o + 1) * plane];
+        out_c.fill(bias.map_or(0.0, |b| b[o]));
+        let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
+        for ky in 0..kh {
+            // Output rows whose input row oy + ky·dh − pt exists.
+            let (oy0, oy1) = valid_range(d.oh, d.h, 1, pt, ky * dh);
+            for kx in 0..kw {
+                let wv = w_o[ky * kw + kx];
+                let shift = (ky * dh) as isize * d.w as isize + (kx * dw) as isize
+                    - (pt * d.w + pl) as isize;
+                // Clip the flat range so the shifted index stays inside the input plane; the
+                // positions dropped are exactly wrapped columns (masked anyway).
+                let lo = ((oy0 * d.ow) as isize).max(-shift).max(0) as usize;
+                let hi = ((oy1 * d.ow) as isize)
+                    .min(in_plane as isize - shift)
+                    .max(lo as isize) as usize;
+                let src = &x_c[(lo as isize + shift) as usize..(hi as isize + shift) as usize];
+                let mask = &masks[kx * plane + lo..kx * plane + hi];
+                for ((o, v), m) in out_c[lo..hi].iter_mut().zip(src).zip(mask) {
+                    *o += wv * v * m;
                 }
             }
         }
@@ -440,5 +503,156 @@ mod tests {
         assert_eq!(valid_range(3, 5, 2, 0, 0), (0, 3));
         // tap beyond everything
         assert_eq!(valid_range(2, 1, 1, 0, 3), (0, 0));
+    }
+}
+
+#[cfg(test)]
+mod strategy_tests {
+    extern crate std;
+    use super::*;
+    use ferrite_hal::geometry::{conv_out, conv_scratch_elements};
+    use ferrite_hal::Activation;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// Direct definition of a grouped convolution, for comparison.
+    fn naive(p: &Conv, d: ConvDims, x: &[f32], w: &[f32], bias: &[f32]) -> Vec<f32> {
+        let win = &p.window;
+        let (icg, ocg) = (d.c / p.group, d.oc / p.group);
+        let mut out = vec![0.0; d.n * d.oc * d.oh * d.ow];
+        for o in 0..d.oc {
+            let g = o / ocg;
+            for oy in 0..d.oh {
+                for ox in 0..d.ow {
+                    let mut s = bias[o];
+                    for ic in 0..icg {
+                        for ky in 0..win.kernel[0] {
+                            for kx in 0..win.kernel[1] {
+                                let iy = (oy * win.stride[0] + ky * win.dilation[0]) as isize
+                                    - win.pads[0] as isize;
+                                let ix = (ox * win.stride[1] + kx * win.dilation[1]) as isize
+                                    - win.pads[1] as isize;
+                                if iy < 0 || ix < 0 || iy >= d.h as isize || ix >= d.w as isize {
+                                    continue;
+                                }
+                                let xv =
+                                    x[((g * icg + ic) * d.h + iy as usize) * d.w + ix as usize];
+                                let wv =
+                                    w[((o * icg + ic) * win.kernel[0] + ky) * win.kernel[1] + kx];
+                                s += xv * wv;
+                            }
+                        }
+                    }
+                    out[(o * d.oh + oy) * d.ow + ox] = s;
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_strategy_matches_the_definition() {
+        // (channels, multiplier, h, w, kernel, stride, dilation, pads t l b r)
+        let cases = [
+            (4, 1, 25, 5, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]), // masked (DS-CNN)
+            (3, 2, 6, 7, [3, 3], [1, 1], [1, 1], [0, 1, 2, 1]), // masked, uneven rows, multiplier 2
+            (2, 1, 9, 8, [3, 3], [1, 1], [2, 2], [2, 2, 2, 2]), // masked, dilated
+            (2, 1, 7, 6, [3, 3], [1, 1], [1, 1], [0, 0, 0, 0]), // padded (valid padding)
+            (2, 1, 70, 70, [5, 5], [1, 1], [1, 1], [2, 2, 2, 2]), // padded (plane over the mask budget)
+            (3, 1, 9, 9, [3, 3], [2, 2], [1, 1], [0, 0, 1, 1]),   // direct (strided)
+        ];
+        for (c, mult, h, w, kernel, stride, dilation, pads) in cases {
+            let p = Conv {
+                window: Window {
+                    kernel,
+                    stride,
+                    dilation,
+                    pads,
+                },
+                group: c,
+                activation: Activation::None,
+            };
+            let oh = conv_out(h, kernel[0], stride[0], dilation[0], pads[0], pads[2]).unwrap();
+            let ow = conv_out(w, kernel[1], stride[1], dilation[1], pads[1], pads[3]).unwrap();
+            let d = ConvDims {
+                n: 1,
+                c,
+                h,
+                w,
+                oc: c * mult,
+                oh,
+                ow,
+            };
+            let x: Vec<f32> = (0..c * h * w)
+                .map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.3)
+                .collect();
+            let wt: Vec<f32> = (0..c * mult * kernel[0] * kernel[1])
+                .map(|i| ((i * 5 % 9) as f32 - 4.0) * 0.2)
+                .collect();
+            let bias: Vec<f32> = (0..c * mult).map(|i| i as f32 * 0.1).collect();
+            let mut scratch = vec![0.0; conv_scratch_elements(&p, 1, oh, ow).unwrap()];
+            let mut out = vec![0.0; c * mult * oh * ow];
+            conv(&p, d, &x, &wt, Some(&bias), &mut out, &mut scratch);
+            let want = naive(&p, d, &x, &wt, &bias);
+            for (i, (a, b)) in out.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() < 1e-4,
+                    "{:?} at {i}: {a} vs {b}",
+                    depthwise_strategy(&p, oh, ow)
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn im2col_tiles_and_pointwise_match_the_definition() {
+        // (in, out, group, h, w, kernel, stride, dilation, pads): tiled im2col (plane past the
+        // budget), grouped, strided + dilated, pointwise.
+        let cases = [
+            (3, 4, 1, 120, 120, [3, 3], [1, 1], [1, 1], [1, 1, 1, 1]),
+            (4, 6, 2, 9, 11, [3, 2], [1, 1], [1, 1], [1, 0, 1, 1]),
+            (2, 3, 1, 13, 12, [3, 3], [2, 3], [2, 1], [2, 1, 0, 2]),
+            (5, 7, 1, 6, 6, [1, 1], [1, 1], [1, 1], [0, 0, 0, 0]),
+        ];
+        for (c, oc, group, h, w, kernel, stride, dilation, pads) in cases {
+            let p = Conv {
+                window: Window {
+                    kernel,
+                    stride,
+                    dilation,
+                    pads,
+                },
+                group,
+                activation: Activation::None,
+            };
+            let oh = conv_out(h, kernel[0], stride[0], dilation[0], pads[0], pads[2]).unwrap();
+            let ow = conv_out(w, kernel[1], stride[1], dilation[1], pads[1], pads[3]).unwrap();
+            let d = ConvDims {
+                n: 1,
+                c,
+                h,
+                w,
+                oc,
+                oh,
+                ow,
+            };
+            let x: Vec<f32> = (0..c * h * w)
+                .map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.3)
+                .collect();
+            let wt: Vec<f32> = (0..oc * c / group * kernel[0] * kernel[1])
+                .map(|i| ((i * 5 % 9) as f32 - 4.0) * 0.2)
+                .collect();
+            let bias: Vec<f32> = (0..oc).map(|i| i as f32 * 0.1).collect();
+            let mut scratch = vec![0.0; conv_scratch_elements(&p, c / group, oh, ow).unwrap()];
+            let mut out = vec![0.0; oc * oh * ow];
+            conv(&p, d, &x, &wt, Some(&bias), &mut out, &mut scratch);
+            let want = naive(&p, d, &x, &wt, &bias);
+            for (i, (a, b)) in out.iter().zip(&want).enumerate() {
+                assert!(
+                    (a - b).abs() < 1e-3,
+                    "case {c}->{oc} g{group} at {i}: {a} vs {b}"
+                );
+            }
+        }
     }
 }
