@@ -107,7 +107,7 @@ impl<'a> Model<'a> {
             } else {
                 4
             };
-            if offset % align != 0 {
+            if !offset.is_multiple_of(align) {
                 return Err(err(K::Misaligned, "section offset").at(i));
             }
             if let Some(slot) = found.get_mut(kind as usize) {
@@ -124,7 +124,7 @@ impl<'a> Model<'a> {
             found[kind as usize].ok_or(err(K::MissingSection, name))
         };
         let weights = get(section::WEIGHTS, "weights")?;
-        if (weights.as_ptr() as usize) % format::WEIGHT_ALIGN != 0 {
+        if !(weights.as_ptr() as usize).is_multiple_of(format::WEIGHT_ALIGN) {
             return Err(err(
                 K::Misaligned,
                 "model bytes must start at a 16-byte boundary in memory",
@@ -223,7 +223,7 @@ impl<'a> Model<'a> {
                 if end > self.arena_bytes {
                     return Err(e(K::OutOfRange, "tensor outside the arena"));
                 }
-                if offset % format::ARENA_ALIGN != 0 {
+                if !offset.is_multiple_of(format::ARENA_ALIGN) {
                     return Err(e(K::Misaligned, "arena offset"));
                 }
                 Location::Arena(offset)
@@ -232,7 +232,7 @@ impl<'a> Model<'a> {
                 if end > self.weights.len() {
                     return Err(e(K::OutOfRange, "tensor outside the weights"));
                 }
-                if offset % format::WEIGHT_ALIGN != 0 {
+                if !offset.is_multiple_of(format::WEIGHT_ALIGN) {
                     return Err(e(K::Misaligned, "weight offset"));
                 }
                 Location::Weights(offset)

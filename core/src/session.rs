@@ -43,7 +43,7 @@ impl<'m, 'a, D: Device> Session<'m, 'a, D> {
                 got: arena.len(),
             });
         }
-        if (arena.as_ptr() as usize) % ARENA_ALIGN != 0 {
+        if !(arena.as_ptr() as usize).is_multiple_of(ARENA_ALIGN) {
             return Err(Error::ArenaMisaligned { align: ARENA_ALIGN });
         }
         let mut missing = OpSet::empty();

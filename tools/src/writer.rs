@@ -12,7 +12,7 @@ fn u32_of(v: usize, what: &str) -> Result<u32, PackError> {
 }
 
 fn pad_to(buf: &mut Vec<u8>, align: usize) {
-    while buf.len() % align != 0 {
+    while !buf.len().is_multiple_of(align) {
         buf.push(0);
     }
 }

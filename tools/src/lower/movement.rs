@@ -45,7 +45,7 @@ pub(super) fn reshape(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     }
     if let Some(i) = infer {
         let known = super::bounded(&shape)?;
-        if known == 0 || total % known != 0 {
+        if known == 0 || !total.is_multiple_of(known) {
             return Err(format!("cannot infer -1: {total} elements into {target:?}"));
         }
         shape[i] = total / known;

@@ -151,8 +151,8 @@ pub(super) fn conv(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     }
     let group = node.int("group", 1)?;
     if group < 1
-        || xs[1] % group as usize != 0
-        || ws[0] % group as usize != 0
+        || !xs[1].is_multiple_of(group as usize)
+        || !ws[0].is_multiple_of(group as usize)
         || ws[1] * group as usize != xs[1]
     {
         return Err(format!("group {group} does not divide the channels"));
@@ -194,7 +194,7 @@ pub(super) fn conv_transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason
         return Err("weight shape does not match the input channels".into());
     }
     let group = node.int("group", 1)?;
-    if group < 1 || xs[1] % group as usize != 0 {
+    if group < 1 || !xs[1].is_multiple_of(group as usize) {
         return Err(format!("group {group} does not divide the channels"));
     }
     let kernel = kernel_from(node, &ws)?;

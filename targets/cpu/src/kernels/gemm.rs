@@ -3,8 +3,8 @@
 //! A register-blocked micro-kernel keeps an `MR × NR` block of C in locals across the whole K
 //! loop and reads B's rows in place, so neither operand is packed; LLVM vectorises the `NR`-wide
 //! accumulator rows for the target's SIMD. Edges fall back to a one-row kernel. With the `std`
-//! feature on x86-64, AVX2+FMA kernels are chosen at run time (the portable build stays the
-//! baseline); on other targets the baseline is all there is.
+//! feature on x86-64, AVX2+FMA or AVX-512 kernels are chosen at run time (the portable build
+//! stays the baseline); on other targets the baseline is all there is.
 
 /// Row-major matrix view: `data[row * stride + col]`.
 #[derive(Clone, Copy)]
@@ -53,8 +53,11 @@ pub fn sgemm(
     let p = Product { k, alpha, a, b };
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     {
-        if x86::available() {
-            return x86::sgemm(&p, m, n, c, ldc);
+        use super::simd::Level;
+        match super::simd::level() {
+            Level::Avx512 => return avx512::sgemm(&p, m, n, c, ldc),
+            Level::Avx2 => return avx2::sgemm(&p, m, n, c, ldc),
+            Level::Portable => {}
         }
     }
     sgemm_generic::<4, 8, false>(&p, m, n, c, ldc)
@@ -173,248 +176,284 @@ fn row_tail<const FMA: bool>(
     }
 }
 
-/// AVX2 + FMA micro-kernels for x86-64, selected at run time (std only).
-///
+/// Defines a module of x86-64 micro-kernels for one SIMD width (std only): a 6 × (2 vectors)
+/// block with explicit vector registers, a 64-wide matrix-vector kernel, and packed column tails.
 /// The portable kernel relies on LLVM keeping the accumulator block in registers, which it does
-/// for SSE-sized blocks but not for the 6×16 block AVX2 needs; here the block is written with
-/// explicit `__m256` registers. Bounds are checked once per block, before any pointer is read.
-#[cfg(all(feature = "std", target_arch = "x86_64"))]
-#[allow(unsafe_code)]
-mod x86 {
-    use super::{sgemm_generic, Mat, Product};
-    use core::arch::x86_64::*;
-    use core::cell::RefCell;
-    use std::vec::Vec;
+/// for SSE-sized blocks but not for these; bounds are checked once per block, before any
+/// pointer is read.
+macro_rules! simd_gemm {
+    ($module:ident, $feature:literal, $doc:literal, $vec:ty, $lanes:expr,
+     $zero:ident, $load:ident, $store:ident, $set1:ident, $fmadd:ident) => {
+        #[doc = $doc]
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        #[allow(unsafe_code)]
+        mod $module {
+            use super::{sgemm_generic, Mat, Product};
+            use core::arch::x86_64::*;
+            use core::cell::RefCell;
+            use std::vec::Vec;
 
-    const MR: usize = 6;
-    const NR: usize = 16;
-    /// Columns of the matrix-vector kernel.
-    const WIDE: usize = 64;
+            const MR: usize = 6;
+            const LANES: usize = $lanes;
+            const NR: usize = 2 * LANES;
+            /// Columns of the matrix-vector kernel.
+            const WIDE: usize = 64;
 
-    std::thread_local! {
-        /// Reused buffer for packed column tails (grows to the largest K seen).
-        static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
-    }
-
-    /// Whether the AVX2+FMA kernels may run (see `kernels::wide::available`).
-    pub(super) fn available() -> bool {
-        super::super::wide::available()
-    }
-
-    /// `C += alpha · A · B` on AVX2.
-    pub(super) fn sgemm(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) {
-        // SAFETY: only called after `available()` reported AVX2 and FMA.
-        let ok = unsafe { sgemm_avx2(p, m, n, c, ldc) };
-        if !ok {
-            // A slice was shorter than the shapes say, which a verified plan rules out. Nothing
-            // was read out of bounds; hand over to the portable kernel, whose checked indexing
-            // treats the bug exactly as the baseline build would.
-            sgemm_generic::<4, 8, true>(p, m, n, c, ldc);
-        }
-    }
-
-    /// Where a block of results goes: `c` with row stride `ldc`, at row `row`, column `col`.
-    struct Target<'c> {
-        c: &'c mut [f32],
-        ldc: usize,
-        row: usize,
-        col: usize,
-    }
-
-    /// `target += alpha · A[i..i+R, :] · B[:, j..j+16]`; false (nothing done) if a slice is too
-    /// short.
-    #[target_feature(enable = "avx2,fma")]
-    fn block<const R: usize>(p: &Product<'_>, i: usize, j: usize, t: &mut Target<'_>) -> bool {
-        let (k, a, b) = (p.k, p.a, p.b);
-        let a_ok = (0..R).all(|r| (i + r) * a.stride + k <= a.data.len());
-        let b_ok = k == 0 || (k - 1) * b.stride + j + NR <= b.data.len();
-        let c_ok = (t.row + R - 1) * t.ldc + t.col + NR <= t.c.len();
-        if !(a_ok && b_ok && c_ok) {
-            return false;
-        }
-        let mut acc = [[_mm256_setzero_ps(); 2]; R];
-        let a_rows: [&[f32]; R] =
-            core::array::from_fn(|r| &a.data[(i + r) * a.stride..(i + r) * a.stride + k]);
-        let b_ptr = b.data.as_ptr();
-        for q in 0..k {
-            // SAFETY: q < k, and `b_ok` bounds row q's 16 floats from column j.
-            let (b0, b1) = unsafe {
-                let row = b_ptr.add(q * b.stride + j);
-                (_mm256_loadu_ps(row), _mm256_loadu_ps(row.add(8)))
-            };
-            for (acc, row) in acc.iter_mut().zip(&a_rows) {
-                // SAFETY: every row of `a_rows` holds k > q elements.
-                let av = _mm256_set1_ps(unsafe { *row.get_unchecked(q) });
-                acc[0] = _mm256_fmadd_ps(av, b0, acc[0]);
-                acc[1] = _mm256_fmadd_ps(av, b1, acc[1]);
+            std::thread_local! {
+                /// Reused buffer for packed column tails (grows to the largest K seen).
+                static PANEL: RefCell<Vec<f32>> = const { RefCell::new(Vec::new()) };
             }
-        }
-        let scale = _mm256_set1_ps(p.alpha);
-        for (r, acc) in acc.iter().enumerate() {
-            let start = (t.row + r) * t.ldc + t.col;
-            let row = &mut t.c[start..start + NR];
-            // SAFETY: `row` holds exactly 16 floats.
-            unsafe {
-                let ptr = row.as_mut_ptr();
-                _mm256_storeu_ps(ptr, _mm256_fmadd_ps(scale, acc[0], _mm256_loadu_ps(ptr)));
-                _mm256_storeu_ps(
-                    ptr.add(8),
-                    _mm256_fmadd_ps(scale, acc[1], _mm256_loadu_ps(ptr.add(8))),
-                );
-            }
-        }
-        true
-    }
 
-    /// One block of `rows` (1 to 6) rows.
-    #[target_feature(enable = "avx2,fma")]
-    fn rows(count: usize, p: &Product<'_>, i: usize, j: usize, t: &mut Target<'_>) -> bool {
-        match count {
-            6 => block::<6>(p, i, j, t),
-            5 => block::<5>(p, i, j, t),
-            4 => block::<4>(p, i, j, t),
-            3 => block::<3>(p, i, j, t),
-            2 => block::<2>(p, i, j, t),
-            _ => block::<1>(p, i, j, t),
-        }
-    }
-
-    /// `C[0, j..j+64] += alpha · A[0, :] · B[:, j..j+64]` for a single row (matrix-vector
-    /// products: batch-1 dense layers), with eight accumulators so loads, not FMA latency,
-    /// bound it. False (nothing done) if a slice is too short.
-    #[target_feature(enable = "avx2,fma")]
-    fn row_wide(p: &Product<'_>, j: usize, c: &mut [f32]) -> bool {
-        let (k, a, b) = (p.k, p.a, p.b);
-        let Some(a_row) = a.data.get(..k) else {
-            return false;
-        };
-        if (k - 1) * b.stride + j + WIDE > b.data.len() {
-            return false;
-        }
-        let Some(c_row) = c.get_mut(j..j + WIDE) else {
-            return false;
-        };
-        let mut acc = [_mm256_setzero_ps(); WIDE / 8];
-        let b_ptr = b.data.as_ptr();
-        for (q, &av) in a_row.iter().enumerate() {
-            let av = _mm256_set1_ps(av);
-            // SAFETY: q < k and the check above bounds row q's 64 floats from column j.
-            let row = unsafe { b_ptr.add(q * b.stride + j) };
-            for (v, acc) in acc.iter_mut().enumerate() {
-                // SAFETY: v * 8 + 8 <= 64.
-                let bv = unsafe { _mm256_loadu_ps(row.add(v * 8)) };
-                *acc = _mm256_fmadd_ps(av, bv, *acc);
+            /// `C += alpha · A · B` with these kernels; only call when the CPU has the features.
+            pub(super) fn sgemm(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) {
+                // SAFETY: `super::sgemm` calls this only after `simd::level()` reported the features.
+                let ok = unsafe { sgemm_simd(p, m, n, c, ldc) };
+                if !ok {
+                    // A slice was shorter than the shapes say, which a verified plan rules out. Nothing
+                    // was read out of bounds; hand over to the portable kernel, whose checked indexing
+                    // treats the bug exactly as the baseline build would.
+                    sgemm_generic::<4, 8, true>(p, m, n, c, ldc);
+                }
             }
-        }
-        let scale = _mm256_set1_ps(p.alpha);
-        for (chunk, acc) in c_row.chunks_exact_mut(8).zip(&acc) {
-            // SAFETY: `chunk` holds exactly 8 floats.
-            unsafe {
-                let ptr = chunk.as_mut_ptr();
-                _mm256_storeu_ps(ptr, _mm256_fmadd_ps(scale, *acc, _mm256_loadu_ps(ptr)));
-            }
-        }
-        true
-    }
 
-    /// The whole product; false if a slice is too short.
-    #[target_feature(enable = "avx2,fma")]
-    fn sgemm_avx2(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) -> bool {
-        let full = n / NR * NR;
-        let mut j = 0;
-        if m == 1 {
-            while j + WIDE <= full {
-                if !row_wide(p, j, c) {
+            /// Where a block of results goes: `c` with row stride `ldc`, at row `row`, column `col`.
+            struct Target<'c> {
+                c: &'c mut [f32],
+                ldc: usize,
+                row: usize,
+                col: usize,
+            }
+
+            /// `target += alpha · A[i..i+R, :] · B[:, j..j+NR]`; false (nothing done) if a slice is too
+            /// short.
+            #[target_feature(enable = $feature)]
+            fn block<const R: usize>(
+                p: &Product<'_>,
+                i: usize,
+                j: usize,
+                t: &mut Target<'_>,
+            ) -> bool {
+                let (k, a, b) = (p.k, p.a, p.b);
+                let a_ok = (0..R).all(|r| (i + r) * a.stride + k <= a.data.len());
+                let b_ok = k == 0 || (k - 1) * b.stride + j + NR <= b.data.len();
+                let c_ok = (t.row + R - 1) * t.ldc + t.col + NR <= t.c.len();
+                if !(a_ok && b_ok && c_ok) {
                     return false;
                 }
-                j += WIDE;
-            }
-        }
-        // Column blocks outside, row blocks inside: a 16-wide panel of B stays in L1 while
-        // every row block of A passes over it.
-        while j < full {
-            let mut i = 0;
-            while i < m {
-                let count = (m - i).min(MR);
-                if !rows(
-                    count,
-                    p,
-                    i,
-                    j,
-                    &mut Target {
-                        c: &mut *c,
-                        ldc,
-                        row: i,
-                        col: j,
-                    },
-                ) {
-                    return false;
-                }
-                i += count;
-            }
-            j += NR;
-        }
-        full == n || tail(p, m, n, c, ldc, full)
-    }
-
-    /// Columns `j0..n` (fewer than 16): copied zero-padded into a 16-wide panel, multiplied into
-    /// a 6×16 tile with the same kernel, and added back. False if a slice is too short.
-    #[target_feature(enable = "avx2,fma")]
-    fn tail(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize, j0: usize) -> bool {
-        let (k, b) = (p.k, p.b);
-        let width = n - j0;
-        PANEL.with(|cell| {
-            let mut packed = cell.borrow_mut();
-            if packed.len() < k * NR {
-                packed.resize(k * NR, 0.0);
-            }
-            for q in 0..k {
-                let Some(src) = b.data.get(q * b.stride + j0..q * b.stride + n) else {
-                    return false;
-                };
-                let dst = &mut packed[q * NR..(q + 1) * NR];
-                dst[..width].copy_from_slice(src);
-                dst[width..].fill(0.0);
-            }
-            let panel = Product {
-                b: Mat {
-                    data: &packed[..k * NR],
-                    stride: NR,
-                },
-                ..*p
-            };
-            let mut i = 0;
-            while i < m {
-                let count = (m - i).min(MR);
-                let mut tile = [0.0f32; MR * NR];
-                if !rows(
-                    count,
-                    &panel,
-                    i,
-                    0,
-                    &mut Target {
-                        c: &mut tile,
-                        ldc: NR,
-                        row: 0,
-                        col: 0,
-                    },
-                ) {
-                    return false;
-                }
-                for r in 0..count {
-                    let Some(dst) = c.get_mut((i + r) * ldc + j0..(i + r) * ldc + n) else {
-                        return false;
+                let mut acc = [[$zero(); 2]; R];
+                let a_rows: [&[f32]; R] =
+                    core::array::from_fn(|r| &a.data[(i + r) * a.stride..(i + r) * a.stride + k]);
+                let b_ptr = b.data.as_ptr();
+                for q in 0..k {
+                    // SAFETY: q < k, and `b_ok` bounds row q's NR floats from column j.
+                    let (b0, b1) = unsafe {
+                        let row = b_ptr.add(q * b.stride + j);
+                        ($load(row), $load(row.add(LANES)))
                     };
-                    for (d, t) in dst.iter_mut().zip(&tile[r * NR..]) {
-                        *d += t;
+                    for (acc, row) in acc.iter_mut().zip(&a_rows) {
+                        // SAFETY: every row of `a_rows` holds k > q elements.
+                        let av = $set1(unsafe { *row.get_unchecked(q) });
+                        acc[0] = $fmadd(av, b0, acc[0]);
+                        acc[1] = $fmadd(av, b1, acc[1]);
                     }
                 }
-                i += count;
+                let scale = $set1(p.alpha);
+                for (r, acc) in acc.iter().enumerate() {
+                    let start = (t.row + r) * t.ldc + t.col;
+                    let row = &mut t.c[start..start + NR];
+                    // SAFETY: `row` holds exactly NR floats.
+                    unsafe {
+                        let ptr = row.as_mut_ptr();
+                        $store(ptr, $fmadd(scale, acc[0], $load(ptr)));
+                        $store(ptr.add(LANES), $fmadd(scale, acc[1], $load(ptr.add(LANES))));
+                    }
+                }
+                true
             }
-            true
-        })
-    }
+
+            /// One block of `rows` (1 to 6) rows.
+            #[target_feature(enable = $feature)]
+            fn rows(count: usize, p: &Product<'_>, i: usize, j: usize, t: &mut Target<'_>) -> bool {
+                match count {
+                    6 => block::<6>(p, i, j, t),
+                    5 => block::<5>(p, i, j, t),
+                    4 => block::<4>(p, i, j, t),
+                    3 => block::<3>(p, i, j, t),
+                    2 => block::<2>(p, i, j, t),
+                    _ => block::<1>(p, i, j, t),
+                }
+            }
+
+            /// `C[0, j..j+64] += alpha · A[0, :] · B[:, j..j+64]` for a single row (matrix-vector
+            /// products: batch-1 dense layers), with eight accumulators so loads, not FMA latency,
+            /// bound it. False (nothing done) if a slice is too short.
+            #[target_feature(enable = $feature)]
+            fn row_wide(p: &Product<'_>, j: usize, c: &mut [f32]) -> bool {
+                let (k, a, b) = (p.k, p.a, p.b);
+                let Some(a_row) = a.data.get(..k) else {
+                    return false;
+                };
+                if (k - 1) * b.stride + j + WIDE > b.data.len() {
+                    return false;
+                }
+                let Some(c_row) = c.get_mut(j..j + WIDE) else {
+                    return false;
+                };
+                let mut acc = [$zero(); WIDE / LANES];
+                let b_ptr = b.data.as_ptr();
+                for (q, &av) in a_row.iter().enumerate() {
+                    let av = $set1(av);
+                    // SAFETY: q < k and the check above bounds row q's 64 floats from column j.
+                    let row = unsafe { b_ptr.add(q * b.stride + j) };
+                    for (v, acc) in acc.iter_mut().enumerate() {
+                        // SAFETY: (v + 1) × LANES <= 64.
+                        let bv = unsafe { $load(row.add(v * LANES)) };
+                        *acc = $fmadd(av, bv, *acc);
+                    }
+                }
+                let scale = $set1(p.alpha);
+                for (chunk, acc) in c_row.chunks_exact_mut(LANES).zip(&acc) {
+                    // SAFETY: `chunk` holds exactly LANES floats.
+                    unsafe {
+                        let ptr = chunk.as_mut_ptr();
+                        $store(ptr, $fmadd(scale, *acc, $load(ptr)));
+                    }
+                }
+                true
+            }
+
+            /// The whole product; false if a slice is too short.
+            #[target_feature(enable = $feature)]
+            fn sgemm_simd(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) -> bool {
+                let full = n / NR * NR;
+                let mut j = 0;
+                if m == 1 {
+                    while j + WIDE <= full {
+                        if !row_wide(p, j, c) {
+                            return false;
+                        }
+                        j += WIDE;
+                    }
+                }
+                // Column blocks outside, row blocks inside: an NR-wide panel of B stays in L1 while
+                // every row block of A passes over it.
+                while j < full {
+                    let mut i = 0;
+                    while i < m {
+                        let count = (m - i).min(MR);
+                        if !rows(
+                            count,
+                            p,
+                            i,
+                            j,
+                            &mut Target {
+                                c: &mut *c,
+                                ldc,
+                                row: i,
+                                col: j,
+                            },
+                        ) {
+                            return false;
+                        }
+                        i += count;
+                    }
+                    j += NR;
+                }
+                full == n || tail(p, m, n, c, ldc, full)
+            }
+
+            /// Columns `j0..n` (fewer than NR): copied zero-padded into an NR-wide panel, multiplied
+            /// into a 6 × NR tile with the same kernel, and added back. False if a slice is too short.
+            #[target_feature(enable = $feature)]
+            fn tail(
+                p: &Product<'_>,
+                m: usize,
+                n: usize,
+                c: &mut [f32],
+                ldc: usize,
+                j0: usize,
+            ) -> bool {
+                let (k, b) = (p.k, p.b);
+                let width = n - j0;
+                PANEL.with(|cell| {
+                    let mut packed = cell.borrow_mut();
+                    if packed.len() < k * NR {
+                        packed.resize(k * NR, 0.0);
+                    }
+                    for q in 0..k {
+                        let Some(src) = b.data.get(q * b.stride + j0..q * b.stride + n) else {
+                            return false;
+                        };
+                        let dst = &mut packed[q * NR..(q + 1) * NR];
+                        dst[..width].copy_from_slice(src);
+                        dst[width..].fill(0.0);
+                    }
+                    let panel = Product {
+                        b: Mat {
+                            data: &packed[..k * NR],
+                            stride: NR,
+                        },
+                        ..*p
+                    };
+                    let mut i = 0;
+                    while i < m {
+                        let count = (m - i).min(MR);
+                        let mut tile = [0.0f32; MR * NR];
+                        if !rows(
+                            count,
+                            &panel,
+                            i,
+                            0,
+                            &mut Target {
+                                c: &mut tile,
+                                ldc: NR,
+                                row: 0,
+                                col: 0,
+                            },
+                        ) {
+                            return false;
+                        }
+                        for r in 0..count {
+                            let Some(dst) = c.get_mut((i + r) * ldc + j0..(i + r) * ldc + n) else {
+                                return false;
+                            };
+                            for (d, t) in dst.iter_mut().zip(&tile[r * NR..]) {
+                                *d += t;
+                            }
+                        }
+                        i += count;
+                    }
+                    true
+                })
+            }
+        }
+    };
 }
+
+simd_gemm!(
+    avx2,
+    "avx2,fma",
+    "AVX2 + FMA kernels (6×16 blocks of `__m256`).",
+    __m256,
+    8,
+    _mm256_setzero_ps,
+    _mm256_loadu_ps,
+    _mm256_storeu_ps,
+    _mm256_set1_ps,
+    _mm256_fmadd_ps
+);
+simd_gemm!(
+    avx512,
+    "avx512f,avx2,fma",
+    "AVX-512 kernels (6×32 blocks of `__m512`).",
+    __m512,
+    16,
+    _mm512_setzero_ps,
+    _mm512_loadu_ps,
+    _mm512_storeu_ps,
+    _mm512_set1_ps,
+    _mm512_fmadd_ps
+);
 
 #[cfg(test)]
 mod tests {
@@ -462,6 +501,23 @@ mod tests {
                     assert!((c[i * n + j] - want).abs() < 1e-3, "{m}x{n}x{k} at {i},{j}");
                 }
             }
+        }
+    }
+
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    #[test]
+    fn every_simd_build_matches_the_naive_product() {
+        use super::super::simd::Level;
+        let level = super::super::simd::level();
+        if level >= Level::Avx2 {
+            check(|m, n, k, alpha, a, b, c, ldc, _| {
+                super::avx2::sgemm(&Product { k, alpha, a, b }, m, n, c, ldc)
+            });
+        }
+        if level >= Level::Avx512 {
+            check(|m, n, k, alpha, a, b, c, ldc, _| {
+                super::avx512::sgemm(&Product { k, alpha, a, b }, m, n, c, ldc)
+            });
         }
     }
 

@@ -44,29 +44,50 @@ macro_rules! with_elements {
 /// Runs one verified step on `arena` (tensors at their planned offsets) and `weights`.
 ///
 /// With `std` on x86-64 the kernels are also compiled for AVX2+FMA (they are inlined into one
-/// step function built both ways) and that build is chosen at run time.
+/// step function built both ways) and that build is chosen at run time (module `simd`).
 pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if wide::available() {
-        return wide::run_step(step, arena, weights);
+    if simd::level() >= simd::Level::Avx2 {
+        return simd::run_step(step, arena, weights);
     }
     run_step_inline(step, arena, weights)
 }
 
-/// The kernels built for AVX2+FMA (std, x86-64).
+/// Which SIMD build runs (std, x86-64): chosen once per process from the CPU's features, or
+/// forced with `FERRITE_CPU_SIMD=portable|avx2|avx512` (tests run every build this way).
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 #[allow(unsafe_code)]
-pub(crate) mod wide {
+pub(crate) mod simd {
     use super::{run_step_inline, CpuError, Step};
 
-    /// Whether to use the AVX2+FMA build: the CPU has both, and `FERRITE_CPU_BASELINE` is not
-    /// set (tests set it to run the conformance suites on the portable build too).
-    pub(crate) fn available() -> bool {
-        static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *WIDE.get_or_init(|| {
-            std::env::var_os("FERRITE_CPU_BASELINE").is_none()
-                && std::is_x86_feature_detected!("avx2")
-                && std::is_x86_feature_detected!("fma")
+    /// A SIMD build of the kernels.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+    pub(crate) enum Level {
+        /// Baseline x86-64 (SSE2), as compiled.
+        Portable,
+        /// AVX2 + FMA.
+        Avx2,
+        /// AVX-512F (matrix products; everything else as AVX2).
+        Avx512,
+    }
+
+    /// The build to use.
+    pub(crate) fn level() -> Level {
+        static LEVEL: std::sync::OnceLock<Level> = std::sync::OnceLock::new();
+        *LEVEL.get_or_init(|| {
+            let avx2 =
+                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+            let avx512 = avx2 && std::is_x86_feature_detected!("avx512f");
+            let best = match (avx512, avx2) {
+                (true, _) => Level::Avx512,
+                (false, true) => Level::Avx2,
+                _ => Level::Portable,
+            };
+            match std::env::var("FERRITE_CPU_SIMD").as_deref() {
+                Ok("portable") => Level::Portable,
+                Ok("avx2") => best.min(Level::Avx2),
+                _ => best,
+            }
         })
     }
 
@@ -75,12 +96,13 @@ pub(crate) mod wide {
         run_step_inline(step, arena, weights)
     }
 
+    /// Runs a step with the AVX2 build of every kernel.
     pub(super) fn run_step(
         step: &Step<'_>,
         arena: &mut [u8],
         weights: &[u8],
     ) -> Result<(), CpuError> {
-        // SAFETY: only called after `available()` reported AVX2 and FMA.
+        // SAFETY: only called when `level()` is at least AVX2, i.e. the CPU has AVX2 and FMA.
         unsafe { run_step_avx2(step, arena, weights) }
     }
 }
