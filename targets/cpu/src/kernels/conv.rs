@@ -91,11 +91,17 @@ pub fn conv(
         init_bias(out_b, bias, plane);
         let x_b = &x[b * d.c * d.h * d.w..(b + 1) * d.c * d.h * d.w];
         if depthwise {
+            let args = DepthwiseArgs {
+                win,
+                d,
+                multiplier: ocg,
+                x: x_b,
+                weight,
+                bias,
+            };
             match depthwise_strategy(p, d.oh, d.ow) {
-                Depthwise::Masked => {
-                    depthwise_masked(win, d, ocg, x_b, weight, bias, out_b, scratch)
-                }
-                Depthwise::Padded => depthwise_flat(win, d, ocg, x_b, weight, bias, out_b, scratch),
+                Depthwise::Masked => depthwise_masked(&args, out_b, scratch),
+                Depthwise::Padded => depthwise_flat(&args, out_b, scratch),
                 Depthwise::Direct => depthwise_conv(win, d, ocg, x_b, weight, out_b),
             }
             continue;
@@ -259,22 +265,32 @@ fn im2col(
     }
 }
 
+/// What every depthwise strategy reads: the window, sizes, channel multiplier (output
+/// channels per input channel), one batch item's input, the weights and the bias.
+#[derive(Clone, Copy)]
+struct DepthwiseArgs<'a> {
+    win: &'a Window,
+    d: ConvDims,
+    multiplier: usize,
+    x: &'a [f32],
+    weight: &'a [f32],
+    bias: Option<&'a [f32]>,
+}
+
 /// Stride-1 depthwise convolution with "same" padding across ([`Depthwise::Masked`]): in the
 /// flat (row-major) plane every tap is a constant shift of the input, valid except where the
 /// column wraps into a neighbouring row; a 0/1 mask per kernel column removes those, so each
 /// tap is one long multiply-add with no copies however narrow the image is.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn depthwise_masked(
-    win: &Window,
-    d: ConvDims,
-    multiplier: usize,
-    x: &[f32],
-    weight: &[f32],
-    bias: Option<&[f32]>,
-    out: &mut [f32],
-    scratch: &mut [f32],
-) {
+fn depthwise_masked(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
+    let DepthwiseArgs {
+        win,
+        d,
+        multiplier,
+        x,
+        weight,
+        bias,
+    } = *a;
     let [kh, kw] = win.kernel;
     let [dh, dw] = win.dilation;
     let (pt, pl) = (win.pads[0], win.pads[1]);
@@ -326,18 +342,16 @@ fn depthwise_masked(
 /// Stride-1 depthwise convolution on a zero-padded copy of each input plane: with the output
 /// computed at the padded width, every tap is one contiguous multiply-add over the whole plane,
 /// which vectorises however narrow the image is; the valid columns are copied out at the end.
-#[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn depthwise_flat(
-    win: &Window,
-    d: ConvDims,
-    multiplier: usize,
-    x: &[f32],
-    weight: &[f32],
-    bias: Option<&[f32]>,
-    out: &mut [f32],
-    scratch: &mut [f32],
-) {
+fn depthwise_flat(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
+    let DepthwiseArgs {
+        win,
+        d,
+        multiplier,
+        x,
+        weight,
+        bias,
+    } = *a;
     let [kh, kw] = win.kernel;
     let [dh, dw] = win.dilation;
     let (pt, pl) = (win.pads[0], win.pads[1]);
