@@ -169,7 +169,10 @@ fn main() -> ExitCode {
             profile,
         } => cmd_bench(&model, &device, runs, json, &inputs, profile),
         Command::Devices => {
-            println!("cpu      host CPU, portable Rust kernels (f32)");
+            println!(
+                "cpu      host CPU, Rust kernels (f32), SIMD build: {}",
+                ferrite_cpu::CpuDevice::simd()
+            );
             Ok(ExitCode::SUCCESS)
         }
     };
@@ -443,6 +446,7 @@ fn cmd_bench(
             "mean_us": stats.mean_us,
             "arena_bytes": model.arena_bytes(),
             "weights_bytes": model.weights_bytes(),
+            "simd": ferrite_cpu::CpuDevice::simd(),
             "ops": steps.iter().map(|(op, name, us)| json!({"op": op, "name": name, "median_us": us})).collect::<Vec<_>>(),
         });
         println!("{doc}");

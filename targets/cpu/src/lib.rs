@@ -32,6 +32,21 @@ impl CpuDevice {
         CpuDevice { _private: () }
     }
 
+    /// Which build of the kernels runs on this machine: `"avx512"`, `"avx2"` or `"portable"`
+    /// (x86-64 with `std` chooses at run time; everything else is `"portable"`).
+    pub fn simd() -> &'static str {
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        {
+            use kernels::simd::{level, Level};
+            match level() {
+                Level::Avx512 => return "avx512",
+                Level::Avx2 => return "avx2",
+                Level::Portable => {}
+            }
+        }
+        "portable"
+    }
+
     /// The (op, dtype) pairs the portable kernels implement.
     pub fn supported_ops() -> OpSet {
         use OpKind::*;
