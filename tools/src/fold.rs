@@ -14,6 +14,14 @@ impl Tensors for Descs {
     }
 }
 
+/// Where a tensor of the folding arena starts (every one is placed in the arena).
+fn arena_offset(d: &TensorDesc) -> Result<usize, String> {
+    match d.location {
+        Location::Arena(o) => Ok(o),
+        Location::Weights(_) => Err("a folded tensor was not placed in the arena".into()),
+    }
+}
+
 /// Runs `ops` on constant inputs and stores their outputs' values in `tensors`.
 pub fn run_on_host(tensors: &mut [Tensor], ops: &[PlanOp]) -> Result<(), String> {
     for op in ops {
@@ -53,43 +61,26 @@ fn run_one(tensors: &mut [Tensor], op: &PlanOp) -> Result<(), String> {
         descs.push(place(&tensors[t])?);
         operands.extend(((descs.len() - 1) as u32).to_le_bytes());
     }
-    let scratch = match op.op {
-        ferrite_hal::Op::Conv(c) => {
-            let x = &tensors[op.inputs[0].ok_or("missing input")?].shape;
-            let w = &tensors[op.inputs[1].ok_or("missing input")?].shape;
-            let y = &tensors[op.outputs[0]].shape;
-            let (oh, ow) = if y.len() == 4 {
-                (y[2], y[3])
-            } else {
-                (1, y[2])
-            };
-            let n = ferrite_hal::geometry::conv_scratch_elements(&c, w[1], oh, ow).unwrap_or(0);
-            let _ = x;
-            (n > 0).then(|| {
-                let shape = Shape::new(&[n]).unwrap_or(Shape::SCALAR);
-                let d = TensorDesc {
-                    dtype: ferrite_hal::DType::F32,
-                    shape,
-                    location: Location::Arena(arena_len),
-                    bytes: n * 4,
-                };
-                arena_len += align(n * 4);
-                d
-            })
-        }
-        _ => None,
-    };
+    let scratch_elements = crate::planner::scratch_elements(tensors, op);
+    let scratch = (scratch_elements > 0).then(|| {
+        let d = TensorDesc {
+            dtype: ferrite_hal::DType::F32,
+            shape: Shape::new(&[scratch_elements]).unwrap_or(Shape::SCALAR),
+            location: Location::Arena(arena_len),
+            bytes: scratch_elements * 4,
+        };
+        arena_len += align(scratch_elements * 4);
+        d
+    });
     let mut arena = vec![0u128; arena_len.div_ceil(16)];
     let bytes: &mut [u8] = bytemuck::cast_slice_mut(&mut arena);
-    for (slot, input) in op.inputs.iter().flatten().enumerate() {
+    for (desc, input) in descs.iter().zip(op.inputs.iter().flatten()) {
         let value = tensors[*input]
             .value
             .as_ref()
             .ok_or("input is not constant")?;
         let data = value.to_le_bytes();
-        let Location::Arena(o) = descs[slot].location else {
-            unreachable!()
-        };
+        let o = arena_offset(desc)?;
         bytes[o..o + data.len()].copy_from_slice(&data);
     }
     let table = Descs(descs);
@@ -104,9 +95,7 @@ fn run_one(tensors: &mut [Tensor], op: &PlanOp) -> Result<(), String> {
     ferrite_cpu::kernels::run_step(&step, bytes, &[]).map_err(|e| format!("cannot fold: {e}"))?;
     for (i, &t) in op.outputs.iter().enumerate() {
         let d = step.outputs.get(i).ok_or("missing output")?;
-        let Location::Arena(o) = d.location else {
-            unreachable!()
-        };
+        let o = arena_offset(&d)?;
         let value =
             HostTensor::from_le_bytes(d.dtype, tensors[t].shape.clone(), &bytes[o..o + d.bytes])
                 .ok_or("cannot read folded value")?;

@@ -81,26 +81,29 @@ pub fn prepare(g: &mut PlanGraph) -> Vec<Option<TensorId>> {
     }
     let mut scratch = Vec::with_capacity(g.ops.len());
     for i in 0..g.ops.len() {
-        let op = g.ops[i].clone();
-        let need = match op.op {
-            Op::Conv(c) => {
-                let w = &g.tensors[op.inputs[1].unwrap_or(0)].shape;
-                let y = &g.tensors[op.outputs[0]].shape;
-                let (oh, ow) = if y.len() == 4 {
-                    (y[2], y[3])
-                } else {
-                    (1, y[2])
-                };
-                conv_scratch_elements(&c, w[1], oh, ow).unwrap_or(0)
-            }
-            _ => 0,
-        };
-        scratch.push(
-            (need > 0)
-                .then(|| g.add_tensor(format!("{}:scratch", op.name), DType::F32, vec![need])),
-        );
+        let need = scratch_elements(&g.tensors, &g.ops[i]);
+        let name = format!("{}:scratch", g.ops[i].name);
+        scratch.push((need > 0).then(|| g.add_tensor(name, DType::F32, vec![need])));
     }
     scratch
+}
+
+/// Scratch `f32` elements `op` needs (the CPU convolution's, by the shared rule of
+/// `ferrite_hal::geometry::conv_scratch_elements`); 0 for every other op.
+pub fn scratch_elements(tensors: &[crate::ir::Tensor], op: &PlanOp) -> usize {
+    let Op::Conv(c) = op.op else { return 0 };
+    let (Some(Some(w)), Some(y)) = (op.inputs.get(1), op.outputs.first()) else {
+        return 0;
+    };
+    let (w, y) = (&tensors[*w].shape, &tensors[*y].shape);
+    let (oh, ow) = match y.len() {
+        4 => (y[2], y[3]),
+        3 => (1, y[2]),
+        _ => return 0,
+    };
+    w.get(1)
+        .and_then(|&icg| conv_scratch_elements(&c, icg, oh, ow))
+        .unwrap_or(0)
 }
 
 /// Plans the arena of `g` (after [`prepare`]).
