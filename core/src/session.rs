@@ -47,7 +47,6 @@ impl<'m, 'a, D: Device> Session<'m, 'a, D> {
             return Err(Error::ArenaMisaligned { align: ARENA_ALIGN });
         }
         let mut missing = OpSet::empty();
-        let mut any_missing = false;
         for i in 0..model.len() {
             let Some(step) = model.step(i) else { continue };
             let dtype = step
@@ -60,10 +59,9 @@ impl<'m, 'a, D: Device> Session<'m, 'a, D> {
             let kind = step.op.kind();
             if !caps.ops.contains(kind, dtype) {
                 missing = missing.with(kind, &[dtype]);
-                any_missing = true;
             }
         }
-        if any_missing {
+        if missing != OpSet::empty() {
             return Err(Error::Unsupported(MissingOps(missing)));
         }
         let program = device.prepare(model).map_err(Error::Device)?;
