@@ -6,14 +6,15 @@
 //! heap, no planning and no further checks of the file's structure.
 //!
 //! ```text
-//! static MODEL: Aligned<[u8; N]> = Aligned(*include_bytes!("model.frt"));
-//! let model = Model::load(&MODEL.0)?;
-//! let mut arena = Arena::<ARENA_BYTES>::new();
+//! let model = Model::load(include_model!("model.frt"))?;   // in flash, 16-byte aligned
+//! let mut arena = Arena::<ARENA_BYTES>::new();            // the size `ferrite pack` printed
 //! let mut session = Session::new(&model, CpuDevice::new(), arena.as_mut_bytes())?;
 //! session.set_input_f32(0, &features)?;
 //! session.run()?;
 //! let scores = session.output_f32(0)?;
 //! ```
+//!
+//! (`tests/tests/readme_example.rs` compiles and runs this very flow on the demo model.)
 //!
 //! `no_std`, no `alloc`. The `std` feature only adds `std::error::Error` impls.
 #![cfg_attr(not(feature = "std"), no_std)]
