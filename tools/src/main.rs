@@ -235,6 +235,18 @@ fn cmd_pack(
         ratio(r.arena_bytes, r.arena_lower_bound)
     );
     println!("  file:         {} bytes", r.file_bytes);
+    if !r.conv_strategies.is_empty() {
+        let kinds: Vec<String> = r
+            .conv_strategies
+            .iter()
+            .map(|(k, n)| format!("{k} x{n}"))
+            .collect();
+        println!(
+            "  convolutions: {} (largest scratch {} bytes, in the arena)",
+            kinds.join(", "),
+            r.scratch_bytes
+        );
+    }
     let p = &r.passes;
     println!(
         "  passes:       {} batch norms folded, {} MatMul+Add -> Gemm, {} activations fused, {} dead ops removed",

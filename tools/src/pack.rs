@@ -50,6 +50,39 @@ pub struct PackReport {
     pub file_bytes: usize,
     /// What the graph passes did.
     pub passes: PassStats,
+    /// How each convolution will run on the CPU (strategy → count).
+    pub conv_strategies: BTreeMap<&'static str, usize>,
+    /// The largest scratch buffer of any step, in bytes (included in `arena_bytes`).
+    pub scratch_bytes: usize,
+}
+
+/// The CPU strategy of a convolution (as `ferrite_hal::geometry` decides it), for the report.
+fn conv_strategy(graph: &PlanGraph, op: &crate::ir::PlanOp) -> Option<&'static str> {
+    use ferrite_hal::geometry::{depthwise_strategy, Depthwise};
+    let ferrite_hal::Op::Conv(c) = op.op else {
+        return None;
+    };
+    let w = &graph.tensors[op.inputs.get(1).copied().flatten()?].shape;
+    let y = &graph.tensors[*op.outputs.first()?].shape;
+    let (oh, ow) = if y.len() == 4 {
+        (y[2], y[3])
+    } else {
+        (1, *y.get(2)?)
+    };
+    let win = &c.window;
+    Some(
+        if win.kernel == [1, 1] && win.stride == [1, 1] && win.pads == [0; 4] {
+            "pointwise GEMM"
+        } else if w.get(1) == Some(&1) && c.group > 1 {
+            match depthwise_strategy(&c, oh, ow) {
+                Depthwise::Masked => "depthwise masked",
+                Depthwise::Padded => "depthwise padded",
+                Depthwise::Direct => "depthwise direct",
+            }
+        } else {
+            "im2col + GEMM"
+        },
+    )
 }
 
 /// A packed model.
@@ -234,6 +267,19 @@ pub fn pack(onnx_bytes: &[u8], options: &PackOptions) -> Result<Packed, PackErro
     for op in &graph.ops {
         *ops.entry(op_label(&op.op)).or_insert(0) += 1;
     }
+    let mut conv_strategies = BTreeMap::new();
+    for op in &graph.ops {
+        if let Some(name) = conv_strategy(&graph, op) {
+            *conv_strategies.entry(name).or_insert(0) += 1;
+        }
+    }
+    let scratch_bytes = memory
+        .scratch
+        .iter()
+        .flatten()
+        .map(|&t| graph.tensors[t].bytes())
+        .max()
+        .unwrap_or(0);
     let report = PackReport {
         ops,
         weights_bytes: model.weights_bytes(),
@@ -241,6 +287,8 @@ pub fn pack(onnx_bytes: &[u8], options: &PackOptions) -> Result<Packed, PackErro
         arena_lower_bound: memory.lower_bound,
         file_bytes: bytes.len(),
         passes,
+        conv_strategies,
+        scratch_bytes,
     };
     Ok(Packed {
         bytes,
