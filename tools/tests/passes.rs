@@ -1,0 +1,105 @@
+//! The graph passes, observed on the packed plan: folding, fusion, aliasing and dead-op removal
+//! each leave a mark on the op list, and the result still computes the same thing.
+
+use ferrite_tools::onnx::build::{attr_float, attr_int, attr_ints, ModelBuilder, D};
+use ferrite_tools::onnx::proto::data_type::FLOAT;
+use ferrite_tools::pack::{op_label, pack, PackOptions};
+
+fn labels(onnx: &[u8]) -> (Vec<String>, ferrite_tools::passes::PassStats) {
+    let packed = pack(onnx, &PackOptions::default()).expect("packs");
+    (
+        packed.graph.ops.iter().map(|o| op_label(&o.op)).collect(),
+        packed.report.passes,
+    )
+}
+
+#[test]
+fn batch_norm_folds_and_relu_fuses_into_conv() {
+    let w: Vec<f32> = (0..4 * 2 * 9).map(|i| i as f32 * 0.01).collect();
+    let model = ModelBuilder::new(13)
+        .input("x", FLOAT, &[D::N(1), D::N(2), D::N(5), D::N(5)])
+        .init_f32("w", &[4, 2, 3, 3], &w)
+        .init_f32("scale", &[4], &[1.0, 2.0, 0.5, 1.5])
+        .init_f32("bias", &[4], &[0.1, 0.2, 0.3, 0.4])
+        .init_f32("mean", &[4], &[0.0, 0.1, 0.2, 0.3])
+        .init_f32("var", &[4], &[1.0, 0.5, 2.0, 1.0])
+        .node(
+            "Conv",
+            "conv",
+            &["x", "w"],
+            &["c"],
+            vec![attr_ints("pads", &[1, 1, 1, 1])],
+        )
+        .node(
+            "BatchNormalization",
+            "bn",
+            &["c", "scale", "bias", "mean", "var"],
+            &["b"],
+            vec![attr_float("epsilon", 1e-3)],
+        )
+        .node("Relu", "relu", &["b"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let (ops, stats) = labels(&model);
+    assert_eq!(ops, ["Conv+Relu"]);
+    assert_eq!((stats.batch_norms_folded, stats.activations_fused), (1, 1));
+}
+
+#[test]
+fn matmul_add_becomes_gemm_and_views_vanish() {
+    let model = ModelBuilder::new(13)
+        .input("x", FLOAT, &[D::N(1), D::N(2), D::N(3)])
+        .init_i64("flat", &[2], &[1, 6])
+        .init_f32("w", &[6, 4], &[0.5; 24])
+        .init_f32("b", &[4], &[1.0, 2.0, 3.0, 4.0])
+        .node("Reshape", "reshape", &["x", "flat"], &["f"], vec![])
+        .node("Identity", "id", &["f"], &["g"], vec![])
+        .node("Dropout", "drop", &["g"], &["h"], vec![])
+        .node("MatMul", "mm", &["h", "w"], &["m"], vec![])
+        .node("Add", "add", &["m", "b"], &["a"], vec![])
+        .node("Clip", "clip", &["a"], &["y"], vec![])
+        .node("Sigmoid", "unused", &["x"], &["dead"], vec![])
+        .output("y")
+        .encode();
+    let (ops, stats) = labels(&model);
+    // Reshape, Identity and Dropout are views; the Sigmoid feeds nothing; MatMul + Add + Clip is
+    // one Gemm with a fused clip.
+    assert_eq!(ops, ["Gemm+Clip"]);
+    assert_eq!(stats.matmul_add_fused, 1);
+    assert_eq!(stats.dead_ops_removed, 1);
+}
+
+#[test]
+fn pytorch_shape_chains_fold_to_constants() {
+    // flatten via Shape -> Gather -> Unsqueeze -> Concat -> Reshape, as torch.onnx exports it.
+    let model = ModelBuilder::new(13)
+        .input("x", FLOAT, &[D::N(2), D::N(3), D::N(4)])
+        .init_i64("zero", &[], &[0])
+        .init_i64("axes", &[1], &[0])
+        .init_i64("minus_one", &[1], &[-1])
+        .node("Shape", "shape", &["x"], &["s"], vec![])
+        .node(
+            "Gather",
+            "gather",
+            &["s", "zero"],
+            &["n"],
+            vec![attr_int("axis", 0)],
+        )
+        .node("Unsqueeze", "unsqueeze", &["n", "axes"], &["n1"], vec![])
+        .node(
+            "Concat",
+            "concat",
+            &["n1", "minus_one"],
+            &["target"],
+            vec![attr_int("axis", 0)],
+        )
+        .node("Reshape", "reshape", &["x", "target"], &["r"], vec![])
+        .node("Relu", "relu", &["r"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let packed = pack(&model, &PackOptions::default()).expect("packs");
+    let ops: Vec<String> = packed.graph.ops.iter().map(|o| op_label(&o.op)).collect();
+    assert_eq!(ops, ["Relu"]);
+    let y = packed.graph.outputs[0];
+    assert_eq!(packed.graph.tensors[y].shape, [2, 12]);
+}
