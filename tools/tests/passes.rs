@@ -103,3 +103,26 @@ fn pytorch_shape_chains_fold_to_constants() {
     let y = packed.graph.outputs[0];
     assert_eq!(packed.graph.tensors[y].shape, [2, 12]);
 }
+
+#[test]
+fn elementwise_ops_overwrite_a_dying_input() {
+    let model = ModelBuilder::new(13)
+        .input("x", FLOAT, &[D::N(1), D::N(64)])
+        .input("y", FLOAT, &[D::N(1), D::N(64)])
+        .node("Sigmoid", "sigmoid", &["x"], &["s"], vec![])
+        .node("Add", "add", &["s", "y"], &["a"], vec![])
+        .node("Mul", "mul", &["a", "y"], &["t"], vec![])
+        .output("t")
+        .encode();
+    let packed = pack(&model, &PackOptions::default()).expect("packs");
+    let g = &packed.graph;
+    let id = |name: &str| g.tensors.iter().position(|t| t.name == name).unwrap();
+    let offset = |name: &str| packed.memory.offset(id(name)).unwrap();
+    // `x` dies at the Sigmoid, `s` at the Add, `a` at the Mul: each result takes its input's
+    // bytes (inputs are rewritten before every run, so even a graph input may be reused).
+    assert_eq!(offset("s"), offset("x"));
+    assert_eq!(offset("a"), offset("s"));
+    assert_eq!(offset("t"), offset("a"));
+    // So the whole graph needs two 256-byte buffers: x/s/a/t and y.
+    assert_eq!(packed.memory.arena_bytes, 2 * 256);
+}
