@@ -125,4 +125,23 @@ fn elementwise_ops_overwrite_a_dying_input() {
     assert_eq!(offset("t"), offset("a"));
     // So the whole graph needs two 256-byte buffers: x/s/a/t and y.
     assert_eq!(packed.memory.arena_bytes, 2 * 256);
+    // And it still computes (sigmoid(x) + y) * y.
+    let bytes = ferrite_tools::aligned::AlignedBytes::from(&packed.bytes[..]);
+    let model = ferrite_core::Model::load(bytes.as_bytes()).unwrap();
+    let values = |f: fn(usize) -> f32| (0..64).map(f).collect::<Vec<f32>>();
+    let (x, y) = (
+        values(|i| i as f32 * 0.1 - 3.0),
+        values(|i| 1.0 - i as f32 * 0.02),
+    );
+    let array = |v: &[f32]| ferrite_tools::npy::NpyArray {
+        dtype: ferrite_hal::DType::F32,
+        shape: vec![1, 64],
+        bytes: v.iter().flat_map(|f| f.to_le_bytes()).collect(),
+    };
+    let out = ferrite_tools::runner::run_cpu(&model, &[array(&x), array(&y)]).unwrap();
+    for (i, c) in out[0].bytes.chunks_exact(4).enumerate() {
+        let got = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        let want = (1.0 / (1.0 + (-x[i]).exp()) + y[i]) * y[i];
+        assert!((got - want).abs() < 1e-6, "{i}: {got} vs {want}");
+    }
 }
