@@ -211,41 +211,62 @@ pub fn conv_tile_columns(k: usize, plane: usize) -> usize {
     }
 }
 
-/// `[height, width]` of the zero-padded input plane of a stride-1 depthwise convolution.
-pub fn depthwise_padded_plane(
-    conv: &crate::op::Conv,
-    out_h: usize,
-    out_w: usize,
-) -> Option<[usize; 2]> {
-    let w = &conv.window;
-    let h = out_h.checked_add((w.kernel[0] - 1).checked_mul(w.dilation[0])?)?;
-    let wd = out_w.checked_add((w.kernel[1] - 1).checked_mul(w.dilation[1])?)?;
-    Some([h, wd])
+/// The phase planes of a depthwise convolution's zero-padded input: the padded plane split by
+/// row and column position modulo the stride, so that every tap reads one phase plane at a
+/// constant shift. Returns `[phases, phase height, phase width]` (one phase for stride 1).
+pub fn depthwise_phases(w: &crate::op::Window, out_h: usize, out_w: usize) -> Option<[usize; 3]> {
+    let span = |out: usize, axis: usize| {
+        out.checked_sub(1)?
+            .checked_mul(w.stride[axis])?
+            .checked_add((w.kernel[axis] - 1).checked_mul(w.dilation[axis])?)?
+            .checked_add(1)
+    };
+    let (padded_h, padded_w) = (span(out_h, 0)?, span(out_w, 1)?);
+    let phases = w.stride[0].checked_mul(w.stride[1])?;
+    Some([
+        phases,
+        padded_h.div_ceil(w.stride[0]),
+        padded_w.div_ceil(w.stride[1]),
+    ])
+}
+
+/// Scratch of [`Depthwise::Padded`]: the phase planes plus an output plane at the phase width.
+fn depthwise_padded_scratch(conv: &crate::op::Conv, out_h: usize, out_w: usize) -> Option<usize> {
+    let [phases, qh, qw] = depthwise_phases(&conv.window, out_h, out_w)?;
+    phases.checked_mul(qh)?.checked_add(out_h)?.checked_mul(qw)
 }
 
 /// How a depthwise convolution runs, decided from its parameters alone (so the planner, the
 /// verifier and the kernels agree on its scratch).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Depthwise {
-    /// Strided: row by row, straight from the input (no scratch).
+    /// Strided with a large plane: row by row, straight from the input (no scratch).
     Direct,
     /// Stride 1, output as wide as the input ("same" padding across), small plane: every tap is
     /// one pass over the unpadded plane, with a 0/1 mask per kernel column zeroing the
     /// contributions that would wrap into the next row. Scratch: `kernel width × plane`.
     Masked,
-    /// Stride 1 otherwise: each input plane is copied zero-padded, so every tap is one pass at
-    /// the padded width. Scratch: padded plane + padded-width output plane.
+    /// Otherwise: each input plane is copied zero-padded and split into stride × stride phase
+    /// planes, so every tap is one pass over one phase at a constant shift. Scratch: the phase
+    /// planes + an output plane at the phase width ([`depthwise_phases`]).
     Padded,
 }
 
 /// Largest masked-depthwise scratch (`kernel width × output plane`), in `f32` elements.
 pub const DEPTHWISE_MASK_BUDGET: usize = 16 * 1024;
 
+/// Largest scratch of a strided depthwise convolution's phase planes, in `f32` elements; past it
+/// the direct strategy (no scratch) runs.
+pub const DEPTHWISE_STRIDED_BUDGET: usize = 32 * 1024;
+
 /// The strategy for a depthwise convolution with this output size.
 pub fn depthwise_strategy(conv: &crate::op::Conv, out_h: usize, out_w: usize) -> Depthwise {
     let w = &conv.window;
     if w.stride != [1, 1] {
-        return Depthwise::Direct;
+        return match depthwise_padded_scratch(conv, out_h, out_w) {
+            Some(n) if n <= DEPTHWISE_STRIDED_BUDGET => Depthwise::Padded,
+            _ => Depthwise::Direct,
+        };
     }
     let same_width =
         (w.kernel[1] - 1).checked_mul(w.dilation[1]) == w.pads[1].checked_add(w.pads[3]);
@@ -280,10 +301,7 @@ pub fn conv_scratch_elements(
         return match depthwise_strategy(conv, out_h, out_w) {
             Depthwise::Direct => Some(0),
             Depthwise::Masked => out_h.checked_mul(out_w)?.checked_mul(w.kernel[1]),
-            Depthwise::Padded => {
-                let [padded_h, padded_w] = depthwise_padded_plane(conv, out_h, out_w)?;
-                padded_h.checked_add(out_h)?.checked_mul(padded_w)
-            }
+            Depthwise::Padded => depthwise_padded_scratch(conv, out_h, out_w),
         };
     }
     let k = in_channels_per_group

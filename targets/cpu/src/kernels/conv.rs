@@ -339,9 +339,13 @@ fn depthwise_masked(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32])
     }
 }
 
-/// Stride-1 depthwise convolution on a zero-padded copy of each input plane: with the output
-/// computed at the padded width, every tap is one contiguous multiply-add over the whole plane,
-/// which vectorises however narrow the image is; the valid columns are copied out at the end.
+/// Depthwise convolution on zero-padded phase planes ([`Depthwise::Padded`]): each input plane
+/// is copied zero-padded and split by row and column position modulo the stride
+/// (`hal::geometry::depthwise_phases`; a single plane for stride 1). Output position
+/// `(oy, ox)` of tap `(ky, kx)` then reads phase `(ky·dh mod sh, kx·dw mod sw)` at
+/// `(oy + ky·dh / sh, ox + kx·dw / sw)`: with the output computed at the phase width, every tap
+/// is one contiguous multiply-add over the whole plane, vectorised however narrow the image and
+/// whatever the stride; the valid columns are copied out at the end.
 #[inline(always)]
 fn depthwise_flat(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
     let DepthwiseArgs {
@@ -353,49 +357,61 @@ fn depthwise_flat(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
         bias,
     } = *a;
     let [kh, kw] = win.kernel;
+    let [sh, sw] = win.stride;
     let [dh, dw] = win.dilation;
     let (pt, pl) = (win.pads[0], win.pads[1]);
-    let ph = d.oh + (kh - 1) * dh;
-    let pw = d.ow + (kw - 1) * dw;
-    let (padded, acc) = scratch.split_at_mut(ph * pw);
-    let acc = &mut acc[..d.oh * pw];
-    // Length of the flat pass: the last valid output sits at (oh - 1) * pw + ow - 1.
-    let span = (d.oh - 1) * pw + d.ow;
+    let Some([phases, qh, qw]) = ferrite_hal::geometry::depthwise_phases(win, d.oh, d.ow) else {
+        return;
+    };
+    let (planes, acc) = scratch.split_at_mut(phases * qh * qw);
+    let acc = &mut acc[..d.oh * qw];
+    // Length of the flat pass: the last valid output sits at (oh - 1) * qw + ow - 1.
+    let span = (d.oh - 1) * qw + d.ow;
     let plane = d.oh * d.ow;
+    let padded_h = qh * sh;
     for o in 0..d.oc {
         let c = o / multiplier;
         if o % multiplier == 0 {
-            padded.fill(0.0);
+            planes.fill(0.0);
             let src = &x[c * d.h * d.w..(c + 1) * d.h * d.w];
-            // Rows/columns of the input that land inside the padded plane (pads may exceed it).
             for iy in 0..d.h {
                 let py = iy + pt;
-                if py >= ph {
+                if py >= padded_h {
                     break;
                 }
-                let cols = d.w.min(pw.saturating_sub(pl));
-                copy(
-                    &mut padded[py * pw + pl..py * pw + pl + cols],
-                    &src[iy * d.w..iy * d.w + cols],
-                );
+                let (ry, qy) = (py % sh, py / sh);
+                let row = &src[iy * d.w..(iy + 1) * d.w];
+                for rx in 0..sw {
+                    // Phase columns k whose padded column k·sw + rx is input column ix.
+                    let (k0, k1) = valid_range(qw, d.w, sw, pl, rx);
+                    if k0 >= k1 {
+                        continue;
+                    }
+                    let ix0 = k0 * sw + rx - pl;
+                    let at = ((ry * sw + rx) * qh + qy) * qw;
+                    strided(&mut planes[at + k0..at + k1], &row[ix0..], sw, |_, v| v);
+                }
             }
         }
-        let out_c = &mut out[o * plane..(o + 1) * plane];
         acc[..span].fill(bias.map_or(0.0, |b| b[o]));
         let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
         for ky in 0..kh {
+            let (ry, sy) = ((ky * dh) % sh, (ky * dh) / sh);
             for kx in 0..kw {
+                let (rx, sx) = ((kx * dw) % sw, (kx * dw) / sw);
                 let wv = w_o[ky * kw + kx];
-                let shift = ky * dh * pw + kx * dw;
-                for (a, v) in acc[..span].iter_mut().zip(&padded[shift..shift + span]) {
+                let phase = &planes[(ry * sw + rx) * qh * qw..(ry * sw + rx + 1) * qh * qw];
+                let shift = sy * qw + sx;
+                for (a, v) in acc[..span].iter_mut().zip(&phase[shift..shift + span]) {
                     *a += wv * v;
                 }
             }
         }
+        let out_c = &mut out[o * plane..(o + 1) * plane];
         for oy in 0..d.oh {
             copy(
                 &mut out_c[oy * d.ow..(oy + 1) * d.ow],
-                &acc[oy * pw..oy * pw + d.ow],
+                &acc[oy * qw..oy * qw + d.ow],
             );
         }
     }
@@ -573,8 +589,11 @@ mod strategy_tests {
             (2, 1, 9, 8, [3, 3], [1, 1], [2, 2], [2, 2, 2, 2]), // masked, dilated
             (2, 1, 7, 6, [3, 3], [1, 1], [1, 1], [0, 0, 0, 0]), // padded (valid padding)
             (2, 1, 70, 70, [5, 5], [1, 1], [1, 1], [2, 2, 2, 2]), // padded (plane over the mask budget)
-            (3, 1, 9, 9, [3, 3], [2, 2], [1, 1], [0, 0, 1, 1]),   // direct (strided)
+            (3, 1, 9, 9, [3, 3], [2, 2], [1, 1], [0, 0, 1, 1]),   // padded phases (stride 2)
+            (2, 2, 11, 10, [3, 3], [2, 3], [2, 1], [2, 1, 1, 2]), // phases, mixed strides, dilated
+            (2, 1, 200, 200, [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]), // direct (phases over budget)
         ];
+        let mut seen = vec![];
         for (c, mult, h, w, kernel, stride, dilation, pads) in cases {
             let p = Conv {
                 window: Window {
@@ -615,6 +634,10 @@ mod strategy_tests {
                     depthwise_strategy(&p, oh, ow)
                 );
             }
+            seen.push(ferrite_hal::geometry::depthwise_strategy(&p, oh, ow));
+        }
+        for strategy in [Depthwise::Masked, Depthwise::Padded, Depthwise::Direct] {
+            assert!(seen.contains(&strategy), "no case runs {strategy:?}");
         }
     }
 
