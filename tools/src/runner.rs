@@ -152,8 +152,8 @@ pub struct BenchStats {
     pub mean_us: f64,
 }
 
-/// Times `runs` inferences (after a few warm-up runs), writing the inputs before each run as a
-/// real application would.
+/// Times `runs` inferences (after at least 100 ms of warm-up runs), writing the inputs before
+/// each run as a real application would.
 pub fn bench_cpu(
     model: &Model<'_>,
     inputs: &[NpyArray],
@@ -162,17 +162,24 @@ pub fn bench_cpu(
     check_inputs(model, inputs)?;
     let mut arena = arena_for(model);
     let mut session = Session::new(model, CpuDevice::new(), arena.as_mut_bytes())?;
-    let mut samples = Vec::with_capacity(runs);
-    for r in 0..runs + 3 {
+    let mut infer = || -> Result<f64, RunError> {
         let start = Instant::now();
         for (i, a) in inputs.iter().enumerate() {
             session.set_input(i, &a.bytes)?;
         }
         session.run()?;
-        let elapsed = start.elapsed().as_secs_f64() * 1e6;
-        if r >= 3 {
-            samples.push(elapsed);
-        }
+        Ok(start.elapsed().as_secs_f64() * 1e6)
+    };
+    // Warm up for at least 100 ms (caches, branch predictors, the CPU's clock), then time.
+    let warm_up = Instant::now();
+    let mut warm_runs = 0;
+    while warm_runs < 3 || (warm_up.elapsed().as_millis() < 100 && warm_runs < 10_000) {
+        infer()?;
+        warm_runs += 1;
+    }
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        samples.push(infer()?);
     }
     samples.sort_by(|a, b| a.total_cmp(b));
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
