@@ -287,7 +287,8 @@ impl<'a> Model<'a> {
         Ok(())
     }
 
-    /// Decodes op record `index` into a step, checking ranges and parameters (not shapes).
+    /// Decodes op record `index` into a step, checking ranges and parameters (not shapes); with
+    /// `verify`, also every operand tensor (at load; a run skips what load already checked).
     fn decode_step(&self, index: usize, verify: bool) -> Result<Step<'_>, FormatError> {
         let e = |kind, what| err(kind, what).at(index);
         let rec = range(
@@ -330,30 +331,20 @@ impl<'a> Model<'a> {
             .ok_or(e(K::InvalidValue, "op parameters"))?;
         let inputs = TensorList::new(inputs, self);
         let outputs = TensorList::new(outputs, self);
-        if !verify {
-            return Ok(Step {
-                index,
-                op,
-                inputs,
-                outputs,
-                scratch: match scratch {
-                    format::NO_TENSOR => None,
-                    t => self.tensor(t),
-                },
-            });
-        }
-        for slot in 0..inputs.len() {
-            if let Some(t) = inputs.index(slot) {
-                self.decode_tensor(t as usize)?;
+        if verify {
+            for slot in 0..inputs.len() {
+                if let Some(t) = inputs.index(slot) {
+                    self.decode_tensor(t as usize)?;
+                }
             }
-        }
-        for slot in 0..outputs.len() {
-            let t = outputs
-                .index(slot)
-                .ok_or(e(K::InvalidValue, "op output missing"))?;
-            let (desc, _) = self.decode_tensor(t as usize)?;
-            if !matches!(desc.location, Location::Arena(_)) {
-                return Err(e(K::InvalidValue, "op output must be in the arena"));
+            for slot in 0..outputs.len() {
+                let t = outputs
+                    .index(slot)
+                    .ok_or(e(K::InvalidValue, "op output missing"))?;
+                let (desc, _) = self.decode_tensor(t as usize)?;
+                if !matches!(desc.location, Location::Arena(_)) {
+                    return Err(e(K::InvalidValue, "op output must be in the arena"));
+                }
             }
         }
         let scratch = match scratch {

@@ -149,9 +149,7 @@ pub fn plan(g: &PlanGraph, scratch: Vec<Option<TensorId>>) -> MemoryPlan {
     let output_roots: Vec<TensorId> = g.outputs.iter().map(|&o| g.root(o)).collect();
     for (s, op) in g.ops.iter().enumerate() {
         for &t in op.inputs.iter().flatten() {
-            if let Some(b) = root_buffer(g, t, &mut buffers, &mut buffer_of, s) {
-                buffers[b].last = buffers[b].last.max(s);
-            }
+            root_buffer(g, t, &mut buffers, &mut buffer_of, s);
         }
         for &o in &op.outputs {
             if op.op.allows_in_place() && g.tensors[o].alias_of.is_none() && buffer_of[o].is_none()
@@ -163,9 +161,7 @@ pub fn plan(g: &PlanGraph, scratch: Vec<Option<TensorId>>) -> MemoryPlan {
                     continue;
                 }
             }
-            if let Some(b) = root_buffer(g, o, &mut buffers, &mut buffer_of, s) {
-                buffers[b].last = buffers[b].last.max(s);
-            }
+            root_buffer(g, o, &mut buffers, &mut buffer_of, s);
         }
         if let Some(t) = scratch[s] {
             root_buffer(g, t, &mut buffers, &mut buffer_of, s);
@@ -177,15 +173,16 @@ pub fn plan(g: &PlanGraph, scratch: Vec<Option<TensorId>>) -> MemoryPlan {
             buffer_of[t] = buffer_of[g.root(t)];
         }
     }
+    // Lifetimes end at the last step touching any view of the buffer; outputs live to the end.
     for (s, op) in g.ops.iter().enumerate() {
         for &t in op.inputs.iter().flatten().chain(&op.outputs) {
-            if let Some(b) = buffer_of[t].or(buffer_of[g.root(t)]) {
+            if let Some(b) = buffer_of[t] {
                 buffers[b].last = buffers[b].last.max(s);
             }
         }
     }
     for &o in &g.outputs {
-        if let Some(b) = buffer_of[o].or(buffer_of[g.root(o)]) {
+        if let Some(b) = buffer_of[o] {
             buffers[b].last = n_ops;
         }
     }
