@@ -461,4 +461,12 @@ impl Plan for Model<'_> {
     fn arena_bytes(&self) -> usize {
         self.arena_bytes
     }
+
+    fn inputs(&self) -> TensorList<'_> {
+        TensorList::new(self.inputs, self)
+    }
+
+    fn outputs(&self) -> TensorList<'_> {
+        TensorList::new(self.outputs, self)
+    }
 }

@@ -125,6 +125,11 @@ pub trait Plan {
     fn weights(&self) -> &[u8];
     /// Arena bytes the plan needs.
     fn arena_bytes(&self) -> usize;
+    /// The graph inputs, in order (all in the arena). A device whose arena lives in its own
+    /// memory copies exactly these in before a run.
+    fn inputs(&self) -> TensorList<'_>;
+    /// The graph outputs, in order (all in the arena), which such a device copies back.
+    fn outputs(&self) -> TensorList<'_>;
 }
 
 /// A compute device: prepares a plan once and executes it per inference.

@@ -9,7 +9,7 @@ use ferrite_hal::{Location, Plan};
 use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::npy::{self, NpyArray};
 use ferrite_tools::pack::{self, op_label, parse_input_shape, PackOptions};
-use ferrite_tools::runner::{self, RunError};
+use ferrite_tools::runner::{self, DeviceSpec, RunError};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -168,13 +168,7 @@ fn main() -> ExitCode {
             inputs,
             profile,
         } => cmd_bench(&model, &device, runs, json, &inputs, profile),
-        Command::Devices => {
-            println!(
-                "cpu      host CPU, Rust kernels (f32), SIMD build: {}",
-                ferrite_cpu::CpuDevice::simd()
-            );
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Devices => cmd_devices(),
     };
     match result {
         Ok(code) => code,
@@ -189,17 +183,40 @@ fn read(path: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
 }
 
-fn require_cpu(device: &str) -> Result<(), String> {
-    match device {
-        "cpu" => Ok(()),
-        "vulkan" | "cuda" | "qemu-m4" => Err(format!(
-            "device '{device}' is not available in this build (run `ferrite devices`)"
-        )),
-        d if d.starts_with("vulkan:") || d.starts_with("cuda:") => Err(format!(
-            "device '{d}' is not available in this build (run `ferrite devices`)"
-        )),
-        d => Err(format!("unknown device '{d}' (run `ferrite devices`)")),
+fn device_spec(device: &str) -> Result<DeviceSpec, String> {
+    DeviceSpec::parse(device).map_err(|e| e.to_string())
+}
+
+fn cmd_devices() -> CliResult {
+    println!(
+        "cpu        host CPU, Rust kernels (f32), SIMD build: {}",
+        ferrite_cpu::CpuDevice::simd()
+    );
+    #[cfg(feature = "vulkan")]
+    match ferrite_vulkan::VulkanDevice::list() {
+        Ok(list) if list.is_empty() => {
+            println!("vulkan     none: the Vulkan loader reports no device")
+        }
+        Ok(list) => {
+            for d in list {
+                println!(
+                    "vulkan:{:<3} {} ({}), driver {}, Vulkan {}, {} MiB device memory, storage buffers up to {} MiB{}",
+                    d.index,
+                    d.name,
+                    d.kind,
+                    d.driver,
+                    d.api_version,
+                    d.memory_bytes >> 20,
+                    d.max_storage_buffer_bytes >> 20,
+                    if d.has_compute { "" } else { ", no compute queue" }
+                );
+            }
+        }
+        Err(e) => println!("vulkan     unavailable: {e}"),
     }
+    #[cfg(not(feature = "vulkan"))]
+    println!("vulkan     not built in (feature `vulkan`)");
+    Ok(ExitCode::SUCCESS)
 }
 
 fn cmd_pack(
@@ -303,11 +320,11 @@ fn cmd_run(
     out_dir: &Path,
     plan: &PlanArgs,
 ) -> CliResult {
-    require_cpu(device)?;
+    let spec = device_spec(device)?;
     let bytes = load(model_path, &plan.options()?)?;
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
     let arrays = read_inputs(&model, inputs)?;
-    let outputs = runner::run_cpu(&model, &arrays).map_err(|e: RunError| e.to_string())?;
+    let outputs = runner::run(&model, &arrays, spec).map_err(|e: RunError| e.to_string())?;
     std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     for (i, out) in outputs.iter().enumerate() {
         let path = out_dir.join(format!("output_{i}.npy"));
@@ -430,7 +447,10 @@ fn cmd_bench(
     inputs: &[String],
     profile: bool,
 ) -> CliResult {
-    require_cpu(device)?;
+    let spec = device_spec(device)?;
+    if profile && spec != DeviceSpec::Cpu {
+        return Err("--profile times each op on the cpu device only".into());
+    }
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
@@ -441,7 +461,7 @@ fn cmd_bench(
     } else {
         read_inputs(&model, inputs)?
     };
-    let stats = runner::bench_cpu(&model, &arrays, runs).map_err(|e| e.to_string())?;
+    let stats = runner::bench(&model, &arrays, runs, spec).map_err(|e| e.to_string())?;
     let steps = if profile {
         runner::profile_cpu(&model, &arrays, runs).map_err(|e| e.to_string())?
     } else {

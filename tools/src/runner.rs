@@ -1,12 +1,13 @@
-//! Running packed models on the host: load (`.frt`, or `.onnx` packed in memory), check inputs
-//! against the model, run on the CPU device, and time repeated runs.
+//! Running packed models from the host: load (`.frt`, or `.onnx` packed in memory), check inputs
+//! against the model, run on a device (`cpu`, `vulkan[:N]`), and time repeated runs.
 
 use crate::aligned::AlignedBytes;
 use crate::npy::{NpyArray, NpyError};
 use crate::pack::{pack, PackOptions};
 use crate::PackError;
 use ferrite_core::{FormatError, Model, Session};
-use ferrite_cpu::{CpuDevice, CpuError};
+use ferrite_cpu::CpuDevice;
+use ferrite_hal::Device;
 use std::path::Path;
 use std::time::Instant;
 
@@ -34,11 +35,83 @@ pub enum RunError {
     #[error("{0}")]
     Input(String),
     /// The session failed (arena, device, ...).
-    #[error("{0}")]
-    Session(#[from] ferrite_core::Error<CpuError>),
+    #[error("{message}")]
+    Session {
+        /// What went wrong, in one line.
+        message: String,
+        /// Its kind.
+        kind: ferrite_hal::ErrorKind,
+    },
     /// The device name is unknown or not built in.
     #[error("{0}")]
     Device(String),
+}
+
+impl<E: ferrite_hal::Error> From<ferrite_core::Error<E>> for RunError {
+    fn from(e: ferrite_core::Error<E>) -> Self {
+        RunError::Session {
+            message: e.to_string(),
+            kind: ferrite_hal::Error::kind(&e),
+        }
+    }
+}
+
+/// A device named on the command line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceSpec {
+    /// The host CPU (`cpu`).
+    Cpu,
+    /// The N-th Vulkan device (`vulkan` = `vulkan:0`).
+    Vulkan(usize),
+}
+
+impl DeviceSpec {
+    /// Parses `cpu`, `vulkan`, `vulkan:N`; other known devices are reported as not built in.
+    pub fn parse(name: &str) -> Result<DeviceSpec, RunError> {
+        let not_built = || {
+            RunError::Device(format!(
+                "device '{name}' is not available in this build (run `ferrite devices`)"
+            ))
+        };
+        match name {
+            "cpu" => Ok(DeviceSpec::Cpu),
+            "vulkan" => Ok(DeviceSpec::Vulkan(0)),
+            "cuda" | "qemu-m4" => Err(not_built()),
+            _ => {
+                if let Some(n) = name.strip_prefix("vulkan:") {
+                    return n.parse().map(DeviceSpec::Vulkan).map_err(|_| {
+                        RunError::Device(format!(
+                            "'{name}': expected vulkan:N with N a device number"
+                        ))
+                    });
+                }
+                if name.starts_with("cuda:") {
+                    return Err(not_built());
+                }
+                Err(RunError::Device(format!(
+                    "unknown device '{name}' (run `ferrite devices`)"
+                )))
+            }
+        }
+    }
+}
+
+/// Opens the Vulkan device `index`.
+#[cfg(feature = "vulkan")]
+pub fn open_vulkan(index: usize) -> Result<ferrite_vulkan::VulkanDevice, RunError> {
+    let options = ferrite_vulkan::Options {
+        index,
+        ..Default::default()
+    };
+    ferrite_vulkan::VulkanDevice::open(&options).map_err(|e| RunError::Device(e.to_string()))
+}
+
+#[cfg(not(feature = "vulkan"))]
+fn no_vulkan() -> RunError {
+    RunError::Device(
+        "device 'vulkan' is not available in this build (built without the `vulkan` feature)"
+            .into(),
+    )
 }
 
 /// Loads a model file: `.frt` as is, `.onnx` packed in memory with `options`.
@@ -118,9 +191,33 @@ pub fn arena_for(model: &Model<'_>) -> AlignedBytes {
 
 /// Runs the model once on the CPU device.
 pub fn run_cpu(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
+    run_with(model, inputs, CpuDevice::new())
+}
+
+/// Runs the model once on the named device.
+pub fn run(
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    device: DeviceSpec,
+) -> Result<Vec<NpyArray>, RunError> {
+    match device {
+        DeviceSpec::Cpu => run_cpu(model, inputs),
+        #[cfg(feature = "vulkan")]
+        DeviceSpec::Vulkan(i) => run_with(model, inputs, open_vulkan(i)?),
+        #[cfg(not(feature = "vulkan"))]
+        DeviceSpec::Vulkan(_) => Err(no_vulkan()),
+    }
+}
+
+/// Runs the model once on `device` through a session.
+pub fn run_with<D: Device>(
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    device: D,
+) -> Result<Vec<NpyArray>, RunError> {
     check_inputs(model, inputs)?;
     let mut arena = arena_for(model);
-    let mut session = Session::new(model, CpuDevice::new(), arena.as_mut_bytes())?;
+    let mut session = Session::new(model, device, arena.as_mut_bytes())?;
     for (i, a) in inputs.iter().enumerate() {
         session.set_input(i, &a.bytes)?;
     }
@@ -152,16 +249,43 @@ pub struct BenchStats {
     pub mean_us: f64,
 }
 
-/// Times `runs` inferences (after at least 100 ms of warm-up runs), writing the inputs before
-/// each run as a real application would.
+/// [`bench_with`] on the CPU device.
 pub fn bench_cpu(
     model: &Model<'_>,
     inputs: &[NpyArray],
     runs: usize,
 ) -> Result<BenchStats, RunError> {
+    bench_with(model, inputs, runs, CpuDevice::new())
+}
+
+/// [`bench_with`] on the named device.
+pub fn bench(
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    runs: usize,
+    device: DeviceSpec,
+) -> Result<BenchStats, RunError> {
+    match device {
+        DeviceSpec::Cpu => bench_cpu(model, inputs, runs),
+        #[cfg(feature = "vulkan")]
+        DeviceSpec::Vulkan(i) => bench_with(model, inputs, runs, open_vulkan(i)?),
+        #[cfg(not(feature = "vulkan"))]
+        DeviceSpec::Vulkan(_) => Err(no_vulkan()),
+    }
+}
+
+/// Times `runs` inferences on `device` (after at least 100 ms of warm-up runs), writing the
+/// inputs before each run as a real application would. Session creation (for a GPU: pipelines,
+/// uploads, recording) is not timed.
+pub fn bench_with<D: Device>(
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    runs: usize,
+    device: D,
+) -> Result<BenchStats, RunError> {
     check_inputs(model, inputs)?;
     let mut arena = arena_for(model);
-    let mut session = Session::new(model, CpuDevice::new(), arena.as_mut_bytes())?;
+    let mut session = Session::new(model, device, arena.as_mut_bytes())?;
     let mut infer = || -> Result<f64, RunError> {
         let start = Instant::now();
         for (i, a) in inputs.iter().enumerate() {
@@ -246,7 +370,7 @@ pub fn profile_cpu(
                 .ok_or_else(|| RunError::Input("corrupt plan".into()))?;
             let start = Instant::now();
             ferrite_cpu::kernels::run_step(&step, arena.as_mut_bytes(), model.weights())
-                .map_err(|e| RunError::Session(ferrite_core::Error::Device(e)))?;
+                .map_err(|e| RunError::from(ferrite_core::Error::Device(e)))?;
             times.push(start.elapsed().as_secs_f64() * 1e6);
         }
     }
