@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything Ferrite's demo and tests need, idempotently: Rust components and targets,
-# and a Python virtual environment (.venv) with onnx, onnxruntime, numpy and scikit-learn.
+# the Vulkan loader with Mesa's lavapipe (a CPU Vulkan driver) and the validation layer (apt, when
+# run as root), and a Python virtual environment (.venv) with onnx, onnxruntime, numpy and
+# scikit-learn.
 # Usage: source scripts/setup.sh   (exports FERRITE_PYTHON)
 set -euo pipefail
 FERRITE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -15,6 +17,22 @@ if command -v rustup >/dev/null 2>&1; then
     for target in thumbv7em-none-eabihf thumbv6m-none-eabi; do
         rustup target list --installed | grep -qx "$target" || rustup target add "$target"
     done
+fi
+
+# Vulkan: the loader, lavapipe and the Khronos validation layer (Debian/Ubuntu package names).
+VULKAN_PACKAGES="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers"
+missing=""
+for package in $VULKAN_PACKAGES; do
+    dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"
+done
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+        echo "installing$missing (apt)..."
+        apt-get update -qq >/dev/null
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
+    else
+        echo "warning: not installed:$missing — the Vulkan tests will report themselves skipped" >&2
+    fi
 fi
 
 VENV="$FERRITE_ROOT/.venv"

@@ -85,6 +85,16 @@ impl<'m, 'a, D: Device> Session<'m, 'a, D> {
         &self.device
     }
 
+    /// The device, mutably (e.g. to change a GPU's fence timeout between runs).
+    pub fn device_mut(&mut self) -> &mut D {
+        &mut self.device
+    }
+
+    /// The device's prepared program (e.g. a GPU's statistics about the recorded plan).
+    pub fn program(&self) -> &D::Program {
+        &self.program
+    }
+
     /// Graph input `index`.
     pub fn input_info(&self, index: usize) -> Result<TensorInfo<'m>, Error<D::Error>> {
         self.model.input(index).ok_or(Error::NoSuchTensor {

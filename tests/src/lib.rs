@@ -11,14 +11,21 @@ pub mod node_tests;
 
 use ferrite_core::{Model, Session};
 use ferrite_tools::npy::NpyArray;
+use ferrite_tools::runner::RunError;
+use std::cell::RefCell;
 use std::path::PathBuf;
 
 /// A device under test.
 pub trait Backend {
     /// Short name, used for the expectations file (`tests/expectations/<name>-node.txt`).
     const NAME: &'static str;
+    /// Whether the device exists on this machine; `Err` says why not (the suites then report
+    /// themselves skipped).
+    fn available() -> Result<(), String> {
+        Ok(())
+    }
     /// Runs a verified model once.
-    fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, String>;
+    fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError>;
 }
 
 /// The portable CPU device.
@@ -27,8 +34,69 @@ pub struct Cpu;
 impl Backend for Cpu {
     const NAME: &'static str = "cpu";
 
-    fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, String> {
-        ferrite_tools::runner::run_cpu(model, inputs).map_err(|e| e.to_string())
+    fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
+        ferrite_tools::runner::run_cpu(model, inputs)
+    }
+}
+
+/// The first Vulkan device (lavapipe in CI), opened once per test thread.
+pub struct Vulkan;
+
+thread_local! {
+    static VULKAN: RefCell<Option<Result<ferrite_vulkan::VulkanDevice, String>>> = const { RefCell::new(None) };
+}
+
+impl Vulkan {
+    fn with<T>(f: impl FnOnce(&mut ferrite_vulkan::VulkanDevice) -> T) -> Result<T, String> {
+        VULKAN.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            let device = slot.get_or_insert_with(|| {
+                ferrite_vulkan::VulkanDevice::new().map_err(|e| e.to_string())
+            });
+            match device {
+                Ok(d) => Ok(f(d)),
+                Err(e) => Err(e.clone()),
+            }
+        })
+    }
+}
+
+impl Backend for Vulkan {
+    const NAME: &'static str = "vulkan";
+
+    fn available() -> Result<(), String> {
+        Vulkan::with(|_| ())
+    }
+
+    fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
+        Vulkan::with(|d| ferrite_tools::runner::run_with(model, inputs, d))
+            .map_err(RunError::Device)?
+    }
+}
+
+/// Prints `SKIPPED: <what>` on its own line, past the test harness's output capture (which only
+/// takes `print!`), so a skipped test is visible in every run and counted by `scripts/test.sh`.
+pub fn report_skip(what: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "\nSKIPPED: {what}");
+}
+
+/// Runs a suite for backend `B` unless the device is missing, in which case it prints a
+/// `SKIPPED` line (counted by `scripts/test.sh`) — or fails when `FERRITE_REQUIRE_<NAME>=1`, as
+/// CI sets, so a broken driver install cannot pass as a skip.
+pub fn unless_missing<B: Backend>(suite: &str, run: impl FnOnce()) {
+    match B::available() {
+        Ok(()) => run(),
+        Err(why) => {
+            let require = format!("FERRITE_REQUIRE_{}", B::NAME.to_uppercase());
+            if std::env::var(&require).is_ok_and(|v| v == "1") {
+                panic!(
+                    "{suite}: {} device required ({require}=1) but missing: {why}",
+                    B::NAME
+                );
+            }
+            report_skip(&format!("{suite}: no {} device: {why}", B::NAME));
+        }
     }
 }
 

@@ -144,8 +144,20 @@ pub fn run_model<B: Backend>(
     let input = npy::read(&dir.join(format!("{name}.input_0.npy"))).map_err(|e| e.to_string())?;
     let expected =
         npy::read(&dir.join(format!("{name}.output_0.npy"))).map_err(|e| e.to_string())?;
-    let outputs = B::run(&model, &[input])?;
+    let outputs =
+        B::run(&model, std::slice::from_ref(&input)).map_err(|e| format!("{name}: {e}"))?;
     let actual = outputs.first().ok_or("no output")?;
+    if B::NAME != crate::Cpu::NAME {
+        // Every device must agree with the CPU device, not just with onnxruntime.
+        let cpu = crate::Cpu::run(&model, &[input]).map_err(|e| format!("{name}: cpu: {e}"))?;
+        let cpu = cpu.first().ok_or("no cpu output")?;
+        let err = relative_error(&floats(actual), &floats(cpu));
+        if err.is_nan() || err > TOLERANCE {
+            return Err(format!(
+                "{name}: relative error {err:e} against the cpu device exceeds {TOLERANCE:e}"
+            ));
+        }
+    }
     if actual.shape != expected.shape {
         return Err(format!(
             "{name}: output shape {:?}, expected {:?}",

@@ -16,6 +16,7 @@ use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::npy::NpyArray;
 use ferrite_tools::onnx::proto::{ModelProto, TensorProto};
 use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::runner::RunError;
 use ferrite_tools::tensor::HostTensor;
 use ferrite_tools::PackError;
 use prost::Message;
@@ -181,6 +182,10 @@ pub fn run_test<B: Backend>(dir: &Path) -> (Outcome, String) {
     };
     let outputs = match B::run(&model, &inputs) {
         Ok(o) => o,
+        Err(RunError::Session {
+            kind: ferrite_hal::ErrorKind::Unsupported,
+            ..
+        }) => return (Outcome::Fail("device-unsupported".into()), op),
         Err(_) => return (Outcome::Fail("runtime-error".into()), op),
     };
     if outputs.len() != expected.len() {

@@ -387,11 +387,24 @@ fn bad_frt_and_inputs() {
             "--input",
             s(&x),
             "--device",
-            "vulkan",
+            "cuda",
             "--out-dir",
             s(&out_dir),
         ]),
         "not available",
+    );
+    assert_error(
+        &ferrite(&[
+            "run",
+            s(&frt),
+            "--input",
+            s(&x),
+            "--device",
+            "vulkan:x",
+            "--out-dir",
+            s(&out_dir),
+        ]),
+        "expected vulkan:N",
     );
     assert_error(
         &ferrite(&[
@@ -407,6 +420,125 @@ fn bad_frt_and_inputs() {
         "unknown device 'tpu'",
     );
     assert_error(&ferrite(&["bench", s(&frt), "--runs", "0"]), "--runs");
+}
+
+/// `--device vulkan` on a machine whose Vulkan loader finds no driver (`VK_ICD_FILENAMES` and
+/// `VK_DRIVER_FILES` pointing at nothing): one line, non-zero exit, for run, bench and devices
+/// listing it as unavailable.
+#[test]
+fn vulkan_without_a_driver_is_a_one_line_error() {
+    let dir = temp_dir("no-vulkan");
+    let onnx = dir.join("mlp.onnx");
+    std::fs::write(&onnx, tiny_mlp()).unwrap();
+    let frt = dir.join("mlp.frt");
+    assert!(ferrite(&["pack", s(&onnx), "-o", s(&frt)]).status.success());
+    let x = write_input(&dir, "x.npy", DType::F32, vec![1, 4]);
+    let without_driver = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ferrite"))
+            .args(args)
+            .env("VK_ICD_FILENAMES", "/nonexistent/icd.json")
+            .env("VK_DRIVER_FILES", "/nonexistent/icd.json")
+            .output()
+            .expect("the binary runs")
+    };
+    let out_dir = dir.join("out");
+    for device in ["vulkan", "vulkan:1"] {
+        assert_error(
+            &without_driver(&[
+                "run",
+                s(&frt),
+                "--input",
+                s(&x),
+                "--device",
+                device,
+                "--out-dir",
+                s(&out_dir),
+            ]),
+            "Vulkan",
+        );
+    }
+    assert_error(
+        &without_driver(&["bench", s(&frt), "--device", "vulkan", "--runs", "1"]),
+        "Vulkan",
+    );
+    let listing = without_driver(&["devices"]);
+    assert!(listing.status.success());
+    let text = String::from_utf8_lossy(&listing.stdout);
+    assert!(text.contains("cpu"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("vulkan") && (l.contains("unavailable") || l.contains("none"))),
+        "{text}"
+    );
+}
+
+/// `ferrite run --device vulkan` agrees with `--device cpu` (when a Vulkan device exists).
+#[test]
+fn vulkan_run_matches_cpu_through_the_cli() {
+    let dir = temp_dir("vulkan-run");
+    let onnx = dir.join("mlp.onnx");
+    std::fs::write(&onnx, tiny_mlp()).unwrap();
+    let x = write_input(&dir, "x.npy", DType::F32, vec![1, 4]);
+    let run = |device: &str| {
+        let out = dir.join(device);
+        let result = ferrite(&[
+            "run",
+            s(&onnx),
+            "--input",
+            s(&x),
+            "--device",
+            device,
+            "--out-dir",
+            s(&out),
+        ]);
+        (result, out.join("output_0.npy"))
+    };
+    let (cpu, cpu_path) = run("cpu");
+    assert!(cpu.status.success());
+    let (gpu, gpu_path) = run("vulkan");
+    if !gpu.status.success() {
+        let why = String::from_utf8_lossy(&gpu.stderr);
+        if std::env::var("FERRITE_REQUIRE_VULKAN").is_ok_and(|v| v == "1") {
+            panic!("vulkan required: {why}");
+        }
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\nSKIPPED: cli vulkan run: {}",
+            why.trim()
+        );
+        return;
+    }
+    let floats = |p: &Path| -> Vec<f32> {
+        npy::read(p)
+            .unwrap()
+            .bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    let (a, b) = (floats(&gpu_path), floats(&cpu_path));
+    let scale = b.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-12);
+    for (g, c) in a.iter().zip(&b) {
+        assert!((g - c).abs() / scale <= 1e-4, "{g} vs {c}");
+    }
+    let bench = ferrite(&[
+        "bench",
+        s(&onnx),
+        "--device",
+        "vulkan",
+        "--runs",
+        "5",
+        "--json",
+    ]);
+    assert!(
+        bench.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bench.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
+    assert_eq!(doc["device"], "vulkan");
+    assert!(doc["median_us"].as_f64().unwrap() > 0.0);
 }
 
 /// The generated test models (if present) through `ferrite pack` and `ferrite run`, compared with

@@ -106,8 +106,10 @@ impl Instance {
             .enabled_layer_names(&layers)
             .enabled_extension_names(&extensions);
         // SAFETY: `info` and everything it points to outlive the call.
-        let instance = unsafe { entry.create_instance(&info, None) }
-            .map_err(VulkanError::api("vkCreateInstance"))?;
+        let instance = unsafe { entry.create_instance(&info, None) }.map_err(|e| match e {
+            vk::Result::ERROR_INCOMPATIBLE_DRIVER => VulkanError::NoDriver,
+            e => VulkanError::api("vkCreateInstance")(e),
+        })?;
         let messages = Box::new(Mutex::new(Vec::new()));
         let mut this = Instance {
             entry,

@@ -10,6 +10,11 @@ pub enum VulkanError {
     /// The Vulkan loader library could not be loaded.
     #[error("no Vulkan loader: {0}")]
     NoLoader(String),
+    /// The loader found no Vulkan driver (ICD) at all.
+    #[error(
+        "no Vulkan driver found (for a CPU driver install Mesa's lavapipe: mesa-vulkan-drivers)"
+    )]
+    NoDriver,
     /// No physical device with the requested index.
     #[error("no Vulkan device #{requested} ({available} found)")]
     NoDevice {
@@ -85,6 +90,7 @@ impl ferrite_hal::Error for VulkanError {
     fn kind(&self) -> ErrorKind {
         match self {
             VulkanError::NoLoader(_)
+            | VulkanError::NoDriver
             | VulkanError::NoDevice { .. }
             | VulkanError::NoComputeQueue(_)
             | VulkanError::NoMemoryType(_)

@@ -97,7 +97,7 @@ impl VulkanDevice {
         &self.ctx.info
     }
 
-    /// Changes the longest wait per inference for programs prepared from now on.
+    /// Changes the longest wait per inference (for every program, from the next run on).
     pub fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
     }
@@ -157,7 +157,7 @@ impl Device for VulkanDevice {
     }
 
     fn prepare(&mut self, plan: &dyn Plan) -> Result<Program, VulkanError> {
-        Program::new(&self.ctx, plan, self.timeout)
+        Program::new(&self.ctx, plan)
     }
 
     fn execute(
@@ -166,6 +166,6 @@ impl Device for VulkanDevice {
         _plan: &dyn Plan,
         arena: &mut [u8],
     ) -> Result<(), VulkanError> {
-        program.run(arena)
+        program.run(arena, self.timeout)
     }
 }

@@ -6,13 +6,16 @@ use crate::buffer::{Buffer, Memory};
 use crate::context::Context;
 use crate::encode::{encode, Command};
 use crate::error::VulkanError;
-use crate::shaders::{Kernel, Module};
+use crate::shaders::Kernel;
 use ash::vk;
 use ferrite_hal::{Location, Plan, TensorDesc, TensorList};
 use std::collections::BTreeMap;
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// How long session creation waits for the one-time upload of weights and parameters.
+const UPLOAD_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Counts describing what a prepared program does per run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -63,6 +66,7 @@ pub struct Program {
     inputs: Vec<Transfer>,
     outputs: Vec<Transfer>,
     arena_bytes: usize,
+    /// The wait limit of the current submission.
     timeout: Duration,
     /// A submission timed out and may still be running.
     in_flight: bool,
@@ -111,11 +115,7 @@ fn transfers(list: &TensorList<'_>, staging: &mut usize) -> Result<Vec<Transfer>
 impl Program {
     /// Prepares `plan`: encodes every step, uploads weights and parameters, builds pipelines
     /// and records the command buffer.
-    pub(crate) fn new(
-        ctx: &Arc<Context>,
-        plan: &dyn Plan,
-        timeout: Duration,
-    ) -> Result<Program, VulkanError> {
+    pub(crate) fn new(ctx: &Arc<Context>, plan: &dyn Plan) -> Result<Program, VulkanError> {
         // Encode every step and give each dispatch its slice of the parameter buffer.
         let mut steps = Vec::with_capacity(plan.len());
         let mut params: Vec<u32> = Vec::new();
@@ -201,7 +201,7 @@ impl Program {
             inputs,
             outputs,
             arena_bytes,
-            timeout,
+            timeout: UPLOAD_TIMEOUT,
             in_flight: false,
             stats: ProgramStats {
                 params_bytes: params.len() * 4,
@@ -405,7 +405,6 @@ impl Program {
                     })?[0];
             self.pipelines.insert(kernel, pipeline);
         }
-        let _ = Module::ALL;
         self.stats.pipelines = self.pipelines.len();
         Ok(())
     }
@@ -574,7 +573,8 @@ impl Program {
     }
 
     /// One inference: inputs from `arena` in, the recorded plan, outputs back into `arena`.
-    pub(crate) fn run(&mut self, arena: &mut [u8]) -> Result<(), VulkanError> {
+    pub(crate) fn run(&mut self, arena: &mut [u8], timeout: Duration) -> Result<(), VulkanError> {
+        self.timeout = timeout;
         if arena.len() < self.arena_bytes {
             return Err(VulkanError::HostArena {
                 needed: self.arena_bytes,
