@@ -19,8 +19,8 @@ if command -v rustup >/dev/null 2>&1; then
     done
 fi
 
-# Vulkan: the loader, lavapipe and the Khronos validation layer (Debian/Ubuntu package names).
-VULKAN_PACKAGES="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers"
+# Vulkan: the loader, lavapipe, the Khronos validation layer and spirv-val (Debian package names).
+VULKAN_PACKAGES="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers spirv-tools"
 missing=""
 for package in $VULKAN_PACKAGES; do
     dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"

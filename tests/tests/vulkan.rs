@@ -208,6 +208,56 @@ fn a_gather_index_out_of_range_is_invalid_input_and_the_session_recovers() {
 }
 
 #[test]
+fn a_model_with_ops_the_device_lacks_is_refused_naming_every_one() {
+    unless_missing::<Vulkan>("capabilities", || {
+        // Byte-sized movement runs on the CPU but not in the Vulkan kernels (32-bit words).
+        let onnx = ModelBuilder::new(13)
+            .input("flags", data_type::BOOL, &[D::N(2), D::N(3)])
+            .input("bytes", data_type::UINT8, &[D::N(4)])
+            .node("Transpose", "t", &["flags"], &["flags_t"], vec![])
+            .node(
+                "Concat",
+                "c",
+                &["bytes", "bytes"],
+                &["twice"],
+                vec![attr_int("axis", 0)],
+            )
+            .output("flags_t")
+            .output("twice")
+            .encode();
+        let bytes = packed(&onnx);
+        let model = Model::load(bytes.as_bytes()).expect("load");
+        let mut arena = ferrite_tools::runner::arena_for(&model);
+        let device = VulkanDevice::new().expect("device");
+        match Session::new(&model, device, arena.as_mut_bytes()) {
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::Unsupported);
+                let text = e.to_string();
+                assert!(text.contains("Transpose(bool)"), "{text}");
+                assert!(text.contains("Concat(uint8)"), "{text}");
+            }
+            Ok(_) => panic!("a session with unsupported ops was created"),
+        }
+        // The CPU runs the same file.
+        let inputs = [
+            NpyArray {
+                dtype: ferrite_hal::DType::Bool,
+                shape: vec![2, 3],
+                bytes: vec![1, 0, 1, 0, 0, 1],
+            },
+            NpyArray {
+                dtype: ferrite_hal::DType::U8,
+                shape: vec![4],
+                bytes: vec![1, 2, 3, 4],
+            },
+        ];
+        let out = Cpu::run(&model, &inputs).expect("cpu");
+        assert_eq!(out[0].bytes, vec![1, 0, 0, 0, 1, 1]);
+        assert_eq!(out[1].bytes, vec![1, 2, 3, 4, 1, 2, 3, 4]);
+    });
+}
+
+#[test]
 fn a_session_replays_with_new_inputs() {
     unless_missing::<Vulkan>("replay", || {
         let bytes = packed(&ferrite_tools::onnx::build::tiny_mlp());

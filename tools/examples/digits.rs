@@ -1,12 +1,14 @@
-//! The digits demo: classify every held-out image with a packed model on the CPU device and
-//! compare with onnxruntime's predictions.
+//! The digits demo: classify every held-out image with a packed model on a device (the CPU, or
+//! `vulkan[:N]`) and compare with onnxruntime's predictions.
 //!
-//! `cargo run --release -p ferrite-tools --example digits -- MODEL.frt TEST_X.npy TEST_Y.npy ORT_PREDICTIONS.npy`
+//! `cargo run --release -p ferrite-tools --example digits -- MODEL.frt TEST_X.npy TEST_Y.npy ORT_PREDICTIONS.npy [DEVICE]`
 
 use ferrite_core::{Model, Session};
 use ferrite_cpu::CpuDevice;
+use ferrite_hal::Device;
 use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::npy;
+use ferrite_tools::runner::DeviceSpec;
 use ferrite_tools::tensor::HostTensor;
 use std::path::Path;
 use std::time::Instant;
@@ -20,8 +22,14 @@ fn labels(path: &str) -> Result<Vec<i64>, String> {
 
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [model_path, x_path, y_path, ort_path] = args.as_slice() else {
-        return Err("usage: digits MODEL.frt TEST_X.npy TEST_Y.npy ORT_PREDICTIONS.npy".into());
+    let (model_path, x_path, y_path, ort_path, device) = match args.as_slice() {
+        [m, x, y, o] => (m, x, y, o, "cpu"),
+        [m, x, y, o, d] => (m, x, y, o, d.as_str()),
+        _ => {
+            return Err(
+                "usage: digits MODEL.frt TEST_X.npy TEST_Y.npy ORT_PREDICTIONS.npy [DEVICE]".into(),
+            )
+        }
     };
     let bytes = AlignedBytes::from(&std::fs::read(model_path).map_err(|e| e.to_string())?[..]);
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
@@ -32,13 +40,44 @@ fn main() -> Result<(), String> {
     if images.bytes.len() != truth.len() * image_bytes {
         return Err("images and labels do not match the model's input".into());
     }
+    let args = Classify {
+        model: &model,
+        images: &images.bytes,
+        image_bytes,
+        truth: &truth,
+        ort: &ort,
+        name: device,
+    };
+    match DeviceSpec::parse(device).map_err(|e| e.to_string())? {
+        DeviceSpec::Cpu => classify(&args, CpuDevice::new()),
+        DeviceSpec::Vulkan(i) => classify(
+            &args,
+            ferrite_tools::runner::open_vulkan(i).map_err(|e| e.to_string())?,
+        ),
+    }
+}
+
+/// What [`classify`] needs.
+struct Classify<'a> {
+    model: &'a Model<'a>,
+    images: &'a [u8],
+    image_bytes: usize,
+    truth: &'a [i64],
+    ort: &'a [i64],
+    name: &'a str,
+}
+
+/// Classifies every image on `device`, prints accuracy and latency, and fails if any prediction
+/// differs from onnxruntime's.
+fn classify<D: Device>(a: &Classify<'_>, device: D) -> Result<(), String> {
+    let (model, truth, ort) = (a.model, a.truth, a.ort);
     let mut arena = AlignedBytes::zeroed(model.arena_bytes());
     let mut session =
-        Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()).map_err(|e| e.to_string())?;
+        Session::new(model, device, arena.as_mut_bytes()).map_err(|e| e.to_string())?;
     let mut correct = 0;
     let mut agree = 0;
     let mut times = Vec::with_capacity(truth.len());
-    for (i, image) in images.bytes.chunks_exact(image_bytes).enumerate() {
+    for (i, image) in a.images.chunks_exact(a.image_bytes).enumerate() {
         let start = Instant::now();
         session.set_input(0, image).map_err(|e| e.to_string())?;
         session.run().map_err(|e| e.to_string())?;
@@ -56,7 +95,8 @@ fn main() -> Result<(), String> {
     times.sort_by(|a, b| a.total_cmp(b));
     let n = truth.len();
     println!(
-        "ferrite (cpu): accuracy {:.4} ({correct}/{n}), median {:.1} us per image, arena {} bytes, weights {} bytes",
+        "ferrite ({}): accuracy {:.4} ({correct}/{n}), median {:.1} us per image, arena {} bytes, weights {} bytes",
+        a.name,
         correct as f64 / n as f64,
         times[n / 2],
         model.arena_bytes(),

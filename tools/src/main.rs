@@ -448,9 +448,6 @@ fn cmd_bench(
     profile: bool,
 ) -> CliResult {
     let spec = device_spec(device)?;
-    if profile && spec != DeviceSpec::Cpu {
-        return Err("--profile times each op on the cpu device only".into());
-    }
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
@@ -463,7 +460,7 @@ fn cmd_bench(
     };
     let stats = runner::bench(&model, &arrays, runs, spec).map_err(|e| e.to_string())?;
     let steps = if profile {
-        runner::profile_cpu(&model, &arrays, runs).map_err(|e| e.to_string())?
+        runner::profile(&model, &arrays, runs, spec).map_err(|e| e.to_string())?
     } else {
         Vec::new()
     };
@@ -476,6 +473,8 @@ fn cmd_bench(
             "p90_us": stats.p90_us,
             "min_us": stats.min_us,
             "mean_us": stats.mean_us,
+            "device_median_us": stats.device_median_us,
+            "host_overhead_us": stats.host_overhead_us,
             "arena_bytes": model.arena_bytes(),
             "weights_bytes": model.weights_bytes(),
             "simd": ferrite_cpu::CpuDevice::simd(),
@@ -492,6 +491,12 @@ fn cmd_bench(
             stats.runs,
             model.arena_bytes()
         );
+        if let (Some(device_us), Some(overhead)) = (stats.device_median_us, stats.host_overhead_us)
+        {
+            println!(
+                "  device time (timestamps): median {device_us:.1} us; host overhead per run (wall - device): median {overhead:.1} us"
+            );
+        }
         let total: f64 = steps.iter().map(|s| s.2).sum();
         for (i, (op, name, us)) in steps.iter().enumerate() {
             println!(

@@ -7,7 +7,7 @@ use crate::pack::{pack, PackOptions};
 use crate::PackError;
 use ferrite_core::{FormatError, Model, Session};
 use ferrite_cpu::CpuDevice;
-use ferrite_hal::Device;
+use ferrite_hal::{Device, Plan};
 use std::path::Path;
 use std::time::Instant;
 
@@ -99,8 +99,18 @@ impl DeviceSpec {
 /// Opens the Vulkan device `index`.
 #[cfg(feature = "vulkan")]
 pub fn open_vulkan(index: usize) -> Result<ferrite_vulkan::VulkanDevice, RunError> {
+    open_vulkan_timed(index, ferrite_vulkan::Timing::Off)
+}
+
+/// Opens the Vulkan device `index`, recording `timing` timestamps.
+#[cfg(feature = "vulkan")]
+pub fn open_vulkan_timed(
+    index: usize,
+    timing: ferrite_vulkan::Timing,
+) -> Result<ferrite_vulkan::VulkanDevice, RunError> {
     let options = ferrite_vulkan::Options {
         index,
+        timing,
         ..Default::default()
     };
     ferrite_vulkan::VulkanDevice::open(&options).map_err(|e| RunError::Device(e.to_string()))
@@ -247,6 +257,11 @@ pub struct BenchStats {
     pub min_us: f64,
     /// Mean.
     pub mean_us: f64,
+    /// Median time the device itself reports per run (a GPU's timestamps), if it reports any.
+    pub device_median_us: Option<f64>,
+    /// Median of (wall time − device time) per run: what submitting, waiting and copying inputs
+    /// and outputs costs the host, if the device reports its own time.
+    pub host_overhead_us: Option<f64>,
 }
 
 /// [`bench_with`] on the CPU device.
@@ -268,7 +283,12 @@ pub fn bench(
     match device {
         DeviceSpec::Cpu => bench_cpu(model, inputs, runs),
         #[cfg(feature = "vulkan")]
-        DeviceSpec::Vulkan(i) => bench_with(model, inputs, runs, open_vulkan(i)?),
+        DeviceSpec::Vulkan(i) => {
+            let device = open_vulkan_timed(i, ferrite_vulkan::Timing::Total)?;
+            bench_probed(model, inputs, runs, device, |p| {
+                p.last_timing().map(|t| t.total_us)
+            })
+        }
         #[cfg(not(feature = "vulkan"))]
         DeviceSpec::Vulkan(_) => Err(no_vulkan()),
     }
@@ -283,27 +303,45 @@ pub fn bench_with<D: Device>(
     runs: usize,
     device: D,
 ) -> Result<BenchStats, RunError> {
+    bench_probed(model, inputs, runs, device, |_| None)
+}
+
+/// [`bench_with`], also reading the device's own time per run from its program with `probe`.
+pub fn bench_probed<D: Device>(
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    runs: usize,
+    device: D,
+    probe: impl Fn(&D::Program) -> Option<f64>,
+) -> Result<BenchStats, RunError> {
     check_inputs(model, inputs)?;
     let mut arena = arena_for(model);
     let mut session = Session::new(model, device, arena.as_mut_bytes())?;
-    let mut infer = || -> Result<f64, RunError> {
+    let mut device_samples = Vec::with_capacity(runs);
+    let mut overhead_samples = Vec::with_capacity(runs);
+    let mut infer = |record: bool| -> Result<f64, RunError> {
         let start = Instant::now();
         for (i, a) in inputs.iter().enumerate() {
             session.set_input(i, &a.bytes)?;
         }
         session.run()?;
-        Ok(start.elapsed().as_secs_f64() * 1e6)
+        let wall = start.elapsed().as_secs_f64() * 1e6;
+        if let (true, Some(device_us)) = (record, probe(session.program())) {
+            device_samples.push(device_us);
+            overhead_samples.push(wall - device_us);
+        }
+        Ok(wall)
     };
     // Warm up for at least 100 ms (caches, branch predictors, the CPU's clock), then time.
     let warm_up = Instant::now();
     let mut warm_runs = 0;
     while warm_runs < 3 || (warm_up.elapsed().as_millis() < 100 && warm_runs < 10_000) {
-        infer()?;
+        infer(false)?;
         warm_runs += 1;
     }
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
-        samples.push(infer()?);
+        samples.push(infer(true)?);
     }
     samples.sort_by(|a, b| a.total_cmp(b));
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
@@ -313,7 +351,15 @@ pub fn bench_with<D: Device>(
         p90_us: at(0.9),
         min_us: samples[0],
         mean_us: samples.iter().sum::<f64>() / samples.len() as f64,
+        device_median_us: median(&mut device_samples),
+        host_overhead_us: median(&mut overhead_samples),
     })
+}
+
+/// The median, or `None` for no samples.
+fn median(samples: &mut [f64]) -> Option<f64> {
+    samples.sort_by(|a, b| a.total_cmp(b));
+    samples.get(samples.len() / 2).copied()
 }
 
 /// Deterministic pseudo-random inputs for `bench` when none are given (floats in [-1, 1),
@@ -346,13 +392,65 @@ pub fn synthetic_inputs(model: &Model<'_>) -> Vec<NpyArray> {
         .collect()
 }
 
-/// Time per step (median over `runs`), in execution order: `(op label, node name, µs)`.
+/// Time per step (median over `runs`) on the named device, in execution order:
+/// `(op label, node name, µs)`. The CPU times each kernel call; a GPU reports timestamps written
+/// between the steps of its recorded command buffer.
+pub fn profile(
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    runs: usize,
+    device: DeviceSpec,
+) -> Result<Vec<(String, String, f64)>, RunError> {
+    match device {
+        DeviceSpec::Cpu => profile_cpu(model, inputs, runs),
+        #[cfg(feature = "vulkan")]
+        DeviceSpec::Vulkan(i) => {
+            check_inputs(model, inputs)?;
+            let mut arena = arena_for(model);
+            let device = open_vulkan_timed(i, ferrite_vulkan::Timing::PerStep)?;
+            let mut session = Session::new(model, device, arena.as_mut_bytes())?;
+            let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(runs); model.len()];
+            for _ in 0..runs.max(1) {
+                for (i, a) in inputs.iter().enumerate() {
+                    session.set_input(i, &a.bytes)?;
+                }
+                session.run()?;
+                let timing = session.program().last_timing().ok_or_else(|| {
+                    RunError::Device("this Vulkan device has no timestamps to profile with".into())
+                })?;
+                for (s, us) in samples.iter_mut().zip(&timing.steps_us) {
+                    s.push(*us);
+                }
+            }
+            Ok(step_table(model, samples))
+        }
+        #[cfg(not(feature = "vulkan"))]
+        DeviceSpec::Vulkan(_) => Err(no_vulkan()),
+    }
+}
+
+/// `(op label, node name, median µs)` per step.
+fn step_table(model: &Model<'_>, samples: Vec<Vec<f64>>) -> Vec<(String, String, f64)> {
+    samples
+        .into_iter()
+        .enumerate()
+        .map(|(s, mut t)| {
+            let label = model
+                .step(s)
+                .map(|st| crate::pack::op_label(&st.op))
+                .unwrap_or_default();
+            let name = model.op_name(s).unwrap_or("").to_string();
+            (label, name, median(&mut t).unwrap_or(0.0))
+        })
+        .collect()
+}
+
+/// Time per step (median over `runs`) on the CPU, in execution order: `(op label, node name, µs)`.
 pub fn profile_cpu(
     model: &Model<'_>,
     inputs: &[NpyArray],
     runs: usize,
 ) -> Result<Vec<(String, String, f64)>, RunError> {
-    use ferrite_hal::Plan;
     check_inputs(model, inputs)?;
     let mut arena = arena_for(model);
     let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(runs); model.len()];
@@ -374,20 +472,5 @@ pub fn profile_cpu(
             times.push(start.elapsed().as_secs_f64() * 1e6);
         }
     }
-    Ok(samples
-        .into_iter()
-        .enumerate()
-        .map(|(s, mut t)| {
-            t.sort_by(|a, b| a.total_cmp(b));
-            let label = model
-                .step(s)
-                .map(|st| crate::pack::op_label(&st.op))
-                .unwrap_or_default();
-            (
-                label,
-                model.op_name(s).unwrap_or("").to_string(),
-                t[t.len() / 2],
-            )
-        })
-        .collect())
+    Ok(step_table(model, samples))
 }

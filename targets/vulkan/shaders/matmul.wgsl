@@ -79,3 +79,46 @@ fn matmul(
         }
     }
 }
+
+// matmul_rows: the same parameters, one output element per invocation and no workgroup memory.
+// For products with few rows (a fully connected layer at batch 1 has M = 1) a 16 x 16 tile would
+// leave 15 of its 16 rows idle; here each invocation walks one row of A against one column of B.
+@compute @workgroup_size(64)
+fn matmul_rows(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let m = p(0u);
+    let n = p(1u);
+    let k = p(2u);
+    let batches = p(3u);
+    let batch_rank = p(4u);
+    let a = p(5u);
+    let b = p(6u);
+    let y = p(7u);
+    let c = p(8u);
+    let alpha = pf(11u);
+    let beta = pf(12u);
+    let count = batches * m * n;
+    for (var i = gid.x; i < count; i += stride_of(groups)) {
+        let col = i % n;
+        let row = (i / n) % m;
+        var rest = i / (m * n);
+        var a_base = 0u;
+        var b_base = 0u;
+        for (var d = batch_rank; d > 0u; d--) {
+            let dim = p(16u + d - 1u);
+            let j = rest % dim;
+            rest = rest / dim;
+            a_base += j * p(24u + d - 1u);
+            b_base += j * p(32u + d - 1u);
+        }
+        var acc = 0.0;
+        let a_row = a_base + row * k;
+        for (var kk = 0u; kk < k; kk++) {
+            acc += load(a, a_row + kk) * load(b, b_base + kk * n + col);
+        }
+        var v = alpha * acc;
+        if (c != ABSENT) {
+            v += beta * load(c, row * p(9u) + col * p(10u));
+        }
+        store(y, i, activate(v, 13u));
+    }
+}

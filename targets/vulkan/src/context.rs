@@ -246,6 +246,8 @@ pub(crate) struct Context {
     pub device: ash::Device,
     pub queue: vk::Queue,
     pub queue_family: u32,
+    /// Valid bits of the queue's timestamps (0: no timestamps).
+    pub timestamp_bits: u32,
     pub memory: vk::PhysicalDeviceMemoryProperties,
     pub limits: vk::PhysicalDeviceLimits,
     pub info: DeviceInfo,
@@ -266,6 +268,14 @@ impl Context {
         let family = instance
             .compute_family(pd)
             .ok_or_else(|| VulkanError::NoComputeQueue(info.name.clone()))?;
+        // SAFETY: a query on a live instance and one of its physical devices.
+        let timestamp_bits = unsafe {
+            instance
+                .instance
+                .get_physical_device_queue_family_properties(pd)
+        }
+        .get(family as usize)
+        .map_or(0, |f| f.timestamp_valid_bits);
         let priorities = [1.0f32];
         let queue_info = vk::DeviceQueueCreateInfo::default()
             .queue_family_index(family)
@@ -288,6 +298,7 @@ impl Context {
             device,
             queue,
             queue_family: family,
+            timestamp_bits,
             memory,
             limits: props.limits,
             info,

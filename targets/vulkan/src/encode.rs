@@ -520,7 +520,14 @@ fn conv_params(
     Ok(())
 }
 
+/// Products with fewer rows than this use `matmul_rows` instead of 16 x 16 tiles.
+pub const TILED_MIN_ROWS: usize = 16;
+
+/// The tiled kernel for products with at least [`TILED_MIN_ROWS`] rows, else the row kernel.
 fn matmul_dispatch(p: Params, m: usize, n: usize, batches: usize) -> Command {
+    if m < TILED_MIN_ROWS {
+        return p.dispatch(Kernel::MatMulRows, batches * m * n);
+    }
     Command::Dispatch {
         kernel: Kernel::MatMul,
         params: p.0,

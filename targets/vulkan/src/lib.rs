@@ -27,7 +27,7 @@ pub mod shaders;
 
 pub use context::DeviceInfo;
 pub use error::VulkanError;
-pub use program::{Program, ProgramStats};
+pub use program::{GpuTiming, Program, ProgramStats, Timing};
 
 use context::{Context, Instance};
 use ferrite_hal::{Capabilities, DType, Device, OpKind, OpSet, Plan};
@@ -46,6 +46,8 @@ pub struct Options {
     pub loader: Option<PathBuf>,
     /// Longest wait for one inference before [`VulkanError::Timeout`].
     pub timeout: Duration,
+    /// GPU timestamps recorded by programs prepared on this device.
+    pub timing: Timing,
 }
 
 impl Default for Options {
@@ -55,6 +57,7 @@ impl Default for Options {
             validation: false,
             loader: None,
             timeout: Duration::from_secs(10),
+            timing: Timing::Off,
         }
     }
 }
@@ -63,6 +66,7 @@ impl Default for Options {
 pub struct VulkanDevice {
     ctx: Arc<Context>,
     timeout: Duration,
+    timing: Timing,
 }
 
 impl VulkanDevice {
@@ -78,6 +82,7 @@ impl VulkanDevice {
         Ok(VulkanDevice {
             ctx: Arc::new(ctx),
             timeout: options.timeout,
+            timing: options.timing,
         })
     }
 
@@ -157,7 +162,7 @@ impl Device for VulkanDevice {
     }
 
     fn prepare(&mut self, plan: &dyn Plan) -> Result<Program, VulkanError> {
-        Program::new(&self.ctx, plan)
+        Program::new(&self.ctx, plan, self.timing)
     }
 
     fn execute(

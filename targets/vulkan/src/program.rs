@@ -32,6 +32,31 @@ pub struct ProgramStats {
     pub params_bytes: usize,
 }
 
+/// GPU time of the last run, from timestamps written into the command buffer.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GpuTiming {
+    /// From the first command (input copies) to the last (output copies), in microseconds.
+    pub total_us: f64,
+    /// Copying the inputs in, in microseconds.
+    pub inputs_us: f64,
+    /// Each step, in plan order, in microseconds.
+    pub steps_us: Vec<f64>,
+    /// Copying the outputs out, in microseconds.
+    pub outputs_us: f64,
+}
+
+/// Which GPU timestamps a program records (each one costs a little GPU time, so none by default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Timing {
+    /// No timestamps.
+    #[default]
+    Off,
+    /// The whole run: [`GpuTiming::total_us`].
+    Total,
+    /// The whole run, the input and output copies and every step.
+    PerStep,
+}
+
 /// One input or output region: arena offset, staging offset, length.
 #[derive(Clone, Copy, Debug)]
 struct Transfer {
@@ -58,6 +83,13 @@ pub struct Program {
     command_pool: vk::CommandPool,
     command_buffer: vk::CommandBuffer,
     fence: vk::Fence,
+    /// Timestamps: start, after inputs, after each step, after outputs (null: unsupported).
+    queries: vk::QueryPool,
+    query_count: u32,
+    /// Timestamps between steps, not just around the run.
+    per_step: bool,
+    ticks: Vec<u64>,
+    timing: Option<GpuTiming>,
     arena: Buffer,
     weights: Buffer,
     params: Buffer,
@@ -115,7 +147,11 @@ fn transfers(list: &TensorList<'_>, staging: &mut usize) -> Result<Vec<Transfer>
 impl Program {
     /// Prepares `plan`: encodes every step, uploads weights and parameters, builds pipelines
     /// and records the command buffer.
-    pub(crate) fn new(ctx: &Arc<Context>, plan: &dyn Plan) -> Result<Program, VulkanError> {
+    pub(crate) fn new(
+        ctx: &Arc<Context>,
+        plan: &dyn Plan,
+        timing: Timing,
+    ) -> Result<Program, VulkanError> {
         // Encode every step and give each dispatch its slice of the parameter buffer.
         let mut steps = Vec::with_capacity(plan.len());
         let mut params: Vec<u32> = Vec::new();
@@ -193,6 +229,11 @@ impl Program {
             command_pool: vk::CommandPool::null(),
             command_buffer: vk::CommandBuffer::null(),
             fence: vk::Fence::null(),
+            queries: vk::QueryPool::null(),
+            query_count: 0,
+            per_step: timing == Timing::PerStep,
+            ticks: Vec::new(),
+            timing: None,
             arena,
             weights,
             params: params_buffer,
@@ -208,6 +249,11 @@ impl Program {
                 ..ProgramStats::default()
             },
         };
+        if timing != Timing::Off && ctx.timestamp_bits > 0 {
+            let count = if program.per_step { steps.len() + 3 } else { 2 };
+            program.query_count = count as u32;
+            program.ticks = vec![0; count];
+        }
         // From here on, `Drop` destroys whatever has been created if a step fails.
         program.create_sync()?;
         let param_bytes: Vec<u8> = params.iter().flat_map(|w| w.to_le_bytes()).collect();
@@ -221,6 +267,50 @@ impl Program {
     /// What the recorded plan does per run.
     pub fn stats(&self) -> ProgramStats {
         self.stats
+    }
+
+    /// GPU time of the last successful run (`None` before a run, or when the queue has no
+    /// timestamps).
+    pub fn last_timing(&self) -> Option<&GpuTiming> {
+        self.timing.as_ref()
+    }
+
+    /// Converts the last run's timestamps into a [`GpuTiming`].
+    fn read_timing(&mut self) -> Result<(), VulkanError> {
+        if self.queries == vk::QueryPool::null() {
+            return Ok(());
+        }
+        // SAFETY: the run finished (fence), so every query in the pool is available.
+        unsafe {
+            self.ctx.device.get_query_pool_results(
+                self.queries,
+                0,
+                &mut self.ticks,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
+        }
+        .map_err(VulkanError::api("vkGetQueryPoolResults"))?;
+        let bits = self.ctx.timestamp_bits;
+        let mask = if bits >= 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
+        let period_us = self.ctx.limits.timestamp_period as f64 / 1000.0;
+        let span = |a: u64, b: u64| (b.wrapping_sub(a) & mask) as f64 * period_us;
+        let t = &self.ticks;
+        let last = t.len() - 1;
+        let timing = self.timing.get_or_insert_with(GpuTiming::default);
+        timing.total_us = span(t[0], t[last]);
+        if self.per_step {
+            timing.inputs_us = span(t[0], t[1]);
+            timing.outputs_us = span(t[last - 1], t[last]);
+            timing.steps_us.clear();
+            timing
+                .steps_us
+                .extend(t[1..last].windows(2).map(|w| span(w[0], w[1])));
+        }
+        Ok(())
     }
 
     fn create_sync(&mut self) -> Result<(), VulkanError> {
@@ -243,6 +333,14 @@ impl Program {
             self.fence = d
                 .create_fence(&vk::FenceCreateInfo::default(), None)
                 .map_err(VulkanError::api("vkCreateFence"))?;
+            if self.query_count > 0 {
+                let info = vk::QueryPoolCreateInfo::default()
+                    .query_type(vk::QueryType::TIMESTAMP)
+                    .query_count(self.query_count);
+                self.queries = d
+                    .create_query_pool(&info, None)
+                    .map_err(VulkanError::api("vkCreateQueryPool"))?;
+            }
         }
         Ok(())
     }
@@ -421,6 +519,20 @@ impl Program {
         unsafe {
             d.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default())
                 .map_err(VulkanError::api("vkBeginCommandBuffer"))?;
+            let queries = self.queries;
+            let per_step = self.per_step;
+            let mut query = 0;
+            // Timestamps: the first and last always, the ones between steps when per step.
+            let mut stamp = |stage, inner: bool| {
+                if queries != vk::QueryPool::null() && (per_step || !inner) {
+                    d.cmd_write_timestamp(cmd, stage, queries, query);
+                    query += 1;
+                }
+            };
+            if queries != vk::QueryPool::null() {
+                d.cmd_reset_query_pool(cmd, queries, 0, self.query_count);
+            }
+            stamp(vk::PipelineStageFlags::TOP_OF_PIPE, false);
             d.cmd_fill_buffer(cmd, self.status.buffer, 0, vk::WHOLE_SIZE, 0);
             let regions: Vec<_> = self
                 .inputs
@@ -437,6 +549,7 @@ impl Program {
                 d.cmd_copy_buffer(cmd, self.staging.buffer, self.arena.buffer, &regions);
             }
             barrier(d, cmd);
+            stamp(vk::PipelineStageFlags::BOTTOM_OF_PIPE, true);
             d.cmd_bind_descriptor_sets(
                 cmd,
                 vk::PipelineBindPoint::COMPUTE,
@@ -502,6 +615,7 @@ impl Program {
                         }
                     }
                 }
+                stamp(vk::PipelineStageFlags::BOTTOM_OF_PIPE, true);
             }
             barrier(d, cmd);
             let regions: Vec<_> = self
@@ -530,6 +644,7 @@ impl Program {
                 &[],
                 &[],
             );
+            stamp(vk::PipelineStageFlags::BOTTOM_OF_PIPE, false);
             d.end_command_buffer(cmd)
                 .map_err(VulkanError::api("vkEndCommandBuffer"))?;
         }
@@ -597,6 +712,7 @@ impl Program {
         if status != 0 {
             return Err(VulkanError::IndexOutOfRange);
         }
+        self.read_timing()?;
         let staging = self.staging.bytes();
         for t in &self.outputs {
             arena[t.arena..t.arena + t.bytes]
@@ -646,6 +762,7 @@ impl Drop for Program {
             d.destroy_pipeline_layout(self.pipeline_layout, None);
             d.destroy_descriptor_set_layout(self.set_layout, None);
             d.destroy_fence(self.fence, None);
+            d.destroy_query_pool(self.queries, None);
             d.destroy_command_pool(self.command_pool, None);
         }
     }

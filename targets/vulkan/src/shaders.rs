@@ -79,8 +79,10 @@ pub enum Kernel {
     Conv,
     /// `conv::conv_transpose`.
     ConvTranspose,
-    /// `matmul::matmul`.
+    /// `matmul::matmul` (16 x 16 tiles in workgroup memory).
     MatMul,
+    /// `matmul::matmul_rows` (one output per invocation, for products with few rows).
+    MatMulRows,
     /// `pool::max_pool`.
     MaxPool,
     /// `pool::avg_pool`.
@@ -105,7 +107,7 @@ impl Kernel {
         match self {
             Kernel::Unary | Kernel::Binary | Kernel::BatchNorm => Module::Elementwise,
             Kernel::Conv | Kernel::ConvTranspose => Module::Conv,
-            Kernel::MatMul => Module::MatMul,
+            Kernel::MatMul | Kernel::MatMulRows => Module::MatMul,
             Kernel::MaxPool | Kernel::AvgPool | Kernel::GlobalAvgPool => Module::Pool,
             Kernel::Softmax => Module::Softmax,
             Kernel::Reduce => Module::Reduce,
@@ -122,6 +124,7 @@ impl Kernel {
             Kernel::Conv => c"conv",
             Kernel::ConvTranspose => c"conv_transpose",
             Kernel::MatMul => c"matmul",
+            Kernel::MatMulRows => c"matmul_rows",
             Kernel::MaxPool => c"max_pool",
             Kernel::AvgPool => c"avg_pool",
             Kernel::GlobalAvgPool => c"global_avg_pool",
@@ -139,5 +142,107 @@ impl Kernel {
             Kernel::MatMul => 16,
             _ => 64,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL_KERNELS: [Kernel; 15] = [
+        Kernel::Unary,
+        Kernel::Binary,
+        Kernel::BatchNorm,
+        Kernel::Conv,
+        Kernel::ConvTranspose,
+        Kernel::MatMul,
+        Kernel::MatMulRows,
+        Kernel::MaxPool,
+        Kernel::AvgPool,
+        Kernel::GlobalAvgPool,
+        Kernel::Softmax,
+        Kernel::Reduce,
+        Kernel::CopyStrided,
+        Kernel::Pad,
+        Kernel::Gather,
+    ];
+
+    fn words(bytes: &[u8]) -> Vec<u32> {
+        bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    }
+
+    /// The names of a SPIR-V module's `OpEntryPoint`s (opcode 15: model, id, name...).
+    fn entry_points(module: &[u32]) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut at = 5; // after the header
+        while at < module.len() {
+            let (count, opcode) = ((module[at] >> 16) as usize, module[at] & 0xffff);
+            assert!(count > 0, "malformed instruction at word {at}");
+            if opcode == 15 {
+                let name: Vec<u8> = module[at + 3..at + count]
+                    .iter()
+                    .flat_map(|w| w.to_le_bytes())
+                    .take_while(|&b| b != 0)
+                    .collect();
+                names.push(String::from_utf8(name).unwrap());
+            }
+            at += count;
+        }
+        names
+    }
+
+    #[test]
+    fn every_module_is_spirv_and_every_kernel_has_its_entry_point() {
+        for module in Module::ALL {
+            let w = words(module.spirv());
+            assert_eq!(w[0], 0x0723_0203, "{}: not SPIR-V", module.name());
+        }
+        for kernel in ALL_KERNELS {
+            let names = entry_points(&words(kernel.module().spirv()));
+            let entry = kernel.entry().to_str().unwrap();
+            assert!(
+                names.iter().any(|n| n == entry),
+                "{kernel:?}: {entry} not in {names:?}"
+            );
+        }
+    }
+
+    /// naga validated every module at build time; `spirv-val` (SPIRV-Tools), when installed,
+    /// checks them again against the Vulkan 1.1 environment.
+    #[test]
+    fn spirv_val_accepts_every_module() {
+        let Ok(version) = std::process::Command::new("spirv-val")
+            .arg("--version")
+            .output()
+        else {
+            use std::io::Write;
+            let _ = writeln!(
+                std::io::stderr(),
+                "\nSKIPPED: spirv-val is not installed (spirv-tools)"
+            );
+            return;
+        };
+        assert!(version.status.success());
+        let dir = std::env::temp_dir().join(format!("ferrite-spirv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for module in Module::ALL {
+            let path = dir.join(format!("{}.spv", module.name()));
+            std::fs::write(&path, module.spirv()).unwrap();
+            let out = std::process::Command::new("spirv-val")
+                .args(["--target-env", "vulkan1.1"])
+                .arg(&path)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}: {}",
+                module.name(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
