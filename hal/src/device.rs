@@ -12,7 +12,25 @@
 //! matches its window), an output never partially overlaps an input (it is either disjoint or,
 //! for ops that allow it, exactly the same bytes), and scratch is disjoint from all operands.
 //! A device may rely on all of this. It must still check *data* that only exists at run time
-//! (e.g. gather indices) and report it as [`crate::ErrorKind::InvalidInput`].
+//! (e.g. gather indices) and report it as [`crate::ErrorKind::InvalidInput`] — a GPU does so
+//! after the fact, from a status word its kernels set, and must not read or write out of bounds
+//! meanwhile.
+//!
+//! # The arena a device is handed
+//! [`Device::execute`] always receives the caller's host arena, at least
+//! [`Plan::arena_bytes`] long, with the graph inputs written at their planned offsets; on success
+//! the graph outputs must be there. A device whose [`Capabilities::host_arena`] is `true` (the CPU)
+//! computes every tensor in that buffer. A device with its own memory (`false`: a GPU) keeps the
+//! whole arena there at the same offsets and moves only [`Plan::inputs`] in and
+//! [`Plan::outputs`] out; other bytes of the host arena are left untouched. Weights are the
+//! plan's [`Plan::weights`] bytes, which such a device uploads once in `prepare`.
+//!
+//! # What the Vulkan device changed
+//! The trait was first written against the CPU. The GPU showed two things missing: a plan must
+//! name its graph inputs and outputs ([`Plan::inputs`], [`Plan::outputs`]), because a device
+//! with its own memory has to know which bytes cross the host boundary; and a session must give
+//! mutable access to its device and read access to its program, because a GPU has settings that
+//! change between runs (a fence timeout) and state worth reading (timings, statistics).
 
 use crate::{Capabilities, DType, Error, Op, Shape};
 
