@@ -313,10 +313,19 @@ fn the_validation_layer_reports_nothing() {
         let bytes = packed(&gather_model());
         let model = Model::load(bytes.as_bytes()).expect("load");
         let _ = ferrite_tools::runner::run_with(&model, &[i64_array(&[7, 1])], &mut device);
+        let log = device.validation_log();
         let messages = device.validation_messages();
         assert!(
             messages.is_empty(),
             "validation messages:\n{}",
+            messages.join("\n")
+        );
+        // Destroying the device reports any Vulkan object a program or the device leaked.
+        drop(device);
+        let messages = log.messages();
+        assert!(
+            messages.is_empty(),
+            "at destruction:\n{}",
             messages.join("\n")
         );
     });

@@ -5,7 +5,19 @@ use crate::error::VulkanError;
 use ash::vk;
 use std::ffi::{c_void, CStr};
 use std::path::Path;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+/// The validation layer's errors and warnings, shared so they can be read after the device is
+/// gone (leaked objects are reported when the device and instance are destroyed).
+#[derive(Clone, Debug, Default)]
+pub struct ValidationLog(Arc<Mutex<Vec<String>>>);
+
+impl ValidationLog {
+    /// Every message so far.
+    pub fn messages(&self) -> Vec<String> {
+        self.0.lock().map(|m| m.clone()).unwrap_or_default()
+    }
+}
 
 /// What `ferrite devices` shows about one Vulkan physical device.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -48,8 +60,9 @@ pub(crate) struct Instance {
     pub entry: ash::Entry,
     pub instance: ash::Instance,
     debug: Option<(ash::ext::debug_utils::Instance, vk::DebugUtilsMessengerEXT)>,
-    /// Validation errors reported so far (boxed: the messenger holds its address).
-    messages: Box<Mutex<Vec<String>>>,
+    /// Validation errors reported so far (the messenger holds the mutex's address, which the
+    /// `Arc` keeps fixed and alive until after the messenger is destroyed).
+    messages: ValidationLog,
 }
 
 /// Records validation-layer errors and warnings.
@@ -62,7 +75,7 @@ unsafe extern "system" fn on_message(
     let serious = vk::DebugUtilsMessageSeverityFlagsEXT::ERROR
         | vk::DebugUtilsMessageSeverityFlagsEXT::WARNING;
     if severity.intersects(serious) && !user.is_null() && !data.is_null() {
-        // SAFETY: `user` is the `Mutex` boxed in `Instance`, alive while the messenger exists;
+        // SAFETY: `user` is the `Mutex` in `Instance`'s log, alive while the messenger exists;
         // `data` is valid for the duration of the callback.
         let (messages, data) = unsafe { (&*(user as *const Mutex<Vec<String>>), &*data) };
         // SAFETY: the layer passes a NUL-terminated message (or null).
@@ -110,7 +123,7 @@ impl Instance {
             vk::Result::ERROR_INCOMPATIBLE_DRIVER => VulkanError::NoDriver,
             e => VulkanError::api("vkCreateInstance")(e),
         })?;
-        let messages = Box::new(Mutex::new(Vec::new()));
+        let messages = ValidationLog::default();
         let mut this = Instance {
             entry,
             instance,
@@ -119,7 +132,7 @@ impl Instance {
         };
         if has_layer {
             let debug = ash::ext::debug_utils::Instance::new(&this.entry, &this.instance);
-            let user = &*this.messages as *const Mutex<Vec<String>> as *mut c_void;
+            let user = Arc::as_ptr(&this.messages.0) as *mut c_void;
             let info = vk::DebugUtilsMessengerCreateInfoEXT::default()
                 .message_severity(
                     vk::DebugUtilsMessageSeverityFlagsEXT::ERROR
@@ -132,8 +145,8 @@ impl Instance {
                 )
                 .pfn_user_callback(Some(on_message))
                 .user_data(user);
-            // SAFETY: the callback's user data (the boxed mutex) outlives the messenger, which
-            // `Drop` destroys before the box is freed.
+            // SAFETY: the callback's user data (the log's mutex) outlives the messenger, which
+            // `Drop` destroys while this instance still holds the log.
             let messenger = unsafe { debug.create_debug_utils_messenger(&info, None) }
                 .map_err(VulkanError::api("vkCreateDebugUtilsMessengerEXT"))?;
             this.debug = Some((debug, messenger));
@@ -146,9 +159,9 @@ impl Instance {
         self.debug.is_some()
     }
 
-    /// Validation messages reported so far.
-    pub fn messages(&self) -> Vec<String> {
-        self.messages.lock().map(|m| m.clone()).unwrap_or_default()
+    /// The validation log (messages so far and any reported later).
+    pub fn log(&self) -> ValidationLog {
+        self.messages.clone()
     }
 
     /// The physical devices, in the loader's order.

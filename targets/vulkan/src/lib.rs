@@ -25,7 +25,7 @@ mod error;
 mod program;
 pub mod shaders;
 
-pub use context::DeviceInfo;
+pub use context::{DeviceInfo, ValidationLog};
 pub use error::VulkanError;
 pub use program::{GpuTiming, Program, ProgramStats, Timing};
 
@@ -114,7 +114,13 @@ impl VulkanDevice {
 
     /// Errors and warnings the validation layer reported so far.
     pub fn validation_messages(&self) -> Vec<String> {
-        self.ctx.instance.messages()
+        self.ctx.instance.log().messages()
+    }
+
+    /// The validation layer's log, readable after this device is dropped (which is when leaked
+    /// Vulkan objects are reported).
+    pub fn validation_log(&self) -> ValidationLog {
+        self.ctx.instance.log()
     }
 
     /// The (op, dtype) pairs the kernels implement: every f32 op the CPU runs; data movement on
