@@ -541,8 +541,8 @@ fn vulkan_run_matches_cpu_through_the_cli() {
     assert!(doc["median_us"].as_f64().unwrap() > 0.0);
 }
 
-/// The generated test models (if present) through `ferrite pack` and `ferrite run`, compared with
-/// onnxruntime's outputs within 1e-4 relative. `scripts/test.sh` generates them; without them
+/// The generated test models (if present) through `ferrite pack` and `ferrite run` on the CPU and
+/// on Vulkan, compared with onnxruntime's outputs within 1e-4 relative. `scripts/test.sh` generates them; without them
 /// this test fails and says how to make them.
 #[test]
 fn test_models_through_the_cli() {
@@ -558,6 +558,32 @@ fn test_models_through_the_cli() {
     });
     let manifest: serde_json::Value = serde_json::from_str(&manifest).unwrap();
     let work = temp_dir("models");
+    let floats = |a: &NpyArray| -> Vec<f32> {
+        a.bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect()
+    };
+    // The CPU always; the first Vulkan device when the machine has one (CI: lavapipe, required).
+    let listing = ferrite(&["devices"]);
+    let has_vulkan = String::from_utf8_lossy(&listing.stdout)
+        .lines()
+        .any(|l| l.starts_with("vulkan:0"));
+    if !has_vulkan {
+        if std::env::var("FERRITE_REQUIRE_VULKAN").is_ok_and(|v| v == "1") {
+            panic!("vulkan required but `ferrite devices` lists none");
+        }
+        use std::io::Write;
+        let _ = writeln!(
+            std::io::stderr(),
+            "\nSKIPPED: test models through the cli on vulkan"
+        );
+    }
+    let devices: &[&str] = if has_vulkan {
+        &["cpu", "vulkan"]
+    } else {
+        &["cpu"]
+    };
     for (name, entry) in manifest.as_object().unwrap() {
         let onnx = dir.join(format!("{name}.onnx"));
         let frt = work.join(format!("{name}.frt"));
@@ -583,40 +609,38 @@ fn test_models_through_the_cli() {
             "{name}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let out_dir = work.join(name);
         let input = dir.join(format!("{name}.input_0.npy"));
-        let out = ferrite(&[
-            "run",
-            s(&frt),
-            "--input",
-            s(&input),
-            "--out-dir",
-            s(&out_dir),
-        ]);
-        assert!(
-            out.status.success(),
-            "{name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let floats = |a: &NpyArray| -> Vec<f32> {
-            a.bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect()
-        };
-        let actual = floats(&npy::read(&out_dir.join("output_0.npy")).unwrap());
         let expected = floats(&npy::read(&dir.join(format!("{name}.output_0.npy"))).unwrap());
-        assert_eq!(actual.len(), expected.len(), "{name}");
-        let max_ref = expected.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let max_err = actual
-            .iter()
-            .zip(&expected)
-            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
-        assert!(
-            max_err <= 1e-4 * max_ref,
-            "{name}: relative error {}",
-            max_err / max_ref
-        );
+        for device in devices {
+            let out_dir = work.join(format!("{name}-{device}"));
+            let out = ferrite(&[
+                "run",
+                s(&frt),
+                "--input",
+                s(&input),
+                "--device",
+                device,
+                "--out-dir",
+                s(&out_dir),
+            ]);
+            assert!(
+                out.status.success(),
+                "{name} on {device}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let actual = floats(&npy::read(&out_dir.join("output_0.npy")).unwrap());
+            assert_eq!(actual.len(), expected.len(), "{name}");
+            let max_ref = expected.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let max_err = actual
+                .iter()
+                .zip(&expected)
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(
+                max_err <= 1e-4 * max_ref,
+                "{name} on {device}: relative error {}",
+                max_err / max_ref
+            );
+        }
     }
 }
 
