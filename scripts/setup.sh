@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything Ferrite's demo and tests need, idempotently: Rust components and targets,
-# the Vulkan loader with Mesa's lavapipe (a CPU Vulkan driver) and the validation layer (apt, when
-# run as root), and a Python virtual environment (.venv) with onnx, onnxruntime, numpy and
-# scikit-learn.
+# the Vulkan loader with Mesa's lavapipe (a CPU Vulkan driver) and the validation layer, QEMU and
+# gcc (apt, when run as root), and a Python virtual environment (.venv) with onnx, onnxruntime,
+# numpy and scikit-learn.
 # Usage: source scripts/setup.sh   (exports FERRITE_PYTHON)
 set -euo pipefail
 FERRITE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,15 +14,16 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 if command -v rustup >/dev/null 2>&1; then
     rustup component add rustfmt clippy >/dev/null 2>&1 || true
-    for target in thumbv7em-none-eabihf thumbv6m-none-eabi; do
+    for target in thumbv7em-none-eabihf thumbv6m-none-eabi thumbv8m.main-none-eabihf; do
         rustup target list --installed | grep -qx "$target" || rustup target add "$target"
     done
 fi
 
-# Vulkan: the loader, lavapipe, the Khronos validation layer and spirv-val (Debian package names).
-VULKAN_PACKAGES="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers spirv-tools"
+# Vulkan: the loader, lavapipe, the Khronos validation layer and spirv-val; QEMU for the Cortex-M
+# firmware and gcc for its instruction-count plugin (Debian package names).
+SYSTEM_PACKAGES="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers spirv-tools qemu-system-arm gcc"
 missing=""
-for package in $VULKAN_PACKAGES; do
+for package in $SYSTEM_PACKAGES; do
     dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"
 done
 if [ -n "$missing" ]; then
@@ -31,7 +32,7 @@ if [ -n "$missing" ]; then
         apt-get update -qq >/dev/null
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
     else
-        echo "warning: not installed:$missing — the Vulkan tests will report themselves skipped" >&2
+        echo "warning: not installed:$missing — the Vulkan/QEMU tests will report themselves skipped" >&2
     fi
 fi
 

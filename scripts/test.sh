@@ -11,19 +11,26 @@ export FERRITE_TEST_MODELS="$FERRITE_ROOT/target/test-models"
 FERRITE_NODE_TESTS="$("$FERRITE_PYTHON" -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node"))')"
 export FERRITE_NODE_TESTS
 
+echo "== build the Cortex-M firmware and the QEMU instruction-count plugin"
+bash scripts/build-firmware.sh
 echo "== cargo fmt --check"
 cargo fmt --all --check
+(cd boards && cargo fmt --all --check)
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -q -- -D warnings
+(cd boards/qemu-mps2-an386 && cargo clippy --release -q -- -D warnings)
 echo "== cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace -q
-echo "== no_std builds (core + cpu) for Cortex-M"
-cargo build -q -p ferrite-core -p ferrite-cpu --target thumbv7em-none-eabihf
-cargo build -q -p ferrite-core -p ferrite-cpu --target thumbv6m-none-eabi
+echo "== no_std builds (core + cpu + cortex-m) for Cortex-M0, M4F/M7 and M33"
+for target in thumbv6m-none-eabi thumbv7em-none-eabihf thumbv8m.main-none-eabihf; do
+    cargo build -q -p ferrite-core -p ferrite-cpu -p ferrite-cortex-m --target "$target"
+done
+cargo build -q -p ferrite-cortex-m --features dwt --target thumbv7em-none-eabihf
 cargo build -q -p ferrite-cpu --features fast-math --target thumbv7em-none-eabihf
 echo "== tests"
-# Lavapipe is installed by setup.sh: a missing Vulkan device is a failure here, not a skip.
+# Lavapipe and QEMU are installed by setup.sh: a missing device is a failure here, not a skip.
 export FERRITE_REQUIRE_VULKAN="${FERRITE_REQUIRE_VULKAN:-1}"
+export FERRITE_REQUIRE_QEMU_M4="${FERRITE_REQUIRE_QEMU_M4:-1}"
 LOG="$(mktemp)"
 { cargo test --workspace && cargo test -p ferrite-cpu --features std,fast-math; } 2>&1 | tee "$LOG"
 # Tests whose device is missing pass after printing `SKIPPED:`; they count as skipped, not passed.

@@ -33,6 +33,7 @@ pub struct Model<'a> {
     arena_bytes: usize,
     arena_lower_bound: usize,
     file_bytes: usize,
+    file: &'a [u8],
 }
 
 fn err(kind: K, context: &'static str) -> FormatError {
@@ -172,6 +173,7 @@ impl<'a> Model<'a> {
             arena_bytes,
             arena_lower_bound,
             file_bytes,
+            file,
         })
     }
 
@@ -369,6 +371,11 @@ impl<'a> Model<'a> {
     /// Total size of the file in bytes.
     pub fn file_bytes(&self) -> usize {
         self.file_bytes
+    }
+
+    /// The whole verified file (e.g. to hand it to a device that loads it itself).
+    pub fn as_bytes(&self) -> &'a [u8] {
+        self.file
     }
 
     /// Arena bytes the plan needs (scratch included).

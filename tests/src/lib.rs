@@ -74,6 +74,38 @@ impl Backend for Vulkan {
     }
 }
 
+/// The real firmware on QEMU's emulated Cortex-M4F (`qemu-m4`): one QEMU run per call.
+pub struct QemuM4;
+
+impl Backend for QemuM4 {
+    const NAME: &'static str = "qemu-m4";
+
+    fn available() -> Result<(), String> {
+        let firmware = ferrite_tools::qemu::firmware_path();
+        if !firmware.is_file() {
+            return Err(format!(
+                "firmware {} not built (scripts/build-firmware.sh)",
+                firmware.display()
+            ));
+        }
+        let plugin = ferrite_tools::qemu::plugin_path();
+        if !plugin.is_file() {
+            return Err(format!("plugin {} not built", plugin.display()));
+        }
+        match std::process::Command::new("qemu-system-arm")
+            .arg("--version")
+            .output()
+        {
+            Ok(out) if out.status.success() => Ok(()),
+            _ => Err("qemu-system-arm is not installed".into()),
+        }
+    }
+
+    fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
+        Ok(ferrite_tools::qemu::run(model.as_bytes(), model, inputs, 1)?.outputs)
+    }
+}
+
 /// Prints `SKIPPED: <what>` on its own line, past the test harness's output capture (which only
 /// takes `print!`), so a skipped test is visible in every run and counted by `scripts/test.sh`.
 pub fn report_skip(what: &str) {
@@ -88,7 +120,10 @@ pub fn unless_missing<B: Backend>(suite: &str, run: impl FnOnce()) {
     match B::available() {
         Ok(()) => run(),
         Err(why) => {
-            let require = format!("FERRITE_REQUIRE_{}", B::NAME.to_uppercase());
+            let require = format!(
+                "FERRITE_REQUIRE_{}",
+                B::NAME.to_uppercase().replace('-', "_")
+            );
             if std::env::var(&require).is_ok_and(|v| v == "1") {
                 panic!(
                     "{suite}: {} device required ({require}=1) but missing: {why}",

@@ -1,5 +1,6 @@
-//! The digits demo: classify every held-out image with a packed model on a device (the CPU, or
-//! `vulkan[:N]`) and compare with onnxruntime's predictions.
+//! The digits demo: classify every held-out image with a packed model on a device (the CPU,
+//! `vulkan[:N]`, or the Cortex-M4F firmware on QEMU, `qemu-m4`) and compare with onnxruntime's
+//! predictions.
 //!
 //! `cargo run --release -p ferrite-tools --example digits -- MODEL.frt TEST_X.npy TEST_Y.npy ORT_PREDICTIONS.npy [DEVICE]`
 
@@ -54,7 +55,53 @@ fn main() -> Result<(), String> {
             &args,
             ferrite_tools::runner::open_vulkan(i).map_err(|e| e.to_string())?,
         ),
+        DeviceSpec::QemuM4 => classify_on_qemu(&args, bytes.as_bytes()),
     }
+}
+
+/// Classifies every image with the firmware on QEMU's Cortex-M4F (one QEMU run per image) and
+/// reports instructions per inference instead of latency.
+fn classify_on_qemu(a: &Classify<'_>, bytes: &[u8]) -> Result<(), String> {
+    let info = a.model.input(0).ok_or("model has no input")?;
+    let (mut correct, mut agree, mut instructions) = (0, 0, 0);
+    for (i, image) in a.images.chunks_exact(a.image_bytes).enumerate() {
+        let input = ferrite_tools::npy::NpyArray {
+            dtype: info.desc.dtype,
+            shape: info.desc.shape.dims().to_vec(),
+            bytes: image.to_vec(),
+        };
+        let run =
+            ferrite_tools::qemu::run(bytes, a.model, &[input], 1).map_err(|e| e.to_string())?;
+        instructions = run.instructions.first().copied().unwrap_or(0);
+        let scores: Vec<f32> = run.outputs[0]
+            .bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let predicted = argmax(&scores);
+        correct += (predicted == a.truth[i]) as usize;
+        agree += (predicted == a.ort[i]) as usize;
+    }
+    let n = a.truth.len();
+    println!(
+        "ferrite (qemu-m4, Cortex-M4F firmware): accuracy {:.4} ({correct}/{n}), {instructions} instructions per image",
+        correct as f64 / n as f64
+    );
+    println!("ferrite and onnxruntime agree on {agree}/{n} images");
+    if agree != n {
+        return Err("ferrite and onnxruntime disagree".into());
+    }
+    Ok(())
+}
+
+/// The index of the largest score.
+fn argmax(scores: &[f32]) -> i64 {
+    scores
+        .iter()
+        .enumerate()
+        .max_by(|a, b| a.1.total_cmp(b.1))
+        .map(|(k, _)| k as i64)
+        .unwrap_or(-1)
 }
 
 /// What [`classify`] needs.
@@ -82,12 +129,7 @@ fn classify<D: Device>(a: &Classify<'_>, device: D) -> Result<(), String> {
         session.set_input(0, image).map_err(|e| e.to_string())?;
         session.run().map_err(|e| e.to_string())?;
         let probabilities = session.output_f32(0).map_err(|e| e.to_string())?;
-        let predicted = probabilities
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.total_cmp(b.1))
-            .map(|(k, _)| k as i64)
-            .unwrap_or(-1);
+        let predicted = argmax(probabilities);
         times.push(start.elapsed().as_secs_f64() * 1e6);
         correct += (predicted == truth[i]) as usize;
         agree += (predicted == ort[i]) as usize;

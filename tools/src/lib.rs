@@ -17,6 +17,7 @@ pub mod onnx;
 pub mod pack;
 pub mod passes;
 pub mod planner;
+pub mod qemu;
 pub mod runner;
 pub mod tensor;
 pub mod writer;

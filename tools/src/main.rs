@@ -216,6 +216,21 @@ fn cmd_devices() -> CliResult {
     }
     #[cfg(not(feature = "vulkan"))]
     println!("vulkan     not built in (feature `vulkan`)");
+    let firmware = ferrite_tools::qemu::firmware_path();
+    let qemu = std::process::Command::new("qemu-system-arm")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    match (qemu, firmware.is_file()) {
+        (true, true) => println!(
+            "qemu-m4    Ferrite firmware on QEMU mps2-an386 (Cortex-M4F): {}",
+            firmware.display()
+        ),
+        (false, _) => println!("qemu-m4    unavailable: qemu-system-arm is not installed"),
+        (true, false) => {
+            println!("qemu-m4    unavailable: firmware not built (scripts/build-firmware.sh)")
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -324,7 +339,8 @@ fn cmd_run(
     let bytes = load(model_path, &plan.options()?)?;
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
     let arrays = read_inputs(&model, inputs)?;
-    let outputs = runner::run(&model, &arrays, spec).map_err(|e: RunError| e.to_string())?;
+    let outputs =
+        runner::run(bytes.as_bytes(), &arrays, spec).map_err(|e: RunError| e.to_string())?;
     std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     for (i, out) in outputs.iter().enumerate() {
         let path = out_dir.join(format!("output_{i}.npy"));
@@ -439,6 +455,59 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `bench --device qemu-m4`: instructions per inference (exact; QEMU is not cycle-accurate, so
+/// no latency), flash and RAM. Runs are capped at 3: every run executes the same instructions.
+fn bench_qemu(
+    model_path: &Path,
+    bytes: &[u8],
+    model: &Model<'_>,
+    arrays: &[NpyArray],
+    runs: usize,
+    as_json: bool,
+) -> CliResult {
+    let runs = runs.min(3);
+    let result = ferrite_tools::qemu::run(bytes, model, arrays, runs).map_err(|e| e.to_string())?;
+    let instructions = result.instructions.iter().copied().max().unwrap_or(0);
+    let deterministic = result.instructions.windows(2).all(|w| w[0] == w[1]);
+    let fw = result.firmware;
+    let flash = fw.flash_bytes + model.file_bytes() as u64;
+    let ram = model.arena_bytes() as u64 + fw.static_ram_bytes + result.stack_bytes;
+    if as_json {
+        let doc = json!({
+            "model": model_path.display().to_string(),
+            "device": "qemu-m4",
+            "runs": runs,
+            "instructions_per_inference": instructions,
+            "instructions_per_run": result.instructions,
+            "deterministic": deterministic,
+            "flash_bytes": flash,
+            "firmware_flash_bytes": fw.flash_bytes,
+            "model_bytes": model.file_bytes(),
+            "ram_bytes": ram,
+            "arena_bytes": model.arena_bytes(),
+            "static_ram_bytes": fw.static_ram_bytes,
+            "stack_bytes": result.stack_bytes,
+            "weights_bytes": model.weights_bytes(),
+        });
+        println!("{doc}");
+    } else {
+        println!(
+            "{} on qemu-m4 (Cortex-M4F, mps2-an386): {instructions} instructions per inference{}",
+            model_path.display(),
+            if deterministic { "" } else { " (runs differ!)" }
+        );
+        println!(
+            "  flash {flash} B = firmware {} B + model {} B;  RAM {ram} B = arena {} B + static {} B + stack {} B",
+            fw.flash_bytes,
+            model.file_bytes(),
+            model.arena_bytes(),
+            fw.static_ram_bytes,
+            result.stack_bytes
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
 fn cmd_bench(
     model_path: &Path,
     device: &str,
@@ -458,6 +527,12 @@ fn cmd_bench(
     } else {
         read_inputs(&model, inputs)?
     };
+    if spec == DeviceSpec::QemuM4 {
+        if profile {
+            return Err("--profile is not available on qemu-m4 (per-op cycles need real silicon: the DWT profiler)".into());
+        }
+        return bench_qemu(model_path, bytes.as_bytes(), &model, &arrays, runs, as_json);
+    }
     let stats = runner::bench(&model, &arrays, runs, spec).map_err(|e| e.to_string())?;
     let steps = if profile {
         runner::profile(&model, &arrays, runs, spec).map_err(|e| e.to_string())?

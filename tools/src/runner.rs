@@ -63,6 +63,8 @@ pub enum DeviceSpec {
     Cpu,
     /// The N-th Vulkan device (`vulkan` = `vulkan:0`).
     Vulkan(usize),
+    /// The firmware on QEMU's emulated Cortex-M4F (`qemu-m4`, see [`crate::qemu`]).
+    QemuM4,
 }
 
 impl DeviceSpec {
@@ -76,7 +78,8 @@ impl DeviceSpec {
         match name {
             "cpu" => Ok(DeviceSpec::Cpu),
             "vulkan" => Ok(DeviceSpec::Vulkan(0)),
-            "cuda" | "qemu-m4" => Err(not_built()),
+            "qemu-m4" => Ok(DeviceSpec::QemuM4),
+            "cuda" => Err(not_built()),
             _ => {
                 if let Some(n) = name.strip_prefix("vulkan:") {
                     return n.parse().map(DeviceSpec::Vulkan).map_err(|_| {
@@ -204,14 +207,17 @@ pub fn run_cpu(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, 
     run_with(model, inputs, CpuDevice::new())
 }
 
-/// Runs the model once on the named device.
+/// Runs a packed model (`bytes`, 16-byte aligned) once on the named device.
 pub fn run(
-    model: &Model<'_>,
+    bytes: &[u8],
     inputs: &[NpyArray],
     device: DeviceSpec,
 ) -> Result<Vec<NpyArray>, RunError> {
+    let model = Model::load(bytes)?;
+    let model = &model;
     match device {
         DeviceSpec::Cpu => run_cpu(model, inputs),
+        DeviceSpec::QemuM4 => Ok(crate::qemu::run(bytes, model, inputs, 1)?.outputs),
         #[cfg(feature = "vulkan")]
         DeviceSpec::Vulkan(i) => run_with(model, inputs, open_vulkan(i)?),
         #[cfg(not(feature = "vulkan"))]
@@ -282,6 +288,9 @@ pub fn bench(
 ) -> Result<BenchStats, RunError> {
     match device {
         DeviceSpec::Cpu => bench_cpu(model, inputs, runs),
+        DeviceSpec::QemuM4 => Err(RunError::Device(
+            "qemu-m4 counts instructions instead of timing: use qemu::run".into(),
+        )),
         #[cfg(feature = "vulkan")]
         DeviceSpec::Vulkan(i) => {
             let device = open_vulkan_timed(i, ferrite_vulkan::Timing::Total)?;
@@ -403,6 +412,9 @@ pub fn profile(
 ) -> Result<Vec<(String, String, f64)>, RunError> {
     match device {
         DeviceSpec::Cpu => profile_cpu(model, inputs, runs),
+        DeviceSpec::QemuM4 => Err(RunError::Device(
+            "--profile is not available on qemu-m4 (per-op DWT cycles need real silicon)".into(),
+        )),
         #[cfg(feature = "vulkan")]
         DeviceSpec::Vulkan(i) => {
             check_inputs(model, inputs)?;

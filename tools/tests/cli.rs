@@ -704,3 +704,71 @@ fn shape_inputs_can_be_frozen_with_constant() {
         "NAME=FILE.npy",
     );
 }
+
+/// `ferrite run/bench --device qemu-m4`: the firmware's outputs equal the CPU device's (same
+/// kernels, same f32 arithmetic), and `bench --json` reports what a firmware engineer needs.
+#[test]
+fn qemu_m4_through_the_cli() {
+    let listing = ferrite(&["devices"]);
+    let text = String::from_utf8_lossy(&listing.stdout).to_string();
+    if !text
+        .lines()
+        .any(|l| l.starts_with("qemu-m4") && !l.contains("unavailable"))
+    {
+        if std::env::var("FERRITE_REQUIRE_QEMU_M4").is_ok_and(|v| v == "1") {
+            panic!("qemu-m4 required: {text}");
+        }
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "\nSKIPPED: cli qemu-m4: {}", text.trim());
+        return;
+    }
+    let dir = temp_dir("qemu-m4");
+    let onnx = dir.join("mlp.onnx");
+    std::fs::write(&onnx, tiny_mlp()).unwrap();
+    let frt = dir.join("mlp.frt");
+    assert!(ferrite(&["pack", s(&onnx), "-o", s(&frt)]).status.success());
+    let x = write_input(&dir, "x.npy", DType::F32, vec![1, 4]);
+    let outputs: Vec<Vec<u8>> = ["cpu", "qemu-m4"]
+        .iter()
+        .map(|device| {
+            let out = dir.join(device);
+            let result = ferrite(&[
+                "run",
+                s(&frt),
+                "--input",
+                s(&x),
+                "--device",
+                device,
+                "--out-dir",
+                s(&out),
+            ]);
+            assert!(
+                result.status.success(),
+                "{device}: {}",
+                String::from_utf8_lossy(&result.stderr)
+            );
+            npy::read(&out.join("output_0.npy")).unwrap().bytes
+        })
+        .collect();
+    assert_eq!(outputs[0], outputs[1]);
+    let bench = ferrite(&["bench", s(&frt), "--device", "qemu-m4", "--json"]);
+    assert!(
+        bench.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bench.stderr)
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&bench.stdout).unwrap();
+    for key in [
+        "instructions_per_inference",
+        "flash_bytes",
+        "ram_bytes",
+        "stack_bytes",
+    ] {
+        assert!(doc[key].as_u64().unwrap_or(0) > 0, "{key} in {doc}");
+    }
+    assert_eq!(doc["deterministic"], true);
+    assert_error(
+        &ferrite(&["bench", s(&frt), "--device", "qemu-m4", "--profile"]),
+        "--profile",
+    );
+}

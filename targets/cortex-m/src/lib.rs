@@ -1,0 +1,97 @@
+//! # ferrite-cortex-m
+//!
+//! The Cortex-M device. It runs the portable kernels of `ferrite-cpu` (compiled for the core:
+//! `thumbv7em-none-eabihf` uses the FPU for every f32 operation) through a per-op kernel table,
+//! so that a core-specific kernel (the DSP extension's dual 16-bit MACs on M4/M7/M33, Helium on
+//! M55) replaces the portable one for exactly the ops and dtypes it covers, chosen at compile
+//! time from the target's features. A [`Profiler`] hook brackets every step; [`DwtProfiler`]
+//! (feature `dwt`) reads the DWT cycle counter on silicon.
+//!
+//! No heap, no `std`, no panics on data: like every device, it relies on the core's verification
+//! and checks run-time data (gather indices) itself.
+#![no_std]
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+
+pub mod kernels;
+mod profile;
+
+pub use ferrite_cpu::CpuError;
+#[cfg(feature = "dwt")]
+pub use profile::DwtProfiler;
+pub use profile::{NoProfiler, Profiler};
+
+use ferrite_hal::{Capabilities, Device, Plan};
+
+/// The Cortex-M device, with a per-step profiling hook.
+#[derive(Debug, Default)]
+pub struct CortexMDevice<P: Profiler = NoProfiler> {
+    profiler: P,
+    max_arena_bytes: Option<usize>,
+}
+
+impl CortexMDevice<NoProfiler> {
+    /// A device without profiling.
+    pub const fn new() -> Self {
+        CortexMDevice {
+            profiler: NoProfiler,
+            max_arena_bytes: None,
+        }
+    }
+}
+
+impl<P: Profiler> CortexMDevice<P> {
+    /// A device that calls `profiler` around every step.
+    pub fn with_profiler(profiler: P) -> Self {
+        CortexMDevice {
+            profiler,
+            max_arena_bytes: None,
+        }
+    }
+
+    /// Declares the most RAM the arena may take on this board, so a session on a model that
+    /// needs more is refused with both sizes.
+    pub fn with_max_arena(mut self, bytes: usize) -> Self {
+        self.max_arena_bytes = Some(bytes);
+        self
+    }
+
+    /// The profiler (e.g. to read its per-step cycle counts after a run).
+    pub fn profiler(&self) -> &P {
+        &self.profiler
+    }
+
+    /// Which kernel family this build uses per op, for reports (`"portable"` or a core's name).
+    pub fn kernel_set() -> &'static str {
+        kernels::KERNEL_SET
+    }
+}
+
+impl<P: Profiler> Device for CortexMDevice<P> {
+    type Error = CpuError;
+    type Program = ();
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            ops: ferrite_cpu::CpuDevice::supported_ops(),
+            max_arena_bytes: self.max_arena_bytes.unwrap_or(usize::MAX),
+            host_arena: true,
+        }
+    }
+
+    fn prepare(&mut self, _plan: &dyn Plan) -> Result<(), CpuError> {
+        Ok(())
+    }
+
+    fn execute(&mut self, _: &mut (), plan: &dyn Plan, arena: &mut [u8]) -> Result<(), CpuError> {
+        let weights = plan.weights();
+        for index in 0..plan.len() {
+            let step = plan.step(index).ok_or(CpuError::CorruptPlan)?;
+            self.profiler.start(index);
+            let result = kernels::run_step(&step, arena, weights);
+            self.profiler.end(index);
+            result?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,282 @@
+//! The `qemu-m4` device: Ferrite's real firmware (`boards/qemu-mps2-an386`) on QEMU's emulated
+//! Cortex-M4F, driven from the host.
+//!
+//! The runner writes the packed model and raw inputs into a fresh directory, starts
+//! `qemu-system-arm` with the firmware and the instruction-count plugin (`boards/qemu-plugin`),
+//! and kills it after a timeout. The firmware reads the files over semihosting, verifies and runs
+//! the model, and writes the outputs back; the plugin reports the instructions executed between
+//! the firmware's `ferrite_marker` calls, i.e. exactly one inference. QEMU is not
+//! cycle-accurate, so instructions (not time) are what it measures.
+
+use crate::npy::NpyArray;
+use crate::runner::{check_inputs, RunError};
+use ferrite_core::Model;
+use object::{Object, ObjectSection, ObjectSymbol};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use wait_timeout::ChildExt;
+
+/// Where the firmware ELF is: `$FERRITE_FIRMWARE_QEMU_M4`, or the boards workspace's build.
+pub fn firmware_path() -> PathBuf {
+    std::env::var_os("FERRITE_FIRMWARE_QEMU_M4")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../boards/target/thumbv7em-none-eabihf/release/qemu-mps2-an386")
+        })
+}
+
+/// Where the instruction-count plugin is: `$FERRITE_QEMU_PLUGIN`, or where
+/// `scripts/build-firmware.sh` puts it.
+pub fn plugin_path() -> PathBuf {
+    std::env::var_os("FERRITE_QEMU_PLUGIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../boards/target/qemu-plugin/libinsn_count.so")
+        })
+}
+
+/// How long one QEMU run may take before it is killed: `$FERRITE_QEMU_TIMEOUT` seconds, or 300.
+pub fn timeout() -> Duration {
+    let secs = std::env::var("FERRITE_QEMU_TIMEOUT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(300);
+    Duration::from_secs(secs)
+}
+
+/// What the firmware's ELF occupies on a board.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FirmwareSize {
+    /// Code and constants in flash (vector table, `.text`, `.rodata`, `.data` initialisers).
+    pub flash_bytes: u64,
+    /// Static RAM (`.data`, `.bss`, `.uninit`), without the PSRAM buffers that stand in for the
+    /// model's flash and the arena.
+    pub static_ram_bytes: u64,
+}
+
+/// One firmware run's results.
+#[derive(Clone, Debug)]
+pub struct QemuRun {
+    /// The outputs, in graph-output order.
+    pub outputs: Vec<NpyArray>,
+    /// Instructions of each inference (identical across runs: QEMU is deterministic).
+    pub instructions: Vec<u64>,
+    /// Deepest stack the firmware reached, from stack painting.
+    pub stack_bytes: u64,
+    /// The firmware's own size.
+    pub firmware: FirmwareSize,
+}
+
+fn device_error(message: impl Into<String>) -> RunError {
+    RunError::Device(format!("qemu-m4: {}", message.into()))
+}
+
+/// The firmware's flash/RAM footprint and the address of its `ferrite_marker`.
+fn inspect_firmware(elf: &[u8]) -> Result<(FirmwareSize, u64), RunError> {
+    let file = object::File::parse(elf).map_err(|e| device_error(format!("firmware ELF: {e}")))?;
+    let mut size = FirmwareSize::default();
+    for section in file.sections() {
+        match section.name().unwrap_or("") {
+            ".vector_table" | ".text" | ".rodata" => size.flash_bytes += section.size(),
+            ".data" => {
+                size.flash_bytes += section.size();
+                size.static_ram_bytes += section.size();
+            }
+            ".bss" | ".uninit" => size.static_ram_bytes += section.size(),
+            _ => {}
+        }
+    }
+    let marker = file
+        .symbols()
+        .find(|s| s.name() == Ok("ferrite_marker"))
+        .map(|s| s.address())
+        .ok_or_else(|| device_error("the firmware has no ferrite_marker symbol"))?;
+    Ok((size, marker))
+}
+
+/// Runs `model_bytes` (a verified `.frt`) `runs` times on the emulated Cortex-M4, stopping QEMU
+/// after [`timeout`].
+pub fn run(
+    model_bytes: &[u8],
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    runs: usize,
+) -> Result<QemuRun, RunError> {
+    run_with_timeout(model_bytes, model, inputs, runs, timeout())
+}
+
+/// [`run`] with an explicit limit on QEMU's run time.
+pub fn run_with_timeout(
+    model_bytes: &[u8],
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    runs: usize,
+    limit: Duration,
+) -> Result<QemuRun, RunError> {
+    check_inputs(model, inputs)?;
+    let firmware = firmware_path();
+    let elf = std::fs::read(&firmware).map_err(|e| {
+        device_error(format!(
+            "firmware {}: {e} (build it with scripts/build-firmware.sh)",
+            firmware.display()
+        ))
+    })?;
+    let (size, marker) = inspect_firmware(&elf)?;
+    let plugin = plugin_path();
+    if !plugin.is_file() {
+        return Err(device_error(format!(
+            "instruction-count plugin {} is missing (build it with scripts/build-firmware.sh)",
+            plugin.display()
+        )));
+    }
+
+    let dir = tempdir()?;
+    let write = |name: &str, bytes: &[u8]| {
+        std::fs::write(dir.join(name), bytes).map_err(|e| device_error(format!("{name}: {e}")))
+    };
+    write("model.frt", model_bytes)?;
+    for (i, input) in inputs.iter().enumerate() {
+        write(&format!("input_{i}.bin"), &input.bytes)?;
+    }
+    let log = dir.join("plugin.log");
+    let runs = runs.max(1);
+    let mut child = Command::new("qemu-system-arm")
+        .args(["-M", "mps2-an386", "-cpu", "cortex-m4", "-nographic"])
+        .args(["-monitor", "none", "-serial", "none"])
+        .arg("-semihosting-config")
+        .arg(format!(
+            "enable=on,target=native,arg=ferrite,arg={},arg={runs}",
+            dir.display()
+        ))
+        .arg("-plugin")
+        .arg(format!("{},marker={marker:#x}", plugin.display()))
+        .args(["-d", "plugin", "-D"])
+        .arg(&log)
+        .arg("-kernel")
+        .arg(&firmware)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            device_error(format!(
+                "cannot start qemu-system-arm: {e} (install it: apt-get install qemu-system-arm)"
+            ))
+        })?;
+    let status = match child.wait_timeout(limit) {
+        Ok(Some(status)) => status,
+        Ok(None) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            let _ = std::fs::remove_dir_all(&dir);
+            return Err(device_error(format!(
+                "the firmware did not finish within {} s and was stopped",
+                limit.as_secs()
+            )));
+        }
+        Err(e) => return Err(device_error(format!("waiting for QEMU: {e}"))),
+    };
+    let read_pipe = |pipe: Option<&mut dyn std::io::Read>| {
+        let mut text = String::new();
+        if let Some(p) = pipe {
+            let _ = p.read_to_string(&mut text);
+        }
+        text
+    };
+    let stdout = read_pipe(child.stdout.as_mut().map(|p| p as &mut dyn std::io::Read));
+    let stderr = read_pipe(child.stderr.as_mut().map(|p| p as &mut dyn std::io::Read));
+    let result = collect(&dir, model, &stdout, &stderr, status.success(), &log, runs);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (outputs, instructions, stack_bytes) = result?;
+    Ok(QemuRun {
+        outputs,
+        instructions,
+        stack_bytes,
+        firmware: size,
+    })
+}
+
+type Collected = (Vec<NpyArray>, Vec<u64>, u64);
+
+/// Reads what the firmware and the plugin left behind.
+fn collect(
+    dir: &Path,
+    model: &Model<'_>,
+    stdout: &str,
+    stderr: &str,
+    success: bool,
+    log: &Path,
+    runs: usize,
+) -> Result<Collected, RunError> {
+    if !success {
+        let line = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("error: "))
+            .unwrap_or("the firmware failed without a message");
+        return Err(device_error(line.to_string()));
+    }
+    let report = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("ferrite: ok "))
+        .ok_or_else(|| device_error("the firmware did not report"))?;
+    let field = |key: &str| -> u64 {
+        report
+            .split_whitespace()
+            .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let stack_bytes = field("stack_bytes");
+    let log = std::fs::read_to_string(log).unwrap_or_default();
+    let markers: Vec<u64> = log
+        .lines()
+        .filter_map(|l| l.strip_prefix("ferrite-insns: marker "))
+        .filter_map(|rest| rest.split_whitespace().nth(1)?.parse().ok())
+        .collect();
+    if markers.len() != 2 * runs {
+        return Err(device_error(format!(
+            "expected {} instruction-count markers, the plugin reported {}",
+            2 * runs,
+            markers.len()
+        )));
+    }
+    let instructions = markers.chunks_exact(2).map(|p| p[1] - p[0]).collect();
+    let mut outputs = Vec::new();
+    for i in 0..model.output_count() {
+        let info = model
+            .output(i)
+            .ok_or_else(|| device_error("missing output"))?;
+        let bytes = std::fs::read(dir.join(format!("output_{i}.bin")))
+            .map_err(|e| device_error(format!("output_{i}.bin: {e}")))?;
+        if bytes.len() != info.desc.bytes {
+            return Err(device_error(format!(
+                "output_{i}.bin has {} bytes, expected {}",
+                bytes.len(),
+                info.desc.bytes
+            )));
+        }
+        outputs.push(NpyArray {
+            dtype: info.desc.dtype,
+            shape: info.desc.shape.dims().to_vec(),
+            bytes,
+        });
+    }
+    Ok((outputs, instructions, stack_bytes))
+}
+
+/// A fresh directory for one run's files.
+fn tempdir() -> Result<PathBuf, RunError> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "ferrite-qemu-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).map_err(|e| device_error(format!("{}: {e}", dir.display())))?;
+    Ok(dir)
+}
