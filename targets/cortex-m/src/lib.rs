@@ -4,7 +4,7 @@
 //! `thumbv7em-none-eabihf` uses the FPU for every f32 operation) through a per-op kernel table,
 //! so that a core-specific kernel (the DSP extension's dual 16-bit MACs on M4/M7/M33, Helium on
 //! M55) replaces the portable one for exactly the ops and dtypes it covers, chosen at compile
-//! time from the target's features. A [`Profiler`] hook brackets every step; [`DwtProfiler`]
+//! time from the target's features. A [`Profiler`] hook brackets every step; `DwtProfiler`
 //! (feature `dwt`) reads the DWT cycle counter on silicon.
 //!
 //! No heap, no `std`, no panics on data: like every device, it relies on the core's verification
