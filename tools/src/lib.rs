@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aligned;
+pub mod emit;
 pub mod error;
 pub mod fold;
 pub mod ir;

@@ -42,9 +42,14 @@ enum Command {
         /// Calibration inputs for --quantize.
         #[arg(long)]
         calibration: Option<PathBuf>,
-        /// Also emit source code embedding the model (not available yet).
-        #[arg(long)]
+        /// Also write source code embedding the model: `rust` writes OUT.rs next to OUT.frt (the
+        /// model as an aligned static in flash, `ARENA_BYTES` for the arena).
+        #[arg(long, value_name = "LANG")]
         emit: Option<String>,
+        /// Refuse the model if its arena needs more than this many bytes (the board's RAM
+        /// budget for the arena).
+        #[arg(long, value_name = "BYTES")]
+        max_arena: Option<usize>,
     },
     /// List everything in an ONNX model that Ferrite cannot run yet (exit 1 if anything).
     Check {
@@ -150,7 +155,16 @@ fn main() -> ExitCode {
             quantize,
             calibration,
             emit,
-        } => cmd_pack(&input, &output, &plan, quantize, calibration, emit),
+            max_arena,
+        } => cmd_pack(
+            &input,
+            &output,
+            &plan,
+            quantize,
+            calibration,
+            emit,
+            max_arena,
+        ),
         Command::Check { input, plan } => cmd_check(&input, &plan),
         Command::Run {
             model,
@@ -241,16 +255,44 @@ fn cmd_pack(
     quantize: Option<String>,
     calibration: Option<PathBuf>,
     emit: Option<String>,
+    max_arena: Option<usize>,
 ) -> CliResult {
     if quantize.is_some() || calibration.is_some() {
         return Err("--quantize/--calibration are not implemented yet".into());
     }
-    if emit.is_some() {
-        return Err("--emit is not implemented yet".into());
-    }
+    let emit_rust = match emit.as_deref() {
+        None => false,
+        Some("rust") => true,
+        Some(other) => return Err(format!("--emit {other}: the only language is `rust`")),
+    };
     let opts = plan.options()?;
     let packed = pack::pack(&read(input)?, &opts).map_err(|e| e.to_string())?;
+    if let Some(limit) = max_arena {
+        if packed.report.arena_bytes > limit {
+            return Err(format!(
+                "the arena needs {} bytes, more than --max-arena {limit} bytes",
+                packed.report.arena_bytes
+            ));
+        }
+    }
     std::fs::write(output, &packed.bytes).map_err(|e| format!("{}: {e}", output.display()))?;
+    if emit_rust {
+        let module = output.with_extension("rs");
+        let aligned = AlignedBytes::from(&packed.bytes[..]);
+        let model = Model::load(aligned.as_bytes()).map_err(|e| e.to_string())?;
+        let name = |p: &Path| {
+            p.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        };
+        let text = ferrite_tools::emit::rust_module(&model, &name(output), &name(input));
+        std::fs::write(&module, text).map_err(|e| format!("{}: {e}", module.display()))?;
+        println!(
+            "rust module {} (includes {})",
+            module.display(),
+            name(output)
+        );
+    }
     let r = &packed.report;
     let ops: Vec<String> = r.ops.iter().map(|(k, n)| format!("{k} x{n}")).collect();
     println!("packed {} -> {}", input.display(), output.display());

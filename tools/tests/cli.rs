@@ -772,3 +772,58 @@ fn qemu_m4_through_the_cli() {
         "--profile",
     );
 }
+
+/// `pack --emit rust` writes the module next to the `.frt`; `--max-arena` refuses a model whose
+/// arena exceeds the board's budget, naming both sizes; an unknown language is an error.
+#[test]
+fn pack_emits_a_rust_module_and_enforces_the_arena_budget() {
+    let dir = temp_dir("emit");
+    let onnx = dir.join("mlp.onnx");
+    std::fs::write(&onnx, tiny_mlp()).unwrap();
+    let frt = dir.join("mlp.frt");
+    let out = ferrite(&["pack", s(&onnx), "-o", s(&frt), "--emit", "rust"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let module = std::fs::read_to_string(dir.join("mlp.rs")).unwrap();
+    assert!(
+        module.contains("pub const ARENA_BYTES: usize = "),
+        "{module}"
+    );
+    assert!(module.contains("include_model!(\"mlp.frt\")"), "{module}");
+    let arena: usize = module
+        .lines()
+        .find_map(|l| l.strip_prefix("pub const ARENA_BYTES: usize = "))
+        .and_then(|v| v.trim_end_matches(';').parse().ok())
+        .unwrap();
+    assert!(ferrite(&[
+        "pack",
+        s(&onnx),
+        "-o",
+        s(&frt),
+        "--max-arena",
+        &arena.to_string()
+    ])
+    .status
+    .success());
+    assert_error(
+        &ferrite(&[
+            "pack",
+            s(&onnx),
+            "-o",
+            s(&frt),
+            "--max-arena",
+            &(arena - 1).to_string(),
+        ]),
+        &format!(
+            "the arena needs {arena} bytes, more than --max-arena {}",
+            arena - 1
+        ),
+    );
+    assert_error(
+        &ferrite(&["pack", s(&onnx), "-o", s(&frt), "--emit", "c"]),
+        "--emit c",
+    );
+}

@@ -1,0 +1,47 @@
+//! The module `ferrite pack --emit rust` writes, compiled into this test as firmware would
+//! include it: the model is a 16-byte aligned static, the arena is sized by `ARENA_BYTES` at
+//! compile time, and the model runs in it with the same results as the CLI's `.frt`.
+
+mod digits {
+    include!(concat!(env!("OUT_DIR"), "/digits.rs"));
+}
+
+use ferrite_core::{Arena, Model, Session};
+use ferrite_cpu::CpuDevice;
+
+#[test]
+fn the_emitted_module_runs_in_an_arena_sized_at_compile_time() {
+    assert_eq!(
+        digits::MODEL.as_ptr() as usize % 16,
+        0,
+        "aligned for Model::load"
+    );
+    assert_eq!(digits::MODEL.len(), digits::MODEL_BYTES);
+    let model = Model::load(digits::MODEL).expect("the embedded model verifies");
+    assert_eq!(model.arena_bytes(), digits::ARENA_BYTES);
+    let (name, dtype, shape) = digits::INPUTS[0];
+    assert_eq!((name, dtype), ("image", "float32"));
+    assert_eq!(shape, model.input(0).unwrap().desc.shape.dims());
+    assert_eq!(digits::OUTPUTS[0].2, &[1, 10]);
+
+    let mut arena = Arena::<{ digits::ARENA_BYTES }>::new();
+    let mut session =
+        Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()).expect("exactly enough");
+    let image: Vec<f32> = (0..64).map(|i| (i % 16) as f32).collect();
+    session.set_input_f32(0, &image).unwrap();
+    session.run().unwrap();
+    let scores = session.output_f32(0).unwrap();
+    let total: f32 = scores.iter().sum();
+    assert!((total - 1.0).abs() < 1e-5, "softmax sums to {total}");
+
+    // One byte less than ARENA_BYTES is refused, naming both sizes.
+    let mut small = Arena::<{ digits::ARENA_BYTES }>::new();
+    let short = &mut small.as_mut_bytes()[..digits::ARENA_BYTES - 16];
+    match Session::new(&model, CpuDevice::new(), short) {
+        Err(e) => assert!(
+            e.to_string().contains(&digits::ARENA_BYTES.to_string()),
+            "{e}"
+        ),
+        Ok(_) => panic!("a short arena was accepted"),
+    }
+}
