@@ -11,14 +11,17 @@ export FERRITE_TEST_MODELS="$FERRITE_ROOT/target/test-models"
 FERRITE_NODE_TESTS="$("$FERRITE_PYTHON" -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node"))')"
 export FERRITE_NODE_TESTS
 
-echo "== build the Cortex-M firmware and the QEMU instruction-count plugin"
+echo "== build the Cortex-M firmware, the QEMU instruction-count plugin and the real-board crate"
 bash scripts/build-firmware.sh
+(cd boards/nrf52840-dk && cargo build --release -q)
 echo "== cargo fmt --check"
 cargo fmt --all --check
 (cd boards && cargo fmt --all --check)
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -q -- -D warnings
-(cd boards/qemu-mps2-an386 && cargo clippy --release -q -- -D warnings)
+for board in qemu-mps2-an386 nrf52840-dk; do
+    (cd "boards/$board" && cargo clippy --release -q -- -D warnings)
+done
 echo "== cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace -q
 echo "== no_std builds (core + cpu + cortex-m) for Cortex-M0, M4F/M7 and M33"
