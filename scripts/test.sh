@@ -19,7 +19,7 @@ cargo fmt --all --check
 (cd boards && cargo fmt --all --check)
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -q -- -D warnings
-for board in qemu-mps2-an386 nrf52840-dk; do
+for board in qemu-mps2-an386 qemu-mps2-an500 qemu-microbit nrf52840-dk; do
     (cd "boards/$board" && cargo clippy --release -q -- -D warnings)
 done
 echo "== cargo doc (warnings are errors)"

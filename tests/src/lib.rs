@@ -81,28 +81,15 @@ impl Backend for QemuM4 {
     const NAME: &'static str = "qemu-m4";
 
     fn available() -> Result<(), String> {
-        let firmware = ferrite_tools::qemu::firmware_path();
-        if !firmware.is_file() {
-            return Err(format!(
-                "firmware {} not built (scripts/build-firmware.sh)",
-                firmware.display()
-            ));
-        }
-        let plugin = ferrite_tools::qemu::plugin_path();
-        if !plugin.is_file() {
-            return Err(format!("plugin {} not built", plugin.display()));
-        }
-        match std::process::Command::new("qemu-system-arm")
-            .arg("--version")
-            .output()
-        {
-            Ok(out) if out.status.success() => Ok(()),
-            _ => Err("qemu-system-arm is not installed".into()),
+        match ferrite_tools::qemu::Board::M4.unavailable() {
+            None => Ok(()),
+            Some(why) => Err(why),
         }
     }
 
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
-        Ok(ferrite_tools::qemu::run(model.as_bytes(), model, inputs, 1)?.outputs)
+        let board = ferrite_tools::qemu::Board::M4;
+        Ok(ferrite_tools::qemu::run(board, model.as_bytes(), model, inputs, 1)?.outputs)
     }
 }
 

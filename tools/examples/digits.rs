@@ -55,13 +55,17 @@ fn main() -> Result<(), String> {
             &args,
             ferrite_tools::runner::open_vulkan(i).map_err(|e| e.to_string())?,
         ),
-        DeviceSpec::QemuM4 => classify_on_qemu(&args, bytes.as_bytes()),
+        DeviceSpec::Qemu(board) => classify_on_qemu(&args, board, bytes.as_bytes()),
     }
 }
 
-/// Classifies every image with the firmware on QEMU's Cortex-M4F (one QEMU run per image) and
+/// Classifies every image with the firmware on an emulated Cortex-M (one QEMU run per image) and
 /// reports instructions per inference instead of latency.
-fn classify_on_qemu(a: &Classify<'_>, bytes: &[u8]) -> Result<(), String> {
+fn classify_on_qemu(
+    a: &Classify<'_>,
+    board: ferrite_tools::qemu::Board,
+    bytes: &[u8],
+) -> Result<(), String> {
     let info = a.model.input(0).ok_or("model has no input")?;
     let (mut correct, mut agree, mut instructions) = (0, 0, 0);
     for (i, image) in a.images.chunks_exact(a.image_bytes).enumerate() {
@@ -70,8 +74,8 @@ fn classify_on_qemu(a: &Classify<'_>, bytes: &[u8]) -> Result<(), String> {
             shape: info.desc.shape.dims().to_vec(),
             bytes: image.to_vec(),
         };
-        let run =
-            ferrite_tools::qemu::run(bytes, a.model, &[input], 1).map_err(|e| e.to_string())?;
+        let run = ferrite_tools::qemu::run(board, bytes, a.model, &[input], 1)
+            .map_err(|e| e.to_string())?;
         instructions = run.instructions.first().copied().unwrap_or(0);
         let scores: Vec<f32> = run.outputs[0]
             .bytes
@@ -84,7 +88,9 @@ fn classify_on_qemu(a: &Classify<'_>, bytes: &[u8]) -> Result<(), String> {
     }
     let n = a.truth.len();
     println!(
-        "ferrite (qemu-m4, Cortex-M4F firmware): accuracy {:.4} ({correct}/{n}), {instructions} instructions per image",
+        "ferrite ({}, {} firmware): accuracy {:.4} ({correct}/{n}), {instructions} instructions per image",
+        board.device_name(),
+        board.describe(),
         correct as f64 / n as f64
     );
     println!("ferrite and onnxruntime agree on {agree}/{n} images");

@@ -230,19 +230,19 @@ fn cmd_devices() -> CliResult {
     }
     #[cfg(not(feature = "vulkan"))]
     println!("vulkan     not built in (feature `vulkan`)");
-    let firmware = ferrite_tools::qemu::firmware_path();
-    let qemu = std::process::Command::new("qemu-system-arm")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    match (qemu, firmware.is_file()) {
-        (true, true) => println!(
-            "qemu-m4    Ferrite firmware on QEMU mps2-an386 (Cortex-M4F): {}",
-            firmware.display()
-        ),
-        (false, _) => println!("qemu-m4    unavailable: qemu-system-arm is not installed"),
-        (true, false) => {
-            println!("qemu-m4    unavailable: firmware not built (scripts/build-firmware.sh)")
+    for board in ferrite_tools::qemu::Board::ALL {
+        match board.unavailable() {
+            None => println!(
+                "{:<10} Ferrite firmware on {}{}",
+                board.device_name(),
+                board.describe(),
+                if board.embeds_model() {
+                    " (runs the digits demo model, embedded in flash)"
+                } else {
+                    ""
+                }
+            ),
+            Some(why) => println!("{:<10} unavailable: {why}", board.device_name()),
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -497,9 +497,11 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `bench --device qemu-m4`: instructions per inference (exact; QEMU is not cycle-accurate, so
-/// no latency), flash and RAM. Runs are capped at 3: every run executes the same instructions.
+/// `bench --device qemu-m0|m4|m7`: instructions per inference (exact; QEMU is not
+/// cycle-accurate, so no latency), flash and RAM. Runs are capped at 3: every run executes the
+/// same instructions.
 fn bench_qemu(
+    board: ferrite_tools::qemu::Board,
     model_path: &Path,
     bytes: &[u8],
     model: &Model<'_>,
@@ -508,16 +510,24 @@ fn bench_qemu(
     as_json: bool,
 ) -> CliResult {
     let runs = runs.min(3);
-    let result = ferrite_tools::qemu::run(bytes, model, arrays, runs).map_err(|e| e.to_string())?;
+    let result =
+        ferrite_tools::qemu::run(board, bytes, model, arrays, runs).map_err(|e| e.to_string())?;
     let instructions = result.instructions.iter().copied().max().unwrap_or(0);
     let deterministic = result.instructions.windows(2).all(|w| w[0] == w[1]);
     let fw = result.firmware;
-    let flash = fw.flash_bytes + model.file_bytes() as u64;
+    // A firmware that embeds its model already counts it in its own flash.
+    let model_flash = if board.embeds_model() {
+        0
+    } else {
+        model.file_bytes() as u64
+    };
+    let flash = fw.flash_bytes + model_flash;
     let ram = model.arena_bytes() as u64 + fw.static_ram_bytes + result.stack_bytes;
     if as_json {
         let doc = json!({
             "model": model_path.display().to_string(),
-            "device": "qemu-m4",
+            "device": board.device_name(),
+            "core": board.describe(),
             "runs": runs,
             "instructions_per_inference": instructions,
             "instructions_per_run": result.instructions,
@@ -534,14 +544,15 @@ fn bench_qemu(
         println!("{doc}");
     } else {
         println!(
-            "{} on qemu-m4 (Cortex-M4F, mps2-an386): {instructions} instructions per inference{}",
+            "{} on {} ({}): {instructions} instructions per inference{}",
             model_path.display(),
+            board.device_name(),
+            board.describe(),
             if deterministic { "" } else { " (runs differ!)" }
         );
         println!(
-            "  flash {flash} B = firmware {} B + model {} B;  RAM {ram} B = arena {} B + static {} B + stack {} B",
+            "  flash {flash} B = firmware {} B + model {model_flash} B;  RAM {ram} B = arena {} B + static {} B + stack {} B",
             fw.flash_bytes,
-            model.file_bytes(),
             model.arena_bytes(),
             fw.static_ram_bytes,
             result.stack_bytes
@@ -569,11 +580,19 @@ fn cmd_bench(
     } else {
         read_inputs(&model, inputs)?
     };
-    if spec == DeviceSpec::QemuM4 {
+    if let DeviceSpec::Qemu(board) = spec {
         if profile {
-            return Err("--profile is not available on qemu-m4 (per-op cycles need real silicon: the DWT profiler)".into());
+            return Err(format!("--profile is not available on {} (per-op cycles need real silicon: the DWT profiler)", board.device_name()));
         }
-        return bench_qemu(model_path, bytes.as_bytes(), &model, &arrays, runs, as_json);
+        return bench_qemu(
+            board,
+            model_path,
+            bytes.as_bytes(),
+            &model,
+            &arrays,
+            runs,
+            as_json,
+        );
     }
     let stats = runner::bench(&model, &arrays, runs, spec).map_err(|e| e.to_string())?;
     let steps = if profile {

@@ -1,5 +1,6 @@
-//! The `qemu-m4` device: Ferrite's real firmware (`boards/qemu-mps2-an386`) on QEMU's emulated
-//! Cortex-M4F, driven from the host.
+//! The `qemu-m0`, `qemu-m4` and `qemu-m7` devices: Ferrite's real firmware (`boards/qemu-*`) on
+//! QEMU's emulated Cortex-M0 (microbit), Cortex-M4F (mps2-an386) and Cortex-M7 (mps2-an500),
+//! driven from the host.
 //!
 //! The runner writes the packed model and raw inputs into a fresh directory, starts
 //! `qemu-system-arm` with the firmware and the instruction-count plugin (`boards/qemu-plugin`),
@@ -17,14 +18,113 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 use wait_timeout::ChildExt;
 
-/// Where the firmware ELF is: `$FERRITE_FIRMWARE_QEMU_M4`, or the boards workspace's build.
-pub fn firmware_path() -> PathBuf {
-    std::env::var_os("FERRITE_FIRMWARE_QEMU_M4")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
+/// An emulated board with Ferrite's firmware.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Board {
+    /// `qemu-m0`: microbit (nRF51822, Cortex-M0, no FPU, 16 KiB RAM); the firmware embeds the
+    /// digits demo model in flash and runs only that model.
+    M0,
+    /// `qemu-m4`: mps2-an386 (Cortex-M4F); any model up to 8 MiB, arena up to 8 MiB.
+    M4,
+    /// `qemu-m7`: mps2-an500 (Cortex-M7); any model up to 8 MiB, arena up to 8 MiB.
+    M7,
+}
+
+impl Board {
+    /// Every board.
+    pub const ALL: [Board; 3] = [Board::M0, Board::M4, Board::M7];
+
+    /// The `--device` name.
+    pub fn device_name(self) -> &'static str {
+        match self {
+            Board::M0 => "qemu-m0",
+            Board::M4 => "qemu-m4",
+            Board::M7 => "qemu-m7",
+        }
+    }
+
+    /// The board by `--device` name.
+    pub fn from_device_name(name: &str) -> Option<Board> {
+        Board::ALL.into_iter().find(|b| b.device_name() == name)
+    }
+
+    /// QEMU's machine and CPU names.
+    fn machine(self) -> [&'static str; 2] {
+        match self {
+            Board::M0 => ["microbit", "cortex-m0"],
+            Board::M4 => ["mps2-an386", "cortex-m4"],
+            Board::M7 => ["mps2-an500", "cortex-m7"],
+        }
+    }
+
+    /// A one-line description for reports.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Board::M0 => "Cortex-M0, QEMU microbit",
+            Board::M4 => "Cortex-M4F, QEMU mps2-an386",
+            Board::M7 => "Cortex-M7, QEMU mps2-an500",
+        }
+    }
+
+    /// Whether the firmware carries its model in flash (the host's model must be the same).
+    pub fn embeds_model(self) -> bool {
+        self == Board::M0
+    }
+
+    /// Where the firmware ELF is: `$FERRITE_FIRMWARE_QEMU_M0|M4|M7`, or the boards workspace's
+    /// build (`scripts/build-firmware.sh`).
+    pub fn firmware_path(self) -> PathBuf {
+        let (var, target, binary) = match self {
+            Board::M0 => (
+                "FERRITE_FIRMWARE_QEMU_M0",
+                "thumbv6m-none-eabi",
+                "qemu-microbit",
+            ),
+            Board::M4 => (
+                "FERRITE_FIRMWARE_QEMU_M4",
+                "thumbv7em-none-eabihf",
+                "qemu-mps2-an386",
+            ),
+            Board::M7 => (
+                "FERRITE_FIRMWARE_QEMU_M7",
+                "thumbv7em-none-eabihf",
+                "qemu-mps2-an500",
+            ),
+        };
+        std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../boards/target/thumbv7em-none-eabihf/release/qemu-mps2-an386")
+                .join("../boards/target")
+                .join(target)
+                .join("release")
+                .join(binary)
         })
+    }
+
+    /// Why this board cannot run here, if it cannot: QEMU, the firmware or the plugin missing.
+    pub fn unavailable(self) -> Option<String> {
+        let qemu = Command::new("qemu-system-arm")
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !qemu {
+            return Some("qemu-system-arm is not installed".into());
+        }
+        let firmware = self.firmware_path();
+        if !firmware.is_file() {
+            return Some(format!(
+                "firmware {} not built (scripts/build-firmware.sh)",
+                firmware.display()
+            ));
+        }
+        let plugin = plugin_path();
+        if !plugin.is_file() {
+            return Some(format!(
+                "plugin {} not built (scripts/build-firmware.sh)",
+                plugin.display()
+            ));
+        }
+        None
+    }
 }
 
 /// Where the instruction-count plugin is: `$FERRITE_QEMU_PLUGIN`, or where
@@ -71,7 +171,7 @@ pub struct QemuRun {
 }
 
 fn device_error(message: impl Into<String>) -> RunError {
-    RunError::Device(format!("qemu-m4: {}", message.into()))
+    RunError::Device(format!("qemu: {}", message.into()))
 }
 
 /// The firmware's flash/RAM footprint and the address of its `ferrite_marker`.
@@ -97,19 +197,21 @@ fn inspect_firmware(elf: &[u8]) -> Result<(FirmwareSize, u64), RunError> {
     Ok((size, marker))
 }
 
-/// Runs `model_bytes` (a verified `.frt`) `runs` times on the emulated Cortex-M4, stopping QEMU
-/// after [`timeout`].
+/// Runs `model_bytes` (a verified `.frt`) `runs` times on `board`, stopping QEMU after
+/// [`timeout`].
 pub fn run(
+    board: Board,
     model_bytes: &[u8],
     model: &Model<'_>,
     inputs: &[NpyArray],
     runs: usize,
 ) -> Result<QemuRun, RunError> {
-    run_with_timeout(model_bytes, model, inputs, runs, timeout())
+    run_with_timeout(board, model_bytes, model, inputs, runs, timeout())
 }
 
 /// [`run`] with an explicit limit on QEMU's run time.
 pub fn run_with_timeout(
+    board: Board,
     model_bytes: &[u8],
     model: &Model<'_>,
     inputs: &[NpyArray],
@@ -117,7 +219,7 @@ pub fn run_with_timeout(
     limit: Duration,
 ) -> Result<QemuRun, RunError> {
     check_inputs(model, inputs)?;
-    let firmware = firmware_path();
+    let firmware = board.firmware_path();
     let elf = std::fs::read(&firmware).map_err(|e| {
         device_error(format!(
             "firmware {}: {e} (build it with scripts/build-firmware.sh)",
@@ -143,8 +245,9 @@ pub fn run_with_timeout(
     }
     let log = dir.join("plugin.log");
     let runs = runs.max(1);
+    let [machine, cpu] = board.machine();
     let mut child = Command::new("qemu-system-arm")
-        .args(["-M", "mps2-an386", "-cpu", "cortex-m4", "-nographic"])
+        .args(["-M", machine, "-cpu", cpu, "-nographic"])
         .args(["-monitor", "none", "-serial", "none"])
         .arg("-semihosting-config")
         .arg(format!(

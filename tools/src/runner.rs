@@ -63,8 +63,9 @@ pub enum DeviceSpec {
     Cpu,
     /// The N-th Vulkan device (`vulkan` = `vulkan:0`).
     Vulkan(usize),
-    /// The firmware on QEMU's emulated Cortex-M4F (`qemu-m4`, see [`crate::qemu`]).
-    QemuM4,
+    /// Ferrite's firmware on an emulated Cortex-M (`qemu-m0`, `qemu-m4`, `qemu-m7`; see
+    /// [`crate::qemu`]).
+    Qemu(crate::qemu::Board),
 }
 
 impl DeviceSpec {
@@ -78,9 +79,11 @@ impl DeviceSpec {
         match name {
             "cpu" => Ok(DeviceSpec::Cpu),
             "vulkan" => Ok(DeviceSpec::Vulkan(0)),
-            "qemu-m4" => Ok(DeviceSpec::QemuM4),
             "cuda" => Err(not_built()),
             _ => {
+                if let Some(board) = crate::qemu::Board::from_device_name(name) {
+                    return Ok(DeviceSpec::Qemu(board));
+                }
                 if let Some(n) = name.strip_prefix("vulkan:") {
                     return n.parse().map(DeviceSpec::Vulkan).map_err(|_| {
                         RunError::Device(format!(
@@ -217,7 +220,7 @@ pub fn run(
     let model = &model;
     match device {
         DeviceSpec::Cpu => run_cpu(model, inputs),
-        DeviceSpec::QemuM4 => Ok(crate::qemu::run(bytes, model, inputs, 1)?.outputs),
+        DeviceSpec::Qemu(board) => Ok(crate::qemu::run(board, bytes, model, inputs, 1)?.outputs),
         #[cfg(feature = "vulkan")]
         DeviceSpec::Vulkan(i) => run_with(model, inputs, open_vulkan(i)?),
         #[cfg(not(feature = "vulkan"))]
@@ -288,8 +291,8 @@ pub fn bench(
 ) -> Result<BenchStats, RunError> {
     match device {
         DeviceSpec::Cpu => bench_cpu(model, inputs, runs),
-        DeviceSpec::QemuM4 => Err(RunError::Device(
-            "qemu-m4 counts instructions instead of timing: use qemu::run".into(),
+        DeviceSpec::Qemu(_) => Err(RunError::Device(
+            "QEMU counts instructions instead of timing: use qemu::run".into(),
         )),
         #[cfg(feature = "vulkan")]
         DeviceSpec::Vulkan(i) => {
@@ -412,8 +415,8 @@ pub fn profile(
 ) -> Result<Vec<(String, String, f64)>, RunError> {
     match device {
         DeviceSpec::Cpu => profile_cpu(model, inputs, runs),
-        DeviceSpec::QemuM4 => Err(RunError::Device(
-            "--profile is not available on qemu-m4 (per-op DWT cycles need real silicon)".into(),
+        DeviceSpec::Qemu(_) => Err(RunError::Device(
+            "--profile is not available on QEMU (per-op DWT cycles need real silicon)".into(),
         )),
         #[cfg(feature = "vulkan")]
         DeviceSpec::Vulkan(i) => {

@@ -1,18 +1,25 @@
-//! The conformance suites on the real firmware under QEMU's emulated Cortex-M4F (`qemu-m4`),
-//! and the firmware's answers to bad input: the same typed errors as on the host, a model whose
-//! arena exceeds the board refused with both sizes, a hung firmware stopped by the timeout.
+//! The conformance suites on the real firmware under QEMU's emulated Cortex-M4F (`qemu-m4`); one
+//! model each on the Cortex-M0 (`qemu-m0`, microbit) and Cortex-M7 (`qemu-m7`, mps2-an500)
+//! builds; and the firmware's answers to bad input: the same typed errors as on the host, a
+//! model whose arena exceeds the board refused with both sizes, a hung firmware stopped by the
+//! timeout, a model other than the one an M0 firmware embeds refused.
 //!
 //! Needs `qemu-system-arm` and the firmware (`scripts/build-firmware.sh`); without them the
 //! tests print `SKIPPED: ...`, and CI (`FERRITE_REQUIRE_QEMU_M4=1`) fails instead.
 
 use ferrite_core::Model;
+use ferrite_tests::compare::relative_error;
 use ferrite_tests::{models, node_tests, unless_missing, workspace_root, Backend, Cpu, QemuM4};
 use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::npy::NpyArray;
 use ferrite_tools::onnx::build::{tiny_mlp, ModelBuilder, D};
 use ferrite_tools::onnx::proto::data_type;
 use ferrite_tools::pack::{pack, PackOptions};
-use ferrite_tools::qemu;
+use ferrite_tools::qemu::{self, Board};
+
+fn floats(a: &NpyArray) -> Vec<f32> {
+    ferrite_tests::compare::floats(a)
+}
 
 fn packed(onnx: &[u8]) -> AlignedBytes {
     AlignedBytes::from(&pack(onnx, &PackOptions::default()).expect("pack").bytes[..])
@@ -56,8 +63,14 @@ fn instruction_counts_are_exact_and_repeatable() {
         let bytes = packed(&tiny_mlp());
         let model = Model::load(bytes.as_bytes()).expect("load");
         let input = f32_input(&model);
-        let run =
-            qemu::run(bytes.as_bytes(), &model, std::slice::from_ref(&input), 3).expect("qemu");
+        let run = qemu::run(
+            Board::M4,
+            bytes.as_bytes(),
+            &model,
+            std::slice::from_ref(&input),
+            3,
+        )
+        .expect("qemu");
         assert_eq!(run.instructions.len(), 3);
         assert!(run.instructions[0] > 100, "{:?}", run.instructions);
         assert!(
@@ -67,10 +80,8 @@ fn instruction_counts_are_exact_and_repeatable() {
         );
         assert!(run.stack_bytes > 0 && run.firmware.flash_bytes > 0);
         let cpu = Cpu::run(&model, &[input]).expect("cpu");
-        assert_eq!(
-            run.outputs[0].bytes, cpu[0].bytes,
-            "same kernels, same f32 results"
-        );
+        let err = relative_error(&floats(&run.outputs[0]), &floats(&cpu[0]));
+        assert!(err <= models::TOLERANCE, "{err:e}");
     });
 }
 
@@ -88,7 +99,7 @@ fn a_corrupt_model_gets_the_hosts_typed_error_from_the_firmware() {
         let host = Model::load(copy.as_bytes())
             .expect_err("the host refuses it")
             .to_string();
-        match qemu::run(copy.as_bytes(), &model, &[input], 1) {
+        match qemu::run(Board::M4, copy.as_bytes(), &model, &[input], 1) {
             Err(e) => {
                 let text = e.to_string();
                 assert!(
@@ -118,7 +129,7 @@ fn a_model_larger_than_the_board_is_refused_with_both_sizes() {
             shape: vec![1, 2_500_000],
             bytes: vec![0; 10_000_000],
         };
-        match qemu::run(bytes.as_bytes(), &model, &[input], 1) {
+        match qemu::run(Board::M4, bytes.as_bytes(), &model, &[input], 1) {
             Err(e) => {
                 let text = e.to_string();
                 assert!(text.contains(&model.arena_bytes().to_string()), "{text}");
@@ -136,9 +147,68 @@ fn a_hung_firmware_is_stopped_by_the_timeout() {
         let model = Model::load(bytes.as_bytes()).expect("load");
         let input = f32_input(&model);
         let limit = std::time::Duration::ZERO;
-        match qemu::run_with_timeout(bytes.as_bytes(), &model, &[input], 1, limit) {
+        match qemu::run_with_timeout(Board::M4, bytes.as_bytes(), &model, &[input], 1, limit) {
             Err(e) => assert!(e.to_string().contains("did not finish within 0 s"), "{e}"),
             Ok(_) => panic!("QEMU finished within zero seconds"),
+        }
+    });
+}
+
+/// The digits demo model, packed as the M0 firmware's build script packs it.
+fn digits() -> AlignedBytes {
+    let onnx = std::fs::read(workspace_root().join("demo/digits.onnx")).expect("demo model");
+    packed(&onnx)
+}
+
+/// Runs `bytes` on `board` and on the CPU device and requires outputs within 1e-4 (relative to
+/// the largest): the same portable kernels as the host's portable build, but the host may run
+/// its AVX2/AVX-512 build, which sums in another order.
+fn matches_the_host(board: Board, bytes: &AlignedBytes) -> Vec<u64> {
+    let model = Model::load(bytes.as_bytes()).expect("load");
+    let input = f32_input(&model);
+    let run = qemu::run(
+        board,
+        bytes.as_bytes(),
+        &model,
+        std::slice::from_ref(&input),
+        2,
+    )
+    .unwrap_or_else(|e| panic!("{}: {e}", board.device_name()));
+    let cpu = Cpu::run(&model, &[input]).expect("cpu");
+    let err = relative_error(&floats(&run.outputs[0]), &floats(&cpu[0]));
+    assert!(err <= models::TOLERANCE, "{}: {err:e}", board.device_name());
+    assert_eq!(run.instructions[0], run.instructions[1]);
+    run.instructions
+}
+
+#[test]
+fn the_cortex_m0_and_m7_firmwares_match_the_host() {
+    unless_missing::<QemuM4>("qemu-m0/m7", || {
+        for board in [Board::M0, Board::M7] {
+            if let Some(why) = board.unavailable() {
+                panic!("{}: {why}", board.device_name());
+            }
+        }
+        let digits = digits();
+        let m0 = matches_the_host(Board::M0, &digits);
+        let m7 = matches_the_host(Board::M7, &digits);
+        let m4 = matches_the_host(Board::M4, &digits);
+        // The M7 runs the same Thumb-2 + FPU code as the M4; the M0 emulates floats in software.
+        assert_eq!(m7, m4);
+        assert!(m0[0] > 5 * m4[0], "M0 {m0:?} vs M4 {m4:?}");
+        matches_the_host(Board::M7, &packed(&tiny_mlp()));
+    });
+}
+
+#[test]
+fn the_m0_firmware_refuses_a_model_other_than_its_own() {
+    unless_missing::<QemuM4>("qemu-m0 other model", || {
+        let bytes = packed(&tiny_mlp());
+        let model = Model::load(bytes.as_bytes()).expect("load");
+        let input = f32_input(&model);
+        match qemu::run(Board::M0, bytes.as_bytes(), &model, &[input], 1) {
+            Err(e) => assert!(e.to_string().contains("embeds a different model"), "{e}"),
+            Ok(_) => panic!("the M0 firmware ran a model it does not embed"),
         }
     });
 }

@@ -1,0 +1,291 @@
+//! The firmware side of Ferrite's QEMU runner, shared by every emulated board.
+//!
+//! The host (`ferrite run/bench --device qemu-m0|qemu-m4|qemu-m7`) writes `model.frt` and
+//! `input_<i>.bin` into a directory and starts QEMU with `arg=ferrite,arg=DIR,arg=RUNS`. The
+//! firmware gets the model — read over semihosting into a RAM buffer, or embedded in flash on a
+//! board too small to hold it in RAM (then the host's `model.frt` must be byte-identical) —
+//! verifies it (`Model::load`), runs it RUNS times on the Cortex-M device, calling
+//! [`ferrite_marker`] just before and after each `Session::run` so QEMU's instruction-count
+//! plugin reports instructions per inference exactly, writes `output_<i>.bin`, and prints one
+//! `ferrite: ok ...` line with the model's sizes and the measured stack depth. Any failure
+//! prints one `error:` line on stderr and exits non-zero. No heap.
+#![no_std]
+
+mod host;
+mod stack;
+
+use core::fmt::{self, Write};
+use core::mem::MaybeUninit;
+use cortex_m_semihosting::{debug, hio};
+use ferrite_core::{Model, Session};
+use ferrite_cortex_m::{CortexMDevice, CpuError};
+use host::{File, HostError};
+
+/// 16-byte aligned bytes, as the core requires for models and arenas.
+#[repr(C, align(16))]
+pub struct Aligned<const N: usize>(pub [u8; N]);
+
+/// A board's static buffer (model or arena), handed to [`run`] once.
+pub struct Buffer {
+    start: *mut u8,
+    capacity: usize,
+}
+
+impl Buffer {
+    /// The buffer behind a static.
+    ///
+    /// # Safety
+    /// Call once per static, and use the static through nothing else afterwards.
+    pub unsafe fn from_static<const N: usize>(buffer: *mut MaybeUninit<Aligned<N>>) -> Buffer {
+        Buffer {
+            start: buffer.cast(),
+            capacity: N,
+        }
+    }
+
+    /// The first `len` bytes, zeroed, or `TooLarge`.
+    fn take(self, len: usize, what: Region) -> Result<&'static mut [u8], Failure> {
+        if len > self.capacity {
+            return Err(Failure::TooLarge {
+                what,
+                needed: len,
+                available: self.capacity,
+            });
+        }
+        // SAFETY: `from_static`'s contract makes this the only use of the buffer; the first
+        // `len` bytes are initialised (zeroed) before the slice is formed.
+        unsafe {
+            core::ptr::write_bytes(self.start, 0, len);
+            Ok(core::slice::from_raw_parts_mut(self.start, len))
+        }
+    }
+}
+
+/// Where the model comes from.
+pub enum ModelSource {
+    /// Read `model.frt` from the host into this buffer.
+    Host(Buffer),
+    /// Built into the firmware (in flash); the host's `model.frt` must be the same bytes.
+    Embedded(&'static [u8]),
+}
+
+/// Called just before and just after each inference; the instruction-count plugin reports the
+/// count at every call (its address comes from the firmware's symbol table).
+#[no_mangle]
+#[inline(never)]
+pub extern "C" fn ferrite_marker() {
+    cortex_m::asm::nop();
+}
+
+/// The files of the protocol, for messages.
+#[derive(Clone, Copy)]
+enum Name {
+    CommandLine,
+    Model,
+    Input(usize),
+    Output(usize),
+}
+
+impl fmt::Display for Name {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Name::CommandLine => f.write_str("the command line"),
+            Name::Model => f.write_str("model.frt"),
+            Name::Input(i) => write!(f, "input_{i}.bin"),
+            Name::Output(i) => write!(f, "output_{i}.bin"),
+        }
+    }
+}
+
+/// The two large buffers.
+#[derive(Clone, Copy)]
+enum Region {
+    ModelFile,
+    Arena,
+}
+
+impl fmt::Display for Region {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Region::ModelFile => "model file",
+            Region::Arena => "arena",
+        })
+    }
+}
+
+/// Why the firmware stopped.
+enum Failure {
+    Host(HostError, Name),
+    Usage,
+    TooLarge {
+        what: Region,
+        needed: usize,
+        available: usize,
+    },
+    InputSize {
+        index: usize,
+        expected: usize,
+        got: usize,
+    },
+    OtherModel,
+    Model(ferrite_core::FormatError),
+    Session(ferrite_core::Error<CpuError>),
+}
+
+impl From<ferrite_core::Error<CpuError>> for Failure {
+    fn from(e: ferrite_core::Error<CpuError>) -> Self {
+        Failure::Session(e)
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Failure::Host(e, name) => write!(f, "{}: {name}", e.0),
+            Failure::Usage => f.write_str("usage: ferrite DIR RUNS (semihosting arguments)"),
+            Failure::TooLarge {
+                what,
+                needed,
+                available,
+            } => write!(
+                f,
+                "the {what} needs {needed} bytes, this board has {available}"
+            ),
+            Failure::InputSize {
+                index,
+                expected,
+                got,
+            } => write!(
+                f,
+                "input #{index} has {got} bytes, the model expects {expected}"
+            ),
+            Failure::OtherModel => f.write_str(
+                "this firmware embeds a different model than model.frt (rebuild it for this model)",
+            ),
+            Failure::Model(e) => write!(f, "{e}"),
+            Failure::Session(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+/// Opens `dir/name` on the host.
+fn open(dir: &str, name: Name, write: bool) -> Result<File, Failure> {
+    let mut path = heapless::String::<256>::new();
+    let _ = write!(path, "{dir}/{name}");
+    File::open(&path, write).map_err(|e| Failure::Host(e, name))
+}
+
+fn host(name: Name) -> impl Fn(HostError) -> Failure {
+    move |e| Failure::Host(e, name)
+}
+
+/// The model's bytes: read from the host, or the embedded ones after checking that the host's
+/// file is identical (in chunks: the board may have less RAM than the model).
+fn model_bytes(source: ModelSource, dir: &str) -> Result<&'static [u8], Failure> {
+    let file = open(dir, Name::Model, false)?;
+    let len = file.len().map_err(host(Name::Model))?;
+    match source {
+        ModelSource::Host(buffer) => {
+            let bytes = buffer.take(len, Region::ModelFile)?;
+            file.read_exact(bytes).map_err(host(Name::Model))?;
+            Ok(bytes)
+        }
+        ModelSource::Embedded(bytes) => {
+            if len != bytes.len() {
+                return Err(Failure::OtherModel);
+            }
+            let mut chunk = [0u8; 256];
+            for expected in bytes.chunks(chunk.len()) {
+                let got = &mut chunk[..expected.len()];
+                file.read_exact(got).map_err(host(Name::Model))?;
+                if got != expected {
+                    return Err(Failure::OtherModel);
+                }
+            }
+            Ok(bytes)
+        }
+    }
+}
+
+fn serve(model: ModelSource, arena: Buffer) -> Result<(), Failure> {
+    let mut line = [0u8; 256];
+    let args = host::command_line(&mut line).map_err(host(Name::CommandLine))?;
+    let mut words = args.split_ascii_whitespace();
+    let (Some(_), Some(dir), Some(runs)) = (words.next(), words.next(), words.next()) else {
+        return Err(Failure::Usage);
+    };
+    let runs: u32 = runs.parse().map_err(|_| Failure::Usage)?;
+
+    let model = Model::load(model_bytes(model, dir)?).map_err(Failure::Model)?;
+    let capacity = arena.capacity;
+    let arena = arena.take(model.arena_bytes().max(16), Region::Arena)?;
+    let device = CortexMDevice::new().with_max_arena(capacity);
+    let mut session = Session::new(&model, device, arena)?;
+    for _ in 0..runs.max(1) {
+        for index in 0..model.input_count() {
+            let name = Name::Input(index);
+            let file = open(dir, name, false)?;
+            let got = file.len().map_err(host(name))?;
+            let slot = session.input_mut(index)?;
+            if got != slot.len() {
+                return Err(Failure::InputSize {
+                    index,
+                    expected: slot.len(),
+                    got,
+                });
+            }
+            file.read_exact(slot).map_err(host(name))?;
+        }
+        ferrite_marker();
+        let result = session.run();
+        ferrite_marker();
+        result?;
+    }
+    for index in 0..model.output_count() {
+        let name = Name::Output(index);
+        let file = open(dir, name, true)?;
+        file.write_all(session.output(index)?).map_err(host(name))?;
+    }
+    if let Ok(mut out) = hio::hstdout() {
+        let _ = writeln!(
+            out,
+            "ferrite: ok steps={} arena_bytes={} weights_bytes={} file_bytes={} stack_bytes={} kernels={}",
+            ferrite_hal::Plan::len(&model),
+            model.arena_bytes(),
+            model.weights_bytes(),
+            model.file_bytes(),
+            stack::max_depth(),
+            CortexMDevice::<ferrite_cortex_m::NoProfiler>::kernel_set(),
+        );
+    }
+    Ok(())
+}
+
+/// Serves one request from the host runner and exits QEMU (non-zero on failure).
+pub fn run(model: ModelSource, arena: Buffer) -> ! {
+    stack::paint();
+    let status = match serve(model, arena) {
+        Ok(()) => debug::EXIT_SUCCESS,
+        Err(failure) => {
+            if let Ok(mut err) = hio::hstderr() {
+                let _ = writeln!(err, "error: {failure}");
+            }
+            debug::EXIT_FAILURE
+        }
+    };
+    debug::exit(status);
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
+
+#[panic_handler]
+fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    if let Ok(mut err) = hio::hstderr() {
+        let _ = writeln!(err, "error: firmware panic: {info}");
+    }
+    debug::exit(debug::EXIT_FAILURE);
+    loop {
+        cortex_m::asm::wfi();
+    }
+}
