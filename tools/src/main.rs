@@ -522,7 +522,8 @@ fn bench_qemu(
         model.file_bytes() as u64
     };
     let flash = fw.flash_bytes + model_flash;
-    let ram = model.arena_bytes() as u64 + fw.static_ram_bytes + result.stack_bytes;
+    // What an application needs: the arena, static RAM and the stack inference itself uses.
+    let ram = model.arena_bytes() as u64 + fw.static_ram_bytes + result.inference_stack_bytes;
     if as_json {
         let doc = json!({
             "model": model_path.display().to_string(),
@@ -539,6 +540,7 @@ fn bench_qemu(
             "arena_bytes": model.arena_bytes(),
             "static_ram_bytes": fw.static_ram_bytes,
             "stack_bytes": result.stack_bytes,
+            "inference_stack_bytes": result.inference_stack_bytes,
             "weights_bytes": model.weights_bytes(),
         });
         println!("{doc}");
@@ -551,10 +553,11 @@ fn bench_qemu(
             if deterministic { "" } else { " (runs differ!)" }
         );
         println!(
-            "  flash {flash} B = firmware {} B + model {model_flash} B;  RAM {ram} B = arena {} B + static {} B + stack {} B",
+            "  flash {flash} B = firmware {} B + model {model_flash} B;  RAM {ram} B = arena {} B + static {} B + inference stack {} B (whole firmware's stack {} B)",
             fw.flash_bytes,
             model.arena_bytes(),
             fw.static_ram_bytes,
+            result.inference_stack_bytes,
             result.stack_bytes
         );
     }

@@ -164,8 +164,11 @@ pub struct QemuRun {
     pub outputs: Vec<NpyArray>,
     /// Instructions of each inference (identical across runs: QEMU is deterministic).
     pub instructions: Vec<u64>,
-    /// Deepest stack the firmware reached, from stack painting.
+    /// Deepest stack the firmware reached (boot, file I/O, inference), from stack painting.
     pub stack_bytes: u64,
+    /// Stack `Session::run` itself used below its caller, from stack painting: what an
+    /// application must budget for inference.
+    pub inference_stack_bytes: u64,
     /// The firmware's own size.
     pub firmware: FirmwareSize,
 }
@@ -293,16 +296,17 @@ pub fn run_with_timeout(
     let stderr = read_pipe(child.stderr.as_mut().map(|p| p as &mut dyn std::io::Read));
     let result = collect(&dir, model, &stdout, &stderr, status.success(), &log, runs);
     let _ = std::fs::remove_dir_all(&dir);
-    let (outputs, instructions, stack_bytes) = result?;
+    let (outputs, instructions, [stack_bytes, inference_stack_bytes]) = result?;
     Ok(QemuRun {
         outputs,
         instructions,
         stack_bytes,
+        inference_stack_bytes,
         firmware: size,
     })
 }
 
-type Collected = (Vec<NpyArray>, Vec<u64>, u64);
+type Collected = (Vec<NpyArray>, Vec<u64>, [u64; 2]);
 
 /// Reads what the firmware and the plugin left behind.
 fn collect(
@@ -332,7 +336,7 @@ fn collect(
             .and_then(|v| v.parse().ok())
             .unwrap_or(0)
     };
-    let stack_bytes = field("stack_bytes");
+    let stacks = [field("stack_bytes"), field("inference_stack_bytes")];
     let log = std::fs::read_to_string(log).unwrap_or_default();
     let markers: Vec<u64> = log
         .lines()
@@ -367,7 +371,7 @@ fn collect(
             bytes,
         });
     }
-    Ok((outputs, instructions, stack_bytes))
+    Ok((outputs, instructions, stacks))
 }
 
 /// A fresh directory for one run's files.

@@ -763,6 +763,7 @@ fn qemu_m4_through_the_cli() {
         "flash_bytes",
         "ram_bytes",
         "stack_bytes",
+        "inference_stack_bytes",
     ] {
         assert!(doc[key].as_u64().unwrap_or(0) > 0, "{key} in {doc}");
     }

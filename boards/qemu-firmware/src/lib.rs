@@ -221,6 +221,10 @@ fn serve(model: ModelSource, arena: Buffer) -> Result<(), Failure> {
     let arena = arena.take(model.arena_bytes().max(16), Region::Arena)?;
     let device = CortexMDevice::new().with_max_arena(capacity);
     let mut session = Session::new(&model, device, arena)?;
+    // The deepest stack so far (boot, file I/O, verification); each inference is then measured
+    // on a fresh paint.
+    let mut firmware_stack = stack::max_depth();
+    let mut inference_stack = 0;
     for _ in 0..runs.max(1) {
         for index in 0..model.input_count() {
             let name = Name::Input(index);
@@ -236,9 +240,14 @@ fn serve(model: ModelSource, arena: Buffer) -> Result<(), Failure> {
             }
             file.read_exact(slot).map_err(host(name))?;
         }
+        stack::paint();
+        let base = stack::current_depth();
         ferrite_marker();
         let result = session.run();
         ferrite_marker();
+        // What `Session::run` itself needs below its caller's frame.
+        inference_stack = inference_stack.max(stack::max_depth().saturating_sub(base));
+        firmware_stack = firmware_stack.max(stack::max_depth());
         result?;
     }
     for index in 0..model.output_count() {
@@ -249,12 +258,13 @@ fn serve(model: ModelSource, arena: Buffer) -> Result<(), Failure> {
     if let Ok(mut out) = hio::hstdout() {
         let _ = writeln!(
             out,
-            "ferrite: ok steps={} arena_bytes={} weights_bytes={} file_bytes={} stack_bytes={} kernels={}",
+            "ferrite: ok steps={} arena_bytes={} weights_bytes={} file_bytes={} stack_bytes={} inference_stack_bytes={} kernels={}",
             ferrite_hal::Plan::len(&model),
             model.arena_bytes(),
             model.weights_bytes(),
             model.file_bytes(),
-            stack::max_depth(),
+            firmware_stack,
+            inference_stack,
             CortexMDevice::<ferrite_cortex_m::NoProfiler>::kernel_set(),
         );
     }

@@ -18,7 +18,8 @@ fn bounds() -> (usize, usize) {
     )
 }
 
-/// Paints from the end of static RAM up to just below the current stack pointer.
+/// Paints from the end of static RAM up to just below the current stack pointer (again, to
+/// measure what follows from here).
 pub fn paint() {
     let (bottom, _) = bounds();
     let sp = cortex_m::register::msp::read() as usize;
@@ -30,7 +31,7 @@ pub fn paint() {
     }
 }
 
-/// Bytes of stack used at the deepest point since `paint`.
+/// Bytes of stack used at the deepest point since the last `paint`.
 pub fn max_depth() -> usize {
     let (bottom, top) = bounds();
     let mut at = bottom.next_multiple_of(4);
@@ -39,4 +40,10 @@ pub fn max_depth() -> usize {
         at += 4;
     }
     top - at
+}
+
+/// Bytes of stack in use right now (from the top to the stack pointer).
+pub fn current_depth() -> usize {
+    let (_, top) = bounds();
+    top.saturating_sub(cortex_m::register::msp::read() as usize)
 }

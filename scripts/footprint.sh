@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Regenerates docs/footprint.md (flash, RAM and instructions per inference of every test model in
+# the Cortex-M firmware on QEMU). Installs and builds what it needs, like the other scripts.
+set -euo pipefail
+source "$(dirname "$0")/setup.sh"
+cd "$FERRITE_ROOT"
+"$FERRITE_PYTHON" tests/models/generate.py target/test-models >/dev/null
+bash scripts/build-firmware.sh >/dev/null
+cargo build --release -q -p ferrite-tools --bin ferrite
+"$FERRITE_PYTHON" scripts/footprint.py
