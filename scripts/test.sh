@@ -29,6 +29,7 @@ for target in thumbv6m-none-eabi thumbv7em-none-eabihf thumbv8m.main-none-eabihf
     cargo build -q -p ferrite-core -p ferrite-cpu -p ferrite-cortex-m --target "$target"
 done
 cargo build -q -p ferrite-cortex-m --features dwt --target thumbv7em-none-eabihf
+cargo build -q -p ferrite-core -p ferrite-cortex-m --features ferrite-core/defmt,ferrite-cortex-m/defmt --target thumbv7em-none-eabihf
 cargo build -q -p ferrite-cpu --features fast-math --target thumbv7em-none-eabihf
 echo "== tests"
 # Lavapipe and QEMU are installed by setup.sh: a missing device is a failure here, not a skip.

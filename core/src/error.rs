@@ -5,6 +5,7 @@ use ferrite_hal::{DType, ErrorKind, OpKind, OpSet};
 
 /// What is wrong with a model file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum FormatErrorKind {
     /// The file does not start with `FRT\0`.
     BadMagic,
@@ -42,6 +43,7 @@ pub enum FormatErrorKind {
 
 /// A model-file error: what is wrong, where, and (when relevant) which record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct FormatError {
     /// What is wrong.
     pub kind: FormatErrorKind,
@@ -103,6 +105,19 @@ impl fmt::Display for FormatError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MissingOps(pub OpSet);
 
+#[cfg(feature = "defmt")]
+impl defmt::Format for MissingOps {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        for kind in OpKind::ALL {
+            for dtype in DType::ALL {
+                if self.0.contains(kind, dtype) {
+                    defmt::write!(f, "{=str}({=str}) ", kind.name(), dtype.name());
+                }
+            }
+        }
+    }
+}
+
 impl fmt::Display for MissingOps {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
@@ -123,6 +138,7 @@ impl fmt::Display for MissingOps {
 
 /// Any error of the core; `E` is the device's error type.
 #[derive(Debug)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Error<E> {
     /// The model file is invalid.
     Format(FormatError),

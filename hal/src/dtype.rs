@@ -7,6 +7,7 @@ use core::fmt;
 /// Codes are stable file-format values; [`DType::from_code`] is the only way to turn a byte
 /// read from a model into a `DType`, so an unknown code is an error, never an invalid enum.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum DType {
     /// 32-bit IEEE float.
     F32,

@@ -4,6 +4,7 @@ use core::fmt;
 
 /// What went wrong, in terms a caller can act on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum ErrorKind {
     /// The model file is corrupt, truncated or inconsistent.

@@ -11,6 +11,7 @@ use crate::{Activation, MAX_RANK};
 
 /// The kind of an operator, with its stable file-format code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[repr(u16)]
 pub enum OpKind {
     /// 2-D (or 1-D) convolution, grouped or depthwise.

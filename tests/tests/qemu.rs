@@ -217,3 +217,13 @@ fn the_m0_firmware_refuses_a_model_other_than_its_own() {
         }
     });
 }
+
+#[test]
+fn no_firmware_links_a_heap() {
+    unless_missing::<QemuM4>("firmware allocator check", || {
+        for board in Board::ALL {
+            let linked = qemu::links_allocator(board).expect("firmware ELF");
+            assert!(!linked, "{} links a global allocator", board.device_name());
+        }
+    });
+}

@@ -200,6 +200,17 @@ fn inspect_firmware(elf: &[u8]) -> Result<(FirmwareSize, u64), RunError> {
     Ok((size, marker))
 }
 
+/// Whether `board`'s firmware links a global allocator (it must not: Ferrite needs no heap).
+pub fn links_allocator(board: Board) -> Result<bool, RunError> {
+    let path = board.firmware_path();
+    let elf = std::fs::read(&path).map_err(|e| device_error(format!("{}: {e}", path.display())))?;
+    let file = object::File::parse(&elf[..]).map_err(|e| device_error(format!("ELF: {e}")))?;
+    Ok(file.symbols().any(|s| {
+        s.name()
+            .is_ok_and(|n| n.contains("__rust_alloc") || n.contains("__rg_alloc"))
+    }))
+}
+
 /// Runs `model_bytes` (a verified `.frt`) `runs` times on `board`, stopping QEMU after
 /// [`timeout`].
 pub fn run(

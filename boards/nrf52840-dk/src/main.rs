@@ -52,7 +52,7 @@ fn main() -> ! {
 
     let model = match Model::load(model::MODEL) {
         Ok(m) => m,
-        Err(e) => defmt::panic!("invalid model: {}", defmt::Display2Format(&e)),
+        Err(e) => defmt::panic!("invalid model: {}", e),
     };
     let mut cycles = [0u32; 16];
     let device = CortexMDevice::with_profiler(DwtProfiler::new(&mut cycles));
@@ -60,7 +60,7 @@ fn main() -> ! {
     let arena = unsafe { (*core::ptr::addr_of_mut!(ARENA)).as_mut_bytes() };
     let mut session = match Session::new(&model, device, arena) {
         Ok(s) => s,
-        Err(e) => defmt::panic!("session: {}", defmt::Display2Format(&e)),
+        Err(e) => defmt::panic!("session: {}", e),
     };
     let (input, input_type, input_shape) = model::INPUTS[0];
     let (output, _, output_shape) = model::OUTPUTS[0];
@@ -76,13 +76,13 @@ fn main() -> ! {
     );
     loop {
         if let Err(e) = session.set_input_f32(0, &model::SAMPLE) {
-            defmt::panic!("input: {}", defmt::Display2Format(&e));
+            defmt::panic!("input: {}", e);
         }
         let _ = timing_pin.set_high();
         let result = session.run();
         let _ = timing_pin.set_low();
         if let Err(e) = result {
-            defmt::panic!("run: {}", defmt::Display2Format(&e));
+            defmt::panic!("run: {}", e);
         }
         let predicted = session.output_f32(0).map(argmax).unwrap_or(usize::MAX);
         let steps = session.device().profiler().cycles();

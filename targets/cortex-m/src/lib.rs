@@ -87,6 +87,8 @@ impl<P: Profiler> Device for CortexMDevice<P> {
         let weights = plan.weights();
         for index in 0..plan.len() {
             let step = plan.step(index).ok_or(CpuError::CorruptPlan)?;
+            #[cfg(feature = "defmt")]
+            defmt::trace!("ferrite: step {=usize} {}", index, step.op.kind());
             self.profiler.start(index);
             let result = kernels::run_step(&step, arena, weights);
             self.profiler.end(index);

@@ -5,6 +5,7 @@ use ferrite_hal::ErrorKind;
 
 /// A CPU-device error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum CpuError {
     /// A gather index is outside its axis (index, axis length).
     IndexOutOfRange {
