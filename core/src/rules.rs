@@ -260,7 +260,59 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             same_dtype(&[x, y])?;
             ensure(x.bytes == y.bytes, "Copy sizes differ")
         }
+        Op::Quantize { axis } => {
+            ensure(n_in == 3 && n_out == 1, "QuantizeLinear takes 3 inputs")?;
+            let (x, scale, zero, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
+            all_f32(&[x, scale])?;
+            ensure(
+                matches!(zero.dtype, DType::I8 | DType::U8),
+                "QuantizeLinear zero point type",
+            )?;
+            same_dtype(&[zero, y])?;
+            ensure(x.shape == y.shape, "QuantizeLinear output shape")?;
+            check_quantization_parameters(&x, axis, &scale, Some(&zero))
+        }
+        Op::Dequantize { axis } => {
+            ensure(
+                (2..=3).contains(&n_in) && n_out == 1,
+                "DequantizeLinear takes 2-3 inputs",
+            )?;
+            let (x, scale, y) = (input(0)?, input(1)?, output(0)?);
+            ensure(
+                matches!(x.dtype, DType::I8 | DType::U8 | DType::I32),
+                "DequantizeLinear input type",
+            )?;
+            all_f32(&[scale, y])?;
+            ensure(x.shape == y.shape, "DequantizeLinear output shape")?;
+            let zero = step.inputs.get(2);
+            if let Some(z) = &zero {
+                same_dtype(&[x, *z])?;
+            }
+            check_quantization_parameters(&x, axis, &scale, zero.as_ref())
+        }
     }
+}
+
+/// Scale (and zero point) are one value, or one per element of `x` along `axis`.
+fn check_quantization_parameters(
+    x: &TensorDesc,
+    axis: usize,
+    scale: &TensorDesc,
+    zero: Option<&TensorDesc>,
+) -> Rule {
+    let n = scale.elements();
+    ensure(
+        scale.shape.rank() <= 1,
+        "quantization scale is a scalar or a vector",
+    )?;
+    ensure(
+        n == 1 || (axis < x.shape.rank() && n == x.shape.dim(axis)),
+        "quantization scale length",
+    )?;
+    if let Some(z) = zero {
+        ensure(z.shape == scale.shape, "zero point and scale shapes differ")?;
+    }
+    Ok(())
 }
 
 fn all_f32(ts: &[TensorDesc]) -> Rule {

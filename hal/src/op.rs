@@ -52,11 +52,15 @@ pub enum OpKind {
     Reduce = 18,
     /// Byte copy (a constant or an input that is also a graph output).
     Copy = 19,
+    /// Linear quantization of floats to 8-bit integers.
+    Quantize = 20,
+    /// Linear dequantization of integers to floats.
+    Dequantize = 21,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 19] = [
+    pub const ALL: [OpKind; 21] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -76,6 +80,8 @@ impl OpKind {
         OpKind::Gather,
         OpKind::Reduce,
         OpKind::Copy,
+        OpKind::Quantize,
+        OpKind::Dequantize,
     ];
 
     /// The kind with file-format code `code`.
@@ -115,6 +121,8 @@ impl OpKind {
             OpKind::Gather => "Gather",
             OpKind::Reduce => "Reduce",
             OpKind::Copy => "Copy",
+            OpKind::Quantize => "QuantizeLinear",
+            OpKind::Dequantize => "DequantizeLinear",
         }
     }
 }
@@ -333,6 +341,19 @@ pub enum Op {
     },
     /// Copies the input to the output byte for byte.
     Copy,
+    /// Inputs `x` (f32), `scale` (f32), `zero_point` (the output's 8-bit type):
+    /// `y = saturate(round_half_to_even(x / scale) + zero_point)`. Scale and zero point are
+    /// scalars or vectors along `axis` (per-channel).
+    Quantize {
+        /// The per-channel axis, in `0..rank` (any for scalar parameters).
+        axis: usize,
+    },
+    /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
+    /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
+    Dequantize {
+        /// The per-channel axis, in `0..rank` (any for scalar parameters).
+        axis: usize,
+    },
 }
 
 fn encode_axes<T: Copy>(w: &mut WordWriter, values: &AxisArray<T>, f: impl Fn(T) -> u32) {
@@ -375,6 +396,8 @@ impl Op {
             Op::Gather { .. } => OpKind::Gather,
             Op::Reduce { .. } => OpKind::Reduce,
             Op::Copy => OpKind::Copy,
+            Op::Quantize { .. } => OpKind::Quantize,
+            Op::Dequantize { .. } => OpKind::Dequantize,
         }
     }
 
@@ -427,7 +450,9 @@ impl Op {
             Op::Softmax { axis }
             | Op::Concat { axis }
             | Op::Split { axis }
-            | Op::Gather { axis } => w.usize(*axis),
+            | Op::Gather { axis }
+            | Op::Quantize { axis }
+            | Op::Dequantize { axis } => w.usize(*axis),
             Op::MaxPool(p) | Op::AvgPool(p) => {
                 p.window.encode(w);
                 w.bool(p.ceil_mode);
@@ -516,6 +541,8 @@ impl Op {
             }
             OpKind::GlobalAvgPool => Op::GlobalAvgPool,
             OpKind::Copy => Op::Copy,
+            OpKind::Quantize => Op::Quantize { axis: r.usize()? },
+            OpKind::Dequantize => Op::Dequantize { axis: r.usize()? },
             OpKind::BatchNorm => Op::BatchNorm {
                 epsilon: finite(r.f32()?)?,
                 activation: Activation::decode(r)?,

@@ -71,7 +71,8 @@ impl CpuDevice {
         for kind in [Transpose, Concat, Split, Slice, Pad, Gather, Copy] {
             set = set.with(kind, &DType::ALL);
         }
-        set
+        set.with(Quantize, &float)
+            .with(Dequantize, &[DType::I8, DType::U8, DType::I32])
     }
 }
 

@@ -12,6 +12,7 @@ mod attrs;
 mod constant;
 mod movement;
 mod nn;
+mod quant;
 
 use crate::error::Unsupported;
 use crate::fold;
@@ -52,6 +53,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "MaxPool",
     "Mul",
     "Pad",
+    "QuantizeLinear",
+    "DequantizeLinear",
     "Range",
     "ReduceMax",
     "ReduceMean",
@@ -192,6 +195,8 @@ impl Lowerer {
             "Slice" => movement::slice(self, node),
             "Pad" => movement::pad(self, node),
             "Gather" => movement::gather(self, node),
+            "QuantizeLinear" => quant::quantize(self, node),
+            "DequantizeLinear" => quant::dequantize(self, node),
             "Constant" => constant::constant(self, node),
             "Shape" => constant::shape(self, node),
             "Size" => constant::size(self, node),
@@ -228,6 +233,11 @@ impl Lowerer {
     /// Shape of tensor `t`.
     pub fn shape(&self, t: TensorId) -> Vec<usize> {
         self.graph.tensors[t].shape.clone()
+    }
+
+    /// Name of tensor `t` (for messages).
+    pub fn name(&self, t: TensorId) -> &str {
+        &self.graph.tensors[t].name
     }
 
     /// Element type of tensor `t`.
@@ -292,6 +302,12 @@ impl Lowerer {
             let id = self.graph.add_constant(name.clone(), value);
             self.names.insert(name.clone(), id);
         }
+    }
+
+    /// A constant made up by the lowering of `node` (e.g. a default zero point).
+    pub fn constant(&mut self, node: &Node, what: &str, value: HostTensor) -> TensorId {
+        self.graph
+            .add_constant(format!("{}:{what}", node.label()), value)
     }
 
     /// Defines output `i` of `node` as `src`'s bytes under `shape` (a free reshape).
@@ -420,7 +436,8 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         | "AveragePool" | "Identity" | "Shape" | "Size" | "Cast" | "ConstantOfShape" => 1,
         "Constant" => 0,
         "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Reshape" | "Gather" | "Equal" | "Expand" => 2,
-        "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" => 3,
+        "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" | "QuantizeLinear"
+        | "DequantizeLinear" => 3,
         "BatchNormalization" => 5,
         "Clip" => {
             if opset < 11 {

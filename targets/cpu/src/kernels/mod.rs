@@ -8,6 +8,7 @@ pub mod index;
 pub mod matmul;
 pub mod movement;
 pub mod pool;
+pub mod quantize;
 pub mod reduce;
 
 use crate::memory::{carve, f32s, f32s_mut, span, Readable, Src};
@@ -281,8 +282,75 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             let bytes = view.bytes(&input(0)?)?;
             out.copy_from_slice(bytes);
         }
+        Op::Quantize { axis } => {
+            let x = input(0)?;
+            let zero = input(2)?;
+            let ch = channels(&x, axis, &input(1)?);
+            let (x, scale) = (f32_in(0)?, f32_in(1)?);
+            let zero = view.bytes(&zero)?;
+            match out_desc.dtype {
+                DType::I8 => quantize::quantize(x, scale, cast::<i8>(zero)?, ch, cast_mut(out)?),
+                DType::U8 => quantize::quantize(x, scale, cast::<u8>(zero)?, ch, cast_mut(out)?),
+                _ => return Err(CpuError::Unsupported),
+            }
+        }
+        Op::Dequantize { axis } => {
+            let x = input(0)?;
+            let ch = channels(&x, axis, &input(1)?);
+            let (bytes, scale, y) = (view.bytes(&x)?, f32_in(1)?, f32s_mut(out)?);
+            let zero = match step.inputs.get(2) {
+                Some(z) => Some(view.bytes(&z)?),
+                None => None,
+            };
+            match x.dtype {
+                DType::I8 => dequantize_typed::<i8>(bytes, scale, zero, ch, y)?,
+                DType::U8 => dequantize_typed::<u8>(bytes, scale, zero, ch, y)?,
+                DType::I32 => dequantize_typed::<i32>(bytes, scale, zero, ch, y)?,
+                _ => return Err(CpuError::Unsupported),
+            }
+        }
         Op::Split { .. } => return Err(CpuError::CorruptPlan),
     }
+    Ok(())
+}
+
+/// Per-channel layout of quantization parameters `scale` for `x` along `axis`.
+#[inline(always)]
+fn channels(x: &TensorDesc, axis: usize, scale: &TensorDesc) -> quantize::Channels {
+    let channels = scale.elements();
+    let inner = if channels > 1 {
+        x.shape.product(axis + 1..x.shape.rank())
+    } else {
+        1
+    };
+    quantize::Channels { channels, inner }
+}
+
+/// Bytes viewed as `T` (aligned by the planner).
+#[inline(always)]
+fn cast<T: bytemuck::Pod>(bytes: &[u8]) -> Result<&[T], CpuError> {
+    bytemuck::try_cast_slice(bytes).map_err(|_| CpuError::Misaligned)
+}
+
+/// Mutable bytes viewed as `T`.
+#[inline(always)]
+fn cast_mut<T: bytemuck::Pod>(bytes: &mut [u8]) -> Result<&mut [T], CpuError> {
+    bytemuck::try_cast_slice_mut(bytes).map_err(|_| CpuError::Misaligned)
+}
+
+#[inline(always)]
+fn dequantize_typed<T: quantize::QuantInt>(
+    x: &[u8],
+    scale: &[f32],
+    zero: Option<&[u8]>,
+    ch: quantize::Channels,
+    y: &mut [f32],
+) -> Result<(), CpuError> {
+    let zero = match zero {
+        Some(z) => Some(cast::<T>(z)?),
+        None => None,
+    };
+    quantize::dequantize(cast::<T>(x)?, scale, zero, ch, y);
     Ok(())
 }
 

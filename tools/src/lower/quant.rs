@@ -1,0 +1,176 @@
+//! QuantizeLinear and DequantizeLinear: 8-bit linear quantization, per tensor or per channel.
+//!
+//! Both run as ops of their own (a QDQ model runs mixed: float compute with quantize/dequantize
+//! at the borders); a DequantizeLinear of constant int8 weights folds away at pack time. Every
+//! parameter is checked here, so a bad scale or zero point is an error naming the tensor.
+
+use super::attrs::Attrs;
+use super::{normalize_axis, Lowerer, Reason, TensorId};
+use crate::onnx::Node;
+use crate::tensor::{dtype_from_onnx, HostTensor};
+use ferrite_hal::{DType, Op};
+
+/// The parameters' axis: `axis` (opset 13+, default 1) for vectors, 0 for scalars.
+fn parameter_axis(
+    lw: &Lowerer,
+    node: &Node,
+    x: TensorId,
+    scale: TensorId,
+) -> Result<usize, Reason> {
+    if node.int("block_size", 0)? != 0 {
+        return Err("blocked quantization (block_size) is not supported".into());
+    }
+    let scale_shape = lw.shape(scale);
+    if scale_shape.len() > 1 {
+        return Err(format!(
+            "scale '{}' must be a scalar or a vector, it is {scale_shape:?}",
+            lw.name(scale)
+        ));
+    }
+    let n: usize = scale_shape.iter().product();
+    if n == 1 {
+        return Ok(0);
+    }
+    if lw.opset() < 13 {
+        return Err("per-axis quantization needs opset 13".into());
+    }
+    let rank = lw.shape(x).len();
+    let axis = normalize_axis(node.int("axis", 1)?, rank)?;
+    let len = lw.shape(x)[axis];
+    if n != len {
+        return Err(format!(
+            "scale '{}' has {n} values, axis {axis} has {len}",
+            lw.name(scale)
+        ));
+    }
+    Ok(axis)
+}
+
+/// A constant scale must be positive and finite.
+fn check_scale(lw: &Lowerer, scale: TensorId) -> Result<(), Reason> {
+    if lw.dtype(scale) != DType::F32 {
+        return Err(format!(
+            "scale '{}' is {}, only float32 scales are supported",
+            lw.name(scale),
+            lw.dtype(scale)
+        ));
+    }
+    if let Some(v) = lw.value(scale) {
+        if let Some(bad) = v
+            .to_f32s()
+            .into_iter()
+            .find(|s| !(s.is_finite() && *s > 0.0))
+        {
+            return Err(format!(
+                "scale '{}' holds {bad}: scales must be positive and finite",
+                lw.name(scale)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The zero point must match the scale's shape.
+fn check_zero_point(lw: &Lowerer, zero: TensorId, scale: TensorId) -> Result<(), Reason> {
+    let (z, s) = (lw.shape(zero), lw.shape(scale));
+    let count = |d: &[usize]| d.iter().product::<usize>();
+    if count(&z) != count(&s) || z.len() > 1 {
+        return Err(format!(
+            "zero point '{}' has shape {z:?}, its scale {s:?}",
+            lw.name(zero)
+        ));
+    }
+    Ok(())
+}
+
+pub(super) fn quantize(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let scale = lw.input(node, 1)?;
+    if lw.dtype(x) != DType::F32 {
+        return Err(format!(
+            "input '{}' is {}, only float32 is quantized",
+            lw.name(x),
+            lw.dtype(x)
+        ));
+    }
+    check_scale(lw, scale)?;
+    let axis = parameter_axis(lw, node, x, scale)?;
+    let zero = match lw.optional_input(node, 2) {
+        Some(z) => {
+            check_zero_point(lw, z, scale)?;
+            z
+        }
+        None => {
+            // No zero point: 0 of `output_dtype` (opset 21), else uint8.
+            let dtype = match node.int("output_dtype", 0)? {
+                0 => DType::U8,
+                code => dtype_from_onnx(code as i32)
+                    .ok_or_else(|| format!("output_dtype {code} is not supported"))?,
+            };
+            let shape = lw.shape(scale);
+            let n = shape.iter().product();
+            lw.constant(
+                node,
+                "zero_point",
+                HostTensor::int(dtype, shape, vec![0; n]),
+            )
+        }
+    };
+    let dtype = lw.dtype(zero);
+    if !matches!(dtype, DType::I8 | DType::U8) {
+        return Err(format!(
+            "zero point '{}' is {dtype}: only int8 and uint8 quantization is supported",
+            lw.name(zero)
+        ));
+    }
+    let y = lw.output(node, 0, dtype, lw.shape(x))?;
+    lw.emit(
+        node,
+        Op::Quantize { axis },
+        vec![Some(x), Some(scale), Some(zero)],
+        vec![y],
+    )
+}
+
+pub(super) fn dequantize(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let scale = lw.input(node, 1)?;
+    let dtype = lw.dtype(x);
+    if !matches!(dtype, DType::I8 | DType::U8 | DType::I32) {
+        return Err(format!(
+            "input '{}' is {dtype}: only int8, uint8 and int32 are dequantized",
+            lw.name(x)
+        ));
+    }
+    check_scale(lw, scale)?;
+    let axis = parameter_axis(lw, node, x, scale)?;
+    let zero = lw.optional_input(node, 2);
+    if let Some(z) = zero {
+        check_zero_point(lw, z, scale)?;
+        if lw.dtype(z) != dtype {
+            return Err(format!(
+                "zero point '{}' is {}, its input {dtype}",
+                lw.name(z),
+                lw.dtype(z)
+            ));
+        }
+        if dtype == DType::I32 {
+            let zero_is_zero = lw
+                .value(z)
+                .is_some_and(|v| v.to_i64s().iter().all(|&q| q == 0));
+            if !zero_is_zero {
+                return Err(format!(
+                    "zero point '{}' of an int32 input must be 0",
+                    lw.name(z)
+                ));
+            }
+        }
+    }
+    let y = lw.output(node, 0, DType::F32, lw.shape(x))?;
+    lw.emit(
+        node,
+        Op::Dequantize { axis },
+        vec![Some(x), Some(scale), zero],
+        vec![y],
+    )
+}
