@@ -7,6 +7,12 @@ outputs with onnxruntime.
 For each model NAME it writes NAME.onnx, NAME.input_0.npy and NAME.output_0.npy, and a
 manifest.json with the input shapes to pack with. Weights are He-scaled normal draws from a fixed
 seed, so activations stay in a realistic range and the files are identical run after run.
+
+The MLP, DS-CNN and ResNet-8 are also quantized to int8 the way users do it with onnxruntime
+(opset 13, `quant_pre_process`, then `quantize_static` with per-channel int8 weights and int8
+activations, calibrated on 16 seeded inputs), in QDQ form (NAME_qdq.onnx) and QOperator form
+(NAME_qop.onnx), with onnxruntime's outputs on the same input; quantized.json lists them with
+the quantization step of each output.
 """
 import json
 import os
@@ -14,8 +20,11 @@ import sys
 
 import numpy as np
 import onnx
+import onnx.version_converter
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from onnxruntime.quantization.shape_inference import quant_pre_process
 
 
 class Builder:
@@ -154,6 +163,61 @@ def fc_autoencoder():
 
 
 MODELS = [mlp, ds_cnn, mobilenet_v1, resnet8, fc_autoencoder]
+QUANTIZED = ["mlp", "ds_cnn", "resnet8"]
+
+
+class Calibration(CalibrationDataReader):
+    """16 seeded standard-normal inputs, like the test input's distribution."""
+
+    def __init__(self, shape):
+        rng = np.random.default_rng(7)
+        self.batches = iter([{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(16)])
+
+    def get_next(self):
+        return next(self.batches, None)
+
+
+def run(path, x):
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return session.run(None, {"input": x})[0]
+
+
+def output_step(model):
+    """The scale of the DequantizeLinear that produces (or feeds the op producing) the output."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    node = producer[model.graph.output[0].name]
+    while node.op_type != "DequantizeLinear":
+        node = producer[node.input[0]]
+    return float(inits[node.input[1]])
+
+
+def quantize(out, name, shape):
+    """Writes NAME_qdq.onnx and NAME_qop.onnx and their onnxruntime outputs; returns manifest rows."""
+    source = onnx.load(os.path.join(out, f"{name}.onnx"))
+    if source.opset_import[0].version < 13:
+        source = onnx.version_converter.convert_version(source, 13)
+    tmp = os.path.join(out, f"{name}.opset13.onnx")
+    onnx.save(source, tmp)
+    pre = os.path.join(out, f"{name}.pre.onnx")
+    quant_pre_process(tmp, pre, skip_symbolic_shape=True)
+    x = np.load(os.path.join(out, f"{name}.input_0.npy"))
+    rows = {}
+    for form, tag in [(QuantFormat.QDQ, "qdq"), (QuantFormat.QOperator, "qop")]:
+        qname = f"{name}_{tag}"
+        path = os.path.join(out, f"{qname}.onnx")
+        quantize_static(pre, path, Calibration(shape), quant_format=form, per_channel=True,
+                        activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
+        np.save(os.path.join(out, f"{qname}.input_0.npy"), x)
+        np.save(os.path.join(out, f"{qname}.output_0.npy"), run(path, x))
+        rows[qname] = {"input_shapes": {"input": shape}, "float_model": name, "form": tag,
+                       "output_step": output_step(onnx.load(path))}
+        print(f"{qname}: {os.path.getsize(path)} bytes")
+    for f in (tmp, pre):
+        os.remove(f)
+    return rows
 
 
 def main():
@@ -177,6 +241,11 @@ def main():
         print(f"{name}: {os.path.getsize(path)} bytes, output {list(y.shape)}")
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
+    quantized = {}
+    for name in QUANTIZED:
+        quantized.update(quantize(out, name, manifest[name]["input_shapes"]["input"]))
+    with open(os.path.join(out, "quantized.json"), "w") as f:
+        json.dump(quantized, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -18,3 +18,11 @@ fn onnx_node_tests_on_cpu() {
         Err(e) => panic!("{e}"),
     }
 }
+
+#[test]
+fn int8_models_match_onnxruntime_on_cpu() {
+    match ferrite_tests::quantized::run_all::<Cpu>() {
+        Ok(results) => assert_eq!(results.len(), 3, "three QDQ models"),
+        Err(e) => panic!("{e}"),
+    }
+}

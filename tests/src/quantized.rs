@@ -1,0 +1,158 @@
+//! The int8 model suite: the MLP, DS-CNN and ResNet-8 quantized by onnxruntime's
+//! `quantize_static` (QDQ and QOperator forms, per-channel int8 weights, int8 activations), run on
+//! a device and compared with onnxruntime's own int8 outputs in units of the output's
+//! quantization step.
+//!
+//! Bound: at least 99 % of output elements within one step of onnxruntime's, none more than
+//! [`MAX_STEPS`] off. QDQ models run mixed (float compute between QuantizeLinear and
+//! DequantizeLinear); QOperator models need QLinearConv, QGemm and friends, which the importer does
+//! not have yet: that is checked too, so the day they pack the suite says to tighten it.
+
+use crate::compare::floats;
+use crate::models::check_no_overlap;
+use crate::{test_models_dir, Backend};
+use ferrite_core::Model;
+use ferrite_tools::aligned::AlignedBytes;
+use ferrite_tools::npy;
+use ferrite_tools::pack::{pack, PackOptions};
+
+/// Fraction of output elements that must be within one quantization step.
+pub const WITHIN_ONE_STEP: f64 = 0.99;
+/// Largest accepted difference, in quantization steps.
+pub const MAX_STEPS: f32 = 3.0;
+
+/// One quantized model's result.
+#[derive(Debug)]
+pub struct QuantizedResult {
+    /// Model name (`mlp_qdq`, ...).
+    pub name: String,
+    /// Fraction of elements within one step of onnxruntime.
+    pub within_one_step: f64,
+    /// Largest difference, in steps.
+    pub max_steps: f32,
+    /// Arena bytes.
+    pub arena_bytes: usize,
+}
+
+/// One entry of `quantized.json`.
+struct Entry {
+    name: String,
+    options: PackOptions,
+    form: String,
+    step: f32,
+}
+
+fn manifest() -> Result<Vec<Entry>, String> {
+    let path = test_models_dir().join("quantized.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        format!(
+            "{}: {e} — generate with `python tests/models/generate.py` (scripts/test.sh does)",
+            path.display()
+        )
+    })?;
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    for (name, entry) in doc.as_object().ok_or("quantized.json is not an object")? {
+        let mut input_shapes = Vec::new();
+        for (input, dims) in entry["input_shapes"].as_object().ok_or("bad entry")? {
+            let dims = dims
+                .as_array()
+                .ok_or("bad entry")?
+                .iter()
+                .map(|d| d.as_u64().unwrap_or(0) as usize)
+                .collect();
+            input_shapes.push((input.clone(), dims));
+        }
+        out.push(Entry {
+            name: name.clone(),
+            options: PackOptions {
+                input_shapes,
+                ..PackOptions::default()
+            },
+            form: entry["form"].as_str().unwrap_or("").to_string(),
+            step: entry["output_step"].as_f64().ok_or("missing output_step")? as f32,
+        });
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
+}
+
+fn run_one<B: Backend>(entry: &Entry) -> Result<Option<QuantizedResult>, String> {
+    let dir = test_models_dir();
+    let name = &entry.name;
+    let onnx = std::fs::read(dir.join(format!("{name}.onnx"))).map_err(|e| e.to_string())?;
+    let packed = pack(&onnx, &entry.options);
+    if entry.form == "qop" {
+        // Known gap: the QOperator ops. Refused by name, never misread.
+        return match packed {
+            Err(e) if e.to_string().contains("QLinear") || e.to_string().contains("QGemm") => {
+                Ok(None)
+            }
+            Err(e) => Err(format!("{name}: unexpected error: {e}")),
+            Ok(_) => Err(format!(
+                "{name}: QOperator models pack now — run them in this suite"
+            )),
+        };
+    }
+    let packed = packed.map_err(|e| format!("{name}: {e}"))?;
+    check_no_overlap(&packed).map_err(|e| format!("{name}: {e}"))?;
+    let bytes = AlignedBytes::from(&packed.bytes[..]);
+    let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
+    let input = npy::read(&dir.join(format!("{name}.input_0.npy"))).map_err(|e| e.to_string())?;
+    let expected =
+        npy::read(&dir.join(format!("{name}.output_0.npy"))).map_err(|e| e.to_string())?;
+    let outputs = B::run(&model, &[input]).map_err(|e| format!("{name}: {e}"))?;
+    let actual = outputs.first().ok_or("no output")?;
+    let (a, e) = (floats(actual), floats(&expected));
+    if a.len() != e.len() {
+        return Err(format!("{name}: {} outputs, expected {}", a.len(), e.len()));
+    }
+    let steps: Vec<f32> = a
+        .iter()
+        .zip(&e)
+        .map(|(x, y)| (x - y).abs() / entry.step)
+        .collect();
+    // A hair of slack: "one step" computed in f32 from dequantized values.
+    let within = steps.iter().filter(|s| **s <= 1.0 + 1e-3).count() as f64 / steps.len() as f64;
+    let max = steps.iter().fold(0f32, |m, s| m.max(*s));
+    if within < WITHIN_ONE_STEP || max.is_nan() || max > MAX_STEPS {
+        return Err(format!(
+            "{name}: {:.1} % within one step (need {:.0} %), max {max} steps (bound {MAX_STEPS})",
+            within * 100.0,
+            WITHIN_ONE_STEP * 100.0
+        ));
+    }
+    Ok(Some(QuantizedResult {
+        name: name.clone(),
+        within_one_step: within,
+        max_steps: max,
+        arena_bytes: packed.report.arena_bytes,
+    }))
+}
+
+/// Runs every quantized model on backend `B`; returns the results of the models that ran.
+pub fn run_all<B: Backend>() -> Result<Vec<QuantizedResult>, String> {
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    for entry in manifest()? {
+        match run_one::<B>(&entry) {
+            Ok(Some(r)) => {
+                println!(
+                    "{:<14} {:.1} % within one step, max {:.2} steps, arena {} B",
+                    r.name,
+                    r.within_one_step * 100.0,
+                    r.max_steps,
+                    r.arena_bytes
+                );
+                results.push(r);
+            }
+            Ok(None) => println!("{:<14} refused as expected (QOperator ops)", entry.name),
+            Err(e) => failures.push(e),
+        }
+    }
+    if failures.is_empty() {
+        Ok(results)
+    } else {
+        Err(failures.join("\n"))
+    }
+}
