@@ -59,6 +59,13 @@ def main():
         pack(MODELS / f"{name}.onnx", manifest[name]["input_shapes"], frt)
         rows.append((name, bench(frt, "qemu-m4")))
         print(f"{name}: {rows[-1][1]['instructions_per_inference']} instructions", file=sys.stderr)
+    quantized = json.loads((MODELS / "quantized.json").read_text())
+    int8_rows = []
+    for name in ["mlp_qdq", "ds_cnn_qdq", "resnet8_qdq"]:
+        frt = WORK / f"{name}.frt"
+        pack(MODELS / f"{name}.onnx", quantized[name]["input_shapes"], frt)
+        int8_rows.append((name[: -len("_qdq")], bench(frt, "qemu-m4")))
+        print(f"{name}: {int8_rows[-1][1]['instructions_per_inference']} instructions", file=sys.stderr)
     digits = WORK / "digits.frt"
     pack(ROOT / "demo/digits.onnx", {}, digits)
     cores = {device: bench(digits, device) for device in ["qemu-m0", "qemu-m4", "qemu-m7"]}
@@ -93,6 +100,28 @@ def main():
             f"{r['flash_bytes']:,} | {r['arena_bytes']:,} | {r['static_ram_bytes']:,} | "
             f"{r['inference_stack_bytes']:,} | {ram:,} | {r['stack_bytes']:,} |"
         )
+    f32 = dict(rows)
+    out += [
+        "",
+        "## int8 (onnxruntime-quantized QDQ models)",
+        "",
+        "The MLP, DS-CNN and ResNet-8 quantized by onnxruntime's `quantize_static` (per-channel int8",
+        "weights, int8 activations; `tests/models/generate.py`). `ferrite pack` turns each",
+        "Dequantize → Conv/Gemm → Quantize pattern into an integer op (int8 weights, int32 bias,",
+        "fixed-point requantization); pooling, Add and Softmax still run in float between",
+        "Dequantize/Quantize. Kernels: the portable integer kernels (no DSP instructions yet).",
+        "",
+        "| model | instructions / inference | vs f32 | flash: model | vs f32 | arena | vs f32 |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r in int8_rows:
+        f = f32[name]
+        out.append(
+            f"| {NAMES[name]} | {r['instructions_per_inference']:,} | "
+            f"{r['instructions_per_inference'] / f['instructions_per_inference']:.2f}x | "
+            f"{r['model_bytes']:,} | {r['model_bytes'] / f['model_bytes']:.2f}x | "
+            f"{r['arena_bytes']:,} | {r['arena_bytes'] / f['arena_bytes']:.2f}x |"
+        )
     out += [
         "",
         "## The same digits model on three cores",
@@ -117,11 +146,23 @@ def main():
         "| model | Ferrite f32 | TFLM int8, CMSIS-NN | TFLM int8, reference kernels | Ferrite f32 / CMSIS-NN int8 |",
         "|---|---:|---:|---:|---:|",
     ]
+    int8 = dict(int8_rows)
     for name, r in rows:
         if name in TFLM:
             cmsis, ref = TFLM[name]
             ours = r["instructions_per_inference"]
             out.append(f"| {NAMES[name]} | {ours:,} | {cmsis:,} | {ref:,} | {ours / cmsis:.2f} |")
+    out += [
+        "",
+        "And Ferrite's int8 (portable kernels) against TFLM's int8:",
+        "",
+        "| model | Ferrite int8, portable | TFLM int8, CMSIS-NN | TFLM int8, reference kernels |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, r in int8.items():
+        if name in TFLM:
+            cmsis, ref = TFLM[name]
+            out.append(f"| {NAMES[name]} | {r['instructions_per_inference']:,} | {cmsis:,} | {ref:,} |")
     (ROOT / "docs/footprint.md").write_text("\n".join(out) + "\n")
     print("wrote docs/footprint.md", file=sys.stderr)
 

@@ -4,7 +4,7 @@
 //! derives from the op's parameters agrees with the sizes the plan gave the tensors.
 
 use ferrite_hal::geometry::{self, broadcast, broadcasts_to, conv_out, nchw, MatMulGeometry};
-use ferrite_hal::op::{Conv, ConvTranspose, PadMode, Pool};
+use ferrite_hal::op::{Conv, ConvTranspose, PadMode, Pool, Requantize, Window};
 use ferrite_hal::{DType, Location, Op, Step, TensorDesc, MAX_RANK};
 
 type Rule = Result<(), &'static str>;
@@ -260,6 +260,25 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             same_dtype(&[x, y])?;
             ensure(x.bytes == y.bytes, "Copy sizes differ")
         }
+        Op::QConv(c) => {
+            ensure(n_in == 4 && n_out == 1, "QConv takes 4 inputs")?;
+            let (x, w, bias, requant, y) = (input(0)?, input(1)?, input(2)?, input(3)?, output(0)?);
+            let [oc, ..] = check_conv_geometry(&c.window, c.group, &x, &w, Some(&bias), &y)?;
+            check_integer_operands(&x, &w, &bias, &requant, &y, &c.requantize, oc)
+        }
+        Op::QGemm(q) => {
+            ensure(n_in == 4 && n_out == 1, "QGemm takes 4 inputs")?;
+            let (a, b, bias, requant, y) = (input(0)?, input(1)?, input(2)?, input(3)?, output(0)?);
+            ensure(
+                a.shape.rank() == 2 && b.shape.rank() == 2 && y.shape.rank() == 2,
+                "QGemm operands are matrices",
+            )?;
+            let (m, k, n) = (a.shape.dim(0), a.shape.dim(1), b.shape.dim(1));
+            ensure(b.shape.dim(0) == k, "QGemm inner dimensions differ")?;
+            ensure(y.shape.dims() == [m, n], "QGemm output shape")?;
+            ensure(bias.shape.dims() == [n], "QGemm bias shape")?;
+            check_integer_operands(&a, &b, &bias, &requant, &y, &q, n)
+        }
         Op::Quantize { axis } => {
             ensure(n_in == 3 && n_out == 1, "QuantizeLinear takes 3 inputs")?;
             let (x, scale, zero, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
@@ -386,23 +405,45 @@ fn check_conv(
     scratch: Option<TensorDesc>,
 ) -> Rule {
     all_f32(&[*x, *w, *y])?;
+    if let Some(b) = b {
+        all_f32(&[*b])?;
+    }
+    let [_, icg, oh, ow] = check_conv_geometry(&c.window, c.group, x, w, b, y)?;
+    let need = conv_scratch_elements(c, icg, oh, ow).ok_or("Conv scratch overflows")?;
+    if need > 0 {
+        let s = scratch.ok_or("Conv needs scratch")?;
+        ensure(
+            s.dtype == DType::F32 && s.elements() >= need,
+            "Conv scratch too small",
+        )?;
+    }
+    Ok(())
+}
+
+/// The shape rules every convolution shares; returns `[oc, icg, oh, ow]`.
+fn check_conv_geometry(
+    win: &Window,
+    group: usize,
+    x: &TensorDesc,
+    w: &TensorDesc,
+    b: Option<&TensorDesc>,
+    y: &TensorDesc,
+) -> Result<[usize; 4], &'static str> {
     let [n, ch, h, wd] = nchw(&x.shape).ok_or("Conv input must be rank 3 or 4")?;
     ensure(w.shape.rank() == x.shape.rank(), "Conv weight rank")?;
     let [oc, icg, kh, kw] = nchw(&w.shape).ok_or("Conv weight rank")?;
-    check_window_rank(x, &c.window)?;
+    check_window_rank(x, win)?;
     ensure(
-        [kh, kw] == c.window.kernel,
+        [kh, kw] == win.kernel,
         "Conv kernel differs from weight shape",
     )?;
     ensure(
-        icg.checked_mul(c.group) == Some(ch) && oc % c.group == 0,
+        icg.checked_mul(group) == Some(ch) && oc % group == 0,
         "Conv groups do not divide channels",
     )?;
     if let Some(b) = b {
-        all_f32(&[*b])?;
         ensure(b.shape.dims() == [oc], "Conv bias shape")?;
     }
-    let win = &c.window;
     let oh = conv_out(
         h,
         kh,
@@ -425,15 +466,52 @@ fn check_conv(
         nchw(&y.shape) == Some([n, oc, oh, ow]) && y.shape.rank() == x.shape.rank(),
         "Conv output shape",
     )?;
-    let need = conv_scratch_elements(c, icg, oh, ow).ok_or("Conv scratch overflows")?;
-    if need > 0 {
-        let s = scratch.ok_or("Conv needs scratch")?;
-        ensure(
-            s.dtype == DType::F32 && s.elements() >= need,
-            "Conv scratch too small",
-        )?;
-    }
-    Ok(())
+    Ok([oc, icg, oh, ow])
+}
+
+/// The operand types of an integer op: 8-bit input and output, int8 weights, int32 bias, and
+/// `[channels, 2]` int32 requantization parameters with `channels` 1 or `per_channel`.
+fn check_integer_operands(
+    x: &TensorDesc,
+    w: &TensorDesc,
+    bias: &TensorDesc,
+    requant: &TensorDesc,
+    y: &TensorDesc,
+    q: &Requantize,
+    per_channel: usize,
+) -> Rule {
+    let byte = |t: &TensorDesc| matches!(t.dtype, DType::I8 | DType::U8);
+    ensure(byte(x) && byte(y), "integer op input and output are 8-bit")?;
+    ensure(w.dtype == DType::I8, "integer op weights are int8")?;
+    ensure(
+        bias.dtype == DType::I32 && requant.dtype == DType::I32,
+        "integer op bias and requantization are int32",
+    )?;
+    let channels = requant.elements() / 2;
+    ensure(
+        requant.shape.rank() == 2
+            && requant.shape.dim(1) == 2
+            && (channels == 1 || channels == per_channel),
+        "requantization shape",
+    )?;
+    let (lo, hi) = if y.dtype == DType::I8 {
+        (-128, 127)
+    } else {
+        (0, 255)
+    };
+    ensure(
+        q.min >= lo && q.max <= hi && (lo..=hi).contains(&q.output_zero),
+        "output clamp outside the output type",
+    )?;
+    let (lo, hi) = if x.dtype == DType::I8 {
+        (-128, 127)
+    } else {
+        (0, 255)
+    };
+    ensure(
+        (lo..=hi).contains(&q.input_zero),
+        "input zero point outside the input type",
+    )
 }
 
 fn check_conv_transpose(

@@ -56,11 +56,15 @@ pub enum OpKind {
     Quantize = 20,
     /// Linear dequantization of integers to floats.
     Dequantize = 21,
+    /// Integer convolution with requantization.
+    QConv = 22,
+    /// Integer matrix product (fully connected) with requantization.
+    QGemm = 23,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 21] = [
+    pub const ALL: [OpKind; 23] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -82,6 +86,8 @@ impl OpKind {
         OpKind::Copy,
         OpKind::Quantize,
         OpKind::Dequantize,
+        OpKind::QConv,
+        OpKind::QGemm,
     ];
 
     /// The kind with file-format code `code`.
@@ -123,6 +129,8 @@ impl OpKind {
             OpKind::Copy => "Copy",
             OpKind::Quantize => "QuantizeLinear",
             OpKind::Dequantize => "DequantizeLinear",
+            OpKind::QConv => "QConv",
+            OpKind::QGemm => "QGemm",
         }
     }
 }
@@ -178,6 +186,58 @@ pub struct Conv {
     pub group: usize,
     /// Fused activation.
     pub activation: Activation,
+}
+
+/// How an integer op turns its int32 accumulators into 8-bit outputs. Per output channel `c`,
+/// with `(multiplier[c], shift[c])` from the op's requantization input (a Q31 fixed-point
+/// multiplier and a power-of-two exponent, precomputed on the host from the input, weight and
+/// output scales): `y = clamp(round(acc × multiplier × 2^(shift − 31)) + output_zero, min, max)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requantize {
+    /// Zero point of the 8-bit input, subtracted from every input element.
+    pub input_zero: i32,
+    /// Zero point of the output.
+    pub output_zero: i32,
+    /// Smallest output (the fused activation's bound, in output integers).
+    pub min: i32,
+    /// Largest output.
+    pub max: i32,
+}
+
+impl Requantize {
+    fn encode(&self, w: &mut WordWriter) {
+        for v in [self.input_zero, self.output_zero, self.min, self.max] {
+            w.i32(v);
+        }
+    }
+
+    fn decode(r: &mut WordReader<'_>) -> Option<Requantize> {
+        let q = Requantize {
+            input_zero: r.i32()?,
+            output_zero: r.i32()?,
+            min: r.i32()?,
+            max: r.i32()?,
+        };
+        let byte = -128..=255;
+        (byte.contains(&q.input_zero)
+            && byte.contains(&q.output_zero)
+            && byte.contains(&q.min)
+            && byte.contains(&q.max)
+            && q.min <= q.max)
+            .then_some(q)
+    }
+}
+
+/// Integer convolution: weights int8 `[OC, IC/group, KH, KW]` (zero point 0), bias int32 `[OC]`,
+/// requantization `[C, 2]` int32 with `C` 1 or `OC`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QConv {
+    /// Kernel window (padding reads the input zero point).
+    pub window: Window,
+    /// Number of groups.
+    pub group: usize,
+    /// Zero points and output clamp.
+    pub requantize: Requantize,
 }
 
 /// Transposed-convolution parameters. Weights are `[IC, OC/group, KH, KW]`.
@@ -348,6 +408,12 @@ pub enum Op {
         /// The per-channel axis, in `0..rank` (any for scalar parameters).
         axis: usize,
     },
+    /// Inputs `X` (int8/uint8), `W` (int8), bias (int32), requantization (int32 pairs); output
+    /// int8/uint8.
+    QConv(QConv),
+    /// Inputs `A [M, K]` (int8/uint8), `B [K, N]` (int8, zero point 0), bias int32 `[N]`,
+    /// requantization `[C, 2]` int32 with `C` 1 or `N`; output `[M, N]` int8/uint8.
+    QGemm(Requantize),
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -398,6 +464,8 @@ impl Op {
             Op::Copy => OpKind::Copy,
             Op::Quantize { .. } => OpKind::Quantize,
             Op::Dequantize { .. } => OpKind::Dequantize,
+            Op::QConv(_) => OpKind::QConv,
+            Op::QGemm(_) => OpKind::QGemm,
         }
     }
 
@@ -466,6 +534,12 @@ impl Op {
                 w.f32(*epsilon);
                 activation.encode(w);
             }
+            Op::QConv(c) => {
+                c.window.encode(w);
+                w.usize(c.group);
+                c.requantize.encode(w);
+            }
+            Op::QGemm(q) => q.encode(w),
             Op::Transpose { perm } => encode_axes(w, perm, |v| v as u32),
             Op::Slice { starts, steps } => {
                 encode_axes(w, starts, |v| v as u32);
@@ -543,6 +617,12 @@ impl Op {
             OpKind::Copy => Op::Copy,
             OpKind::Quantize => Op::Quantize { axis: r.usize()? },
             OpKind::Dequantize => Op::Dequantize { axis: r.usize()? },
+            OpKind::QConv => Op::QConv(QConv {
+                window: Window::decode(r)?,
+                group: positive(r.usize()?)?,
+                requantize: Requantize::decode(r)?,
+            }),
+            OpKind::QGemm => Op::QGemm(Requantize::decode(r)?),
             OpKind::BatchNorm => Op::BatchNorm {
                 epsilon: finite(r.f32()?)?,
                 activation: Activation::decode(r)?,

@@ -23,6 +23,47 @@ pub struct Tensor {
     pub value: Option<HostTensor>,
     /// Shares the bytes of this (root) tensor.
     pub alias_of: Option<TensorId>,
+    /// For a constant dequantized from integers at pack time: how, so that a pass can run the
+    /// op that reads it in integers (see `crate::quantize`).
+    pub quantized: Option<Quantized>,
+}
+
+/// How a float constant was made from integers: `value = (q - zero) * scale`, per tensor or per
+/// element along `axis`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Quantized {
+    /// The integers' type (int8, uint8 or int32).
+    pub dtype: DType,
+    /// One scale, or one per element along `axis`.
+    pub scale: Vec<f32>,
+    /// Zero points, like `scale`.
+    pub zero: Vec<i64>,
+    /// The per-channel axis (meaningless for one scale).
+    pub axis: usize,
+}
+
+impl Quantized {
+    /// The parameter index of element `i` of a tensor of `shape`.
+    pub fn channel(&self, i: usize, shape: &[usize]) -> usize {
+        if self.scale.len() == 1 {
+            return 0;
+        }
+        let inner: usize = shape[self.axis + 1..].iter().product();
+        (i / inner.max(1)) % self.scale.len()
+    }
+
+    /// The integers behind `values`: exact, because each value is `(q - zero) * scale` rounded
+    /// once in f32 and `|q - zero|` is far below 2^22.
+    pub fn integers(&self, values: &[f32], shape: &[usize]) -> Vec<i64> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let c = self.channel(i, shape);
+                (v / self.scale[c]).round_ties_even() as i64 + self.zero[c]
+            })
+            .collect()
+    }
 }
 
 impl Tensor {
@@ -72,6 +113,7 @@ impl PlanGraph {
             shape,
             value: None,
             alias_of: None,
+            quantized: None,
         });
         self.tensors.len() - 1
     }

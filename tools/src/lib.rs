@@ -19,6 +19,7 @@ pub mod pack;
 pub mod passes;
 pub mod planner;
 pub mod qemu;
+pub mod quantize;
 pub mod runner;
 pub mod tensor;
 pub mod writer;

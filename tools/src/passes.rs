@@ -17,6 +17,8 @@ pub struct PassStats {
     pub activations_fused: usize,
     /// Ops removed because nothing used their results.
     pub dead_ops_removed: usize,
+    /// Quantized Conv/Gemm patterns turned into integer ops.
+    pub integer_ops: usize,
 }
 
 /// Runs every pass, in an order where each one exposes work for the next.
@@ -28,6 +30,7 @@ pub fn optimize(g: &mut PlanGraph) -> PassStats {
     stats.batch_norms_folded = fold_batch_norms(g);
     stats.matmul_add_fused = fuse_matmul_add(g);
     stats.activations_fused = fuse_activations(g);
+    stats.integer_ops = crate::quantize::fuse_integer_ops(g);
     stats.dead_ops_removed += remove_dead(g);
     stats
 }

@@ -73,6 +73,8 @@ impl CpuDevice {
         }
         set.with(Quantize, &float)
             .with(Dequantize, &[DType::I8, DType::U8, DType::I32])
+            .with(QConv, &[DType::I8, DType::U8])
+            .with(QGemm, &[DType::I8, DType::U8])
     }
 }
 

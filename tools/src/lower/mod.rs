@@ -390,10 +390,48 @@ impl Lowerer {
             .all(|&t| self.graph.tensors[t].value.is_some());
         if constant {
             fold::run_on_host(&mut self.graph.tensors, std::slice::from_ref(&op))?;
+            self.keep_quantization(&op);
         } else {
             self.graph.ops.push(op);
         }
         Ok(())
+    }
+
+    /// Records how a folded dequantization made its output (and carries that through a folded
+    /// transpose), so the quantization pass can recover the integers.
+    fn keep_quantization(&mut self, op: &crate::ir::PlanOp) {
+        let t = &self.graph.tensors;
+        let quantized = match op.op {
+            Op::Dequantize { axis } => {
+                let (Some(x), Some(scale)) = (op.inputs[0], op.inputs[1]) else {
+                    return;
+                };
+                let scale = t[scale].value.as_ref().map(HostTensor::to_f32s);
+                let zero = match op.inputs.get(2).copied().flatten() {
+                    Some(z) => t[z].value.as_ref().map(HostTensor::to_i64s),
+                    None => scale.as_ref().map(|s| vec![0; s.len()]),
+                };
+                match (scale, zero) {
+                    (Some(scale), Some(zero)) => Some(crate::ir::Quantized {
+                        dtype: t[x].dtype,
+                        scale,
+                        zero,
+                        axis,
+                    }),
+                    _ => None,
+                }
+            }
+            Op::Transpose { perm } => op.inputs[0].and_then(|x| {
+                let q = t[x].quantized.clone()?;
+                let rank = t[x].shape.len();
+                let axis = (0..rank).find(|&i| perm[i] == q.axis)?;
+                Some(crate::ir::Quantized { axis, ..q })
+            }),
+            _ => None,
+        };
+        if let (Some(q), Some(&out)) = (quantized, op.outputs.first()) {
+            self.graph.tensors[out].quantized = Some(q);
+        }
     }
 
     /// Requires every listed tensor to be `float32` (runtime compute is f32 in this version).

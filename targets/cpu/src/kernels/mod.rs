@@ -5,6 +5,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod index;
+pub mod integer;
 pub mod matmul;
 pub mod movement;
 pub mod pool;
@@ -306,6 +307,76 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 DType::I8 => dequantize_typed::<i8>(bytes, scale, zero, ch, y)?,
                 DType::U8 => dequantize_typed::<u8>(bytes, scale, zero, ch, y)?,
                 DType::I32 => dequantize_typed::<i32>(bytes, scale, zero, ch, y)?,
+                _ => return Err(CpuError::Unsupported),
+            }
+        }
+        Op::QConv(c) => {
+            let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
+                .ok_or(CpuError::CorruptPlan)?;
+            let (x, w) = (input(0)?, view.bytes(&input(1)?)?);
+            let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
+            let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
+            let (xb, w) = (view.bytes(&x)?, cast::<i8>(w)?);
+            match (x.dtype, out_desc.dtype) {
+                (DType::I8, DType::I8) => {
+                    integer::qconv(&c, dims, cast::<i8>(xb)?, w, bias, rq, cast_mut::<i8>(out)?)
+                }
+                (DType::U8, DType::U8) => {
+                    integer::qconv(&c, dims, cast::<u8>(xb)?, w, bias, rq, cast_mut::<u8>(out)?)
+                }
+                (DType::I8, DType::U8) => {
+                    integer::qconv(&c, dims, cast::<i8>(xb)?, w, bias, rq, cast_mut::<u8>(out)?)
+                }
+                (DType::U8, DType::I8) => {
+                    integer::qconv(&c, dims, cast::<u8>(xb)?, w, bias, rq, cast_mut::<i8>(out)?)
+                }
+                _ => return Err(CpuError::Unsupported),
+            }
+        }
+        Op::QGemm(q) => {
+            let (a, b) = (input(0)?, input(1)?);
+            let dims = [a.shape.dim(0), a.shape.dim(1), b.shape.dim(1)];
+            let bw = cast::<i8>(view.bytes(&b)?)?;
+            let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
+            let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
+            let ab = view.bytes(&a)?;
+            match (a.dtype, out_desc.dtype) {
+                (DType::I8, DType::I8) => integer::qgemm(
+                    &q,
+                    dims,
+                    cast::<i8>(ab)?,
+                    bw,
+                    bias,
+                    rq,
+                    cast_mut::<i8>(out)?,
+                ),
+                (DType::U8, DType::U8) => integer::qgemm(
+                    &q,
+                    dims,
+                    cast::<u8>(ab)?,
+                    bw,
+                    bias,
+                    rq,
+                    cast_mut::<u8>(out)?,
+                ),
+                (DType::I8, DType::U8) => integer::qgemm(
+                    &q,
+                    dims,
+                    cast::<i8>(ab)?,
+                    bw,
+                    bias,
+                    rq,
+                    cast_mut::<u8>(out)?,
+                ),
+                (DType::U8, DType::I8) => integer::qgemm(
+                    &q,
+                    dims,
+                    cast::<u8>(ab)?,
+                    bw,
+                    bias,
+                    rq,
+                    cast_mut::<i8>(out)?,
+                ),
                 _ => return Err(CpuError::Unsupported),
             }
         }

@@ -1,0 +1,407 @@
+//! Integer kernels for quantized models: convolution and matrix product on 8-bit inputs with
+//! int32 accumulators, requantized to 8-bit outputs with fixed-point arithmetic only.
+//!
+//! Requantization follows TFLite's reference (`MultiplyByQuantizedMultiplier`) and CMSIS-NN's
+//! `arm_nn_requantize`, so core-specific kernels can be bit-exact with these.
+
+use super::conv::ConvDims;
+use super::quantize::QuantInt;
+use ferrite_hal::op::{QConv, Requantize};
+
+/// `round(a * b / 2^31)`, ties toward +∞ (TFLite's `SaturatingRoundingDoublingHighMul`),
+/// saturating the one overflowing case.
+#[inline(always)]
+fn doubling_high_mul(a: i32, b: i32) -> i32 {
+    if a == i32::MIN && b == i32::MIN {
+        return i32::MAX;
+    }
+    let ab = a as i64 * b as i64;
+    let nudge = if ab >= 0 { 1 << 30 } else { 1 - (1 << 30) };
+    ((ab + nudge) / (1i64 << 31)) as i32
+}
+
+/// `x / 2^exponent` rounded to nearest, ties away from zero (TFLite's `RoundingDivideByPOT`).
+#[inline(always)]
+fn rounding_shift_right(x: i32, exponent: i32) -> i32 {
+    let exponent = exponent.clamp(0, 31);
+    let mask = ((1i64 << exponent) - 1) as i32;
+    let remainder = x & mask;
+    let threshold = (mask >> 1) + (x < 0) as i32;
+    (x >> exponent) + (remainder > threshold) as i32
+}
+
+/// `acc × multiplier × 2^(shift − 31)`, rounded (TFLite's `MultiplyByQuantizedMultiplier`).
+#[inline(always)]
+pub fn requantize(acc: i32, multiplier: i32, shift: i32) -> i32 {
+    let left = shift.clamp(0, 31);
+    let right = (-shift).max(0);
+    let scaled = acc.saturating_mul(1 << left);
+    rounding_shift_right(doubling_high_mul(scaled, multiplier), right)
+}
+
+/// The final step: requantize, add the output zero point, clamp.
+#[inline(always)]
+fn output<Y: QuantInt>(acc: i32, rq: &[i32], q: &Requantize) -> Y {
+    let v = requantize(acc, rq[0], rq[1]).saturating_add(q.output_zero);
+    Y::narrow(v.clamp(q.min, q.max))
+}
+
+/// The `(multiplier, shift)` pair of channel `c` (one pair for all when there is one).
+#[inline(always)]
+fn pair(requant: &[i32], c: usize) -> &[i32] {
+    let i = if requant.len() == 2 { 0 } else { 2 * c };
+    &requant[i..i + 2]
+}
+
+/// Output positions accumulated at once, in int32 on the stack (no scratch in the arena).
+const CHUNK: usize = 64;
+
+/// The `j` in `0..len` for which `start + j * stride` (minus `pad`) lands in `0..size`.
+#[inline(always)]
+fn valid_range(start: usize, stride: usize, pad: usize, size: usize, len: usize) -> (usize, usize) {
+    // First j with start + j*stride >= pad, and first j with start + j*stride >= pad + size.
+    let first = |bound: usize| {
+        if start >= bound {
+            0
+        } else {
+            (bound - start).div_ceil(stride)
+        }
+    };
+    (first(pad).min(len), first(pad + size).min(len))
+}
+
+/// Largest kernel width whose column spans are precomputed (wider kernels compute them per tap).
+const MAX_PRECOMPUTED_TAPS: usize = 32;
+
+/// Integer convolution. Pointwise convolutions (1×1, stride 1, no padding, one group) run as a
+/// matrix product over the flattened plane; everything else runs direct: per output channel,
+/// row and chunk of up to [`CHUNK`] columns, int32 accumulators on the stack while each weight
+/// sweeps its span of the input row (padding reads the input zero point, so padded taps
+/// contribute nothing and are skipped).
+#[allow(clippy::too_many_arguments)]
+pub fn qconv<X: QuantInt, Y: QuantInt>(
+    c: &QConv,
+    d: ConvDims,
+    x: &[X],
+    w: &[i8],
+    bias: &[i32],
+    requant: &[i32],
+    y: &mut [Y],
+) {
+    let win = &c.window;
+    let pointwise =
+        win.kernel == [1, 1] && win.stride == [1, 1] && win.pads == [0, 0, 0, 0] && c.group <= 1;
+    if pointwise {
+        qconv_pointwise(&c.requantize, d, x, w, bias, requant, y);
+    } else {
+        qconv_direct(c, d, x, w, bias, requant, y);
+    }
+}
+
+/// `Y[o, p] = Σ_i W[o, i] (X[i, p] − zx) + bias[o]`, as `Σ W·X + (bias − zx·ΣW)`.
+fn qconv_pointwise<X: QuantInt, Y: QuantInt>(
+    q: &Requantize,
+    d: ConvDims,
+    x: &[X],
+    w: &[i8],
+    bias: &[i32],
+    requant: &[i32],
+    y: &mut [Y],
+) {
+    let plane = d.h * d.w;
+    let mut acc = [0i32; CHUNK];
+    for b in 0..d.n {
+        let xb = &x[b * d.c * plane..(b + 1) * d.c * plane];
+        let yb = &mut y[b * d.oc * plane..(b + 1) * d.oc * plane];
+        for p0 in (0..plane).step_by(CHUNK) {
+            let len = CHUNK.min(plane - p0);
+            for o in 0..d.oc {
+                let w_row = &w[o * d.c..(o + 1) * d.c];
+                let w_sum: i32 = w_row.iter().map(|&v| v as i32).sum();
+                acc[..len].fill(bias[o].wrapping_sub(q.input_zero.wrapping_mul(w_sum)));
+                for (i, &wv) in w_row.iter().enumerate() {
+                    if wv == 0 {
+                        continue;
+                    }
+                    let wv = wv as i32;
+                    let xr = &xb[i * plane + p0..i * plane + p0 + len];
+                    for (a, xv) in acc[..len].iter_mut().zip(xr) {
+                        *a = a.wrapping_add(wv * xv.widen());
+                    }
+                }
+                let rq = pair(requant, o);
+                for (slot, a) in yb[o * plane + p0..o * plane + p0 + len]
+                    .iter_mut()
+                    .zip(&acc[..len])
+                {
+                    *slot = output(*a, rq, q);
+                }
+            }
+        }
+    }
+}
+
+fn qconv_direct<X: QuantInt, Y: QuantInt>(
+    c: &QConv,
+    d: ConvDims,
+    x: &[X],
+    w: &[i8],
+    bias: &[i32],
+    requant: &[i32],
+    y: &mut [Y],
+) {
+    let q = &c.requantize;
+    let [kh, kw] = c.window.kernel;
+    let [sh, sw] = c.window.stride;
+    let [dh, dw] = c.window.dilation;
+    let (pt, pl) = (c.window.pads[0], c.window.pads[1]);
+    let group = c.group.max(1);
+    let (icg, ocg) = (d.c / group, d.oc / group);
+    let taps = kh * kw;
+    let mut acc = [0i32; CHUNK];
+    // Per kernel column: the valid positions of the chunk and where they start in the input row.
+    let mut spans = [(0usize, 0usize, 0usize); MAX_PRECOMPUTED_TAPS];
+    let span = |ox0: usize, len: usize, kx: usize| {
+        let start = ox0 * sw + kx * dw;
+        let (lo, hi) = valid_range(start, sw, pl, d.w, len);
+        (lo, hi, start)
+    };
+    for b in 0..d.n {
+        for o in 0..d.oc {
+            let g = o / ocg.max(1);
+            let rq = pair(requant, o);
+            let weights = &w[o * icg * taps..(o + 1) * icg * taps];
+            let out = &mut y[(b * d.oc + o) * d.oh * d.ow..][..d.oh * d.ow];
+            for ox0 in (0..d.ow).step_by(CHUNK) {
+                let len = CHUNK.min(d.ow - ox0);
+                for (kx, slot) in spans.iter_mut().enumerate().take(kw) {
+                    *slot = span(ox0, len, kx);
+                }
+                for oy in 0..d.oh {
+                    acc[..len].fill(bias[o]);
+                    for ic in 0..icg {
+                        let plane = &x[(b * d.c + g * icg + ic) * d.h * d.w..][..d.h * d.w];
+                        for ky in 0..kh {
+                            let iy = (oy * sh + ky * dh).wrapping_sub(pt);
+                            if iy >= d.h {
+                                continue;
+                            }
+                            let row = &plane[iy * d.w..(iy + 1) * d.w];
+                            for kx in 0..kw {
+                                let wv = weights[(ic * kh + ky) * kw + kx] as i32;
+                                if wv == 0 {
+                                    continue;
+                                }
+                                let (lo, hi, start) = match spans.get(kx) {
+                                    Some(s) => *s,
+                                    None => span(ox0, len, kx),
+                                };
+                                if lo >= hi {
+                                    continue;
+                                }
+                                let first = start + lo * sw - pl;
+                                let xs = &row[first..=first + (hi - 1 - lo) * sw];
+                                let zx = q.input_zero;
+                                if sw == 1 {
+                                    for (a, xv) in acc[lo..hi].iter_mut().zip(xs) {
+                                        *a = a.wrapping_add(wv * (xv.widen() - zx));
+                                    }
+                                } else {
+                                    let xs = xs.iter().step_by(sw);
+                                    for (a, xv) in acc[lo..hi].iter_mut().zip(xs) {
+                                        *a = a.wrapping_add(wv * (xv.widen() - zx));
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    for (slot, a) in out[oy * d.ow + ox0..][..len].iter_mut().zip(&acc[..len]) {
+                        *slot = output(*a, rq, q);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Integer matrix product `[M, K] x [K, N]` with a per-column (or single) requantization: up to
+/// [`CHUNK`] columns accumulate at once while each row element sweeps its row of `B`.
+#[allow(clippy::too_many_arguments)]
+pub fn qgemm<X: QuantInt, Y: QuantInt>(
+    q: &Requantize,
+    [m, k, n]: [usize; 3],
+    a: &[X],
+    b: &[i8],
+    bias: &[i32],
+    requant: &[i32],
+    y: &mut [Y],
+) {
+    let mut acc = [0i32; CHUNK];
+    for row in 0..m {
+        let a_row = &a[row * k..(row + 1) * k];
+        for col0 in (0..n).step_by(CHUNK) {
+            let len = CHUNK.min(n - col0);
+            acc[..len].copy_from_slice(&bias[col0..col0 + len]);
+            for (i, v) in a_row.iter().enumerate() {
+                let av = v.widen() - q.input_zero;
+                if av == 0 {
+                    continue;
+                }
+                let b_row = &b[i * n + col0..i * n + col0 + len];
+                for (slot, bv) in acc[..len].iter_mut().zip(b_row) {
+                    *slot = slot.wrapping_add(av * *bv as i32);
+                }
+            }
+            for (j, a) in acc[..len].iter().enumerate() {
+                y[row * n + col0 + j] = output(*a, pair(requant, col0 + j), q);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec;
+    use std::vec::Vec;
+
+    /// The real-valued multiplier a (multiplier, shift) pair stands for.
+    fn real(multiplier: i32, shift: i32) -> f64 {
+        multiplier as f64 / (1u64 << 31) as f64 * 2f64.powi(shift)
+    }
+
+    #[test]
+    fn requantize_matches_rounded_real_multiplication() {
+        // 0.75 = 0.75 * 2^0: multiplier 0.75 * 2^31, shift 0; and 0.003 = 0.768 * 2^-8.
+        let cases = [
+            ((1u32 << 31) as f64 * 0.75, 0),
+            (0.768 * (1u64 << 31) as f64, -8),
+        ];
+        for (m, shift) in cases {
+            let m = m.round() as i32;
+            for acc in [-100_000, -1001, -3, -1, 0, 1, 2, 3, 999, 123_456] {
+                let expected = (acc as f64 * real(m, shift)).round() as i32;
+                let got = requantize(acc, m, shift);
+                assert!((got - expected).abs() <= 1, "{acc}: {got} vs {expected}");
+            }
+        }
+        // Exact halves in the high multiply round up, like TFLite's reference.
+        assert_eq!(requantize(3, 1 << 30, 0), 2); // 1.5 → 2
+        assert_eq!(requantize(-3, 1 << 30, 0), -1); // −1.5 → −1
+                                                    // Halves in the final shift round away from zero.
+        assert_eq!(requantize(12, 1 << 30, -2), 2); // 6 / 4 = 1.5 → 2
+        assert_eq!(requantize(-12, 1 << 30, -2), -2); // −1.5 → −2
+        assert_eq!(requantize(i32::MAX, i32::MAX, 0), i32::MAX - 1);
+    }
+
+    /// The direct kernel against the definition, over strides, dilations, pads and groups.
+    #[test]
+    fn qconv_matches_the_definition() {
+        use ferrite_hal::op::Window;
+        let mut seed = 7u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 24) as i32
+        };
+        for (k, s, dil, pad, group) in [
+            (3, 1, 1, 1, 1),
+            (3, 2, 1, 1, 2),
+            (1, 1, 1, 0, 1),
+            (3, 1, 2, 2, 4),
+            (5, 3, 1, 2, 1),
+        ] {
+            let (n, c, h, w, oc) = (1, 4, 9, 70, 8);
+            let win = Window {
+                kernel: [k, k],
+                stride: [s, s],
+                dilation: [dil, dil],
+                pads: [pad, pad, pad, pad],
+            };
+            let oh = (h + 2 * pad - dil * (k - 1) - 1) / s + 1;
+            let ow = (w + 2 * pad - dil * (k - 1) - 1) / s + 1;
+            let icg = c / group;
+            let x: Vec<i8> = (0..n * c * h * w).map(|_| (next() - 128) as i8).collect();
+            let wt: Vec<i8> = (0..oc * icg * k * k)
+                .map(|_| (next() - 128) as i8)
+                .collect();
+            let bias: Vec<i32> = (0..oc).map(|_| next() * 10 - 1000).collect();
+            let rq = [1 << 30, -6]; // 1/128
+            let q = Requantize {
+                input_zero: 3,
+                output_zero: -2,
+                min: -128,
+                max: 127,
+            };
+            let conv = QConv {
+                window: win,
+                group,
+                requantize: q,
+            };
+            let dims = ConvDims {
+                n,
+                c,
+                h,
+                w,
+                oc,
+                oh,
+                ow,
+            };
+            let mut y = vec![0i8; n * oc * oh * ow];
+            qconv(&conv, dims, &x, &wt, &bias, &rq, &mut y);
+            for o in 0..oc {
+                let g = o / (oc / group);
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let mut acc = bias[o];
+                        for ic in 0..icg {
+                            for ky in 0..k {
+                                for kx in 0..k {
+                                    let iy = (oy * s + ky * dil) as isize - pad as isize;
+                                    let ix = (ox * s + kx * dil) as isize - pad as isize;
+                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
+                                        continue;
+                                    }
+                                    let xv = x[((g * icg + ic) * h + iy as usize) * w + ix as usize]
+                                        as i32
+                                        - 3;
+                                    acc += xv * wt[((o * icg + ic) * k + ky) * k + kx] as i32;
+                                }
+                            }
+                        }
+                        let want = (requantize(acc, rq[0], rq[1]) - 2).clamp(-128, 127) as i8;
+                        assert_eq!(
+                            y[(o * oh + oy) * ow + ox],
+                            want,
+                            "k{k} s{s} d{dil} p{pad} g{group}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn qgemm_subtracts_the_input_zero_point_and_clamps() {
+        let q = Requantize {
+            input_zero: 10,
+            output_zero: -5,
+            min: -128,
+            max: 20,
+        };
+        // a = [12, 8] (values 2, -2 after the zero point), b = [[1, 3], [2, -4]].
+        let mut y = [0i8; 2];
+        let one = [1 << 30, 1]; // multiplier 0.5 * 2^1 = 1.0
+        qgemm(
+            &q,
+            [1, 2, 2],
+            &[12i8, 8],
+            &[1, 3, 2, -4],
+            &[100, 0],
+            &one,
+            &mut y,
+        );
+        // col 0: 100 + 2 - 4 = 98 → 98 - 5 = 93 → clamped to 20; col 1: 6 + 8 = 14 → 9.
+        assert_eq!(y, [20, 9]);
+    }
+}

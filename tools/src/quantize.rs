@@ -1,0 +1,271 @@
+//! The integer pass: turns the QDQ patterns onnxruntime's quantizer writes into integer ops.
+//!
+//! A QDQ model computes in float between `DequantizeLinear` and `QuantizeLinear`. Where a
+//! convolution or Gemm reads a dequantized 8-bit activation and dequantized int8 weights (zero
+//! point 0, per tensor or per output channel), and its only reader quantizes the result, the four
+//! ops become one `QConv` / `QGemm`: int8 weights, int32 bias (`round(b / (sx·sw))`, or the
+//! quantizer's own int32 bias), and per-channel fixed-point requantization of
+//! `sx·sw[c] / sy` precomputed here, with a fused Relu/Clip folded into the output clamp. What
+//! does not match stays mixed (float compute with quantize/dequantize at the borders).
+
+use crate::ir::{PlanGraph, PlanOp, Quantized, TensorId};
+use crate::tensor::HostTensor;
+use ferrite_hal::op::{QConv, Requantize};
+use ferrite_hal::{Activation, DType, Op};
+
+/// `real = multiplier × 2^(shift − 31)` with a Q31 `multiplier` in `[2^30, 2^31)`: TFLite's
+/// `QuantizeMultiplier`. `None` for a multiplier that is not positive and finite or too large.
+pub fn quantize_multiplier(real: f64) -> Option<(i32, i32)> {
+    if !(real.is_finite() && real > 0.0) {
+        return None;
+    }
+    let mut exponent = real.log2().floor() as i32 + 1;
+    let mut fraction = real / 2f64.powi(exponent);
+    if fraction >= 1.0 {
+        exponent += 1;
+        fraction /= 2.0;
+    } else if fraction < 0.5 {
+        exponent -= 1;
+        fraction *= 2.0;
+    }
+    let mut q = (fraction * (1u64 << 31) as f64).round() as i64;
+    if q == 1 << 31 {
+        q /= 2;
+        exponent += 1;
+    }
+    if exponent < -31 {
+        return Some((0, 0));
+    }
+    if exponent > 30 {
+        return None;
+    }
+    Some((q as i32, exponent))
+}
+
+/// A constant scalar's value.
+fn scalar(g: &PlanGraph, t: Option<TensorId>) -> Option<f32> {
+    let v = g.tensors[t?].value.as_ref()?.to_f32s();
+    (v.len() == 1).then(|| v[0])
+}
+
+/// The integer range of an 8-bit type.
+fn range(dtype: DType) -> Option<(i32, i32)> {
+    match dtype {
+        DType::I8 => Some((-128, 127)),
+        DType::U8 => Some((0, 255)),
+        _ => None,
+    }
+}
+
+/// The dequantized 8-bit activation behind `xf`: `(xq, scale, zero point)`.
+fn dequantized_input(g: &PlanGraph, xf: TensorId) -> Option<(TensorId, f32, i32)> {
+    let d = g.producer(xf)?;
+    let PlanOp {
+        op: Op::Dequantize { .. },
+        inputs,
+        ..
+    } = &g.ops[d]
+    else {
+        return None;
+    };
+    let xq = inputs[0]?;
+    range(g.tensors[xq].dtype)?;
+    let scale = scalar(g, inputs[1])?;
+    let zero = match inputs.get(2).copied().flatten() {
+        Some(z) => g.tensors[z].value.as_ref()?.to_i64s().first().copied()? as i32,
+        None => 0,
+    };
+    Some((xq, scale, zero))
+}
+
+/// The int8 weights behind `wf`, with one scale per element of `channel_axis` (or one in all).
+fn int8_weights(g: &PlanGraph, wf: TensorId, channel_axis: usize) -> Option<(Vec<i64>, Vec<f32>)> {
+    let t = &g.tensors[wf];
+    let q: &Quantized = t.quantized.as_ref()?;
+    if q.dtype != DType::I8 || q.zero.iter().any(|&z| z != 0) {
+        return None;
+    }
+    if q.scale.len() > 1 && q.axis != channel_axis {
+        return None;
+    }
+    let ints = q.integers(&t.value.as_ref()?.to_f32s(), &t.shape);
+    ints.iter()
+        .all(|v| (-128..=127).contains(v))
+        .then(|| (ints, q.scale.clone()))
+}
+
+/// The quantized output: the sole reader of `yf` must be a QuantizeLinear with scalar
+/// parameters. Returns `(its op index, yq, scale, zero point)`.
+fn quantized_output(g: &PlanGraph, yf: TensorId) -> Option<(usize, TensorId, f32, i32)> {
+    if g.is_pinned(yf) || g.readers(yf) != 1 {
+        return None;
+    }
+    let q = g.ops.iter().position(|op| op.inputs.contains(&Some(yf)))?;
+    let PlanOp {
+        op: Op::Quantize { .. },
+        inputs,
+        outputs,
+        ..
+    } = &g.ops[q]
+    else {
+        return None;
+    };
+    let scale = scalar(g, inputs[1])?;
+    let zero = g.tensors[inputs[2]?]
+        .value
+        .as_ref()?
+        .to_i64s()
+        .first()
+        .copied()? as i32;
+    Some((q, outputs[0], scale, zero))
+}
+
+/// The output clamp of `activation` in the output's integers, if it is one a clamp expresses.
+fn clamp(activation: Activation, dtype: DType, scale: f32, zero: i32) -> Option<(i32, i32)> {
+    let (lo, hi) = range(dtype)?;
+    let q = |v: f32| (v / scale).round_ties_even() as i64 + zero as i64;
+    let fit = |v: i64| v.clamp(lo as i64, hi as i64) as i32;
+    match activation {
+        Activation::None => Some((lo, hi)),
+        Activation::Relu => Some((fit(zero as i64), hi)),
+        Activation::Clip { min, max } => Some((fit(q(min)).max(lo), fit(q(max)).min(hi))),
+        _ => None,
+    }
+}
+
+/// Bias in int32 at scale `sx × sw[c]`: the quantizer's integers when it stored them so, else
+/// rounded here. Absent bias: zeros.
+fn int32_bias(
+    g: &PlanGraph,
+    b: Option<TensorId>,
+    sx: f32,
+    sw: &[f32],
+    n: usize,
+) -> Option<Vec<i64>> {
+    let Some(b) = b else {
+        return Some(vec![0; n]);
+    };
+    let t = &g.tensors[b];
+    let values = t.value.as_ref()?.to_f32s();
+    if values.len() != n {
+        return None;
+    }
+    let scale = |c: usize| sx as f64 * sw[if sw.len() == 1 { 0 } else { c }] as f64;
+    if let Some(q) = &t.quantized {
+        let same = q.dtype == DType::I32
+            && q.zero.iter().all(|&z| z == 0)
+            && (0..n).all(|c| {
+                let s = q.scale[if q.scale.len() == 1 { 0 } else { c }] as f64;
+                (s - scale(c)).abs() <= 1e-6 * scale(c)
+            });
+        if same {
+            return Some(q.integers(&values, &t.shape));
+        }
+    }
+    let ints: Vec<i64> = (0..n)
+        .map(|c| (values[c] as f64 / scale(c)).round_ties_even() as i64)
+        .collect();
+    ints.iter()
+        .all(|v| (i32::MIN as i64..=i32::MAX as i64).contains(v))
+        .then_some(ints)
+}
+
+/// Per-channel `(multiplier, shift)` pairs for `sx × sw[c] / sy`, as a `[C, 2]` int32 tensor.
+fn requantization(sx: f32, sw: &[f32], sy: f32) -> Option<HostTensor> {
+    let mut pairs = Vec::with_capacity(2 * sw.len());
+    for &s in sw {
+        let (m, shift) = quantize_multiplier(sx as f64 * s as f64 / sy as f64)?;
+        pairs.extend([m as i64, shift as i64]);
+    }
+    Some(HostTensor::int(DType::I32, vec![sw.len(), 2], pairs))
+}
+
+/// Rewrites op `i` if it is a quantizable Conv or Gemm; returns whether it did.
+fn try_fuse(g: &mut PlanGraph, i: usize) -> Option<()> {
+    let op = g.ops[i].clone();
+    let (activation, channel_axis) = match op.op {
+        Op::Conv(c) => (c.activation, 0),
+        Op::Gemm(p) if p.alpha == 1.0 && p.beta == 1.0 => (p.activation, 1),
+        _ => return None,
+    };
+    let (xq, sx, zx) = dequantized_input(g, op.inputs[0]?)?;
+    let wf = op.inputs[1]?;
+    let (w_ints, sw) = int8_weights(g, wf, channel_axis)?;
+    let channels = g.tensors[wf].shape[channel_axis];
+    let (q_index, yq, sy, zy) = quantized_output(g, op.outputs[0])?;
+    let (min, max) = clamp(activation, g.tensors[yq].dtype, sy, zy)?;
+    let bias_input = op.inputs.get(2).copied().flatten();
+    if let Some(b) = bias_input {
+        // Gemm's C must be one value per output column to become a bias.
+        let shape = &g.tensors[b].shape;
+        if shape.iter().product::<usize>() != channels || shape.len() > 2 {
+            return None;
+        }
+    }
+    let bias = int32_bias(g, bias_input, sx, &sw, channels)?;
+    let requant = requantization(sx, &sw, sy)?;
+    let requantize = Requantize {
+        input_zero: zx,
+        output_zero: zy,
+        min,
+        max,
+    };
+    let new_op = match op.op {
+        Op::Conv(c) => Op::QConv(QConv {
+            window: c.window,
+            group: c.group,
+            requantize,
+        }),
+        _ => Op::QGemm(requantize),
+    };
+    let name = op.name.clone();
+    let w_shape = g.tensors[wf].shape.clone();
+    let w = g.add_constant(
+        format!("{name}:weight_int8"),
+        HostTensor::int(DType::I8, w_shape, w_ints),
+    );
+    let b = g.add_constant(
+        format!("{name}:bias_int32"),
+        HostTensor::int(DType::I32, vec![channels], bias),
+    );
+    let r = g.add_constant(format!("{name}:requantization"), requant);
+    g.ops[i] = PlanOp {
+        name,
+        op: new_op,
+        inputs: vec![Some(xq), Some(w), Some(b), Some(r)],
+        outputs: vec![yq],
+    };
+    g.ops.remove(q_index);
+    Some(())
+}
+
+/// Runs the pass; returns how many ops became integer ops.
+pub fn fuse_integer_ops(g: &mut PlanGraph) -> usize {
+    let mut fused = 0;
+    let mut i = 0;
+    while i < g.ops.len() {
+        if try_fuse(g, i).is_some() {
+            fused += 1;
+        }
+        i += 1;
+    }
+    fused
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multipliers_round_trip() {
+        for real in [0.75, 0.5, 0.999_999_9, 1.0, 3.25, 1e-3, 2.5e-6] {
+            let (m, shift) = quantize_multiplier(real).unwrap();
+            assert!((1 << 30..=i32::MAX).contains(&m), "{real}: {m}");
+            let back = m as f64 / (1u64 << 31) as f64 * 2f64.powi(shift);
+            assert!((back - real).abs() <= real * 1e-9, "{real}: {back}");
+        }
+        assert_eq!(quantize_multiplier(0.0), None);
+        assert_eq!(quantize_multiplier(f64::NAN), None);
+        assert_eq!(quantize_multiplier(1e-12), Some((0, 0)));
+    }
+}
