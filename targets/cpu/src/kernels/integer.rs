@@ -75,10 +75,11 @@ const MAX_PRECOMPUTED_TAPS: usize = 32;
 
 /// Integer convolution. Pointwise convolutions (1×1, stride 1, no padding, one group) run as a
 /// matrix product over the flattened plane; everything else runs direct: per output channel,
-/// row and chunk of up to [`CHUNK`] columns, int32 accumulators on the stack while each weight
+/// row and chunk of up to `CHUNK` (64) columns, int32 accumulators on the stack while each weight
 /// sweeps its span of the input row (padding reads the input zero point, so padded taps
 /// contribute nothing and are skipped).
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub fn qconv<X: QuantInt, Y: QuantInt>(
     c: &QConv,
     d: ConvDims,
@@ -99,6 +100,7 @@ pub fn qconv<X: QuantInt, Y: QuantInt>(
 }
 
 /// `Y[o, p] = Σ_i W[o, i] (X[i, p] − zx) + bias[o]`, as `Σ W·X + (bias − zx·ΣW)`.
+#[inline(always)]
 fn qconv_pointwise<X: QuantInt, Y: QuantInt>(
     q: &Requantize,
     d: ConvDims,
@@ -141,6 +143,7 @@ fn qconv_pointwise<X: QuantInt, Y: QuantInt>(
     }
 }
 
+#[inline(always)]
 fn qconv_direct<X: QuantInt, Y: QuantInt>(
     c: &QConv,
     d: ConvDims,
@@ -225,8 +228,9 @@ fn qconv_direct<X: QuantInt, Y: QuantInt>(
 }
 
 /// Integer matrix product `[M, K] x [K, N]` with a per-column (or single) requantization: up to
-/// [`CHUNK`] columns accumulate at once while each row element sweeps its row of `B`.
+/// `CHUNK` (64) columns accumulate at once while each row element sweeps its row of `B`.
 #[allow(clippy::too_many_arguments)]
+#[inline(always)]
 pub fn qgemm<X: QuantInt, Y: QuantInt>(
     q: &Requantize,
     [m, k, n]: [usize; 3],
