@@ -828,3 +828,21 @@ fn pack_emits_a_rust_module_and_enforces_the_arena_budget() {
         "--emit c",
     );
 }
+
+/// A reader that goes away (`ferrite inspect ... | head -1`) ends the CLI quietly: no panic.
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    let dir = temp_dir("pipe");
+    let onnx = dir.join("mlp.onnx");
+    std::fs::write(&onnx, tiny_mlp()).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args(["pack", s(&onnx), "-o", s(&dir.join("mlp.frt"))])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
