@@ -29,6 +29,8 @@ for target in thumbv6m-none-eabi thumbv7em-none-eabihf thumbv8m.main-none-eabihf
     cargo build -q -p ferrite-core -p ferrite-cpu -p ferrite-cortex-m --target "$target"
 done
 cargo build -q -p ferrite-cortex-m --features dwt --target thumbv7em-none-eabihf
+# The M33 with its optional DSP extension selects the DSP kernels too.
+RUSTFLAGS="-C target-feature=+dsp" cargo build -q -p ferrite-cortex-m --target thumbv8m.main-none-eabihf --target-dir target/m33-dsp
 cargo build -q -p ferrite-core -p ferrite-cortex-m --features ferrite-core/defmt,ferrite-cortex-m/defmt --target thumbv7em-none-eabihf
 cargo build -q -p ferrite-cpu --features fast-math --target thumbv7em-none-eabihf
 echo "== tests"

@@ -273,8 +273,8 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                 a.shape.rank() == 2 && b.shape.rank() == 2 && y.shape.rank() == 2,
                 "QGemm operands are matrices",
             )?;
-            let (m, k, n) = (a.shape.dim(0), a.shape.dim(1), b.shape.dim(1));
-            ensure(b.shape.dim(0) == k, "QGemm inner dimensions differ")?;
+            let (m, k, n) = (a.shape.dim(0), a.shape.dim(1), b.shape.dim(0));
+            ensure(b.shape.dim(1) == k, "QGemm inner dimensions differ")?;
             ensure(y.shape.dims() == [m, n], "QGemm output shape")?;
             ensure(bias.shape.dims() == [n], "QGemm bias shape")?;
             check_integer_operands(&a, &b, &bias, &requant, &y, &q, n)

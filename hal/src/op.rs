@@ -411,8 +411,9 @@ pub enum Op {
     /// Inputs `X` (int8/uint8), `W` (int8), bias (int32), requantization (int32 pairs); output
     /// int8/uint8.
     QConv(QConv),
-    /// Inputs `A [M, K]` (int8/uint8), `B [K, N]` (int8, zero point 0), bias int32 `[N]`,
-    /// requantization `[C, 2]` int32 with `C` 1 or `N`; output `[M, N]` int8/uint8.
+    /// Inputs `A [M, K]` (int8/uint8), `B [N, K]` (int8, zero point 0: one row of weights per
+    /// output, so every dot product reads two contiguous rows), bias int32 `[N]`, requantization
+    /// `[C, 2]` int32 with `C` 1 or `N`; output `[M, N]` int8/uint8.
     QGemm(Requantize),
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.

@@ -238,3 +238,120 @@ fn int8_models_match_onnxruntime_on_qemu_m4() {
         },
     );
 }
+
+/// x → Quantize → Dequantize → Gemm (int8 per-channel weights, int32 bias) → Quantize →
+/// Dequantize: everything but the integer Gemm is elementwise and exact, so any difference
+/// between devices would come from the Gemm kernel. K = 67 exercises the DSP kernel's tail.
+fn int8_gemm_model() -> Vec<u8> {
+    use ferrite_tools::onnx::build::attr_int;
+    use ferrite_tools::onnx::proto::TensorProto;
+    let (k, n) = (67usize, 10usize);
+    let ints = |name: &str, dtype: i32, dims: &[i64], values: Vec<i32>| TensorProto {
+        name: name.into(),
+        dims: dims.to_vec(),
+        data_type: dtype,
+        int32_data: values,
+        ..Default::default()
+    };
+    let weights: Vec<i32> = (0..n * k)
+        .map(|i| ((i * 37 + 11) % 255) as i32 - 127)
+        .collect();
+    let bias: Vec<i32> = (0..n).map(|i| i as i32 * 97 - 400).collect();
+    let w_scale: Vec<f32> = (0..n).map(|i| 0.002 + 0.0003 * i as f32).collect();
+    let b_scale: Vec<f32> = w_scale.iter().map(|s| s * 0.05).collect();
+    ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(k as i64)])
+        .init_f32("x_scale", &[], &[0.05])
+        .init(ints("x_zero", data_type::INT8, &[], vec![-3]))
+        .init(ints("w_q", data_type::INT8, &[n as i64, k as i64], weights))
+        .init_f32("w_scale", &[n as i64], &w_scale)
+        .init(ints("w_zero", data_type::INT8, &[n as i64], vec![0; n]))
+        .init(ints("b_q", data_type::INT32, &[n as i64], bias))
+        .init_f32("b_scale", &[n as i64], &b_scale)
+        .init(ints("b_zero", data_type::INT32, &[n as i64], vec![0; n]))
+        .init_f32("y_scale", &[], &[0.04])
+        .init(ints("y_zero", data_type::INT8, &[], vec![5]))
+        .node(
+            "QuantizeLinear",
+            "qx",
+            &["x", "x_scale", "x_zero"],
+            &["xq"],
+            vec![],
+        )
+        .node(
+            "DequantizeLinear",
+            "dqx",
+            &["xq", "x_scale", "x_zero"],
+            &["xf"],
+            vec![],
+        )
+        .node(
+            "DequantizeLinear",
+            "dqw",
+            &["w_q", "w_scale", "w_zero"],
+            &["w"],
+            vec![attr_int("axis", 0)],
+        )
+        .node(
+            "DequantizeLinear",
+            "dqb",
+            &["b_q", "b_scale", "b_zero"],
+            &["b"],
+            vec![attr_int("axis", 0)],
+        )
+        .node(
+            "Gemm",
+            "fc",
+            &["xf", "w", "b"],
+            &["yf"],
+            vec![attr_int("transB", 1)],
+        )
+        .node(
+            "QuantizeLinear",
+            "qy",
+            &["yf", "y_scale", "y_zero"],
+            &["yq"],
+            vec![],
+        )
+        .node(
+            "DequantizeLinear",
+            "dqy",
+            &["yq", "y_scale", "y_zero"],
+            &["y"],
+            vec![],
+        )
+        .output("y")
+        .encode()
+}
+
+#[test]
+fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
+    unless_missing::<QemuM4>("DSP bit-exactness", || {
+        let packed = pack(&int8_gemm_model(), &PackOptions::default()).expect("pack");
+        assert!(
+            packed.report.ops.iter().any(|(k, _)| k == "QGemm"),
+            "the Gemm became an integer op: {:?}",
+            packed.report.ops
+        );
+        let bytes = AlignedBytes::from(&packed.bytes[..]);
+        let model = Model::load(bytes.as_bytes()).expect("load");
+        let input = f32_input(&model);
+        let host = Cpu::run(&model, std::slice::from_ref(&input)).expect("cpu");
+        for board in [Board::M4, Board::M7] {
+            let run = qemu::run(
+                board,
+                bytes.as_bytes(),
+                &model,
+                std::slice::from_ref(&input),
+                1,
+            )
+            .expect("qemu");
+            assert_eq!(
+                run.outputs[0].bytes,
+                host[0].bytes,
+                "{}",
+                board.device_name()
+            );
+        }
+    });
+}

@@ -219,7 +219,15 @@ fn try_fuse(g: &mut PlanGraph, i: usize) -> Option<()> {
         _ => Op::QGemm(requantize),
     };
     let name = op.name.clone();
-    let w_shape = g.tensors[wf].shape.clone();
+    let mut w_shape = g.tensors[wf].shape.clone();
+    let w_ints = if matches!(op.op, Op::Gemm(_)) {
+        // QGemm wants one row of weights per output: [K, N] → [N, K].
+        let (k, n) = (w_shape[0], w_shape[1]);
+        w_shape = vec![n, k];
+        (0..n * k).map(|i| w_ints[(i % k) * n + i / k]).collect()
+    } else {
+        w_ints
+    };
     let w = g.add_constant(
         format!("{name}:weight_int8"),
         HostTensor::int(DType::I8, w_shape, w_ints),

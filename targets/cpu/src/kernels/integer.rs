@@ -227,8 +227,8 @@ fn qconv_direct<X: QuantInt, Y: QuantInt>(
     }
 }
 
-/// Integer matrix product `[M, K] x [K, N]` with a per-column (or single) requantization: up to
-/// `CHUNK` (64) columns accumulate at once while each row element sweeps its row of `B`.
+/// Integer matrix product `A [M, K] · B [N, K]ᵀ` with a per-column (or single) requantization:
+/// each output is the dot product of two contiguous rows.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn qgemm<X: QuantInt, Y: QuantInt>(
@@ -240,27 +240,27 @@ pub fn qgemm<X: QuantInt, Y: QuantInt>(
     requant: &[i32],
     y: &mut [Y],
 ) {
-    let mut acc = [0i32; CHUNK];
     for row in 0..m {
         let a_row = &a[row * k..(row + 1) * k];
-        for col0 in (0..n).step_by(CHUNK) {
-            let len = CHUNK.min(n - col0);
-            acc[..len].copy_from_slice(&bias[col0..col0 + len]);
-            for (i, v) in a_row.iter().enumerate() {
-                let av = v.widen() - q.input_zero;
-                if av == 0 {
-                    continue;
-                }
-                let b_row = &b[i * n + col0..i * n + col0 + len];
-                for (slot, bv) in acc[..len].iter_mut().zip(b_row) {
-                    *slot = slot.wrapping_add(av * *bv as i32);
-                }
+        for col in 0..n {
+            let b_row = &b[col * k..(col + 1) * k];
+            let mut acc = bias[col];
+            for (av, bv) in a_row.iter().zip(b_row) {
+                acc = acc.wrapping_add((av.widen() - q.input_zero) * *bv as i32);
             }
-            for (j, a) in acc[..len].iter().enumerate() {
-                y[row * n + col0 + j] = output(*a, pair(requant, col0 + j), q);
-            }
+            y[row * n + col] = output(acc, pair(requant, col), q);
         }
     }
+}
+
+/// The output integer of one accumulator: requantized with channel `c`'s pair, offset by the
+/// output zero point, clamped — for device crates whose kernels compute the accumulators.
+#[inline(always)]
+pub fn finish(acc: i32, requant: &[i32], c: usize, q: &Requantize) -> i32 {
+    let rq = pair(requant, c);
+    requantize(acc, rq[0], rq[1])
+        .saturating_add(q.output_zero)
+        .clamp(q.min, q.max)
 }
 
 #[cfg(test)]
@@ -393,14 +393,15 @@ mod tests {
             min: -128,
             max: 20,
         };
-        // a = [12, 8] (values 2, -2 after the zero point), b = [[1, 3], [2, -4]].
+        // a = [12, 8] (values 2, -2 after the zero point); b has one row per output:
+        // [1, 2] and [3, -4].
         let mut y = [0i8; 2];
         let one = [1 << 30, 1]; // multiplier 0.5 * 2^1 = 1.0
         qgemm(
             &q,
             [1, 2, 2],
             &[12i8, 8],
-            &[1, 3, 2, -4],
+            &[1, 2, 3, -4],
             &[100, 0],
             &one,
             &mut y,

@@ -335,7 +335,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
         }
         Op::QGemm(q) => {
             let (a, b) = (input(0)?, input(1)?);
-            let dims = [a.shape.dim(0), a.shape.dim(1), b.shape.dim(1)];
+            let dims = [a.shape.dim(0), a.shape.dim(1), b.shape.dim(0)];
             let bw = cast::<i8>(view.bytes(&b)?)?;
             let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
             let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
@@ -383,6 +383,25 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
         Op::Split { .. } => return Err(CpuError::CorruptPlan),
     }
     Ok(())
+}
+
+/// The bytes of a step's first `N` inputs (none may be the output itself) and of its output,
+/// carved out of the arena without `unsafe`: for device crates that bring kernels of their own
+/// for some ops (the Cortex-M DSP kernels) and reuse this crate's checks.
+pub fn step_operands<'x, const N: usize>(
+    step: &Step<'_>,
+    arena: &'x mut [u8],
+    weights: &'x [u8],
+) -> Result<([&'x [u8]; N], &'x mut [u8]), CpuError> {
+    let out_desc = step.outputs.get(0).ok_or(CpuError::CorruptPlan)?;
+    let out_span = span(&out_desc).ok_or(CpuError::CorruptPlan)?;
+    let (view, out, _) = carve(arena, weights, out_span, None)?;
+    let mut inputs: [&'x [u8]; N] = [&[]; N];
+    for (i, slot) in inputs.iter_mut().enumerate() {
+        let t = step.inputs.get(i).ok_or(CpuError::CorruptPlan)?;
+        *slot = view.bytes(&t)?;
+    }
+    Ok((inputs, out))
 }
 
 /// Per-channel layout of quantization parameters `scale` for `x` along `axis`.
