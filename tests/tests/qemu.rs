@@ -239,10 +239,11 @@ fn int8_models_match_onnxruntime_on_qemu_m4() {
     );
 }
 
-/// x → Quantize → Dequantize → Gemm (int8 per-channel weights, int32 bias) → Quantize →
-/// Dequantize: everything but the integer Gemm is elementwise and exact, so any difference
-/// between devices would come from the Gemm kernel. K = 67 exercises the DSP kernel's tail.
-fn int8_gemm_model() -> Vec<u8> {
+/// x → Quantize → Dequantize → Gemm or 1×1 Conv (int8 per-channel weights, int32 bias) →
+/// Quantize → Dequantize: everything but the integer op is elementwise and exact, so any
+/// difference between devices would come from its kernel. K = 67 input channels exercise the DSP
+/// kernels' tails (and the convolution's 35 positions its last partial chunk).
+fn int8_model(conv: bool) -> Vec<u8> {
     use ferrite_tools::onnx::build::attr_int;
     use ferrite_tools::onnx::proto::TensorProto;
     let (k, n) = (67usize, 10usize);
@@ -259,11 +260,26 @@ fn int8_gemm_model() -> Vec<u8> {
     let bias: Vec<i32> = (0..n).map(|i| i as i32 * 97 - 400).collect();
     let w_scale: Vec<f32> = (0..n).map(|i| 0.002 + 0.0003 * i as f32).collect();
     let b_scale: Vec<f32> = w_scale.iter().map(|s| s * 0.05).collect();
+    let (x_dims, w_dims, op, attrs) = if conv {
+        (
+            vec![D::N(1), D::N(k as i64), D::N(5), D::N(7)],
+            vec![n as i64, k as i64, 1, 1],
+            "Conv",
+            vec![],
+        )
+    } else {
+        (
+            vec![D::N(1), D::N(k as i64)],
+            vec![n as i64, k as i64],
+            "Gemm",
+            vec![attr_int("transB", 1)],
+        )
+    };
     ModelBuilder::new(13)
-        .input("x", data_type::FLOAT, &[D::N(1), D::N(k as i64)])
+        .input("x", data_type::FLOAT, &x_dims)
         .init_f32("x_scale", &[], &[0.05])
         .init(ints("x_zero", data_type::INT8, &[], vec![-3]))
-        .init(ints("w_q", data_type::INT8, &[n as i64, k as i64], weights))
+        .init(ints("w_q", data_type::INT8, &w_dims, weights))
         .init_f32("w_scale", &[n as i64], &w_scale)
         .init(ints("w_zero", data_type::INT8, &[n as i64], vec![0; n]))
         .init(ints("b_q", data_type::INT32, &[n as i64], bias))
@@ -299,13 +315,7 @@ fn int8_gemm_model() -> Vec<u8> {
             &["b"],
             vec![attr_int("axis", 0)],
         )
-        .node(
-            "Gemm",
-            "fc",
-            &["xf", "w", "b"],
-            &["yf"],
-            vec![attr_int("transB", 1)],
-        )
+        .node(op, "op", &["xf", "w", "b"], &["yf"], attrs)
         .node(
             "QuantizeLinear",
             "qy",
@@ -327,31 +337,23 @@ fn int8_gemm_model() -> Vec<u8> {
 #[test]
 fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
     unless_missing::<QemuM4>("DSP bit-exactness", || {
-        let packed = pack(&int8_gemm_model(), &PackOptions::default()).expect("pack");
-        assert!(
-            packed.report.ops.iter().any(|(k, _)| k == "QGemm"),
-            "the Gemm became an integer op: {:?}",
-            packed.report.ops
-        );
-        let bytes = AlignedBytes::from(&packed.bytes[..]);
-        let model = Model::load(bytes.as_bytes()).expect("load");
-        let input = f32_input(&model);
-        let host = Cpu::run(&model, std::slice::from_ref(&input)).expect("cpu");
-        for board in [Board::M4, Board::M7] {
-            let run = qemu::run(
-                board,
-                bytes.as_bytes(),
-                &model,
-                std::slice::from_ref(&input),
-                1,
-            )
-            .expect("qemu");
-            assert_eq!(
-                run.outputs[0].bytes,
-                host[0].bytes,
-                "{}",
-                board.device_name()
+        for (conv, op) in [(false, "QGemm"), (true, "QConv")] {
+            let packed = pack(&int8_model(conv), &PackOptions::default()).expect("pack");
+            assert!(
+                packed.report.ops.iter().any(|(k, _)| k == op),
+                "the op became an integer op: {:?}",
+                packed.report.ops
             );
+            let bytes = AlignedBytes::from(&packed.bytes[..]);
+            let model = Model::load(bytes.as_bytes()).expect("load");
+            let input = f32_input(&model);
+            let host = Cpu::run(&model, std::slice::from_ref(&input)).expect("cpu");
+            for board in [Board::M4, Board::M7] {
+                let inputs = std::slice::from_ref(&input);
+                let run = qemu::run(board, bytes.as_bytes(), &model, inputs, 1).expect("qemu");
+                let name = board.device_name();
+                assert_eq!(run.outputs[0].bytes, host[0].bytes, "{op} on {name}");
+            }
         }
     });
 }

@@ -99,6 +99,97 @@ pub mod dsp {
         (dot, sum)
     }
 
+    /// `Σ a·b` over two int8 rows (no weight sum).
+    #[inline(always)]
+    fn dot(a: &[u8], b: &[u8]) -> i32 {
+        let mut dot = 0i32;
+        let mut a4 = a.chunks_exact(4);
+        let mut b4 = b.chunks_exact(4);
+        for (x, w) in (&mut a4).zip(&mut b4) {
+            let x = u32::from_le_bytes([x[0], x[1], x[2], x[3]]);
+            let w = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+            dot = smlad(sxtb16(x), sxtb16(w), dot);
+            dot = smlad(sxtb16_ror8(x), sxtb16_ror8(w), dot);
+        }
+        for (x, w) in a4.remainder().iter().zip(b4.remainder()) {
+            dot = dot.wrapping_add(*x as i8 as i32 * *w as i8 as i32);
+        }
+        dot
+    }
+
+    /// Positions gathered per pass of the pointwise kernel.
+    const POSITIONS: usize = 4;
+    /// Most input channels the pointwise kernel gathers on the stack.
+    const MAX_CHANNELS: usize = 256;
+
+    /// A 1×1, stride-1, unpadded, ungrouped `QConv` on int8: [`POSITIONS`] positions at a time
+    /// are gathered channel-contiguous on the stack (NCHW keeps a position's channels a plane
+    /// apart), then every output channel is a row dot product, as in `qgemm`.
+    fn qconv_pointwise(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
+        let Op::QConv(conv) = step.op else {
+            return Err(CpuError::CorruptPlan);
+        };
+        let q = conv.requantize;
+        let x_desc = step.inputs.get(0).ok_or(CpuError::CorruptPlan)?;
+        let y_desc = step.outputs.get(0).ok_or(CpuError::CorruptPlan)?;
+        let dims = x_desc.shape.dims();
+        let (batches, channels) = (dims[0], dims[1]);
+        let plane = x_desc.shape.product(2..x_desc.shape.rank());
+        let outputs = y_desc.shape.dim(1);
+        let signed_output = y_desc.dtype == DType::I8;
+        let ([x, w, bias, requant], out) = step_operands::<4>(step, arena, weights)?;
+        let word = |bytes: &[u8], i: usize| -> Result<i32, CpuError> {
+            let v = bytes.get(4 * i..4 * i + 4).ok_or(CpuError::CorruptPlan)?;
+            Ok(i32::from_le_bytes([v[0], v[1], v[2], v[3]]))
+        };
+        let mut gathered = [0u8; POSITIONS * MAX_CHANNELS];
+        let mut pairs = [0i32; 2];
+        for b in 0..batches {
+            let xb = x
+                .get(b * channels * plane..(b + 1) * channels * plane)
+                .ok_or(CpuError::CorruptPlan)?;
+            for p0 in (0..plane).step_by(POSITIONS) {
+                let len = POSITIONS.min(plane - p0);
+                for j in 0..len {
+                    let row = &mut gathered[j * channels..(j + 1) * channels];
+                    for (i, slot) in row.iter_mut().enumerate() {
+                        *slot = *xb.get(i * plane + p0 + j).ok_or(CpuError::CorruptPlan)?;
+                    }
+                }
+                for o in 0..outputs {
+                    let w_row = w
+                        .get(o * channels..(o + 1) * channels)
+                        .ok_or(CpuError::CorruptPlan)?;
+                    let c = if requant.len() == 8 { 0 } else { o };
+                    pairs[0] = word(requant, 2 * c)?;
+                    pairs[1] = word(requant, 2 * c + 1)?;
+                    let bias = word(bias, o)?;
+                    let mut correction = 0;
+                    for j in 0..len {
+                        let row = &gathered[j * channels..(j + 1) * channels];
+                        let d = if j == 0 {
+                            let (d, sum) = dot_and_sum(row, w_row);
+                            correction = q.input_zero.wrapping_mul(sum);
+                            d
+                        } else {
+                            dot(row, w_row)
+                        };
+                        let acc = bias.wrapping_add(d).wrapping_sub(correction);
+                        let v = finish(acc, &pairs, 0, &q);
+                        let at = (b * outputs + o) * plane + p0 + j;
+                        let slot = out.get_mut(at).ok_or(CpuError::CorruptPlan)?;
+                        *slot = if signed_output {
+                            v as i8 as u8
+                        } else {
+                            v as u8
+                        };
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// `QGemm` on int8 activations: `bias + Σ a·b − zero·Σ b` per output.
     fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
         let Op::QGemm(q) = step.op else {
@@ -145,9 +236,18 @@ pub mod dsp {
         arena: &mut [u8],
         weights: &[u8],
     ) -> Option<Result<(), CpuError>> {
+        let int8_input = step.inputs.get(0)?.dtype == DType::I8;
         match step.op {
-            Op::QGemm(_) if step.inputs.get(0)?.dtype == DType::I8 => {
-                Some(qgemm(step, arena, weights))
+            Op::QGemm(_) if int8_input => Some(qgemm(step, arena, weights)),
+            Op::QConv(c)
+                if int8_input
+                    && c.window.kernel == [1, 1]
+                    && c.window.stride == [1, 1]
+                    && c.window.pads == [0; 4]
+                    && c.group == 1
+                    && step.inputs.get(0)?.shape.dim(1) <= MAX_CHANNELS =>
+            {
+                Some(qconv_pointwise(step, arena, weights))
             }
             _ => None,
         }
