@@ -90,6 +90,33 @@ impl OpKind {
         OpKind::QGemm,
     ];
 
+    /// The float compute ops (everything but data movement and quantization), which every
+    /// device that computes in f32 implements.
+    pub const F32_COMPUTE: [OpKind; 12] = [
+        OpKind::Conv,
+        OpKind::ConvTranspose,
+        OpKind::Gemm,
+        OpKind::MatMul,
+        OpKind::Binary,
+        OpKind::Unary,
+        OpKind::Softmax,
+        OpKind::MaxPool,
+        OpKind::AvgPool,
+        OpKind::GlobalAvgPool,
+        OpKind::BatchNorm,
+        OpKind::Reduce,
+    ];
+
+    /// The data-movement ops (dtype-agnostic apart from element size).
+    pub const MOVEMENT: [OpKind; 6] = [
+        OpKind::Transpose,
+        OpKind::Concat,
+        OpKind::Split,
+        OpKind::Slice,
+        OpKind::Pad,
+        OpKind::Gather,
+    ];
+
     /// The kind with file-format code `code`.
     pub fn from_code(code: u16) -> Option<OpKind> {
         OpKind::ALL.iter().copied().find(|k| *k as u16 == code)

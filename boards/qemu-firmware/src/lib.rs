@@ -271,6 +271,33 @@ fn serve(model: ModelSource, arena: Buffer) -> Result<(), Failure> {
     Ok(())
 }
 
+/// The `main` of a board that reads any model from the host: two static buffers (model file and
+/// arena, `MaybeUninit` so nothing zeroes or loads them at boot) in `$section` (a `NOLOAD` region
+/// of the board's `memory.x`), then [`run`].
+#[macro_export]
+macro_rules! host_model_firmware {
+    (section: $section:literal, model: $model:expr, arena: $arena:expr) => {
+        #[link_section = concat!($section, ".model")]
+        static mut MODEL: core::mem::MaybeUninit<$crate::Aligned<{ $model }>> =
+            core::mem::MaybeUninit::uninit();
+        #[link_section = concat!($section, ".arena")]
+        static mut ARENA: core::mem::MaybeUninit<$crate::Aligned<{ $arena }>> =
+            core::mem::MaybeUninit::uninit();
+
+        #[cortex_m_rt::entry]
+        fn main() -> ! {
+            // SAFETY: `main` runs once; the statics are used only through these buffers.
+            let (model, arena) = unsafe {
+                (
+                    $crate::Buffer::from_static(&raw mut MODEL),
+                    $crate::Buffer::from_static(&raw mut ARENA),
+                )
+            };
+            $crate::run($crate::ModelSource::Host(model), arena)
+        }
+    };
+}
+
 /// Serves one request from the host runner and exits QEMU (non-zero on failure).
 pub fn run(model: ModelSource, arena: Buffer) -> ! {
     stack::paint();

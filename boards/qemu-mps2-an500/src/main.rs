@@ -4,28 +4,8 @@
 #![no_std]
 #![no_main]
 
-use core::mem::MaybeUninit;
-use cortex_m_rt::entry;
-use ferrite_qemu_firmware::{run, Aligned, Buffer, ModelSource};
-
-/// Largest model file this board accepts.
-const MODEL_CAPACITY: usize = 8 << 20;
-/// Largest arena.
-const ARENA_CAPACITY: usize = (8 << 20) - 4096;
-
-#[link_section = ".bigram.model"]
-static mut MODEL: MaybeUninit<Aligned<MODEL_CAPACITY>> = MaybeUninit::uninit();
-#[link_section = ".bigram.arena"]
-static mut ARENA: MaybeUninit<Aligned<ARENA_CAPACITY>> = MaybeUninit::uninit();
-
-#[entry]
-fn main() -> ! {
-    // SAFETY: `main` runs once; the statics are used only through these buffers.
-    let (model, arena) = unsafe {
-        (
-            Buffer::from_static(&raw mut MODEL),
-            Buffer::from_static(&raw mut ARENA),
-        )
-    };
-    run(ModelSource::Host(model), arena)
-}
+ferrite_qemu_firmware::host_model_firmware!(
+    section: ".bigram",
+    model: 8 << 20,
+    arena: (8 << 20) - 4096
+);

@@ -52,26 +52,14 @@ impl CpuDevice {
         use OpKind::*;
         let float = [DType::F32];
         let mut set = OpSet::empty();
-        for kind in [
-            Conv,
-            ConvTranspose,
-            Gemm,
-            MatMul,
-            Binary,
-            Unary,
-            Softmax,
-            MaxPool,
-            AvgPool,
-            GlobalAvgPool,
-            BatchNorm,
-            Reduce,
-        ] {
+        for kind in OpKind::F32_COMPUTE {
             set = set.with(kind, &float);
         }
-        for kind in [Transpose, Concat, Split, Slice, Pad, Gather, Copy] {
+        for kind in OpKind::MOVEMENT {
             set = set.with(kind, &DType::ALL);
         }
-        set.with(Quantize, &float)
+        set.with(Copy, &DType::ALL)
+            .with(Quantize, &float)
             .with(Dequantize, &[DType::I8, DType::U8, DType::I32])
             .with(QConv, &[DType::I8, DType::U8])
             .with(QGemm, &[DType::I8, DType::U8])

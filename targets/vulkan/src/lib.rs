@@ -129,23 +129,10 @@ impl VulkanDevice {
         use OpKind::*;
         let float = [DType::F32];
         let mut set = OpSet::empty();
-        for kind in [
-            Conv,
-            ConvTranspose,
-            Gemm,
-            MatMul,
-            Binary,
-            Unary,
-            Softmax,
-            MaxPool,
-            AvgPool,
-            GlobalAvgPool,
-            BatchNorm,
-            Reduce,
-        ] {
+        for kind in OpKind::F32_COMPUTE {
             set = set.with(kind, &float);
         }
-        for kind in [Transpose, Concat, Split, Slice, Pad, Gather] {
+        for kind in OpKind::MOVEMENT {
             set = set.with(kind, &encode::WORD_DTYPES);
         }
         set.with(Copy, &DType::ALL)

@@ -313,72 +313,23 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
         Op::QConv(c) => {
             let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
                 .ok_or(CpuError::CorruptPlan)?;
-            let (x, w) = (input(0)?, view.bytes(&input(1)?)?);
+            let x = input(0)?;
+            let (xb, w) = (view.bytes(&x)?, cast::<i8>(view.bytes(&input(1)?)?)?);
             let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
             let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
-            let (xb, w) = (view.bytes(&x)?, cast::<i8>(w)?);
-            match (x.dtype, out_desc.dtype) {
-                (DType::I8, DType::I8) => {
-                    integer::qconv(&c, dims, cast::<i8>(xb)?, w, bias, rq, cast_mut::<i8>(out)?)
-                }
-                (DType::U8, DType::U8) => {
-                    integer::qconv(&c, dims, cast::<u8>(xb)?, w, bias, rq, cast_mut::<u8>(out)?)
-                }
-                (DType::I8, DType::U8) => {
-                    integer::qconv(&c, dims, cast::<i8>(xb)?, w, bias, rq, cast_mut::<u8>(out)?)
-                }
-                (DType::U8, DType::I8) => {
-                    integer::qconv(&c, dims, cast::<u8>(xb)?, w, bias, rq, cast_mut::<i8>(out)?)
-                }
-                _ => return Err(CpuError::Unsupported),
-            }
+            with_int8_pair!(x.dtype, out_desc.dtype, xb, out, |xs, ys| {
+                integer::qconv(&c, dims, xs, w, bias, rq, ys)
+            });
         }
         Op::QGemm(q) => {
             let (a, b) = (input(0)?, input(1)?);
             let dims = [a.shape.dim(0), a.shape.dim(1), b.shape.dim(0)];
-            let bw = cast::<i8>(view.bytes(&b)?)?;
+            let (ab, bw) = (view.bytes(&a)?, cast::<i8>(view.bytes(&b)?)?);
             let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
             let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
-            let ab = view.bytes(&a)?;
-            match (a.dtype, out_desc.dtype) {
-                (DType::I8, DType::I8) => integer::qgemm(
-                    &q,
-                    dims,
-                    cast::<i8>(ab)?,
-                    bw,
-                    bias,
-                    rq,
-                    cast_mut::<i8>(out)?,
-                ),
-                (DType::U8, DType::U8) => integer::qgemm(
-                    &q,
-                    dims,
-                    cast::<u8>(ab)?,
-                    bw,
-                    bias,
-                    rq,
-                    cast_mut::<u8>(out)?,
-                ),
-                (DType::I8, DType::U8) => integer::qgemm(
-                    &q,
-                    dims,
-                    cast::<i8>(ab)?,
-                    bw,
-                    bias,
-                    rq,
-                    cast_mut::<u8>(out)?,
-                ),
-                (DType::U8, DType::I8) => integer::qgemm(
-                    &q,
-                    dims,
-                    cast::<u8>(ab)?,
-                    bw,
-                    bias,
-                    rq,
-                    cast_mut::<i8>(out)?,
-                ),
-                _ => return Err(CpuError::Unsupported),
-            }
+            with_int8_pair!(a.dtype, out_desc.dtype, ab, out, |xs, ys| {
+                integer::qgemm(&q, dims, xs, bw, bias, rq, ys)
+            });
         }
         Op::Split { .. } => return Err(CpuError::CorruptPlan),
     }
@@ -403,6 +354,33 @@ pub fn step_operands<'x, const N: usize>(
     }
     Ok((inputs, out))
 }
+
+/// Runs `$body` with `$xs`/`$ys` as the 8-bit input and output slices their dtypes say
+/// (int8 or uint8 each); any other pair is `Unsupported`.
+macro_rules! with_int8_pair {
+    ($x_dtype:expr, $y_dtype:expr, $x:expr, $y:expr, |$xs:ident, $ys:ident| $body:expr) => {
+        match ($x_dtype, $y_dtype) {
+            (DType::I8, DType::I8) => {
+                let ($xs, $ys) = (cast::<i8>($x)?, cast_mut::<i8>($y)?);
+                $body
+            }
+            (DType::U8, DType::U8) => {
+                let ($xs, $ys) = (cast::<u8>($x)?, cast_mut::<u8>($y)?);
+                $body
+            }
+            (DType::I8, DType::U8) => {
+                let ($xs, $ys) = (cast::<i8>($x)?, cast_mut::<u8>($y)?);
+                $body
+            }
+            (DType::U8, DType::I8) => {
+                let ($xs, $ys) = (cast::<u8>($x)?, cast_mut::<i8>($y)?);
+                $body
+            }
+            _ => return Err(CpuError::Unsupported),
+        }
+    };
+}
+use with_int8_pair;
 
 /// Per-channel layout of quantization parameters `scale` for `x` along `axis`.
 #[inline(always)]
