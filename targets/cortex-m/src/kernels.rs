@@ -125,6 +125,8 @@ pub mod dsp {
     /// A 1×1, stride-1, unpadded, ungrouped `QConv` on int8: [`POSITIONS`] positions at a time
     /// are gathered channel-contiguous on the stack (NCHW keeps a position's channels a plane
     /// apart), then every output channel is a row dot product, as in `qgemm`.
+    // Not inlined: its gathering buffer then only takes stack while it runs.
+    #[inline(never)]
     fn qconv_pointwise(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
         let Op::QConv(conv) = step.op else {
             return Err(CpuError::CorruptPlan);
@@ -191,6 +193,7 @@ pub mod dsp {
     }
 
     /// `QGemm` on int8 activations: `bias + Σ a·b − zero·Σ b` per output.
+    #[inline(never)]
     fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
         let Op::QGemm(q) = step.op else {
             return Err(CpuError::CorruptPlan);
@@ -236,16 +239,22 @@ pub mod dsp {
         arena: &mut [u8],
         weights: &[u8],
     ) -> Option<Result<(), CpuError>> {
-        let int8_input = step.inputs.get(0)?.dtype == DType::I8;
+        // Only integer ops are looked at further (a tensor lookup costs a record decode).
+        if !matches!(step.op, Op::QGemm(_) | Op::QConv(_)) {
+            return None;
+        }
+        let x = step.inputs.get(0)?;
+        if x.dtype != DType::I8 {
+            return None;
+        }
         match step.op {
-            Op::QGemm(_) if int8_input => Some(qgemm(step, arena, weights)),
+            Op::QGemm(_) => Some(qgemm(step, arena, weights)),
             Op::QConv(c)
-                if int8_input
-                    && c.window.kernel == [1, 1]
+                if c.window.kernel == [1, 1]
                     && c.window.stride == [1, 1]
                     && c.window.pads == [0; 4]
                     && c.group == 1
-                    && step.inputs.get(0)?.shape.dim(1) <= MAX_CHANNELS =>
+                    && x.shape.dim(1) <= MAX_CHANNELS =>
             {
                 Some(qconv_pointwise(step, arena, weights))
             }
