@@ -267,6 +267,14 @@ pub struct QConv {
     pub requantize: Requantize,
 }
 
+impl QConv {
+    /// A 1×1, stride-1, unpadded, ungrouped convolution: a matrix product over the plane.
+    pub fn is_pointwise(&self) -> bool {
+        let w = &self.window;
+        w.kernel == [1, 1] && w.stride == [1, 1] && w.pads == [0; 4] && self.group <= 1
+    }
+}
+
 /// Transposed-convolution parameters. Weights are `[IC, OC/group, KH, KW]`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ConvTranspose {

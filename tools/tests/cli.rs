@@ -40,6 +40,16 @@ fn assert_error(out: &Output, needle: &str) {
     assert!(lines[0].contains(needle), "'{needle}' not in: {stderr}");
 }
 
+/// A fresh directory holding the tiny MLP as `mlp.onnx` and packed as `mlp.frt`.
+fn packed_mlp(name: &str) -> (PathBuf, PathBuf) {
+    let dir = temp_dir(name);
+    let onnx = dir.join("mlp.onnx");
+    std::fs::write(&onnx, tiny_mlp()).unwrap();
+    let frt = dir.join("mlp.frt");
+    assert!(ferrite(&["pack", s(&onnx), "-o", s(&frt)]).status.success());
+    (dir, frt)
+}
+
 fn write_input(dir: &Path, name: &str, dtype: DType, shape: Vec<usize>) -> PathBuf {
     let n: usize = shape.iter().product();
     let bytes = match dtype {
@@ -278,11 +288,7 @@ fn bad_onnx_files() {
 
 #[test]
 fn bad_frt_and_inputs() {
-    let dir = temp_dir("frt");
-    let onnx = dir.join("tiny.onnx");
-    std::fs::write(&onnx, tiny_mlp()).unwrap();
-    let frt = dir.join("tiny.frt");
-    assert!(ferrite(&["pack", s(&onnx), "-o", s(&frt)]).status.success());
+    let (dir, frt) = packed_mlp("frt");
     let out_dir = dir.join("out");
     let x = write_input(&dir, "x.npy", DType::F32, vec![1, 4]);
     let bytes = std::fs::read(&frt).unwrap();
@@ -427,11 +433,7 @@ fn bad_frt_and_inputs() {
 /// listing it as unavailable.
 #[test]
 fn vulkan_without_a_driver_is_a_one_line_error() {
-    let dir = temp_dir("no-vulkan");
-    let onnx = dir.join("mlp.onnx");
-    std::fs::write(&onnx, tiny_mlp()).unwrap();
-    let frt = dir.join("mlp.frt");
-    assert!(ferrite(&["pack", s(&onnx), "-o", s(&frt)]).status.success());
+    let (dir, frt) = packed_mlp("no-vulkan");
     let x = write_input(&dir, "x.npy", DType::F32, vec![1, 4]);
     let without_driver = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_ferrite"))
@@ -722,11 +724,7 @@ fn qemu_m4_through_the_cli() {
         let _ = writeln!(std::io::stderr(), "\nSKIPPED: cli qemu-m4: {}", text.trim());
         return;
     }
-    let dir = temp_dir("qemu-m4");
-    let onnx = dir.join("mlp.onnx");
-    std::fs::write(&onnx, tiny_mlp()).unwrap();
-    let frt = dir.join("mlp.frt");
-    assert!(ferrite(&["pack", s(&onnx), "-o", s(&frt)]).status.success());
+    let (dir, frt) = packed_mlp("qemu-m4");
     let x = write_input(&dir, "x.npy", DType::F32, vec![1, 4]);
     let outputs: Vec<Vec<u8>> = ["cpu", "qemu-m4"]
         .iter()

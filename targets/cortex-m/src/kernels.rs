@@ -249,13 +249,7 @@ pub mod dsp {
         }
         match step.op {
             Op::QGemm(_) => Some(qgemm(step, arena, weights)),
-            Op::QConv(c)
-                if c.window.kernel == [1, 1]
-                    && c.window.stride == [1, 1]
-                    && c.window.pads == [0; 4]
-                    && c.group == 1
-                    && x.shape.dim(1) <= MAX_CHANNELS =>
-            {
+            Op::QConv(c) if c.is_pointwise() && x.shape.dim(1) <= MAX_CHANNELS => {
                 Some(qconv_pointwise(step, arena, weights))
             }
             _ => None,

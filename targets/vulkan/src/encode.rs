@@ -162,27 +162,13 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
     let one = |c: Command| Ok(vec![c]);
     match step.op {
         Op::Conv(conv) => {
-            let x = input(0)?;
-            let (dims, icg, ocg) = conv_dims(&x.shape, &out.shape, conv.group)?;
-            conv_params(&mut p, dims, &conv.window, icg, ocg)?;
-            p.tensor(&x)?
-                .tensor(&input(1)?)?
-                .optional(step.inputs.get(2))?
-                .tensor(&out)?
-                .activation(conv.activation)?;
+            let (dims, ocg) = conv_params(&mut p, step, &conv.window, conv.group, conv.activation)?;
             let [n, _, _, _, oc, oh, ow] = dims;
             let work = n * (oc / ocg.max(1)) * ocg.div_ceil(4) * oh * ow;
             one(p.dispatch(Kernel::Conv, work))
         }
         Op::ConvTranspose(conv) => {
-            let x = input(0)?;
-            let (dims, icg, ocg) = conv_dims(&x.shape, &out.shape, conv.group)?;
-            conv_params(&mut p, dims, &conv.window, icg, ocg)?;
-            p.tensor(&x)?
-                .tensor(&input(1)?)?
-                .optional(step.inputs.get(2))?
-                .tensor(&out)?
-                .activation(conv.activation)?;
+            conv_params(&mut p, step, &conv.window, conv.group, conv.activation)?;
             one(p.dispatch(Kernel::ConvTranspose, count))
         }
         Op::Gemm(g) => {
@@ -499,28 +485,34 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
     }
 }
 
-/// `[n, c, h, w, oc, oh, ow]`, input channels per group and output channels per group.
-fn conv_dims(x: &Shape, y: &Shape, group: usize) -> Result<([usize; 7], usize, usize), Refusal> {
-    let [n, c, h, w] = nchw(x).ok_or("convolution input rank")?;
-    let [_, oc, oh, ow] = nchw(y).ok_or("convolution output rank")?;
-    let group = group.max(1);
-    Ok(([n, c, h, w, oc, oh, ow], c / group, oc / group))
-}
-
+/// The parameter words both convolution kernels read (`shaders/conv.wgsl`); returns
+/// `[n, c, h, w, oc, oh, ow]` and the output channels per group.
 fn conv_params(
     p: &mut Params,
-    dims: [usize; 7],
+    step: &Step<'_>,
     win: &ferrite_hal::op::Window,
-    icg: usize,
-    ocg: usize,
-) -> Result<(), Refusal> {
+    group: usize,
+    activation: Activation,
+) -> Result<([usize; 7], usize), Refusal> {
+    let x = step.inputs.get(0).ok_or("missing input")?;
+    let y = step.outputs.get(0).ok_or("missing output")?;
+    let [n, c, h, w] = nchw(&x.shape).ok_or("convolution input rank")?;
+    let [_, oc, oh, ow] = nchw(&y.shape).ok_or("convolution output rank")?;
+    let group = group.max(1);
+    let (icg, ocg) = (c / group, oc / group);
+    let dims = [n, c, h, w, oc, oh, ow];
     p.all(&dims)?
         .all(&win.kernel)?
         .all(&win.stride)?
         .all(&win.dilation)?
         .all(&win.pads[..2])?
-        .all(&[icg, ocg])?;
-    Ok(())
+        .all(&[icg, ocg])?
+        .tensor(&x)?
+        .tensor(&step.inputs.get(1).ok_or("missing weights")?)?
+        .optional(step.inputs.get(2))?
+        .tensor(&y)?
+        .activation(activation)?;
+    Ok((dims, ocg))
 }
 
 /// Products with fewer rows than this use `matmul_rows` instead of 16 x 16 tiles.

@@ -534,20 +534,8 @@ impl Program {
             }
             stamp(vk::PipelineStageFlags::TOP_OF_PIPE, false);
             d.cmd_fill_buffer(cmd, self.status.buffer, 0, vk::WHOLE_SIZE, 0);
-            let regions: Vec<_> = self
-                .inputs
-                .iter()
-                .filter(|t| t.bytes > 0)
-                .map(|t| {
-                    vk::BufferCopy::default()
-                        .src_offset(t.staging as u64)
-                        .dst_offset(t.arena as u64)
-                        .size(t.bytes as u64)
-                })
-                .collect();
-            if !regions.is_empty() {
-                d.cmd_copy_buffer(cmd, self.staging.buffer, self.arena.buffer, &regions);
-            }
+            let buffers = [self.staging.buffer, self.arena.buffer];
+            copy_transfers(d, cmd, &self.inputs, buffers, true);
             barrier(d, cmd);
             stamp(vk::PipelineStageFlags::BOTTOM_OF_PIPE, true);
             d.cmd_bind_descriptor_sets(
@@ -618,20 +606,7 @@ impl Program {
                 stamp(vk::PipelineStageFlags::BOTTOM_OF_PIPE, true);
             }
             barrier(d, cmd);
-            let regions: Vec<_> = self
-                .outputs
-                .iter()
-                .filter(|t| t.bytes > 0)
-                .map(|t| {
-                    vk::BufferCopy::default()
-                        .src_offset(t.arena as u64)
-                        .dst_offset(t.staging as u64)
-                        .size(t.bytes as u64)
-                })
-                .collect();
-            if !regions.is_empty() {
-                d.cmd_copy_buffer(cmd, self.arena.buffer, self.staging.buffer, &regions);
-            }
+            copy_transfers(d, cmd, &self.outputs, buffers, false);
             let to_host = vk::MemoryBarrier::default()
                 .src_access_mask(vk::AccessFlags::TRANSFER_WRITE | vk::AccessFlags::SHADER_WRITE)
                 .dst_access_mask(vk::AccessFlags::HOST_READ);
@@ -720,6 +695,43 @@ impl Program {
         }
         Ok(())
     }
+}
+
+/// Records the copies of `transfers` between the staging buffer and the arena: into the arena
+/// (inputs) or out of it (outputs).
+fn copy_transfers(
+    d: &ash::Device,
+    cmd: vk::CommandBuffer,
+    transfers: &[Transfer],
+    [staging, arena]: [vk::Buffer; 2],
+    into_arena: bool,
+) {
+    let regions: Vec<_> = transfers
+        .iter()
+        .filter(|t| t.bytes > 0)
+        .map(|t| {
+            let (src, dst) = if into_arena {
+                (t.staging, t.arena)
+            } else {
+                (t.arena, t.staging)
+            };
+            vk::BufferCopy::default()
+                .src_offset(src as u64)
+                .dst_offset(dst as u64)
+                .size(t.bytes as u64)
+        })
+        .collect();
+    if regions.is_empty() {
+        return;
+    }
+    let (from, to) = if into_arena {
+        (staging, arena)
+    } else {
+        (arena, staging)
+    };
+    // SAFETY: recording into a command buffer in the recording state; every region lies inside
+    // both buffers (the staging buffer is sized from these transfers, the arena by the plan).
+    unsafe { d.cmd_copy_buffer(cmd, from, to, &regions) };
 }
 
 /// Makes earlier shader and transfer writes visible to later shaders and transfers.

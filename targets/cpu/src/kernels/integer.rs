@@ -89,10 +89,7 @@ pub fn qconv<X: QuantInt, Y: QuantInt>(
     requant: &[i32],
     y: &mut [Y],
 ) {
-    let win = &c.window;
-    let pointwise =
-        win.kernel == [1, 1] && win.stride == [1, 1] && win.pads == [0, 0, 0, 0] && c.group <= 1;
-    if pointwise {
+    if c.is_pointwise() {
         qconv_pointwise(&c.requantize, d, x, w, bias, requant, y);
     } else {
         qconv_direct(c, d, x, w, bias, requant, y);
