@@ -12,7 +12,8 @@ The MLP, DS-CNN and ResNet-8 are also quantized to int8 the way users do it with
 (opset 13, `quant_pre_process`, then `quantize_static` with per-channel int8 weights and int8
 activations, calibrated on 16 seeded inputs), in QDQ form (NAME_qdq.onnx) and QOperator form
 (NAME_qop.onnx), with onnxruntime's outputs on the same input; quantized.json lists them with
-the quantization step of each output.
+the quantization step of each output. Those 16 inputs are also written for every model as
+calibration/NAME/samples.npy, for Ferrite's own quantizer (`ferrite pack --quantize int8`).
 """
 import json
 import os
@@ -166,12 +167,17 @@ MODELS = [mlp, ds_cnn, mobilenet_v1, resnet8, fc_autoencoder]
 QUANTIZED = ["mlp", "ds_cnn", "resnet8"]
 
 
-class Calibration(CalibrationDataReader):
+def calibration_samples(shape):
     """16 seeded standard-normal inputs, like the test input's distribution."""
+    rng = np.random.default_rng(7)
+    return [rng.standard_normal(shape).astype(np.float32) for _ in range(16)]
+
+
+class Calibration(CalibrationDataReader):
+    """onnxruntime's view of `calibration_samples`."""
 
     def __init__(self, shape):
-        rng = np.random.default_rng(7)
-        self.batches = iter([{"input": rng.standard_normal(shape).astype(np.float32)} for _ in range(16)])
+        self.batches = iter([{"input": x} for x in calibration_samples(shape)])
 
     def get_next(self):
         return next(self.batches, None)
@@ -238,6 +244,10 @@ def main():
         np.save(os.path.join(out, f"{name}.input_0.npy"), x)
         np.save(os.path.join(out, f"{name}.output_0.npy"), y)
         manifest[name] = {"input_shapes": {k: v for k, v in shapes.items()}}
+        # The same samples as onnxruntime's quantizer sees, for `ferrite pack --quantize int8`.
+        calibration = os.path.join(out, "calibration", name)
+        os.makedirs(calibration, exist_ok=True)
+        np.save(os.path.join(calibration, "samples.npy"), np.stack(calibration_samples(shapes["input"])))
         print(f"{name}: {os.path.getsize(path)} bytes, output {list(y.shape)}")
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

@@ -8,6 +8,7 @@
 pub mod compare;
 pub mod models;
 pub mod node_tests;
+pub mod ptq;
 pub mod quantized;
 
 use ferrite_core::{Model, Session};

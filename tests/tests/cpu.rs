@@ -26,3 +26,19 @@ fn int8_models_match_onnxruntime_on_cpu() {
         Err(e) => panic!("{e}"),
     }
 }
+
+#[test]
+fn quantized_by_ferrite_tracks_float_on_cpu() {
+    use ferrite_tests::ptq::{run_all, FLOAT_MODELS};
+    use ferrite_tools::ptq::Method;
+    match run_all::<Cpu>(&FLOAT_MODELS, Method::MinMax) {
+        Ok(results) => assert_eq!(results.len(), FLOAT_MODELS.len()),
+        Err(e) => panic!("{e}"),
+    }
+    // The histogram methods, on the two convolution networks.
+    for method in [Method::Percentile(99.99), Method::Entropy] {
+        if let Err(e) = run_all::<Cpu>(&["ds_cnn", "resnet8"], method) {
+            panic!("{e}");
+        }
+    }
+}

@@ -239,6 +239,17 @@ fn int8_models_match_onnxruntime_on_qemu_m4() {
     );
 }
 
+#[test]
+fn quantized_by_ferrite_tracks_float_on_qemu_m4() {
+    use ferrite_tests::ptq::{run_all, FLOAT_MODELS};
+    unless_missing::<QemuM4>("qemu-m4 --quantize int8 models", || {
+        match run_all::<QemuM4>(&FLOAT_MODELS, ferrite_tools::ptq::Method::MinMax) {
+            Ok(results) => assert_eq!(results.len(), FLOAT_MODELS.len()),
+            Err(e) => panic!("{e}"),
+        }
+    });
+}
+
 /// x → Quantize → Dequantize → Gemm or 1×1 Conv (int8 per-channel weights, int32 bias) →
 /// Quantize → Dequantize: everything but the integer op is elementwise and exact, so any
 /// difference between devices would come from its kernel. K = 67 input channels exercise the DSP

@@ -83,4 +83,7 @@ pub enum PackError {
     /// The planned model cannot be encoded (e.g. larger than 4 GiB).
     #[error("cannot write the model: {0}")]
     Write(String),
+    /// Calibration data for `--quantize` is missing or does not fit the model.
+    #[error("calibration: {0}")]
+    Calibration(String),
 }

@@ -18,6 +18,7 @@ pub mod onnx;
 pub mod pack;
 pub mod passes;
 pub mod planner;
+pub mod ptq;
 pub mod qemu;
 pub mod quantize;
 pub mod runner;

@@ -9,6 +9,7 @@ use ferrite_hal::{Location, Plan};
 use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::npy::{self, NpyArray};
 use ferrite_tools::pack::{self, op_label, parse_input_shape, PackOptions};
+use ferrite_tools::ptq;
 use ferrite_tools::runner::{self, DeviceSpec, RunError};
 use serde_json::json;
 use std::path::{Path, PathBuf};
@@ -36,12 +37,17 @@ enum Command {
         output: PathBuf,
         #[command(flatten)]
         plan: PlanArgs,
-        /// Quantize weights and activations (not available yet).
-        #[arg(long)]
+        /// Quantize weights (per-channel symmetric) and activations (per-tensor asymmetric):
+        /// `int8`. Needs --calibration.
+        #[arg(long, value_name = "TYPE")]
         quantize: Option<String>,
-        /// Calibration inputs for --quantize.
-        #[arg(long)]
+        /// Folder of .npy input samples for --quantize (one input: *.npy, each a sample or a
+        /// batch along a new first axis; several inputs: one subfolder per sample with NAME.npy).
+        #[arg(long, value_name = "DIR")]
         calibration: Option<PathBuf>,
+        /// How activation ranges are chosen: minmax, percentile[=P] (default 99.99) or entropy.
+        #[arg(long, value_name = "METHOD", default_value = "minmax")]
+        calibration_method: String,
         /// Also write source code embedding the model: `rust` writes OUT.rs next to OUT.frt (the
         /// model as an aligned static in flash, `ARENA_BYTES` for the arena).
         #[arg(long, value_name = "LANG")]
@@ -161,14 +167,14 @@ fn main() -> ExitCode {
             plan,
             quantize,
             calibration,
+            calibration_method,
             emit,
             max_arena,
         } => cmd_pack(
             &input,
             &output,
             &plan,
-            quantize,
-            calibration,
+            Quantization::from_args(quantize, calibration, &calibration_method),
             emit,
             max_arena,
         ),
@@ -255,25 +261,111 @@ fn cmd_devices() -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// `--quantize` and its calibration options, checked.
+struct Quantization {
+    calibration: PathBuf,
+    method: ptq::Method,
+}
+
+impl Quantization {
+    fn from_args(
+        quantize: Option<String>,
+        calibration: Option<PathBuf>,
+        method: &str,
+    ) -> Result<Option<Quantization>, String> {
+        let Some(kind) = quantize else {
+            if calibration.is_some() {
+                return Err("--calibration needs --quantize int8".into());
+            }
+            return Ok(None);
+        };
+        if kind != "int8" {
+            return Err(format!("--quantize {kind}: the only type is `int8`"));
+        }
+        let calibration = calibration
+            .ok_or("--quantize int8 needs --calibration DIR (a folder of .npy input samples)")?;
+        let method = ptq::Method::parse(method).ok_or_else(|| {
+            format!(
+                "--calibration-method {method}: use minmax, percentile, percentile=P (50 < P <= 100) or entropy"
+            )
+        })?;
+        Ok(Some(Quantization {
+            calibration,
+            method,
+        }))
+    }
+}
+
+/// A progress bar on stderr for calibration (hidden when stderr is not a terminal).
+fn calibration_progress() -> impl FnMut(ptq::Stage, usize, usize) {
+    let bar = indicatif::ProgressBar::new(0);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("  {msg:24} [{bar:30}] {pos}/{len} samples")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+    );
+    move |stage, done, total| {
+        if done == 0 {
+            bar.reset();
+            bar.set_length(total as u64);
+            bar.set_message(stage.label());
+        }
+        bar.set_position(done as u64);
+        if done == total && stage == ptq::Stage::Report {
+            bar.finish_and_clear();
+        }
+    }
+}
+
+fn print_quantization(report: &ptq::QuantizationReport) {
+    println!(
+        "  quantized:    int8: {} weight tensors (per channel), {} activations, calibrated on {} samples ({})",
+        report.weights, report.activations, report.samples, report.method
+    );
+    println!("  int8 vs float on the calibration samples:");
+    for output in &report.outputs {
+        match output {
+            ptq::OutputAccuracy::Float {
+                name,
+                sqnr_db,
+                max_abs_error,
+                max_abs_reference,
+            } => println!(
+                "    {name}: SQNR {sqnr_db:.1} dB, largest error {max_abs_error:.3e} (largest value {max_abs_reference:.3e})"
+            ),
+            ptq::OutputAccuracy::Exact { name, agreement } => {
+                println!("    {name}: {:.2} % of elements equal", agreement * 100.0)
+            }
+        }
+    }
+}
+
 fn cmd_pack(
     input: &Path,
     output: &Path,
     plan: &PlanArgs,
-    quantize: Option<String>,
-    calibration: Option<PathBuf>,
+    quantization: Result<Option<Quantization>, String>,
     emit: Option<String>,
     max_arena: Option<usize>,
 ) -> CliResult {
-    if quantize.is_some() || calibration.is_some() {
-        return Err("--quantize/--calibration are not implemented yet".into());
-    }
+    let quantization = quantization?;
     let emit_rust = match emit.as_deref() {
         None => false,
         Some("rust") => true,
         Some(other) => return Err(format!("--emit {other}: the only language is `rust`")),
     };
     let opts = plan.options()?;
-    let packed = pack::pack(&read(input)?, &opts).map_err(|e| e.to_string())?;
+    let onnx = read(input)?;
+    let (packed, quantization_report) = match &quantization {
+        None => (pack::pack(&onnx, &opts).map_err(|e| e.to_string())?, None),
+        Some(q) => {
+            let mut progress = calibration_progress();
+            let (packed, report) =
+                ptq::quantize(&onnx, &opts, &q.calibration, q.method, &mut progress)
+                    .map_err(|e| e.to_string())?;
+            (packed, Some(report))
+        }
+    };
     if let Some(limit) = max_arena {
         if packed.report.arena_bytes > limit {
             return Err(format!(
@@ -333,6 +425,9 @@ fn cmd_pack(
         "  passes:       {} batch norms folded, {} MatMul+Add -> Gemm, {} activations fused, {} QDQ patterns -> integer ops, {} dead ops removed",
         p.batch_norms_folded, p.matmul_add_fused, p.activations_fused, p.integer_ops, p.dead_ops_removed
     );
+    if let Some(report) = &quantization_report {
+        print_quantization(report);
+    }
     Ok(ExitCode::SUCCESS)
 }
 

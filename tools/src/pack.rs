@@ -256,7 +256,12 @@ pub fn to_plan(
 
 /// Packs an ONNX model into `.frt` bytes.
 pub fn pack(onnx_bytes: &[u8], options: &PackOptions) -> Result<Packed, PackError> {
-    let (mut graph, passes) = to_plan(onnx_bytes, options)?;
+    let (graph, passes) = to_plan(onnx_bytes, options)?;
+    pack_plan(graph, passes)
+}
+
+/// Plans memory for an optimised plan and writes it; the result is verified by the core.
+pub fn pack_plan(mut graph: PlanGraph, passes: PassStats) -> Result<Packed, PackError> {
     let scratch = planner::prepare(&mut graph);
     let memory = planner::plan(&graph, scratch);
     let bytes = writer::write(&graph, &memory)?;

@@ -57,9 +57,11 @@ fn range(dtype: DType) -> Option<(i32, i32)> {
     }
 }
 
-/// The dequantized 8-bit activation behind `xf`: `(xq, scale, zero point)`.
+/// The dequantized 8-bit activation behind `xf`: `(xq, scale, zero point)`. When `xf` is a
+/// reshaped view (Flatten, Reshape...) of a dequantized tensor, `xq` is that tensor's integers,
+/// and the caller views them in `xf`'s shape (see [`integer_view`]).
 fn dequantized_input(g: &PlanGraph, xf: TensorId) -> Option<(TensorId, f32, i32)> {
-    let d = g.producer(xf)?;
+    let d = g.producer(g.root(xf))?;
     let PlanOp {
         op: Op::Dequantize { .. },
         inputs,
@@ -76,6 +78,19 @@ fn dequantized_input(g: &PlanGraph, xf: TensorId) -> Option<(TensorId, f32, i32)
         None => 0,
     };
     Some((xq, scale, zero))
+}
+
+/// `xq` in the shape of `xf` (itself when `xf` is not a view): a new alias of `xq`'s bytes.
+fn integer_view(g: &mut PlanGraph, xq: TensorId, xf: TensorId) -> TensorId {
+    if g.tensors[xf].alias_of.is_none() {
+        return xq;
+    }
+    let t = &g.tensors[xf];
+    let (name, shape) = (format!("{}:int8", t.name), t.shape.clone());
+    let dtype = g.tensors[xq].dtype;
+    let view = g.add_tensor(name, dtype, shape);
+    g.tensors[view].alias_of = Some(g.root(xq));
+    view
 }
 
 /// The int8 weights behind `wf`, with one scale per element of `channel_axis` (or one in all).
@@ -219,6 +234,7 @@ fn try_fuse(g: &mut PlanGraph, i: usize) -> Option<()> {
         _ => Op::QGemm(requantize),
     };
     let name = op.name.clone();
+    let xq = integer_view(g, xq, op.inputs[0]?);
     let mut w_shape = g.tensors[wf].shape.clone();
     let w_ints = if matches!(op.op, Op::Gemm(_)) {
         // QGemm wants one row of weights per output: [K, N] → [N, K].

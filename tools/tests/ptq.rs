@@ -1,0 +1,296 @@
+//! `ferrite pack --quantize int8 --calibration DIR`: the quantized plan, its accuracy report, and
+//! one clear error (non-zero exit through the CLI) for every bad calibration folder or option.
+
+use ferrite_hal::DType;
+use ferrite_tools::npy::{self, NpyArray};
+use ferrite_tools::onnx::build::{attr_int, ModelBuilder, D};
+use ferrite_tools::onnx::proto::data_type;
+use ferrite_tools::pack::PackOptions;
+use ferrite_tools::ptq::{self, Method, OutputAccuracy};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ferrite-ptq-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// x [1, 8] → Gemm (transB) → Relu → Gemm → y [1, 4].
+fn two_layer_model() -> Vec<u8> {
+    let w1: Vec<f32> = (0..8 * 16)
+        .map(|i| ((i * 7 % 23) as f32 - 11.0) / 13.0)
+        .collect();
+    let w2: Vec<f32> = (0..16 * 4)
+        .map(|i| ((i * 5 % 17) as f32 - 8.0) / 9.0)
+        .collect();
+    ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(8)])
+        .init_f32("w1", &[16, 8], &w1)
+        .init_f32("b1", &[16], &[0.05; 16])
+        .init_f32("w2", &[4, 16], &w2)
+        .node(
+            "Gemm",
+            "fc1",
+            &["x", "w1", "b1"],
+            &["h"],
+            vec![attr_int("transB", 1)],
+        )
+        .node("Relu", "relu", &["h"], &["r"], vec![])
+        .node(
+            "Gemm",
+            "fc2",
+            &["r", "w2"],
+            &["y"],
+            vec![attr_int("transB", 1)],
+        )
+        .output("y")
+        .encode()
+}
+
+/// Two inputs a, b [1, 8] → Add → MatMul (constant [8, 4]) → y.
+fn two_input_model() -> Vec<u8> {
+    let w: Vec<f32> = (0..32).map(|i| (i as f32 - 16.0) / 16.0).collect();
+    ModelBuilder::new(13)
+        .input("a", data_type::FLOAT, &[D::N(1), D::N(8)])
+        .input("b", data_type::FLOAT, &[D::N(1), D::N(8)])
+        .init_f32("w", &[8, 4], &w)
+        .node("Add", "add", &["a", "b"], &["s"], vec![])
+        .node("MatMul", "mm", &["s", "w"], &["y"], vec![])
+        .output("y")
+        .encode()
+}
+
+fn floats(shape: &[usize], seed: usize) -> NpyArray {
+    let n: usize = shape.iter().product();
+    NpyArray {
+        dtype: DType::F32,
+        shape: shape.to_vec(),
+        bytes: (0..n)
+            .flat_map(|i| ((((i + seed) * 2654435761) % 1000) as f32 / 500.0 - 1.0).to_le_bytes())
+            .collect(),
+    }
+}
+
+fn save(path: &Path, array: &NpyArray) {
+    npy::write(path, array).unwrap();
+}
+
+fn quantize(
+    onnx: &[u8],
+    dir: &Path,
+) -> Result<(ferrite_tools::Packed, ptq::QuantizationReport), String> {
+    ptq::quantize(
+        onnx,
+        &PackOptions::default(),
+        dir,
+        Method::MinMax,
+        &mut |_, _, _| {},
+    )
+    .map_err(|e| e.to_string())
+}
+
+#[test]
+fn a_float_model_becomes_integer_ops_with_a_report() {
+    let dir = temp_dir("ok");
+    // One batched file of 20 samples and one single sample: 21 in all.
+    save(&dir.join("a.npy"), &floats(&[20, 8], 1));
+    save(&dir.join("b.npy"), &floats(&[1, 8], 2));
+    std::fs::write(dir.join("README.txt"), "ignored").unwrap();
+    let mut stages = Vec::new();
+    let (packed, report) = ptq::quantize(
+        &two_layer_model(),
+        &PackOptions::default(),
+        &dir,
+        Method::MinMax,
+        &mut |stage, done, total| stages.push((stage, done, total)),
+    )
+    .unwrap();
+    assert_eq!(report.samples, 21);
+    assert_eq!(report.weights, 2);
+    assert_eq!(
+        packed.report.ops.get("QGemm"),
+        Some(&2),
+        "{:?}",
+        packed.report.ops
+    );
+    assert!(
+        !packed.report.ops.contains_key("Gemm"),
+        "{:?}",
+        packed.report.ops
+    );
+    assert_eq!(stages.first(), Some(&(ptq::Stage::Ranges, 0, 21)));
+    assert_eq!(stages.last(), Some(&(ptq::Stage::Report, 21, 21)));
+    match &report.outputs[..] {
+        [OutputAccuracy::Float { name, sqnr_db, .. }] => {
+            assert_eq!(name, "y", "the output keeps its name");
+            assert!(*sqnr_db > 30.0, "SQNR {sqnr_db}");
+        }
+        other => panic!("{other:?}"),
+    }
+    // The weights section shrinks (int8 weights instead of f32, plus int32 biases and
+    // requantization pairs, which dominate a model this small).
+    let float = ferrite_tools::pack(&two_layer_model(), &PackOptions::default()).unwrap();
+    assert!(packed.report.weights_bytes < float.report.weights_bytes);
+}
+
+#[test]
+fn several_inputs_read_one_folder_per_sample_and_matmul_is_quantized() {
+    let dir = temp_dir("multi");
+    for k in 0..3 {
+        let sample = dir.join(format!("sample{k}"));
+        std::fs::create_dir(&sample).unwrap();
+        save(&sample.join("a.npy"), &floats(&[1, 8], k));
+        save(&sample.join("b.npy"), &floats(&[1, 8], k + 10));
+    }
+    let (packed, report) = quantize(&two_input_model(), &dir).unwrap();
+    assert_eq!(report.samples, 3);
+    assert_eq!(
+        packed.report.ops.get("QGemm"),
+        Some(&1),
+        "{:?}",
+        packed.report.ops
+    );
+    std::fs::remove_file(dir.join("sample1").join("b.npy")).unwrap();
+    let e = quantize(&two_input_model(), &dir).unwrap_err();
+    assert!(
+        e.contains("sample1") && e.contains("b.npy") && e.contains("missing"),
+        "{e}"
+    );
+}
+
+#[test]
+fn bad_calibration_folders_are_refused_naming_the_file() {
+    let model = two_layer_model();
+    let dir = temp_dir("bad");
+    let e = quantize(&model, &dir.join("nowhere")).unwrap_err();
+    assert!(
+        e.starts_with("calibration: ") && e.contains("not a folder"),
+        "{e}"
+    );
+    let e = quantize(&model, &dir).unwrap_err();
+    assert!(e.contains("no .npy sample") && e.contains("'x'"), "{e}");
+
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "ints.npy",
+            npy::to_bytes(&NpyArray {
+                dtype: DType::I32,
+                shape: vec![1, 8],
+                bytes: vec![0; 32],
+            }),
+            "holds int32",
+        ),
+        ("shape.npy", npy::to_bytes(&floats(&[1, 7], 0)), "[1, 7]"),
+        ("scalar.npy", npy::to_bytes(&floats(&[], 0)), "needs [1, 8]"),
+        (
+            "corrupt.npy",
+            b"\x93NUMPY garbage".to_vec(),
+            "not a valid .npy",
+        ),
+        (
+            "short.npy",
+            {
+                let mut b = npy::to_bytes(&floats(&[4, 8], 0));
+                b.truncate(b.len() - 5);
+                b
+            },
+            "truncated",
+        ),
+    ];
+    for (file, bytes, needle) in cases {
+        let case = temp_dir(&format!("bad-{file}"));
+        std::fs::write(case.join(file), bytes).unwrap();
+        let e = quantize(&model, &case).unwrap_err();
+        assert!(e.contains(file) && e.contains(needle), "{file}: {e}");
+    }
+}
+
+fn ferrite(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ferrite"))
+        .args(args)
+        .output()
+        .expect("the binary runs")
+}
+
+fn assert_one_line_error(out: &Output, needle: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "succeeded; stderr: {stderr}");
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(
+        lines[0].starts_with("error: ") && lines[0].contains(needle),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn the_cli_quantizes_and_refuses_bad_options() {
+    let dir = temp_dir("cli");
+    let onnx = dir.join("m.onnx");
+    std::fs::write(&onnx, two_layer_model()).unwrap();
+    let calibration = dir.join("calibration");
+    std::fs::create_dir(&calibration).unwrap();
+    save(&calibration.join("x.npy"), &floats(&[16, 8], 3));
+    let out_path = dir.join("m.frt");
+    let (onnx, out, cal) = (
+        onnx.to_str().unwrap(),
+        out_path.to_str().unwrap(),
+        calibration.to_str().unwrap(),
+    );
+    let pack = |extra: &[&str]| {
+        let mut args = vec!["pack", onnx, "-o", out];
+        args.extend_from_slice(extra);
+        ferrite(&args)
+    };
+    for method in ["minmax", "percentile", "percentile=99.9", "entropy"] {
+        let ok = pack(&[
+            "--quantize",
+            "int8",
+            "--calibration",
+            cal,
+            "--calibration-method",
+            method,
+        ]);
+        let stdout = String::from_utf8_lossy(&ok.stdout);
+        assert!(
+            ok.status.success(),
+            "{method}: {}",
+            String::from_utf8_lossy(&ok.stderr)
+        );
+        assert!(
+            stdout.contains("QGemm x2") && stdout.contains("y: SQNR"),
+            "{stdout}"
+        );
+        assert!(
+            stdout.contains(&format!("16 samples ({method}")),
+            "{stdout}"
+        );
+    }
+    assert_one_line_error(&pack(&["--quantize", "int8"]), "needs --calibration");
+    assert_one_line_error(&pack(&["--calibration", cal]), "needs --quantize int8");
+    assert_one_line_error(&pack(&["--quantize", "int4", "--calibration", cal]), "int4");
+    assert_one_line_error(
+        &pack(&[
+            "--quantize",
+            "int8",
+            "--calibration",
+            cal,
+            "--calibration-method",
+            "kl",
+        ]),
+        "--calibration-method kl",
+    );
+    let empty = dir.join("empty");
+    std::fs::create_dir(&empty).unwrap();
+    assert_one_line_error(
+        &pack(&[
+            "--quantize",
+            "int8",
+            "--calibration",
+            empty.to_str().unwrap(),
+        ]),
+        "calibration: ",
+    );
+}
