@@ -177,8 +177,19 @@ impl<'a> Model<'a> {
         })
     }
 
-    /// Decodes tensor record `index`, checking everything about it.
+    /// Decodes tensor record `index`, checking everything about it, name included.
     fn decode_tensor(&self, index: usize) -> Result<(TensorDesc, &'a str), FormatError> {
+        let desc = self.decode_desc(index)?;
+        let rec = range(self.tensors, index * format::TENSOR_RECORD_BYTES, 12)
+            .ok_or(err(K::OutOfRange, "tensor index").at(index))?;
+        let word = |at| u32_at(rec, at).ok_or(err(K::Truncated, "tensor").at(index));
+        let name = self.string(word(4)? as usize, word(8)? as usize)?;
+        Ok((desc, name))
+    }
+
+    /// Decodes tensor record `index` without its name: what running a step needs, on every
+    /// run (the name's UTF-8 check would cost more than the rest).
+    fn decode_desc(&self, index: usize) -> Result<TensorDesc, FormatError> {
         let e = |kind, what| err(kind, what).at(index);
         let rec = range(
             self.tensors,
@@ -202,7 +213,6 @@ impl<'a> Model<'a> {
         if !reserved_zero {
             return Err(e(K::InvalidValue, "reserved tensor bytes must be zero"));
         }
-        let name = self.string(word(4)? as usize, word(8)? as usize)?;
         let offset = word(12)? as usize;
         let bytes = word(16)? as usize;
         let mut dims = [0usize; ferrite_hal::MAX_RANK];
@@ -241,15 +251,12 @@ impl<'a> Model<'a> {
             }
             _ => return Err(e(K::InvalidValue, "tensor storage")),
         };
-        Ok((
-            TensorDesc {
-                dtype,
-                shape,
-                location,
-                bytes,
-            },
-            name,
-        ))
+        Ok(TensorDesc {
+            dtype,
+            shape,
+            location,
+            bytes,
+        })
     }
 
     fn string(&self, offset: usize, len: usize) -> Result<&'a str, FormatError> {
@@ -448,7 +455,7 @@ impl<'a> Model<'a> {
 
 impl Tensors for Model<'_> {
     fn tensor(&self, index: u32) -> Option<TensorDesc> {
-        self.decode_tensor(index as usize).ok().map(|(d, _)| d)
+        self.decode_desc(index as usize).ok()
     }
 }
 

@@ -11,10 +11,12 @@ pub trait QuantInt: Copy + bytemuck::Pod {
     fn widen(self) -> i32;
     /// Narrows an `i32` already clamped to `MIN..=MAX`.
     fn narrow(v: i32) -> Self;
+    /// `(self - zero)` as `f32`, exactly and without overflow.
+    fn minus(self, zero: i32) -> f32;
 }
 
 macro_rules! quant_int {
-    ($t:ty) => {
+    ($t:ty, $wide:ty) => {
         impl QuantInt for $t {
             const MIN: i32 = <$t>::MIN as i32;
             const MAX: i32 = <$t>::MAX as i32;
@@ -26,13 +28,18 @@ macro_rules! quant_int {
             fn narrow(v: i32) -> Self {
                 v as $t
             }
+            #[inline(always)]
+            fn minus(self, zero: i32) -> f32 {
+                (self as $wide - zero as $wide) as f32
+            }
         }
     };
 }
 
-quant_int!(i8);
-quant_int!(u8);
-quant_int!(i32);
+// 8-bit differences fit in i32; int32 ones need i64.
+quant_int!(i8, i32);
+quant_int!(u8, i32);
+quant_int!(i32, i64);
 
 /// The layout of per-channel parameters: element `i` of the tensor uses parameter
 /// `(i / inner) % channels` (`channels == 1`: one parameter for all).
@@ -45,30 +52,50 @@ pub struct Channels {
 }
 
 impl Channels {
+    /// Elements in a run sharing one parameter, for a tensor of `len` elements.
     #[inline(always)]
-    fn of(&self, i: usize) -> usize {
-        if self.channels == 1 {
-            0
+    fn run(&self, len: usize) -> usize {
+        if self.channels <= 1 {
+            len.max(1)
         } else {
-            (i / self.inner.max(1)) % self.channels
+            self.inner.max(1)
         }
+    }
+}
+
+/// Rounds half to even, as ONNX specifies (and `rintf` in the default rounding mode), with two
+/// additions: adding and subtracting 2^23 leaves no fraction bits, and the FPU rounds to nearest
+/// even. Values of 2^23 and more are integers already.
+#[inline(always)]
+fn round_half_even(v: f32) -> f32 {
+    const TWO_23: f32 = 8_388_608.0;
+    if v.abs() < TWO_23 {
+        let t = if v < 0.0 { -TWO_23 } else { TWO_23 };
+        (v + t) - t
+    } else {
+        v
     }
 }
 
 /// `y = saturate(round_half_to_even(x / scale) + zero_point)`.
 pub fn quantize<T: QuantInt>(x: &[f32], scale: &[f32], zero: &[T], ch: Channels, y: &mut [T]) {
-    for (i, (out, &v)) in y.iter_mut().zip(x).enumerate() {
-        let c = ch.of(i);
-        let (s, z) = (scale[c], zero[c].widen());
-        // rintf rounds half to even (the default rounding mode), as ONNX specifies.
-        let q = libm::rintf(v / s);
-        // Saturate in f32 first: the rounded value may exceed i32 (NaN becomes 0).
-        let q = if q.is_nan() {
-            0
-        } else {
-            q.clamp(-2.0e9, 2.0e9) as i32
+    let run = ch.run(x.len());
+    for (k, (ys, xs)) in y.chunks_mut(run).zip(x.chunks(run)).enumerate() {
+        let c = k % ch.channels.max(1);
+        let (Some(&s), Some(z)) = (scale.get(c), zero.get(c)) else {
+            return;
         };
-        *out = T::narrow(q.saturating_add(z).clamp(T::MIN, T::MAX));
+        let z = z.widen();
+        // Clamped in f32 before the conversion: `as` saturates and maps NaN to 0 (so NaN
+        // quantizes to the zero point).
+        let (lo, hi) = (
+            T::MIN.saturating_sub(z) as f32,
+            T::MAX.saturating_sub(z) as f32,
+        );
+        for (out, &v) in ys.iter_mut().zip(xs) {
+            let q = round_half_even(v / s).clamp(lo, hi) as i32;
+            *out = T::narrow(q.saturating_add(z).clamp(T::MIN, T::MAX));
+        }
     }
 }
 
@@ -80,10 +107,16 @@ pub fn dequantize<T: QuantInt>(
     ch: Channels,
     y: &mut [f32],
 ) {
-    for (i, (out, &v)) in y.iter_mut().zip(x).enumerate() {
-        let c = ch.of(i);
-        let z = zero.map_or(0, |z| z[c].widen());
-        *out = (v.widen() as i64 - z as i64) as f32 * scale[c];
+    let run = ch.run(x.len());
+    for (k, (ys, xs)) in y.chunks_mut(run).zip(x.chunks(run)).enumerate() {
+        let c = k % ch.channels.max(1);
+        let Some(&s) = scale.get(c) else {
+            return;
+        };
+        let z = zero.and_then(|z| z.get(c)).map_or(0, |z| z.widen());
+        for (out, &v) in ys.iter_mut().zip(xs) {
+            *out = v.minus(z) * s;
+        }
     }
 }
 
@@ -132,6 +165,37 @@ mod tests {
             &mut back,
         );
         assert_eq!(back, [0.0, 0.5, 1.0, 8.0, 10.0, 12.0]);
+    }
+
+    #[test]
+    fn rounding_matches_rintf_everywhere() {
+        let mut v = 1e-3f32;
+        while v < 3e7 {
+            for x in [
+                v,
+                -v,
+                v + 0.5,
+                -(v + 0.5),
+                v.floor() + 0.5,
+                -(v.floor() + 0.5),
+            ] {
+                assert_eq!(round_half_even(x), libm::rintf(x), "{x}");
+            }
+            v *= 1.37;
+        }
+        for x in [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            2.5,
+            8_388_607.5,
+            f32::INFINITY,
+            f32::MAX,
+        ] {
+            assert_eq!(round_half_even(x), libm::rintf(x), "{x}");
+        }
+        assert!(round_half_even(f32::NAN).is_nan());
     }
 
     #[test]
