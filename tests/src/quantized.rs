@@ -4,9 +4,9 @@
 //! quantization step.
 //!
 //! Bound: at least 99 % of output elements within one step of onnxruntime's, none more than
-//! [`MAX_STEPS`] off. QDQ models run mixed (float compute between QuantizeLinear and
-//! DequantizeLinear); QOperator models need QLinearConv, QGemm and friends, which the importer does
-//! not have yet: that is checked too, so the day they pack the suite says to tighten it.
+//! [`MAX_STEPS`] off. Both forms pack to the same integer ops (QOperator nodes are lowered as the
+//! QDQ nodes they stand for); what the integer pass does not cover runs in float between
+//! QuantizeLinear and DequantizeLinear.
 
 use crate::compare::floats;
 use crate::models::check_no_overlap;
@@ -38,7 +38,6 @@ pub struct QuantizedResult {
 struct Entry {
     name: String,
     options: PackOptions,
-    form: String,
     step: f32,
 }
 
@@ -69,7 +68,6 @@ fn manifest() -> Result<Vec<Entry>, String> {
                 input_shapes,
                 ..PackOptions::default()
             },
-            form: entry["form"].as_str().unwrap_or("").to_string(),
             step: entry["output_step"].as_f64().ok_or("missing output_step")? as f32,
         });
     }
@@ -77,23 +75,11 @@ fn manifest() -> Result<Vec<Entry>, String> {
     Ok(out)
 }
 
-fn run_one<B: Backend>(entry: &Entry) -> Result<Option<QuantizedResult>, String> {
+fn run_one<B: Backend>(entry: &Entry) -> Result<QuantizedResult, String> {
     let dir = test_models_dir();
     let name = &entry.name;
     let onnx = std::fs::read(dir.join(format!("{name}.onnx"))).map_err(|e| e.to_string())?;
     let packed = pack(&onnx, &entry.options);
-    if entry.form == "qop" {
-        // Known gap: the QOperator ops. Refused by name, never misread.
-        return match packed {
-            Err(e) if e.to_string().contains("QLinear") || e.to_string().contains("QGemm") => {
-                Ok(None)
-            }
-            Err(e) => Err(format!("{name}: unexpected error: {e}")),
-            Ok(_) => Err(format!(
-                "{name}: QOperator models pack now — run them in this suite"
-            )),
-        };
-    }
     let packed = packed.map_err(|e| format!("{name}: {e}"))?;
     check_no_overlap(&packed).map_err(|e| format!("{name}: {e}"))?;
     let bytes = AlignedBytes::from(&packed.bytes[..]);
@@ -122,21 +108,21 @@ fn run_one<B: Backend>(entry: &Entry) -> Result<Option<QuantizedResult>, String>
             WITHIN_ONE_STEP * 100.0
         ));
     }
-    Ok(Some(QuantizedResult {
+    Ok(QuantizedResult {
         name: name.clone(),
         within_one_step: within,
         max_steps: max,
         arena_bytes: packed.report.arena_bytes,
-    }))
+    })
 }
 
-/// Runs every quantized model on backend `B`; returns the results of the models that ran.
+/// Runs every quantized model on backend `B`; returns their results.
 pub fn run_all<B: Backend>() -> Result<Vec<QuantizedResult>, String> {
     let mut results = Vec::new();
     let mut failures = Vec::new();
     for entry in manifest()? {
         match run_one::<B>(&entry) {
-            Ok(Some(r)) => {
+            Ok(r) => {
                 println!(
                     "{:<14} {:.1} % within one step, max {:.2} steps, arena {} B",
                     r.name,
@@ -146,7 +132,6 @@ pub fn run_all<B: Backend>() -> Result<Vec<QuantizedResult>, String> {
                 );
                 results.push(r);
             }
-            Ok(None) => println!("{:<14} refused as expected (QOperator ops)", entry.name),
             Err(e) => failures.push(e),
         }
     }

@@ -199,6 +199,9 @@ fn unsupported(graph: &Graph, lowering: Vec<Unsupported>) -> UnsupportedReport {
     let mut report = UnsupportedReport::default();
     for node in &graph.nodes {
         let default = is_default_domain(&node.domain);
+        if crate::lower::is_microsoft_op(node) {
+            continue;
+        }
         if !default || !SUPPORTED_OPS.contains(&node.op_type.as_str()) {
             report.items.push(Unsupported {
                 op_type: if default {
@@ -209,6 +212,12 @@ fn unsupported(graph: &Graph, lowering: Vec<Unsupported>) -> UnsupportedReport {
                 node: node.label(),
                 reason: if default {
                     format!("op '{}' is not supported", node.op_type)
+                } else if node.domain == "com.microsoft" {
+                    format!(
+                        "op '{}' of domain 'com.microsoft' is not supported (from it: {})",
+                        node.op_type,
+                        crate::lower::MICROSOFT_OPS.join(", ")
+                    )
                 } else {
                     format!("domain '{}' is not supported", node.domain)
                 },

@@ -198,3 +198,120 @@ fn bad_quantization_parameters_are_refused_by_name() {
     let text = pack_error(onnx);
     assert!(text.contains("int16") && text.contains("zero"), "{text}");
 }
+
+/// x [1, 2, 3, 3] → QuantizeLinear → QLinearConv (1×1, per-channel int8 weights, int32 bias)
+/// → DequantizeLinear → y; the input scale is a constant or (to be refused) a graph input.
+fn qlinear_conv(w_scale: [f32; 2], x_scale_constant: bool) -> Vec<u8> {
+    let mut b = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(2), D::N(3), D::N(3)])
+        .init(int_init("xz", data_type::INT8, &[], &[0]))
+        .init(int_init(
+            "w",
+            data_type::INT8,
+            &[2, 2, 1, 1],
+            &[10, -20, 30, 40],
+        ))
+        .init_f32("ws", &[2], &w_scale)
+        .init(int_init("wz", data_type::INT8, &[2], &[0, 0]))
+        .init_f32("ys", &[], &[0.1])
+        .init(int_init("yz", data_type::INT8, &[], &[-5]))
+        .init(int_init("bias", data_type::INT32, &[2], &[100, -100]));
+    b = if x_scale_constant {
+        b.init_f32("xs", &[], &[0.05])
+    } else {
+        b.input("xs", data_type::FLOAT, &[])
+    };
+    b.node("QuantizeLinear", "q", &["x", "xs", "xz"], &["xq"], vec![])
+        .node(
+            "QLinearConv",
+            "conv",
+            &["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"],
+            &["yq"],
+            vec![],
+        )
+        .node(
+            "DequantizeLinear",
+            "dq",
+            &["yq", "ys", "yz"],
+            &["y"],
+            vec![],
+        )
+        .output("y")
+        .encode()
+}
+
+#[test]
+fn qoperator_convolutions_become_integer_ops() {
+    let packed = pack(&qlinear_conv([0.01, 0.02], true), &PackOptions::default()).unwrap();
+    assert_eq!(
+        packed.report.ops.get("QConv"),
+        Some(&1),
+        "{:?}",
+        packed.report.ops
+    );
+    // x = 1 everywhere: xq = 20; acc = bias + 20·Σw = 100 − 200 = −100 and −100 + 1400 = 1300;
+    // y = acc · xs · ws = −0.05 and 1.3 (to within one step of 0.1).
+    let model_bytes = AlignedBytes::from(&packed.bytes[..]);
+    let model = Model::load(model_bytes.as_bytes()).unwrap();
+    let out = run_cpu(&model, &[floats_in(&[1, 2, 3, 3], &[1.0; 18])]).unwrap();
+    let y: Vec<f32> = out[0]
+        .bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    for (i, v) in y.iter().enumerate() {
+        let expected = if i < 9 { -0.05 } else { 1.3 };
+        assert!((v - expected).abs() <= 0.1 + 1e-6, "{i}: {v}");
+    }
+}
+
+#[test]
+fn bad_qoperator_nodes_are_refused_by_name() {
+    let text = pack_error(qlinear_conv([0.01, 0.0], true));
+    assert!(
+        text.contains("conv") && text.contains("scale 'ws' holds 0"),
+        "{text}"
+    );
+    let text = pack_error(qlinear_conv([0.01, 0.02], false));
+    assert!(text.contains("scale 'xs' must be a constant"), "{text}");
+    let microsoft = |op: &str, attrs| {
+        ModelBuilder::new(13)
+            .import("com.microsoft", 1)
+            .input("xq", data_type::INT8, &[D::N(1), D::N(4)])
+            .init_f32("s", &[], &[0.1])
+            .init(int_init("z", data_type::INT8, &[], &[0]))
+            .node_in(
+                "com.microsoft",
+                op,
+                "qop",
+                &["xq", "s", "z", "s", "z"],
+                &["y"],
+                attrs,
+            )
+            .output("y")
+            .encode()
+    };
+    let text = pack_error(microsoft("QLinearSoftmax", vec![attr_int("axis", 0)]));
+    assert!(text.contains("only the last axis"), "{text}");
+    let text = pack_error(microsoft(
+        "QLinearGlobalAveragePool",
+        vec![attr_int("channels_last", 1)],
+    ));
+    assert!(text.contains("channels_last"), "{text}");
+    let text = pack_error(microsoft("QAttention", vec![]));
+    assert!(
+        text.contains("QAttention") && text.contains("com.microsoft") && text.contains("QGemm"),
+        "{text}"
+    );
+    let onnx = ModelBuilder::new(13)
+        .input("xq", data_type::INT8, &[D::N(1), D::N(4)])
+        .init_f32("s", &[], &[0.1])
+        .node("QLinearMatMul", "mm", &["xq", "s"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let text = pack_error(onnx);
+    assert!(
+        text.contains("mm") && text.contains("needs 8 inputs"),
+        "{text}"
+    );
+}

@@ -12,7 +12,10 @@ mod attrs;
 mod constant;
 mod movement;
 mod nn;
+mod qoperator;
 mod quant;
+
+pub use qoperator::MICROSOFT_OPS;
 
 use crate::error::Unsupported;
 use crate::fold;
@@ -23,6 +26,12 @@ use ferrite_hal::{DType, Op};
 use std::collections::{HashMap, HashSet};
 
 pub(crate) use attrs::Attrs;
+
+/// Whether `node` is one of onnxruntime's `com.microsoft` quantized ops that lowering
+/// understands ([`MICROSOFT_OPS`]).
+pub fn is_microsoft_op(node: &Node) -> bool {
+    node.domain == "com.microsoft" && MICROSOFT_OPS.contains(&node.op_type.as_str())
+}
 
 /// The ONNX ops (default domain) that lowering understands.
 pub const SUPPORTED_OPS: &[&str] = &[
@@ -54,6 +63,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Mul",
     "Pad",
     "QuantizeLinear",
+    "QLinearConv",
+    "QLinearMatMul",
     "DequantizeLinear",
     "Range",
     "ReduceMax",
@@ -147,10 +158,13 @@ impl Lowerer {
     }
 
     fn lower_checked(&mut self, node: &Node) -> Result<(), Reason> {
-        if !is_default_domain(&node.domain) {
+        if is_microsoft_op(node) {
+            qoperator::lower(self, node)?;
+        } else if !is_default_domain(&node.domain) {
             return Err(format!("domain '{}' is not supported", node.domain));
+        } else {
+            self.lower_op(node)?;
         }
-        self.lower_op(node)?;
         for o in node.outputs.iter().filter(|o| !o.is_empty()) {
             if !self.names.contains_key(o) {
                 return Err(format!("output '{o}' was not produced (internal error)"));
@@ -195,6 +209,7 @@ impl Lowerer {
             "Slice" => movement::slice(self, node),
             "Pad" => movement::pad(self, node),
             "Gather" => movement::gather(self, node),
+            "QLinearConv" | "QLinearMatMul" => qoperator::lower(self, node),
             "QuantizeLinear" => quant::quantize(self, node),
             "DequantizeLinear" => quant::dequantize(self, node),
             "Constant" => constant::constant(self, node),
