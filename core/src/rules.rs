@@ -263,8 +263,19 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
         Op::QConv(c) => {
             ensure(n_in == 4 && n_out == 1, "QConv takes 4 inputs")?;
             let (x, w, bias, requant, y) = (input(0)?, input(1)?, input(2)?, input(3)?, output(0)?);
-            let [oc, ..] = check_conv_geometry(&c.window, c.group, &x, &w, Some(&bias), &y)?;
-            check_integer_operands(&x, &w, &bias, &requant, &y, &c.requantize, oc)
+            let [oc, icg, oh, ow] =
+                check_conv_geometry(&c.window, c.group, &x, &w, Some(&bias), &y)?;
+            check_integer_operands(&x, &w, &bias, &requant, &y, &c.requantize, oc)?;
+            let need = geometry::qconv_scratch_elements(&c, icg, oh, ow)
+                .ok_or("QConv scratch overflows")?;
+            if need > 0 {
+                let s = step.scratch.ok_or("QConv needs scratch")?;
+                ensure(
+                    s.dtype == DType::F32 && s.elements() >= need,
+                    "QConv scratch too small",
+                )?;
+            }
+            Ok(())
         }
         Op::QGemm(q) => {
             ensure(n_in == 4 && n_out == 1, "QGemm takes 4 inputs")?;

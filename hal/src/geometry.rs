@@ -311,6 +311,42 @@ pub fn conv_scratch_elements(
     k.checked_mul(conv_tile_columns(k, plane))
 }
 
+/// Arena scratch of an integer convolution, in `f32` elements (4 bytes each), for kernels that
+/// unfold the input: four int16 columns of `in_channels_per_group × kernel area` values and as
+/// many u32 input offsets for a regular or pointwise convolution, or one channel's zero-point-padded plane (int8) for a
+/// depthwise one, covering every input position its `out_h × out_w` outputs read.
+///
+/// The planner reserves exactly this much and the verifier checks it; a kernel that needs no
+/// scratch (the portable ones) ignores it.
+pub fn qconv_scratch_elements(
+    conv: &crate::op::QConv,
+    in_channels_per_group: usize,
+    out_h: usize,
+    out_w: usize,
+) -> Option<usize> {
+    let w = &conv.window;
+    if in_channels_per_group == 1 && conv.group > 1 {
+        let span = |out: usize, axis: usize| {
+            out.checked_sub(1)?
+                .checked_mul(w.stride[axis])?
+                .checked_add(
+                    w.kernel[axis]
+                        .checked_sub(1)?
+                        .checked_mul(w.dilation[axis])?,
+                )?
+                .checked_add(1)
+        };
+        return Some(span(out_h, 0)?.checked_mul(span(out_w, 1)?)?.div_ceil(4));
+    }
+    // Four columns of k int16 values (k rounded up to even so each column is word-aligned),
+    // then k u32 offsets of the window's values.
+    let k = in_channels_per_group
+        .checked_mul(w.kernel[0])?
+        .checked_mul(w.kernel[1])?;
+    let columns = k.checked_add(1)? & !1;
+    columns.checked_mul(2)?.checked_add(k)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

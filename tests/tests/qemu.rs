@@ -31,7 +31,7 @@ fn f32_input(model: &Model<'_>) -> NpyArray {
         dtype: ferrite_hal::DType::F32,
         shape: info.desc.shape.dims().to_vec(),
         bytes: (0..info.desc.elements())
-            .flat_map(|i| ((i % 7) as f32 * 0.25 - 0.5).to_le_bytes())
+            .flat_map(|i| (((i * 13) % 101) as f32 * 0.07 - 3.5).to_le_bytes())
             .collect(),
     }
 }
@@ -83,6 +83,35 @@ fn instruction_counts_are_exact_and_repeatable() {
         let cpu = Cpu::run(&model, &[input]).expect("cpu");
         let err = relative_error(&floats(&run.outputs[0]), &floats(&cpu[0]));
         assert!(err <= models::TOLERANCE, "{err:e}");
+    });
+}
+
+#[test]
+fn a_profiled_run_counts_every_step() {
+    unless_missing::<QemuM4>("qemu-m4 per-step profile", || {
+        use ferrite_hal::Plan;
+        let bytes = packed(&tiny_mlp());
+        let model = Model::load(bytes.as_bytes()).expect("load");
+        let input = std::slice::from_ref(&f32_input(&model)).to_vec();
+        let plain = qemu::run(Board::M4, bytes.as_bytes(), &model, &input, 1).expect("qemu");
+        let profiled =
+            qemu::run_profiled(Board::M4, bytes.as_bytes(), &model, &input).expect("profiled");
+        assert!(plain.step_instructions.is_empty());
+        assert_eq!(profiled.step_instructions.len(), model.len());
+        assert!(profiled.step_instructions.iter().all(|&n| n > 0));
+        // The steps are the inference, less the session's own work, plus a few marker
+        // instructions each.
+        let steps: u64 = profiled.step_instructions.iter().sum();
+        let total = plain.instructions[0];
+        assert!(
+            steps < total && steps * 10 > total * 5,
+            "{steps} of {total}"
+        );
+        assert!(
+            profiled.instructions[0] > total,
+            "the markers add instructions"
+        );
+        assert_eq!(profiled.outputs[0].bytes, plain.outputs[0].bytes);
     });
 }
 
@@ -250,14 +279,29 @@ fn quantized_by_ferrite_tracks_float_on_qemu_m4() {
     });
 }
 
-/// x → Quantize → Dequantize → Gemm or 1×1 Conv (int8 per-channel weights, int32 bias) →
-/// Quantize → Dequantize: everything but the integer op is elementwise and exact, so any
-/// difference between devices would come from its kernel. K = 67 input channels exercise the DSP
-/// kernels' tails (and the convolution's 35 positions its last partial chunk).
-fn int8_model(conv: bool) -> Vec<u8> {
-    use ferrite_tools::onnx::build::attr_int;
+/// The integer op of a bit-exactness case: a Gemm, or a convolution.
+#[derive(Clone, Copy, Debug)]
+enum IntegerOp {
+    /// `[1, K] × [K, N]`.
+    Gemm { k: usize },
+    /// NCHW convolution.
+    Conv {
+        channels: usize,
+        size: [usize; 2],
+        kernel: [usize; 2],
+        stride: usize,
+        pads: [usize; 4],
+        dilation: usize,
+        group: usize,
+    },
+}
+
+/// x → Quantize → Dequantize → Gemm or Conv (int8 per-channel weights, int32 bias) → Quantize →
+/// Dequantize with `n` outputs: everything but the integer op is elementwise and exact, so any
+/// difference between devices would come from its kernel.
+fn int8_model(op: IntegerOp, n: usize) -> Vec<u8> {
+    use ferrite_tools::onnx::build::{attr_int, attr_ints};
     use ferrite_tools::onnx::proto::TensorProto;
-    let (k, n) = (67usize, 10usize);
     let ints = |name: &str, dtype: i32, dims: &[i64], values: Vec<i32>| TensorProto {
         name: name.into(),
         dims: dims.to_vec(),
@@ -265,37 +309,57 @@ fn int8_model(conv: bool) -> Vec<u8> {
         int32_data: values,
         ..Default::default()
     };
-    let weights: Vec<i32> = (0..n * k)
+    let i = |v: usize| v as i64;
+    let (x_dims, w_dims, name, attrs) = match op {
+        IntegerOp::Gemm { k } => (
+            vec![D::N(1), D::N(i(k))],
+            vec![i(n), i(k)],
+            "Gemm",
+            vec![attr_int("transB", 1)],
+        ),
+        IntegerOp::Conv {
+            channels,
+            size,
+            kernel,
+            stride,
+            pads,
+            dilation,
+            group,
+        } => (
+            vec![
+                D::N(1),
+                D::N(i(channels)),
+                D::N(i(size[0])),
+                D::N(i(size[1])),
+            ],
+            vec![i(n), i(channels / group), i(kernel[0]), i(kernel[1])],
+            "Conv",
+            vec![
+                attr_ints("kernel_shape", &[i(kernel[0]), i(kernel[1])]),
+                attr_ints("strides", &[i(stride), i(stride)]),
+                attr_ints("pads", &pads.map(i)),
+                attr_ints("dilations", &[i(dilation), i(dilation)]),
+                attr_int("group", i(group)),
+            ],
+        ),
+    };
+    let count: i64 = w_dims.iter().product();
+    let weights: Vec<i32> = (0..count as usize)
         .map(|i| ((i * 37 + 11) % 255) as i32 - 127)
         .collect();
     let bias: Vec<i32> = (0..n).map(|i| i as i32 * 97 - 400).collect();
     let w_scale: Vec<f32> = (0..n).map(|i| 0.002 + 0.0003 * i as f32).collect();
     let b_scale: Vec<f32> = w_scale.iter().map(|s| s * 0.05).collect();
-    let (x_dims, w_dims, op, attrs) = if conv {
-        (
-            vec![D::N(1), D::N(k as i64), D::N(5), D::N(7)],
-            vec![n as i64, k as i64, 1, 1],
-            "Conv",
-            vec![],
-        )
-    } else {
-        (
-            vec![D::N(1), D::N(k as i64)],
-            vec![n as i64, k as i64],
-            "Gemm",
-            vec![attr_int("transB", 1)],
-        )
-    };
     ModelBuilder::new(13)
         .input("x", data_type::FLOAT, &x_dims)
         .init_f32("x_scale", &[], &[0.05])
         .init(ints("x_zero", data_type::INT8, &[], vec![-3]))
         .init(ints("w_q", data_type::INT8, &w_dims, weights))
-        .init_f32("w_scale", &[n as i64], &w_scale)
-        .init(ints("w_zero", data_type::INT8, &[n as i64], vec![0; n]))
-        .init(ints("b_q", data_type::INT32, &[n as i64], bias))
-        .init_f32("b_scale", &[n as i64], &b_scale)
-        .init(ints("b_zero", data_type::INT32, &[n as i64], vec![0; n]))
+        .init_f32("w_scale", &[i(n)], &w_scale)
+        .init(ints("w_zero", data_type::INT8, &[i(n)], vec![0; n]))
+        .init(ints("b_q", data_type::INT32, &[i(n)], bias))
+        .init_f32("b_scale", &[i(n)], &b_scale)
+        .init(ints("b_zero", data_type::INT32, &[i(n)], vec![0; n]))
         .init_f32("y_scale", &[], &[0.04])
         .init(ints("y_zero", data_type::INT8, &[], vec![5]))
         .node(
@@ -326,7 +390,7 @@ fn int8_model(conv: bool) -> Vec<u8> {
             &["b"],
             vec![attr_int("axis", 0)],
         )
-        .node(op, "op", &["xf", "w", "b"], &["yf"], attrs)
+        .node(name, "op", &["xf", "w", "b"], &["yf"], attrs)
         .node(
             "QuantizeLinear",
             "qy",
@@ -347,12 +411,56 @@ fn int8_model(conv: bool) -> Vec<u8> {
 
 #[test]
 fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
+    let conv = |channels, size, kernel, stride, pads, dilation, group| IntegerOp::Conv {
+        channels,
+        size,
+        kernel,
+        stride,
+        pads,
+        dilation,
+        group,
+    };
+    // (case, op, outputs): K = 67 and 45 leave tails after groups of four; 35 and 99 positions
+    // leave partial blocks; odd widths leave a lone last output in the depthwise pair loop.
+    let cases = [
+        ("gemm", IntegerOp::Gemm { k: 67 }, 10),
+        ("pointwise", conv(67, [5, 7], [1, 1], 1, [0; 4], 1, 1), 10),
+        ("3x3 padded", conv(5, [9, 11], [3, 3], 1, [1; 4], 1, 1), 6),
+        (
+            "strided dilated",
+            conv(3, [12, 13], [3, 3], 2, [1, 0, 2, 1], 2, 1),
+            5,
+        ),
+        (
+            "10x4 stride 2",
+            conv(1, [49, 10], [10, 4], 2, [4, 1, 5, 1], 1, 1),
+            8,
+        ),
+        ("grouped", conv(6, [7, 8], [3, 3], 1, [1; 4], 1, 2), 4),
+        ("depthwise", conv(10, [7, 9], [3, 3], 1, [1; 4], 1, 10), 10),
+        ("depthwise s2", conv(6, [9, 9], [3, 3], 2, [1; 4], 1, 6), 6),
+        (
+            "depthwise 5x5 x2",
+            conv(4, [8, 6], [5, 5], 1, [2; 4], 1, 4),
+            8,
+        ),
+        (
+            "depthwise dilated",
+            conv(3, [9, 9], [3, 3], 1, [2; 4], 2, 3),
+            3,
+        ),
+    ];
     unless_missing::<QemuM4>("DSP bit-exactness", || {
-        for (conv, op) in [(false, "QGemm"), (true, "QConv")] {
-            let packed = pack(&int8_model(conv), &PackOptions::default()).expect("pack");
+        for (case, op, n) in cases {
+            let packed = pack(&int8_model(op, n), &PackOptions::default()).expect("pack");
+            let integer = if matches!(op, IntegerOp::Gemm { .. }) {
+                "QGemm"
+            } else {
+                "QConv"
+            };
             assert!(
-                packed.report.ops.iter().any(|(k, _)| k == op),
-                "the op became an integer op: {:?}",
+                packed.report.ops.contains_key(integer),
+                "{case}: the op became an integer op: {:?}",
                 packed.report.ops
             );
             let bytes = AlignedBytes::from(&packed.bytes[..]);
@@ -363,7 +471,13 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
                 let inputs = std::slice::from_ref(&input);
                 let run = qemu::run(board, bytes.as_bytes(), &model, inputs, 1).expect("qemu");
                 let name = board.device_name();
-                assert_eq!(run.outputs[0].bytes, host[0].bytes, "{op} on {name}");
+                let (got, want) = (&run.outputs[0].bytes, &host[0].bytes);
+                let differ = got.iter().zip(want).filter(|(a, b)| a != b).count();
+                assert!(
+                    got == want,
+                    "{case} on {name}: {differ} of {} bytes differ",
+                    want.len()
+                );
             }
         }
     });

@@ -602,18 +602,47 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
 /// `bench --device qemu-m0|m4|m7`: instructions per inference (exact; QEMU is not
 /// cycle-accurate, so no latency), flash and RAM. Runs are capped at 3: every run executes the
 /// same instructions.
+/// What `bench` was asked for, besides the model and device.
+#[derive(Clone, Copy)]
+struct BenchFlags {
+    runs: usize,
+    as_json: bool,
+    profile: bool,
+}
+
 fn bench_qemu(
     board: ferrite_tools::qemu::Board,
     model_path: &Path,
     bytes: &[u8],
     model: &Model<'_>,
     arrays: &[NpyArray],
-    runs: usize,
-    as_json: bool,
+    flags: BenchFlags,
 ) -> CliResult {
+    let BenchFlags {
+        runs,
+        as_json,
+        profile,
+    } = flags;
     let runs = runs.min(3);
     let result =
         ferrite_tools::qemu::run(board, bytes, model, arrays, runs).map_err(|e| e.to_string())?;
+    // Per-step counts come from a second, marked run (the markers add a few instructions per
+    // step, which the unmarked run above does not have).
+    let steps: Vec<(String, String, u64)> = if profile {
+        let marked = ferrite_tools::qemu::run_profiled(board, bytes, model, arrays)
+            .map_err(|e| e.to_string())?;
+        marked
+            .step_instructions
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let op = model.step(i).map(|s| op_label(&s.op)).unwrap_or_default();
+                (op, model.op_name(i).unwrap_or("").to_string(), n)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let instructions = result.instructions.iter().copied().max().unwrap_or(0);
     let deterministic = result.instructions.windows(2).all(|w| w[0] == w[1]);
     let fw = result.firmware;
@@ -644,6 +673,7 @@ fn bench_qemu(
             "stack_bytes": result.stack_bytes,
             "inference_stack_bytes": result.inference_stack_bytes,
             "weights_bytes": model.weights_bytes(),
+            "ops": steps.iter().map(|(op, name, n)| json!({"op": op, "name": name, "instructions": n})).collect::<Vec<_>>(),
         });
         println!("{doc}");
     } else {
@@ -662,6 +692,13 @@ fn bench_qemu(
             result.inference_stack_bytes,
             result.stack_bytes
         );
+        let total: u64 = steps.iter().map(|s| s.2).sum();
+        for (i, (op, name, n)) in steps.iter().enumerate() {
+            println!(
+                "  #{i:<3} {op:<22} {name:<28} {n:>11} instr.  {:>5.1}%",
+                100.0 * *n as f64 / total.max(1) as f64
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -686,17 +723,17 @@ fn cmd_bench(
         read_inputs(&model, inputs)?
     };
     if let DeviceSpec::Qemu(board) = spec {
-        if profile {
-            return Err(format!("--profile is not available on {} (per-op cycles need real silicon: the DWT profiler)", board.device_name()));
-        }
         return bench_qemu(
             board,
             model_path,
             bytes.as_bytes(),
             &model,
             &arrays,
-            runs,
-            as_json,
+            BenchFlags {
+                runs,
+                as_json,
+                profile,
+            },
         );
     }
     let stats = runner::bench(&model, &arrays, runs, spec).map_err(|e| e.to_string())?;

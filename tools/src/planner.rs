@@ -10,7 +10,7 @@
 
 use crate::ir::{PlanGraph, PlanOp, TensorId};
 use ferrite_core::format::ARENA_ALIGN;
-use ferrite_hal::geometry::conv_scratch_elements;
+use ferrite_hal::geometry::{conv_scratch_elements, qconv_scratch_elements};
 use ferrite_hal::{DType, Op};
 
 /// One arena buffer with its lifetime (inclusive op indices) and placement.
@@ -89,9 +89,12 @@ pub fn prepare(g: &mut PlanGraph) -> Vec<Option<TensorId>> {
 }
 
 /// Scratch `f32` elements `op` needs (the CPU convolution's, by the shared rule of
-/// `ferrite_hal::geometry::conv_scratch_elements`); 0 for every other op.
+/// `ferrite_hal::geometry::conv_scratch_elements`, and the integer convolution's by
+/// `qconv_scratch_elements`); 0 for every other op.
 pub fn scratch_elements(tensors: &[crate::ir::Tensor], op: &PlanOp) -> usize {
-    let Op::Conv(c) = op.op else { return 0 };
+    if !matches!(op.op, Op::Conv(_) | Op::QConv(_)) {
+        return 0;
+    }
     let (Some(Some(w)), Some(y)) = (op.inputs.get(1), op.outputs.first()) else {
         return 0;
     };
@@ -101,9 +104,12 @@ pub fn scratch_elements(tensors: &[crate::ir::Tensor], op: &PlanOp) -> usize {
         3 => (1, y[2]),
         _ => return 0,
     };
-    w.get(1)
-        .and_then(|&icg| conv_scratch_elements(&c, icg, oh, ow))
-        .unwrap_or(0)
+    let need = |icg: usize| match op.op {
+        Op::Conv(c) => conv_scratch_elements(&c, icg, oh, ow),
+        Op::QConv(c) => qconv_scratch_elements(&c, icg, oh, ow),
+        _ => None,
+    };
+    w.get(1).and_then(|&icg| need(icg)).unwrap_or(0)
 }
 
 /// Plans the arena of `g` (after [`prepare`]).

@@ -12,6 +12,7 @@
 use crate::npy::NpyArray;
 use crate::runner::{check_inputs, RunError};
 use ferrite_core::Model;
+use ferrite_hal::Plan;
 use object::{Object, ObjectSection, ObjectSymbol};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -171,6 +172,8 @@ pub struct QemuRun {
     pub inference_stack_bytes: u64,
     /// The firmware's own size.
     pub firmware: FirmwareSize,
+    /// Instructions of each step of the first inference, when profiled ([`run_profiled`]).
+    pub step_instructions: Vec<u64>,
 }
 
 fn device_error(message: impl Into<String>) -> RunError {
@@ -232,6 +235,29 @@ pub fn run_with_timeout(
     runs: usize,
     limit: Duration,
 ) -> Result<QemuRun, RunError> {
+    launch(board, model_bytes, model, inputs, runs, limit, false)
+}
+
+/// Runs the model once with a marker around every step: [`QemuRun::step_instructions`] holds
+/// the instructions of each step (the marker calls add a handful per step).
+pub fn run_profiled(
+    board: Board,
+    model_bytes: &[u8],
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+) -> Result<QemuRun, RunError> {
+    launch(board, model_bytes, model, inputs, 1, timeout(), true)
+}
+
+fn launch(
+    board: Board,
+    model_bytes: &[u8],
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    runs: usize,
+    limit: Duration,
+    profile: bool,
+) -> Result<QemuRun, RunError> {
     check_inputs(model, inputs)?;
     let firmware = board.firmware_path();
     let elf = std::fs::read(&firmware).map_err(|e| {
@@ -265,8 +291,9 @@ pub fn run_with_timeout(
         .args(["-monitor", "none", "-serial", "none"])
         .arg("-semihosting-config")
         .arg(format!(
-            "enable=on,target=native,arg=ferrite,arg={},arg={runs}",
-            dir.display()
+            "enable=on,target=native,arg=ferrite,arg={},arg={runs}{}",
+            dir.display(),
+            if profile { ",arg=profile" } else { "" }
         ))
         .arg("-plugin")
         .arg(format!("{},marker={marker:#x}", plugin.display()))
@@ -305,30 +332,50 @@ pub fn run_with_timeout(
     };
     let stdout = read_pipe(child.stdout.as_mut().map(|p| p as &mut dyn std::io::Read));
     let stderr = read_pipe(child.stderr.as_mut().map(|p| p as &mut dyn std::io::Read));
-    let result = collect(&dir, model, &stdout, &stderr, status.success(), &log, runs);
+    let steps = if profile { model.len() } else { 0 };
+    let finished = Finished {
+        stdout: &stdout,
+        stderr: &stderr,
+        success: status.success(),
+        log: &log,
+    };
+    let result = collect(&dir, model, &finished, runs, steps);
     let _ = std::fs::remove_dir_all(&dir);
-    let (outputs, instructions, [stack_bytes, inference_stack_bytes]) = result?;
+    let (outputs, instructions, step_instructions, [stack_bytes, inference_stack_bytes]) = result?;
     Ok(QemuRun {
         outputs,
         instructions,
         stack_bytes,
         inference_stack_bytes,
         firmware: size,
+        step_instructions,
     })
 }
 
-type Collected = (Vec<NpyArray>, Vec<u64>, [u64; 2]);
+type Collected = (Vec<NpyArray>, Vec<u64>, Vec<u64>, [u64; 2]);
 
-/// Reads what the firmware and the plugin left behind.
+/// How a QEMU run ended: its console output, exit status and the plugin's log file.
+struct Finished<'a> {
+    stdout: &'a str,
+    stderr: &'a str,
+    success: bool,
+    log: &'a Path,
+}
+
+/// Reads what the firmware and the plugin left behind (`steps` > 0: step markers expected).
 fn collect(
     dir: &Path,
     model: &Model<'_>,
-    stdout: &str,
-    stderr: &str,
-    success: bool,
-    log: &Path,
+    finished: &Finished<'_>,
     runs: usize,
+    steps: usize,
 ) -> Result<Collected, RunError> {
+    let Finished {
+        stdout,
+        stderr,
+        success,
+        log,
+    } = *finished;
     if !success {
         let line = stderr
             .lines()
@@ -354,14 +401,23 @@ fn collect(
         .filter_map(|l| l.strip_prefix("ferrite-insns: marker "))
         .filter_map(|rest| rest.split_whitespace().nth(1)?.parse().ok())
         .collect();
-    if markers.len() != 2 * runs {
+    // Per run: one marker before, two per profiled step, one after.
+    let per_run = 2 + 2 * steps;
+    if markers.len() != per_run * runs {
         return Err(device_error(format!(
             "expected {} instruction-count markers, the plugin reported {}",
-            2 * runs,
+            per_run * runs,
             markers.len()
         )));
     }
-    let instructions = markers.chunks_exact(2).map(|p| p[1] - p[0]).collect();
+    let instructions = markers
+        .chunks_exact(per_run)
+        .map(|m| m[per_run - 1] - m[0])
+        .collect();
+    let step_instructions = markers[1..per_run - 1]
+        .chunks_exact(2)
+        .map(|p| p[1] - p[0])
+        .collect();
     let mut outputs = Vec::new();
     for i in 0..model.output_count() {
         let info = model
@@ -382,7 +438,7 @@ fn collect(
             bytes,
         });
     }
-    Ok((outputs, instructions, stacks))
+    Ok((outputs, instructions, step_instructions, stacks))
 }
 
 /// A fresh directory for one run's files.

@@ -416,7 +416,7 @@ pub fn profile(
     match device {
         DeviceSpec::Cpu => profile_cpu(model, inputs, runs),
         DeviceSpec::Qemu(_) => Err(RunError::Device(
-            "--profile is not available on QEMU (per-op DWT cycles need real silicon)".into(),
+            "QEMU counts instructions, not time: use crate::qemu::run_profiled".into(),
         )),
         #[cfg(feature = "vulkan")]
         DeviceSpec::Vulkan(i) => {

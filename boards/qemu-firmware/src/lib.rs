@@ -7,7 +7,8 @@
 //! verifies it (`Model::load`), runs it RUNS times on the Cortex-M device, calling
 //! [`ferrite_marker`] just before and after each `Session::run` so QEMU's instruction-count
 //! plugin reports instructions per inference exactly, writes `output_<i>.bin`, and prints one
-//! `ferrite: ok ...` line with the model's sizes and the measured stack depth. Any failure
+//! `ferrite: ok ...` line with the model's sizes and the measured stack depth. With a fourth
+//! argument `profile`, the marker is also called around every step (instructions per op). Any failure
 //! prints one `error:` line on stderr and exits non-zero. No heap.
 #![no_std]
 
@@ -215,12 +216,45 @@ fn serve(model: ModelSource, arena: Buffer) -> Result<(), Failure> {
         return Err(Failure::Usage);
     };
     let runs: u32 = runs.parse().map_err(|_| Failure::Usage)?;
+    let profile = words.next() == Some("profile");
 
     let model = Model::load(model_bytes(model, dir)?).map_err(Failure::Model)?;
     let capacity = arena.capacity;
     let arena = arena.take(model.arena_bytes().max(16), Region::Arena)?;
-    let device = CortexMDevice::new().with_max_arena(capacity);
-    let mut session = Session::new(&model, device, arena)?;
+    // Two instantiations, so that an unprofiled run has no per-step hook at all.
+    if profile {
+        let device = CortexMDevice::with_profiler(StepMarkers).with_max_arena(capacity);
+        infer(&model, device, arena, dir, runs)
+    } else {
+        infer(&model, CortexMDevice::new().with_max_arena(capacity), arena, dir, runs)
+    }
+}
+
+/// Calls [`ferrite_marker`] before and after every step, so the plugin reports instructions per
+/// step (`ferrite bench --device qemu-* --profile`).
+struct StepMarkers;
+
+impl ferrite_cortex_m::Profiler for StepMarkers {
+    #[inline(always)]
+    fn start(&mut self, _: usize) {
+        ferrite_marker();
+    }
+    #[inline(always)]
+    fn end(&mut self, _: usize) {
+        ferrite_marker();
+    }
+}
+
+/// Runs the model `runs` times on `device` with inputs from `dir`, writes the outputs and
+/// reports sizes and stack depth.
+fn infer<P: ferrite_cortex_m::Profiler>(
+    model: &Model<'_>,
+    device: CortexMDevice<P>,
+    arena: &'static mut [u8],
+    dir: &str,
+    runs: u32,
+) -> Result<(), Failure> {
+    let mut session = Session::new(model, device, arena)?;
     // The deepest stack so far (boot, file I/O, verification); each inference is then measured
     // on a fresh paint.
     let mut firmware_stack = stack::max_depth();
@@ -259,7 +293,7 @@ fn serve(model: ModelSource, arena: Buffer) -> Result<(), Failure> {
         let _ = writeln!(
             out,
             "ferrite: ok steps={} arena_bytes={} weights_bytes={} file_bytes={} stack_bytes={} inference_stack_bytes={} kernels={}",
-            ferrite_hal::Plan::len(&model),
+            ferrite_hal::Plan::len(model),
             model.arena_bytes(),
             model.weights_bytes(),
             model.file_bytes(),

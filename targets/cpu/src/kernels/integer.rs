@@ -9,41 +9,98 @@ use super::quantize::QuantInt;
 use ferrite_hal::op::{QConv, Requantize};
 
 /// `round(a * b / 2^31)`, ties toward +∞ (TFLite's `SaturatingRoundingDoublingHighMul`),
-/// saturating the one overflowing case.
+/// saturating the one overflowing case. TFLite writes it with a sign-dependent nudge and a
+/// truncating division; adding 2^30 and shifting (a floor) gives the same integers for every
+/// input (CMSIS-NN's form, tested below against TFLite's) in a multiply-accumulate and a shift.
 #[inline(always)]
 fn doubling_high_mul(a: i32, b: i32) -> i32 {
     if a == i32::MIN && b == i32::MIN {
         return i32::MAX;
     }
-    let ab = a as i64 * b as i64;
-    let nudge = if ab >= 0 { 1 << 30 } else { 1 - (1 << 30) };
-    ((ab + nudge) / (1i64 << 31)) as i32
-}
-
-/// `x / 2^exponent` rounded to nearest, ties away from zero (TFLite's `RoundingDivideByPOT`).
-#[inline(always)]
-fn rounding_shift_right(x: i32, exponent: i32) -> i32 {
-    let exponent = exponent.clamp(0, 31);
-    let mask = ((1i64 << exponent) - 1) as i32;
-    let remainder = x & mask;
-    let threshold = (mask >> 1) + (x < 0) as i32;
-    (x >> exponent) + (remainder > threshold) as i32
+    ((a as i64 * b as i64 + (1 << 30)) >> 31) as i32
 }
 
 /// `acc × multiplier × 2^(shift − 31)`, rounded (TFLite's `MultiplyByQuantizedMultiplier`).
 #[inline(always)]
 pub fn requantize(acc: i32, multiplier: i32, shift: i32) -> i32 {
-    let left = shift.clamp(0, 31);
-    let right = (-shift).max(0);
-    let scaled = acc.saturating_mul(1 << left);
-    rounding_shift_right(doubling_high_mul(scaled, multiplier), right)
+    let unclamped = Requantize {
+        input_zero: 0,
+        output_zero: 0,
+        min: i32::MIN,
+        max: i32::MAX,
+    };
+    Requantizer::new([multiplier, shift], &unclamped).scale(acc)
+}
+
+/// One output channel's requantization with everything that does not depend on the accumulator
+/// worked out once: kernels make one per channel, then [`Requantizer::apply`] per output.
+#[derive(Clone, Copy, Debug)]
+pub struct Requantizer {
+    multiplier: i32,
+    left: u32,
+    right: u32,
+    mask: i32,
+    half: i32,
+    zero: i32,
+    min: i32,
+    max: i32,
+}
+
+impl Requantizer {
+    /// From a `(multiplier, shift)` pair and the op's zero point and clamp.
+    #[inline(always)]
+    pub fn new([multiplier, shift]: [i32; 2], q: &Requantize) -> Requantizer {
+        let right = (-shift).clamp(0, 31) as u32;
+        let mask = (1u32 << right).wrapping_sub(1) as i32;
+        let left = shift.clamp(0, 31) as u32;
+        Requantizer {
+            multiplier,
+            left,
+            right,
+            mask,
+            half: mask >> 1,
+            zero: q.output_zero,
+            min: q.min,
+            max: q.max,
+        }
+    }
+
+    /// Channel `c`'s requantizer from a requantization table (`[C, 2]`, or one pair for all).
+    #[inline(always)]
+    pub fn of_channel(requant: &[i32], c: usize, q: &Requantize) -> Requantizer {
+        let p = pair(requant, c);
+        Requantizer::new([p[0], p[1]], q)
+    }
+
+    /// `acc × multiplier × 2^(shift − 31)`, rounded as TFLite does: the doubling high multiply,
+    /// then a division by `2^right` rounded to nearest with ties away from zero
+    /// (`RoundingDivideByPOT`).
+    #[inline(always)]
+    fn scale(&self, acc: i32) -> i32 {
+        // Multipliers below one (the usual case) need no left shift.
+        let scaled = if self.left > 0 {
+            acc.saturating_mul(1 << self.left)
+        } else {
+            acc
+        };
+        let x = doubling_high_mul(scaled, self.multiplier);
+        let threshold = self.half + (x < 0) as i32;
+        (x >> self.right) + ((x & self.mask) > threshold) as i32
+    }
+
+    /// The output integer of `acc`: requantized, offset by the output zero point, clamped.
+    #[inline(always)]
+    pub fn apply(&self, acc: i32) -> i32 {
+        self.scale(acc)
+            .saturating_add(self.zero)
+            .clamp(self.min, self.max)
+    }
 }
 
 /// The final step: requantize, add the output zero point, clamp.
 #[inline(always)]
-fn output<Y: QuantInt>(acc: i32, rq: &[i32], q: &Requantize) -> Y {
-    let v = requantize(acc, rq[0], rq[1]).saturating_add(q.output_zero);
-    Y::narrow(v.clamp(q.min, q.max))
+fn output<Y: QuantInt>(acc: i32, rq: &Requantizer) -> Y {
+    Y::narrow(rq.apply(acc))
 }
 
 /// The `(multiplier, shift)` pair of channel `c` (one pair for all when there is one).
@@ -128,12 +185,12 @@ fn qconv_pointwise<X: QuantInt, Y: QuantInt>(
                         *a = a.wrapping_add(wv * xv.widen());
                     }
                 }
-                let rq = pair(requant, o);
+                let rq = Requantizer::of_channel(requant, o, q);
                 for (slot, a) in yb[o * plane + p0..o * plane + p0 + len]
                     .iter_mut()
                     .zip(&acc[..len])
                 {
-                    *slot = output(*a, rq, q);
+                    *slot = output(*a, &rq);
                 }
             }
         }
@@ -169,7 +226,7 @@ fn qconv_direct<X: QuantInt, Y: QuantInt>(
     for b in 0..d.n {
         for o in 0..d.oc {
             let g = o / ocg.max(1);
-            let rq = pair(requant, o);
+            let rq = Requantizer::of_channel(requant, o, q);
             let weights = &w[o * icg * taps..(o + 1) * icg * taps];
             let out = &mut y[(b * d.oc + o) * d.oh * d.ow..][..d.oh * d.ow];
             for ox0 in (0..d.ow).step_by(CHUNK) {
@@ -216,7 +273,7 @@ fn qconv_direct<X: QuantInt, Y: QuantInt>(
                         }
                     }
                     for (slot, a) in out[oy * d.ow + ox0..][..len].iter_mut().zip(&acc[..len]) {
-                        *slot = output(*a, rq, q);
+                        *slot = output(*a, &rq);
                     }
                 }
             }
@@ -245,19 +302,9 @@ pub fn qgemm<X: QuantInt, Y: QuantInt>(
             for (av, bv) in a_row.iter().zip(b_row) {
                 acc = acc.wrapping_add((av.widen() - q.input_zero) * *bv as i32);
             }
-            y[row * n + col] = output(acc, pair(requant, col), q);
+            y[row * n + col] = output(acc, &Requantizer::of_channel(requant, col, q));
         }
     }
-}
-
-/// The output integer of one accumulator: requantized with channel `c`'s pair, offset by the
-/// output zero point, clamped — for device crates whose kernels compute the accumulators.
-#[inline(always)]
-pub fn finish(acc: i32, requant: &[i32], c: usize, q: &Requantize) -> i32 {
-    let rq = pair(requant, c);
-    requantize(acc, rq[0], rq[1])
-        .saturating_add(q.output_zero)
-        .clamp(q.min, q.max)
 }
 
 #[cfg(test)]
@@ -294,6 +341,62 @@ mod tests {
         assert_eq!(requantize(12, 1 << 30, -2), 2); // 6 / 4 = 1.5 → 2
         assert_eq!(requantize(-12, 1 << 30, -2), -2); // −1.5 → −2
         assert_eq!(requantize(i32::MAX, i32::MAX, 0), i32::MAX - 1);
+    }
+
+    /// TFLite's `SaturatingRoundingDoublingHighMul`, as written there.
+    fn tflite_doubling_high_mul(a: i32, b: i32) -> i32 {
+        if a == i32::MIN && b == i32::MIN {
+            return i32::MAX;
+        }
+        let ab = a as i64 * b as i64;
+        let nudge = if ab >= 0 { 1 << 30 } else { 1 - (1 << 30) };
+        ((ab + nudge) / (1i64 << 31)) as i32
+    }
+
+    #[test]
+    fn doubling_high_mul_equals_tflite_everywhere() {
+        let mut seed = 12345u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 32) as i32
+        };
+        let edges = [
+            i32::MIN,
+            i32::MIN + 1,
+            -(1 << 30),
+            -3,
+            -2,
+            -1,
+            0,
+            1,
+            2,
+            3,
+            1 << 30,
+            i32::MAX,
+        ];
+        for &a in &edges {
+            for &b in &edges {
+                assert_eq!(
+                    doubling_high_mul(a, b),
+                    tflite_doubling_high_mul(a, b),
+                    "{a} {b}"
+                );
+            }
+        }
+        for _ in 0..1_000_000 {
+            let (a, b) = (next(), next());
+            // Also exact ties: products that are odd multiples of 2^30.
+            let t = (next() >> 2, 1 << 30);
+            for (a, b) in [(a, b), t, (-t.0, t.1), (a >> 12, b)] {
+                assert_eq!(
+                    doubling_high_mul(a, b),
+                    tflite_doubling_high_mul(a, b),
+                    "{a} {b}"
+                );
+            }
+        }
     }
 
     /// The direct kernel against the definition, over strides, dilations, pads and groups.

@@ -355,6 +355,25 @@ pub fn step_operands<'x, const N: usize>(
     Ok((inputs, out))
 }
 
+/// [`step_operands`] plus the step's arena scratch (empty when it has none).
+#[allow(clippy::type_complexity)]
+pub fn step_operands_and_scratch<'x, const N: usize>(
+    step: &Step<'_>,
+    arena: &'x mut [u8],
+    weights: &'x [u8],
+) -> Result<([&'x [u8]; N], &'x mut [u8], &'x mut [u8]), CpuError> {
+    let out_desc = step.outputs.get(0).ok_or(CpuError::CorruptPlan)?;
+    let out_span = span(&out_desc).ok_or(CpuError::CorruptPlan)?;
+    let scratch_span = step.scratch.as_ref().and_then(span);
+    let (view, out, scratch) = carve(arena, weights, out_span, scratch_span)?;
+    let mut inputs: [&'x [u8]; N] = [&[]; N];
+    for (i, slot) in inputs.iter_mut().enumerate() {
+        let t = step.inputs.get(i).ok_or(CpuError::CorruptPlan)?;
+        *slot = view.bytes(&t)?;
+    }
+    Ok((inputs, out, scratch.unwrap_or(&mut [])))
+}
+
 /// Runs `$body` with `$xs`/`$ys` as the 8-bit input and output slices their dtypes say
 /// (int8 or uint8 each); any other pair is `Unsupported`.
 macro_rules! with_int8_pair {
