@@ -290,6 +290,76 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             ensure(bias.shape.dims() == [n], "QGemm bias shape")?;
             check_integer_operands(&a, &b, &bias, &requant, &y, &q, n)
         }
+        Op::QAdd(q) => {
+            ensure(n_in == 2 && n_out == 1, "QAdd takes 2 inputs")?;
+            let (a, b, y) = (input(0)?, input(1)?, output(0)?);
+            ensure(
+                [a, b, y]
+                    .iter()
+                    .all(|t| matches!(t.dtype, DType::I8 | DType::U8)),
+                "QAdd operands are 8-bit",
+            )?;
+            ensure(
+                a.shape == y.shape && b.shape == y.shape,
+                "QAdd shapes differ",
+            )?;
+            ensure(
+                in_range(a.dtype, q.a_zero) && in_range(b.dtype, q.b_zero),
+                "QAdd input zero point outside the input type",
+            )?;
+            ensure(
+                in_range(y.dtype, q.output_zero)
+                    && in_range(y.dtype, q.min)
+                    && in_range(y.dtype, q.max),
+                "QAdd output clamp outside the output type",
+            )?;
+            let need = geometry::qadd_scratch_elements(y.elements());
+            if need > 0 {
+                let s = step.scratch.ok_or("QAdd needs scratch")?;
+                ensure(
+                    s.dtype == DType::F32 && s.elements() >= need,
+                    "QAdd scratch too small",
+                )?;
+            }
+            Ok(())
+        }
+        Op::QGlobalAvgPool(q) => {
+            ensure(n_in == 1 && n_out == 1, "QGlobalAveragePool takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            ensure(
+                matches!(x.dtype, DType::I8 | DType::U8)
+                    && matches!(y.dtype, DType::I8 | DType::U8),
+                "QGlobalAveragePool operands are 8-bit",
+            )?;
+            let rank = x.shape.rank();
+            ensure(
+                rank >= 3 && y.shape.rank() == rank,
+                "QGlobalAveragePool rank",
+            )?;
+            let plane = x.shape.product(2..rank);
+            ensure(
+                y.shape.dim(0) == x.shape.dim(0)
+                    && y.shape.dim(1) == x.shape.dim(1)
+                    && y.shape.product(2..rank) == 1,
+                "QGlobalAveragePool output shape",
+            )?;
+            // The int32 sum of up to 255 per element must not overflow.
+            ensure(
+                plane <= (i32::MAX / 255) as usize,
+                "QGlobalAveragePool plane too large",
+            )?;
+            let r = q.requantize;
+            ensure(
+                in_range(x.dtype, r.input_zero),
+                "QGlobalAveragePool input zero point outside the input type",
+            )?;
+            ensure(
+                in_range(y.dtype, r.output_zero)
+                    && in_range(y.dtype, r.min)
+                    && in_range(y.dtype, r.max),
+                "QGlobalAveragePool output clamp outside the output type",
+            )
+        }
         Op::Quantize { axis } => {
             ensure(n_in == 3 && n_out == 1, "QuantizeLinear takes 3 inputs")?;
             let (x, scale, zero, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
@@ -482,6 +552,15 @@ fn check_conv_geometry(
 
 /// The operand types of an integer op: 8-bit input and output, int8 weights, int32 bias, and
 /// `[channels, 2]` int32 requantization parameters with `channels` 1 or `per_channel`.
+/// Whether `v` is a value of 8-bit type `dtype`.
+fn in_range(dtype: DType, v: i32) -> bool {
+    match dtype {
+        DType::I8 => (-128..=127).contains(&v),
+        DType::U8 => (0..=255).contains(&v),
+        _ => false,
+    }
+}
+
 fn check_integer_operands(
     x: &TensorDesc,
     w: &TensorDesc,

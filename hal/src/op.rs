@@ -60,11 +60,15 @@ pub enum OpKind {
     QConv = 22,
     /// Integer matrix product (fully connected) with requantization.
     QGemm = 23,
+    /// Integer elementwise addition of two 8-bit tensors with their own scales.
+    QAdd = 24,
+    /// Integer global average pooling with requantization.
+    QGlobalAvgPool = 25,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 23] = [
+    pub const ALL: [OpKind; 25] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -88,6 +92,8 @@ impl OpKind {
         OpKind::Dequantize,
         OpKind::QConv,
         OpKind::QGemm,
+        OpKind::QAdd,
+        OpKind::QGlobalAvgPool,
     ];
 
     /// The float compute ops (everything but data movement and quantization), which every
@@ -158,6 +164,8 @@ impl OpKind {
             OpKind::Dequantize => "DequantizeLinear",
             OpKind::QConv => "QConv",
             OpKind::QGemm => "QGemm",
+            OpKind::QAdd => "QAdd",
+            OpKind::QGlobalAvgPool => "QGlobalAveragePool",
         }
     }
 }
@@ -253,6 +261,68 @@ impl Requantize {
             && q.min <= q.max)
             .then_some(q)
     }
+}
+
+/// A real multiplier as a Q31 fixed-point multiplier and a power-of-two exponent:
+/// `x ↦ round(x × multiplier × 2^(shift − 31))` (TFLite's `MultiplyByQuantizedMultiplier`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rescale {
+    /// Q31 multiplier (0 or in `[2^30, 2^31)`).
+    pub multiplier: i32,
+    /// Power-of-two exponent, in `-31..=30`.
+    pub shift: i32,
+}
+
+impl Rescale {
+    fn encode(&self, w: &mut WordWriter) {
+        w.i32(self.multiplier);
+        w.i32(self.shift);
+    }
+
+    fn decode(r: &mut WordReader<'_>) -> Option<Rescale> {
+        let v = Rescale {
+            multiplier: r.i32()?,
+            shift: r.i32()?,
+        };
+        (v.multiplier >= 0 && (-31..=30).contains(&v.shift)).then_some(v)
+    }
+}
+
+/// Integer addition of two 8-bit tensors of one shape, as TFLite's quantized `Add`: each input's
+/// `(x − zero) · 2^20` is rescaled to a common scale (`s / (2·max(s_a, s_b))`), the sum rescaled
+/// to the output (`2·max(s_a, s_b) / (2^20 · s_y)`), offset by the output zero point and clamped
+/// (a fused Relu is the clamp).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QAdd {
+    /// Rescale of input A.
+    pub a: Rescale,
+    /// Rescale of input B.
+    pub b: Rescale,
+    /// Rescale of the sum.
+    pub output: Rescale,
+    /// Zero point of A.
+    pub a_zero: i32,
+    /// Zero point of B.
+    pub b_zero: i32,
+    /// Zero point of the output.
+    pub output_zero: i32,
+    /// Smallest output.
+    pub min: i32,
+    /// Largest output.
+    pub max: i32,
+}
+
+/// The left shift TFLite's quantized `Add` applies to both inputs before rescaling them.
+pub const QADD_LEFT_SHIFT: i32 = 20;
+
+/// Integer global average pooling: per `(n, c)`, `Σ (x − input_zero)` over the plane, rescaled
+/// by `s_x / (s_y · H·W)`, offset by the output zero point and clamped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QGlobalAvgPool {
+    /// Rescale of the sum.
+    pub rescale: Rescale,
+    /// Zero points and output clamp.
+    pub requantize: Requantize,
 }
 
 /// Integer convolution: weights int8 `[OC, IC/group, KH, KW]` (zero point 0), bias int32 `[OC]`,
@@ -450,6 +520,10 @@ pub enum Op {
     /// output, so every dot product reads two contiguous rows), bias int32 `[N]`, requantization
     /// `[C, 2]` int32 with `C` 1 or `N`; output `[M, N]` int8/uint8.
     QGemm(Requantize),
+    /// Inputs `A`, `B` (int8/uint8, one shape); output of that shape (int8/uint8).
+    QAdd(QAdd),
+    /// Input `X [N, C, H, W]` or `[N, C, L]` (int8/uint8); output `[N, C, 1, 1]` (or `[N, C, 1]`).
+    QGlobalAvgPool(QGlobalAvgPool),
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -502,6 +576,8 @@ impl Op {
             Op::Dequantize { .. } => OpKind::Dequantize,
             Op::QConv(_) => OpKind::QConv,
             Op::QGemm(_) => OpKind::QGemm,
+            Op::QAdd(_) => OpKind::QAdd,
+            Op::QGlobalAvgPool(_) => OpKind::QGlobalAvgPool,
         }
     }
 
@@ -576,6 +652,18 @@ impl Op {
                 c.requantize.encode(w);
             }
             Op::QGemm(q) => q.encode(w),
+            Op::QAdd(q) => {
+                q.a.encode(w);
+                q.b.encode(w);
+                q.output.encode(w);
+                for v in [q.a_zero, q.b_zero, q.output_zero, q.min, q.max] {
+                    w.i32(v);
+                }
+            }
+            Op::QGlobalAvgPool(q) => {
+                q.rescale.encode(w);
+                q.requantize.encode(w);
+            }
             Op::Transpose { perm } => encode_axes(w, perm, |v| v as u32),
             Op::Slice { starts, steps } => {
                 encode_axes(w, starts, |v| v as u32);
@@ -659,6 +747,28 @@ impl Op {
                 requantize: Requantize::decode(r)?,
             }),
             OpKind::QGemm => Op::QGemm(Requantize::decode(r)?),
+            OpKind::QAdd => {
+                let q = QAdd {
+                    a: Rescale::decode(r)?,
+                    b: Rescale::decode(r)?,
+                    output: Rescale::decode(r)?,
+                    a_zero: r.i32()?,
+                    b_zero: r.i32()?,
+                    output_zero: r.i32()?,
+                    min: r.i32()?,
+                    max: r.i32()?,
+                };
+                let byte = -128..=255;
+                let ok = [q.a_zero, q.b_zero, q.output_zero, q.min, q.max]
+                    .iter()
+                    .all(|v| byte.contains(v))
+                    && q.min <= q.max;
+                Op::QAdd(ok.then_some(q)?)
+            }
+            OpKind::QGlobalAvgPool => Op::QGlobalAvgPool(QGlobalAvgPool {
+                rescale: Rescale::decode(r)?,
+                requantize: Requantize::decode(r)?,
+            }),
             OpKind::BatchNorm => Op::BatchNorm {
                 epsilon: finite(r.f32()?)?,
                 activation: Activation::decode(r)?,
@@ -754,6 +864,61 @@ mod tests {
             op: ReduceOp::Max,
             axes: 0b101,
         });
+        let requantize = Requantize {
+            input_zero: -3,
+            output_zero: 5,
+            min: -128,
+            max: 127,
+        };
+        let r = |m, s| Rescale {
+            multiplier: m,
+            shift: s,
+        };
+        round_trip(Op::QConv(QConv {
+            window,
+            group: 2,
+            requantize,
+        }));
+        round_trip(Op::QGemm(requantize));
+        round_trip(Op::QAdd(QAdd {
+            a: r(1 << 30, -1),
+            b: r(1_500_000_000, 0),
+            output: r(1 << 30, 12),
+            a_zero: -4,
+            b_zero: 7,
+            output_zero: 0,
+            min: 0,
+            max: 127,
+        }));
+        round_trip(Op::QGlobalAvgPool(QGlobalAvgPool {
+            rescale: r(1_234_567_890, -5),
+            requantize,
+        }));
+    }
+
+    #[test]
+    fn integer_parameters_out_of_range_are_rejected() {
+        let mut w = WordWriter::default();
+        Op::QGlobalAvgPool(QGlobalAvgPool {
+            rescale: Rescale {
+                multiplier: -1,
+                shift: 0,
+            },
+            requantize: Requantize {
+                input_zero: 0,
+                output_zero: 0,
+                min: 0,
+                max: 1,
+            },
+        })
+        .encode(&mut w);
+        let words = w.words().unwrap();
+        let mut bytes = [0u8; 4 * crate::words::MAX_PARAM_WORDS];
+        for (i, v) in words.iter().enumerate() {
+            bytes[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        let mut r = WordReader::new(&bytes[..4 * words.len()]);
+        assert_eq!(Op::decode(OpKind::QGlobalAvgPool, &mut r), None);
     }
 
     #[test]

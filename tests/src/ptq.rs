@@ -87,10 +87,12 @@ pub fn run_one<B: Backend>(name: &str, method: Method) -> Result<PtqResult, Stri
     )
     .map_err(|e| format!("{name}: {e}"))?;
     check_no_overlap(&packed).map_err(|e| format!("{name}: {e}"))?;
-    if report.weights == 0 || packed.report.passes.integer_ops != report.weights {
+    let count = |op: &str| packed.report.ops.get(op).copied().unwrap_or(0);
+    let weighted = count("QConv") + count("QGemm");
+    if report.weights == 0 || weighted != report.weights {
         return Err(format!(
-            "{name}: {} weight tensors quantized, {} integer ops",
-            report.weights, packed.report.passes.integer_ops
+            "{name}: {} weight tensors quantized, {weighted} QConv/QGemm ops",
+            report.weights
         ));
     }
     let bytes = AlignedBytes::from(&packed.bytes[..]);

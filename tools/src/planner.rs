@@ -10,7 +10,7 @@
 
 use crate::ir::{PlanGraph, PlanOp, TensorId};
 use ferrite_core::format::ARENA_ALIGN;
-use ferrite_hal::geometry::{conv_scratch_elements, qconv_scratch_elements};
+use ferrite_hal::geometry::{conv_scratch_elements, qadd_scratch_elements, qconv_scratch_elements};
 use ferrite_hal::{DType, Op};
 
 /// One arena buffer with its lifetime (inclusive op indices) and placement.
@@ -90,8 +90,12 @@ pub fn prepare(g: &mut PlanGraph) -> Vec<Option<TensorId>> {
 
 /// Scratch `f32` elements `op` needs (the CPU convolution's, by the shared rule of
 /// `ferrite_hal::geometry::conv_scratch_elements`, and the integer convolution's by
-/// `qconv_scratch_elements`); 0 for every other op.
+/// `qconv_scratch_elements`, the integer addition's by `qadd_scratch_elements`); 0 for every
+/// other op.
 pub fn scratch_elements(tensors: &[crate::ir::Tensor], op: &PlanOp) -> usize {
+    if let (Op::QAdd(_), Some(&y)) = (op.op, op.outputs.first()) {
+        return qadd_scratch_elements(tensors[y].shape.iter().product());
+    }
     if !matches!(op.op, Op::Conv(_) | Op::QConv(_)) {
         return 0;
     }

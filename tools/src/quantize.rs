@@ -10,7 +10,8 @@
 
 use crate::ir::{PlanGraph, PlanOp, Quantized, TensorId};
 use crate::tensor::HostTensor;
-use ferrite_hal::op::{QConv, Requantize};
+use ferrite_hal::op::QADD_LEFT_SHIFT;
+use ferrite_hal::op::{BinaryOp, QAdd, QConv, QGlobalAvgPool, Requantize, Rescale};
 use ferrite_hal::{Activation, DType, Op};
 
 /// `real = multiplier × 2^(shift − 31)` with a Q31 `multiplier` in `[2^30, 2^31)`: TFLite's
@@ -263,16 +264,136 @@ fn try_fuse(g: &mut PlanGraph, i: usize) -> Option<()> {
     Some(())
 }
 
-/// Runs the pass; returns how many ops became integer ops.
-pub fn fuse_integer_ops(g: &mut PlanGraph) -> usize {
-    let mut fused = 0;
+/// `real` as a [`Rescale`], if it is one.
+fn rescale(real: f64) -> Option<Rescale> {
+    let (multiplier, shift) = quantize_multiplier(real)?;
+    Some(Rescale { multiplier, shift })
+}
+
+/// Rewrites op `i` if it is an Add of two dequantized 8-bit tensors of the output's shape whose
+/// result is quantized (onnxruntime's QDQ residual connection): one `QAdd`.
+fn try_fuse_add(g: &mut PlanGraph, i: usize) -> Option<()> {
+    let op = g.ops[i].clone();
+    let Op::Binary {
+        op: BinaryOp::Add,
+        activation,
+    } = op.op
+    else {
+        return None;
+    };
+    let (af, bf) = (op.inputs[0]?, op.inputs[1]?);
+    let (aq, sa, za) = dequantized_input(g, af)?;
+    let (bq, sb, zb) = dequantized_input(g, bf)?;
+    let shape = &g.tensors[op.outputs[0]].shape;
+    if g.tensors[af].shape != *shape || g.tensors[bf].shape != *shape {
+        return None;
+    }
+    let (q_index, yq, sy, zy) = quantized_output(g, op.outputs[0])?;
+    let dtype = g.tensors[yq].dtype;
+    if g.tensors[aq].dtype != dtype || g.tensors[bq].dtype != dtype {
+        return None;
+    }
+    let (min, max) = clamp(activation, dtype, sy, zy)?;
+    let twice_max = 2.0 * (sa as f64).max(sb as f64);
+    let add = QAdd {
+        a: rescale(sa as f64 / twice_max)?,
+        b: rescale(sb as f64 / twice_max)?,
+        output: rescale(twice_max / ((1u64 << QADD_LEFT_SHIFT) as f64 * sy as f64))?,
+        a_zero: za,
+        b_zero: zb,
+        output_zero: zy,
+        min,
+        max,
+    };
+    let (aq, bq) = (integer_view(g, aq, af), integer_view(g, bq, bf));
+    g.ops[i] = PlanOp {
+        name: op.name,
+        op: Op::QAdd(add),
+        inputs: vec![Some(aq), Some(bq)],
+        outputs: vec![yq],
+    };
+    g.ops.remove(q_index);
+    Some(())
+}
+
+/// Rewrites op `i` if it is a GlobalAveragePool of a dequantized 8-bit tensor whose result is
+/// quantized: one `QGlobalAvgPool`.
+fn try_fuse_global_pool(g: &mut PlanGraph, i: usize) -> Option<()> {
+    let op = g.ops[i].clone();
+    if !matches!(op.op, Op::GlobalAvgPool) {
+        return None;
+    }
+    let xf = op.inputs[0]?;
+    let (xq, sx, zx) = dequantized_input(g, xf)?;
+    let (q_index, yq, sy, zy) = quantized_output(g, op.outputs[0])?;
+    let shape = &g.tensors[xf].shape;
+    let plane: usize = shape.get(2..)?.iter().product();
+    let (min, max) = clamp(Activation::None, g.tensors[yq].dtype, sy, zy)?;
+    let pool = QGlobalAvgPool {
+        rescale: rescale(sx as f64 / (sy as f64 * plane as f64))?,
+        requantize: Requantize {
+            input_zero: zx,
+            output_zero: zy,
+            min,
+            max,
+        },
+    };
+    let xq = integer_view(g, xq, xf);
+    g.ops[i] = PlanOp {
+        name: op.name,
+        op: Op::QGlobalAvgPool(pool),
+        inputs: vec![Some(xq)],
+        outputs: vec![yq],
+    };
+    g.ops.remove(q_index);
+    Some(())
+}
+
+/// Removes op `i` if it is a QuantizeLinear of a dequantized tensor (possibly reshaped) with the
+/// same scale, zero point and type: its output becomes a view of the integers it started from.
+fn try_elide_requantization(g: &mut PlanGraph, i: usize) -> Option<()> {
+    let op = g.ops[i].clone();
+    if !matches!(op.op, Op::Quantize { .. }) {
+        return None;
+    }
+    let (xf, yq) = (op.inputs[0]?, op.outputs[0]);
+    let (xq, sx, zx) = dequantized_input(g, xf)?;
+    let sy = scalar(g, op.inputs[1])?;
+    let zy = g.tensors[op.inputs[2]?]
+        .value
+        .as_ref()?
+        .to_i64s()
+        .first()
+        .copied()? as i32;
+    let same = sx == sy && zx == zy && g.tensors[xq].dtype == g.tensors[yq].dtype;
+    if !same || g.inputs.contains(&yq) {
+        return None;
+    }
+    g.tensors[yq].alias_of = Some(g.root(xq));
+    g.ops.remove(i);
+    Some(())
+}
+
+/// Runs `rewrite` on every op until none changes; returns how many did.
+fn rewrite_all(g: &mut PlanGraph, rewrite: fn(&mut PlanGraph, usize) -> Option<()>) -> usize {
+    let mut count = 0;
     let mut i = 0;
     while i < g.ops.len() {
-        if try_fuse(g, i).is_some() {
-            fused += 1;
+        if rewrite(g, i).is_some() {
+            count += 1;
+        } else {
+            i += 1;
         }
-        i += 1;
     }
+    count
+}
+
+/// Runs the pass; returns how many ops became integer ops (quantize/dequantize pairs that
+/// cancel are removed too, and not counted).
+pub fn fuse_integer_ops(g: &mut PlanGraph) -> usize {
+    let fused = rewrite_all(g, try_fuse) + rewrite_all(g, try_fuse_add);
+    let fused = fused + rewrite_all(g, try_fuse_global_pool);
+    rewrite_all(g, try_elide_requantization);
     fused
 }
 

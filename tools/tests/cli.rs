@@ -766,10 +766,23 @@ fn qemu_m4_through_the_cli() {
         assert!(doc[key].as_u64().unwrap_or(0) > 0, "{key} in {doc}");
     }
     assert_eq!(doc["deterministic"], true);
-    assert_error(
-        &ferrite(&["bench", s(&frt), "--device", "qemu-m4", "--profile"]),
+    // --profile adds instructions per op.
+    let args = [
+        "bench",
+        s(&frt),
+        "--device",
+        "qemu-m4",
         "--profile",
-    );
+        "--json",
+    ];
+    let profiled: serde_json::Value = serde_json::from_slice(&ferrite(&args).stdout).unwrap();
+    let ops = profiled["ops"].as_array().expect("ops");
+    assert!(!ops.is_empty(), "{profiled}");
+    assert!(ops
+        .iter()
+        .all(|op| op["instructions"].as_u64().unwrap_or(0) > 0));
+    let text = String::from_utf8_lossy(&ferrite(&args[..5]).stdout).into_owned();
+    assert!(text.contains("instr.") && text.contains("%"), "{text}");
 }
 
 /// `pack --emit rust` writes the module next to the `.frt`; `--max-arena` refuses a model whose

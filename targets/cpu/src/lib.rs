@@ -63,6 +63,8 @@ impl CpuDevice {
             .with(Dequantize, &[DType::I8, DType::U8, DType::I32])
             .with(QConv, &[DType::I8, DType::U8])
             .with(QGemm, &[DType::I8, DType::U8])
+            .with(QAdd, &[DType::I8, DType::U8])
+            .with(QGlobalAvgPool, &[DType::I8, DType::U8])
     }
 }
 

@@ -471,9 +471,12 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
             .tensor(&out)?;
             one(p.dispatch(Kernel::Gather, count))
         }
-        Op::Quantize { .. } | Op::Dequantize { .. } | Op::QConv(_) | Op::QGemm(_) => {
-            Err("quantized ops are not implemented by the Vulkan kernels")
-        }
+        Op::Quantize { .. }
+        | Op::Dequantize { .. }
+        | Op::QConv(_)
+        | Op::QGemm(_)
+        | Op::QAdd(_)
+        | Op::QGlobalAvgPool(_) => Err("quantized ops are not implemented by the Vulkan kernels"),
         Op::Copy => one(Command::Copy {
             src: input(0)?.location,
             dst: match out.location {

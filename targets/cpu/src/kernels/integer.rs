@@ -5,8 +5,8 @@
 //! `arm_nn_requantize`, so core-specific kernels can be bit-exact with these.
 
 use super::conv::ConvDims;
-use super::quantize::QuantInt;
-use ferrite_hal::op::{QConv, Requantize};
+use super::quantize::{QuantByte, QuantInt};
+use ferrite_hal::op::{QAdd, QConv, QGlobalAvgPool, Requantize, Rescale, QADD_LEFT_SHIFT};
 
 /// `round(a * b / 2^31)`, ties toward +∞ (TFLite's `SaturatingRoundingDoublingHighMul`),
 /// saturating the one overflowing case. TFLite writes it with a sign-dependent nudge and a
@@ -23,13 +23,7 @@ fn doubling_high_mul(a: i32, b: i32) -> i32 {
 /// `acc × multiplier × 2^(shift − 31)`, rounded (TFLite's `MultiplyByQuantizedMultiplier`).
 #[inline(always)]
 pub fn requantize(acc: i32, multiplier: i32, shift: i32) -> i32 {
-    let unclamped = Requantize {
-        input_zero: 0,
-        output_zero: 0,
-        min: i32::MIN,
-        max: i32::MAX,
-    };
-    Requantizer::new([multiplier, shift], &unclamped).scale(acc)
+    Requantizer::new([multiplier, shift], &UNCLAMPED).scale(acc)
 }
 
 /// One output channel's requantization with everything that does not depend on the accumulator
@@ -76,7 +70,7 @@ impl Requantizer {
     /// then a division by `2^right` rounded to nearest with ties away from zero
     /// (`RoundingDivideByPOT`).
     #[inline(always)]
-    fn scale(&self, acc: i32) -> i32 {
+    pub fn scale(&self, acc: i32) -> i32 {
         // Multipliers below one (the usual case) need no left shift.
         let scaled = if self.left > 0 {
             acc.saturating_mul(1 << self.left)
@@ -307,6 +301,79 @@ pub fn qgemm<X: QuantInt, Y: QuantInt>(
     }
 }
 
+/// No zero point and no clamp: a bare rescale.
+const UNCLAMPED: Requantize = Requantize {
+    input_zero: 0,
+    output_zero: 0,
+    min: i32::MIN,
+    max: i32::MAX,
+};
+
+/// A rescale worked out once (no zero point, no clamp), or with `q`'s output zero and clamp.
+#[inline(always)]
+fn rescaler(r: Rescale, q: &Requantize) -> Requantizer {
+    Requantizer::new([r.multiplier, r.shift], q)
+}
+
+/// Integer addition (TFLite's quantized `Add`): both inputs shifted left by
+/// [`QADD_LEFT_SHIFT`] and rescaled to a common scale, summed, rescaled to the output. With
+/// `tables` (512 entries of scratch, see `ferrite_hal::geometry::qadd_scratch_elements`) each
+/// input's rescaled value is looked up by its byte instead of computed per element (the same
+/// integers either way).
+#[inline(always)]
+pub fn qadd<A: QuantByte, B: QuantByte, Y: QuantInt>(
+    q: &QAdd,
+    a: &[A],
+    b: &[B],
+    y: &mut [Y],
+    tables: &mut [i32],
+) {
+    let lift = |v: i32, zero: i32| (v - zero) * (1 << QADD_LEFT_SHIFT);
+    let (ra, rb) = (rescaler(q.a, &UNCLAMPED), rescaler(q.b, &UNCLAMPED));
+    let output = Requantize {
+        input_zero: 0,
+        output_zero: q.output_zero,
+        min: q.min,
+        max: q.max,
+    };
+    let ry = rescaler(q.output, &output);
+    if let Some((ta, tb)) = tables.get_mut(..512).map(|t| t.split_at_mut(256)) {
+        for (k, (sa, sb)) in ta.iter_mut().zip(tb.iter_mut()).enumerate() {
+            *sa = ra.scale(lift(A::from_byte(k as u8).widen(), q.a_zero));
+            *sb = rb.scale(lift(B::from_byte(k as u8).widen(), q.b_zero));
+        }
+        let (ta, tb) = (&*ta, &*tb);
+        for ((out, &av), &bv) in y.iter_mut().zip(a).zip(b) {
+            let sum = ta[av.byte() as usize].saturating_add(tb[bv.byte() as usize]);
+            *out = Y::narrow(ry.apply(sum));
+        }
+        return;
+    }
+    for ((out, &av), &bv) in y.iter_mut().zip(a).zip(b) {
+        let sa = ra.scale(lift(av.widen(), q.a_zero));
+        let sb = rb.scale(lift(bv.widen(), q.b_zero));
+        *out = Y::narrow(ry.apply(sa.saturating_add(sb)));
+    }
+}
+
+/// Integer global average pooling: per plane of `plane` elements, `Σ (x − zx)` rescaled.
+#[inline(always)]
+pub fn qglobal_avg_pool<X: QuantInt, Y: QuantInt>(
+    q: &QGlobalAvgPool,
+    plane: usize,
+    x: &[X],
+    y: &mut [Y],
+) {
+    let r = &q.requantize;
+    let rq = rescaler(q.rescale, r);
+    for (out, xs) in y.iter_mut().zip(x.chunks_exact(plane.max(1))) {
+        let sum = xs
+            .iter()
+            .fold(0i32, |acc, v| acc.wrapping_add(v.widen() - r.input_zero));
+        *out = Y::narrow(rq.apply(sum));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -482,6 +549,73 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// `real` as a rescale (the host's `quantize_multiplier`, restated for the test).
+    fn rescale_of(real: f64) -> Rescale {
+        let shift = real.log2().floor() as i32 + 1;
+        let multiplier = (real / 2f64.powi(shift) * (1u64 << 31) as f64).round() as i64;
+        Rescale {
+            multiplier: multiplier.min(i32::MAX as i64) as i32,
+            shift,
+        }
+    }
+
+    #[test]
+    fn qadd_matches_real_arithmetic_within_one_step() {
+        let (sa, sb, sy) = (0.02f64, 0.05f64, 0.06f64);
+        let (za, zb, zy) = (-7, 12, 3);
+        let twice_max = 2.0 * sa.max(sb);
+        let q = QAdd {
+            a: rescale_of(sa / twice_max),
+            b: rescale_of(sb / twice_max),
+            output: rescale_of(twice_max / ((1 << QADD_LEFT_SHIFT) as f64 * sy)),
+            a_zero: za,
+            b_zero: zb,
+            output_zero: zy,
+            min: -128,
+            max: 127,
+        };
+        let a: Vec<i8> = (0..256).map(|i| (i - 128) as i8).collect();
+        let b: Vec<i8> = (0..256).map(|i| ((i * 37 % 256) - 128) as i8).collect();
+        let mut y = vec![0i8; 256];
+        qadd(&q, &a, &b, &mut y, &mut []);
+        let mut tabled = vec![0i8; 256];
+        qadd(&q, &a, &b, &mut tabled, &mut [0; 512]);
+        assert_eq!(y, tabled, "tables change nothing");
+        for i in 0..256 {
+            let real = sa * (a[i] as i32 - za) as f64 + sb * (b[i] as i32 - zb) as f64;
+            let want = ((real / sy).round() as i32 + zy).clamp(-128, 127);
+            assert!((y[i] as i32 - want).abs() <= 1, "{i}: {} vs {want}", y[i]);
+        }
+    }
+
+    #[test]
+    fn qglobal_avg_pool_matches_real_arithmetic_within_one_step() {
+        let (sx, sy, plane) = (0.1f64, 0.03f64, 25usize);
+        let q = QGlobalAvgPool {
+            rescale: rescale_of(sx / (sy * plane as f64)),
+            requantize: Requantize {
+                input_zero: -128,
+                output_zero: -128,
+                min: -128,
+                max: 127,
+            },
+        };
+        let x: Vec<i8> = (0..4 * plane)
+            .map(|i| ((i * 53 % 256) - 128) as i8)
+            .collect();
+        let mut y = vec![0i8; 4];
+        qglobal_avg_pool(&q, plane, &x, &mut y);
+        for (c, out) in y.iter().enumerate() {
+            let mean: f64 = x[c * plane..(c + 1) * plane]
+                .iter()
+                .map(|&v| sx * (v as i32 + 128) as f64)
+                .sum::<f64>()
+                / plane as f64;
+            let want = ((mean / sy).round() as i32 - 128).clamp(-128, 127);
+            assert!((*out as i32 - want).abs() <= 1, "{c}: {out} vs {want}");
         }
     }
 

@@ -331,6 +331,30 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 integer::qgemm(&q, dims, xs, bw, bias, rq, ys)
             });
         }
+        Op::QAdd(q) => {
+            let (a, b) = (input(0)?, input(1)?);
+            let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+            let tables: &mut [i32] = match scratch {
+                Some(s) => cast_mut(s)?,
+                None => &mut [],
+            };
+            match (a.dtype, b.dtype, out_desc.dtype) {
+                (DType::I8, DType::I8, DType::I8) => {
+                    integer::qadd::<i8, i8, i8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, tables)
+                }
+                (DType::U8, DType::U8, DType::U8) => {
+                    integer::qadd::<u8, u8, u8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, tables)
+                }
+                _ => return Err(CpuError::Unsupported),
+            }
+        }
+        Op::QGlobalAvgPool(q) => {
+            let x = input(0)?;
+            let plane = x.shape.product(2..x.shape.rank());
+            with_int8_pair!(x.dtype, out_desc.dtype, view.bytes(&x)?, out, |xs, ys| {
+                integer::qglobal_avg_pool(&q, plane, xs, ys)
+            });
+        }
         Op::Split { .. } => return Err(CpuError::CorruptPlan),
     }
     Ok(())

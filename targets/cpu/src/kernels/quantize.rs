@@ -41,6 +41,36 @@ quant_int!(i8, i32);
 quant_int!(u8, i32);
 quant_int!(i32, i64);
 
+/// An 8-bit quantized type: its values can index a 256-entry table by their byte.
+pub trait QuantByte: QuantInt {
+    /// The raw byte.
+    fn byte(self) -> u8;
+    /// The value whose raw byte is `b`.
+    fn from_byte(b: u8) -> Self;
+}
+
+impl QuantByte for i8 {
+    #[inline(always)]
+    fn byte(self) -> u8 {
+        self as u8
+    }
+    #[inline(always)]
+    fn from_byte(b: u8) -> Self {
+        b as i8
+    }
+}
+
+impl QuantByte for u8 {
+    #[inline(always)]
+    fn byte(self) -> u8 {
+        self
+    }
+    #[inline(always)]
+    fn from_byte(b: u8) -> Self {
+        b
+    }
+}
+
 /// The layout of per-channel parameters: element `i` of the tensor uses parameter
 /// `(i / inner) % channels` (`channels == 1`: one parameter for all).
 #[derive(Clone, Copy, Debug)]
