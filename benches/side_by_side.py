@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Ferrite vs onnxruntime (one thread), side by side in one run.
 
-For each generated test model, alternates rounds of `ferrite bench --json` and onnxruntime runs
+For each generated test model (and the int8 QDQ ones), alternates rounds of `ferrite bench --json` and onnxruntime runs
 (so both see the same machine noise) and prints the medians and their ratio. Speed is only ever
 measured here, never asserted in tests.
 
@@ -35,6 +35,10 @@ def main():
     parser.add_argument("--runs", type=int, default=200)
     args = parser.parse_args()
     manifest = json.load(open(os.path.join(args.models, "manifest.json")))
+    # The int8 models quantized by onnxruntime (QDQ form): onnxruntime runs them with its int8
+    # kernels, Ferrite with its integer ops.
+    quantized = json.load(open(os.path.join(args.models, "quantized.json")))
+    manifest.update({name: entry for name, entry in quantized.items() if entry["form"] == "qdq"})
     os.makedirs("target/bench", exist_ok=True)
     print(f"onnxruntime {ort.__version__}, 1 thread; ferrite CPU device; median of {args.rounds} rounds x {args.runs} runs")
     print(f"{'model':<18} {'ferrite us':>11} {'onnxruntime us':>15} {'ratio (ort/ferrite)':>20}")

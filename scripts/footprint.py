@@ -9,6 +9,7 @@ instructions per inference; the digits model also runs on the Cortex-M0 and M7 b
 Usage: scripts/footprint.sh (builds what is needed, then runs this with the project's venv).
 """
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -39,12 +40,21 @@ def run(*args):
     return subprocess.run(args, check=True, capture_output=True, text=True).stdout
 
 
-def bench(frt, device):
-    return json.loads(run(str(FERRITE), "bench", str(frt), "--device", device, "--json"))
+# The Cortex-M4F firmware built with FERRITE_PORTABLE_KERNELS=1 (no DSP kernels), by footprint.sh.
+PORTABLE_M4 = ROOT / "boards/target/portable/thumbv7em-none-eabihf/release/qemu-mps2-an386"
 
 
-def pack(onnx, shapes, frt):
-    args = [str(FERRITE), "pack", str(onnx), "-o", str(frt)]
+def bench(frt, device, firmware=None):
+    env = dict(os.environ)
+    if firmware:
+        env["FERRITE_FIRMWARE_QEMU_M4"] = str(firmware)
+    out = subprocess.run([str(FERRITE), "bench", str(frt), "--device", device, "--json"],
+                         check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(out)
+
+
+def pack(onnx, shapes, frt, *extra):
+    args = [str(FERRITE), "pack", str(onnx), "-o", str(frt), *extra]
     for name, dims in shapes.items():
         args += ["--input-shape", f"{name}=" + "x".join(str(d) for d in dims)]
     run(*args)
@@ -60,12 +70,22 @@ def main():
         rows.append((name, bench(frt, "qemu-m4")))
         print(f"{name}: {rows[-1][1]['instructions_per_inference']} instructions", file=sys.stderr)
     quantized = json.loads((MODELS / "quantized.json").read_text())
+    # int8 by onnxruntime's quantizer (QDQ) and by Ferrite's (`--quantize int8`, on the same 16
+    # calibration samples), each with the DSP kernels and with the portable ones.
     int8_rows = []
     for name in ["mlp_qdq", "ds_cnn_qdq", "resnet8_qdq"]:
         frt = WORK / f"{name}.frt"
         pack(MODELS / f"{name}.onnx", quantized[name]["input_shapes"], frt)
-        int8_rows.append((name[: -len("_qdq")], bench(frt, "qemu-m4")))
+        int8_rows.append((name[: -len("_qdq")], bench(frt, "qemu-m4"), bench(frt, "qemu-m4", PORTABLE_M4)))
         print(f"{name}: {int8_rows[-1][1]['instructions_per_inference']} instructions", file=sys.stderr)
+    ptq_rows = []
+    for name in ORDER:
+        frt = WORK / f"{name}_int8.frt"
+        calibration = MODELS / "calibration" / name
+        pack(MODELS / f"{name}.onnx", manifest[name]["input_shapes"], frt,
+             "--quantize", "int8", "--calibration", str(calibration))
+        ptq_rows.append((name, bench(frt, "qemu-m4"), bench(frt, "qemu-m4", PORTABLE_M4)))
+        print(f"{name} --quantize int8: {ptq_rows[-1][1]['instructions_per_inference']} instructions", file=sys.stderr)
     digits = WORK / "digits.frt"
     pack(ROOT / "demo/digits.onnx", {}, digits)
     cores = {device: bench(digits, device) for device in ["qemu-m0", "qemu-m4", "qemu-m7"]}
@@ -103,26 +123,30 @@ def main():
     f32 = dict(rows)
     out += [
         "",
-        "## int8 (onnxruntime-quantized QDQ models)",
+        "## int8",
         "",
-        "The MLP, DS-CNN and ResNet-8 quantized by onnxruntime's `quantize_static` (per-channel int8",
-        "weights, int8 activations; `tests/models/generate.py`). `ferrite pack` turns each",
-        "Dequantize → Conv/Gemm → Quantize pattern into an integer op (int8 weights, int32 bias,",
-        "fixed-point requantization); pooling, Add and Softmax still run in float between",
-        "Dequantize/Quantize. Kernels: portable integer kernels, with DSP (`SXTB16`/`SMLAD`) kernels",
-        "for QGemm and pointwise QConv on int8 (bit-exact with the portable ones).",
+        "Two sources: the MLP, DS-CNN and ResNet-8 quantized by onnxruntime's `quantize_static`",
+        "(QDQ form, per-channel int8 weights, int8 activations; `tests/models/generate.py`), and every",
+        "test model quantized by Ferrite itself (`ferrite pack --quantize int8`, min/max calibration on",
+        "the same 16 samples). `ferrite pack` turns both into integer ops (QConv, QGemm, QAdd,",
+        "QGlobalAveragePool; see `docs/quantization.md`); what has no integer kernel yet runs in float",
+        "between QuantizeLinear and DequantizeLinear. **DSP**: the firmware as built for the M4F, with",
+        "the `SXTB16`/`SMLAD` kernels; **portable**: the same firmware built with",
+        "`FERRITE_PORTABLE_KERNELS=1` (bit-exact outputs, checked by `tests/tests/qemu.rs`).",
         "",
-        "| model | instructions / inference | vs f32 | flash: model | vs f32 | arena | vs f32 |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        "| model | quantized by | instructions, DSP | instructions, portable | DSP vs f32 | flash: model | vs f32 | arena | vs f32 |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, r in int8_rows:
-        f = f32[name]
-        out.append(
-            f"| {NAMES[name]} | {r['instructions_per_inference']:,} | "
-            f"{r['instructions_per_inference'] / f['instructions_per_inference']:.2f}x | "
-            f"{r['model_bytes']:,} | {r['model_bytes'] / f['model_bytes']:.2f}x | "
-            f"{r['arena_bytes']:,} | {r['arena_bytes'] / f['arena_bytes']:.2f}x |"
-        )
+    for source, table in [("onnxruntime", int8_rows), ("Ferrite", ptq_rows)]:
+        for name, r, portable in table:
+            f = f32[name]
+            out.append(
+                f"| {NAMES[name]} | {source} | {r['instructions_per_inference']:,} | "
+                f"{portable['instructions_per_inference']:,} | "
+                f"{r['instructions_per_inference'] / f['instructions_per_inference']:.2f}x | "
+                f"{r['model_bytes']:,} | {r['model_bytes'] / f['model_bytes']:.2f}x | "
+                f"{r['arena_bytes']:,} | {r['arena_bytes'] / f['arena_bytes']:.2f}x |"
+            )
     out += [
         "",
         "## The same digits model on three cores",
@@ -147,7 +171,6 @@ def main():
         "| model | Ferrite f32 | TFLM int8, CMSIS-NN | TFLM int8, reference kernels | Ferrite f32 / CMSIS-NN int8 |",
         "|---|---:|---:|---:|---:|",
     ]
-    int8 = dict(int8_rows)
     for name, r in rows:
         if name in TFLM:
             cmsis, ref = TFLM[name]
@@ -155,15 +178,19 @@ def main():
             out.append(f"| {NAMES[name]} | {ours:,} | {cmsis:,} | {ref:,} | {ours / cmsis:.2f} |")
     out += [
         "",
-        "And Ferrite's int8 (portable kernels + DSP QGemm/pointwise QConv) against TFLM's int8:",
+        "And int8 against int8: Ferrite's own quantization (`--quantize int8`) with the DSP kernels",
+        "against TFLM's, on the same core:",
         "",
-        "| model | Ferrite int8 | TFLM int8, CMSIS-NN | TFLM int8, reference kernels |",
-        "|---|---:|---:|---:|",
+        "| model | Ferrite int8 (DSP) | TFLM int8, CMSIS-NN | Ferrite / CMSIS-NN | Ferrite int8 (portable) | TFLM int8, reference kernels | Ferrite / reference |",
+        "|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for name, r in int8.items():
+    for name, r, portable in ptq_rows:
         if name in TFLM:
             cmsis, ref = TFLM[name]
-            out.append(f"| {NAMES[name]} | {r['instructions_per_inference']:,} | {cmsis:,} | {ref:,} |")
+            ours, plain = r["instructions_per_inference"], portable["instructions_per_inference"]
+            out.append(
+                f"| {NAMES[name]} | {ours:,} | {cmsis:,} | {ours / cmsis:.2f} | {plain:,} | {ref:,} | {plain / ref:.2f} |"
+            )
     (ROOT / "docs/footprint.md").write_text("\n".join(out) + "\n")
     print("wrote docs/footprint.md", file=sys.stderr)
 

@@ -226,7 +226,13 @@ fn serve(model: ModelSource, arena: Buffer) -> Result<(), Failure> {
         let device = CortexMDevice::with_profiler(StepMarkers).with_max_arena(capacity);
         infer(&model, device, arena, dir, runs)
     } else {
-        infer(&model, CortexMDevice::new().with_max_arena(capacity), arena, dir, runs)
+        infer(
+            &model,
+            CortexMDevice::new().with_max_arena(capacity),
+            arena,
+            dir,
+            runs,
+        )
     }
 }
 

@@ -604,7 +604,7 @@ mod tests {
             },
         };
         let x: Vec<i8> = (0..4 * plane)
-            .map(|i| ((i * 53 % 256) - 128) as i8)
+            .map(|i| ((i * 53 % 256) as i32 - 128) as i8)
             .collect();
         let mut y = vec![0i8; 4];
         qglobal_avg_pool(&q, plane, &x, &mut y);
