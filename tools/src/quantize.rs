@@ -5,8 +5,11 @@
 //! point 0, per tensor or per output channel), and its only reader quantizes the result, the four
 //! ops become one `QConv` / `QGemm`: int8 weights, int32 bias (`round(b / (sx·sw))`, or the
 //! quantizer's own int32 bias), and per-channel fixed-point requantization of
-//! `sx·sw[c] / sy` precomputed here, with a fused Relu/Clip folded into the output clamp. What
-//! does not match stays mixed (float compute with quantize/dequantize at the borders).
+//! `sx·sw[c] / sy` precomputed here, with a fused Relu/Clip folded into the output clamp. Residual
+//! additions become `QAdd`, global average pooling `QGlobalAvgPool`, data movement (Transpose,
+//! Concat, Slice) between equal quantizations moves the integers, and QuantizeLinear of a
+//! DequantizeLinear with the same parameters disappears. What does not match stays mixed (float
+//! compute with quantize/dequantize at the borders).
 
 use crate::ir::{PlanGraph, PlanOp, Quantized, TensorId};
 use crate::tensor::HostTensor;
@@ -374,6 +377,62 @@ fn try_elide_requantization(g: &mut PlanGraph, i: usize) -> Option<()> {
     Some(())
 }
 
+/// Rewrites op `i` if it only moves data (Transpose, Concat, Slice) and all it reads is
+/// dequantized from 8-bit tensors with one scale, zero point and type: it then moves the
+/// integers, and one DequantizeLinear after it gives the float result to its readers. Moving the
+/// DequantizeLinear down this way lets a following QuantizeLinear with the same parameters cancel
+/// it, and a following Conv or Add see integers.
+fn try_sink_dequantize(g: &mut PlanGraph, i: usize) -> Option<()> {
+    let op = g.ops[i].clone();
+    if !matches!(
+        op.op,
+        Op::Transpose { .. } | Op::Concat { .. } | Op::Slice { .. }
+    ) {
+        return None;
+    }
+    let yf = *op.outputs.first()?;
+    let mut integers = Vec::with_capacity(op.inputs.len());
+    let mut parameters = None;
+    for xf in op.inputs.iter().copied() {
+        let xf = xf?;
+        let (xq, sx, zx) = dequantized_input(g, xf)?;
+        let dq = &g.ops[g.producer(g.root(xf))?];
+        let here = (sx, zx, g.tensors[xq].dtype);
+        match parameters {
+            None => parameters = Some((here, dq.inputs.clone())),
+            Some((first, _)) if first != here => return None,
+            Some(_) => {}
+        }
+        integers.push((xq, xf));
+    }
+    let ((_, _, dtype), dq_inputs) = parameters?;
+    let inputs = integers
+        .into_iter()
+        .map(|(xq, xf)| Some(integer_view(g, xq, xf)))
+        .collect();
+    let t = &g.tensors[yf];
+    let (name, shape) = (format!("{}:int8", t.name), t.shape.clone());
+    let yq = g.add_tensor(name, dtype, shape);
+    let mut dequantize_inputs = dq_inputs;
+    dequantize_inputs[0] = Some(yq);
+    g.ops[i] = PlanOp {
+        name: op.name.clone(),
+        op: op.op,
+        inputs,
+        outputs: vec![yq],
+    };
+    g.ops.insert(
+        i + 1,
+        PlanOp {
+            name: format!("{}:dequantize", op.name),
+            op: Op::Dequantize { axis: 0 },
+            inputs: dequantize_inputs,
+            outputs: vec![yf],
+        },
+    );
+    Some(())
+}
+
 /// Runs `rewrite` on every op until none changes; returns how many did.
 fn rewrite_all(g: &mut PlanGraph, rewrite: fn(&mut PlanGraph, usize) -> Option<()>) -> usize {
     let mut count = 0;
@@ -391,7 +450,9 @@ fn rewrite_all(g: &mut PlanGraph, rewrite: fn(&mut PlanGraph, usize) -> Option<(
 /// Runs the pass; returns how many ops became integer ops (quantize/dequantize pairs that
 /// cancel are removed too, and not counted).
 pub fn fuse_integer_ops(g: &mut PlanGraph) -> usize {
-    let fused = rewrite_all(g, try_fuse) + rewrite_all(g, try_fuse_add);
+    // Data movement first, so the ops after it see DequantizeLinear.
+    let moved = rewrite_all(g, try_sink_dequantize);
+    let fused = moved + rewrite_all(g, try_fuse) + rewrite_all(g, try_fuse_add);
     let fused = fused + rewrite_all(g, try_fuse_global_pool);
     rewrite_all(g, try_elide_requantization);
     fused

@@ -315,3 +315,107 @@ fn bad_qoperator_nodes_are_refused_by_name() {
         "{text}"
     );
 }
+
+/// x, z [1, 4, 3] → Quantize → Dequantize (one scale and zero point) → Transpose and Concat →
+/// Quantize with the same parameters → Dequantize: the movement runs on the integers.
+#[test]
+fn data_movement_between_equal_quantizations_moves_integers() {
+    let q = |name: &str, x: &str, y: &str| {
+        (
+            format!("q_{name}"),
+            vec![x.to_string(), "s".into(), "z".into()],
+            vec![y.to_string()],
+        )
+    };
+    let mut b = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(4), D::N(3)])
+        .input("w", data_type::FLOAT, &[D::N(1), D::N(3), D::N(4)])
+        .init_f32("s", &[], &[0.1])
+        .init(int_init("z", data_type::INT8, &[], &[3]));
+    for (name, inputs, outputs) in [q("x", "x", "xq"), q("w", "w", "wq"), q("y", "cat", "yq")] {
+        let ins: Vec<&str> = inputs.iter().map(String::as_str).collect();
+        let outs: Vec<&str> = outputs.iter().map(String::as_str).collect();
+        b = b.node("QuantizeLinear", &name, &ins, &outs, vec![]);
+    }
+    let onnx = b
+        .node(
+            "DequantizeLinear",
+            "dq_x",
+            &["xq", "s", "z"],
+            &["xf"],
+            vec![],
+        )
+        .node(
+            "DequantizeLinear",
+            "dq_w",
+            &["wq", "s", "z"],
+            &["wf"],
+            vec![],
+        )
+        .node(
+            "Transpose",
+            "t",
+            &["xf"],
+            &["xt"],
+            vec![ferrite_tools::onnx::build::attr_ints("perm", &[0, 2, 1])],
+        )
+        .node(
+            "Concat",
+            "cat",
+            &["xt", "wf"],
+            &["cat"],
+            vec![attr_int("axis", 1)],
+        )
+        .node(
+            "DequantizeLinear",
+            "dq_y",
+            &["yq", "s", "z"],
+            &["y"],
+            vec![],
+        )
+        .output("y")
+        .encode();
+    let packed = pack(&onnx, &PackOptions::default()).unwrap();
+    let ops = &packed.report.ops;
+    assert_eq!(ops.get("QuantizeLinear"), Some(&2), "{ops:?}");
+    assert_eq!(ops.get("DequantizeLinear"), Some(&1), "{ops:?}");
+    let int8 = |name: &str| {
+        let t = packed
+            .graph
+            .tensors
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap();
+        t.dtype
+    };
+    let transpose = packed.graph.ops.iter().find(|o| o.name == "t").unwrap();
+    let read = packed.graph.tensors[transpose.inputs[0].unwrap()].dtype;
+    assert_eq!(read, ferrite_hal::DType::I8, "the Transpose reads integers");
+    assert_eq!(int8("yq"), ferrite_hal::DType::I8);
+    // y = concat(transpose(x), w) rounded to the grid of 0.1 around the zero point 3.
+    let x: Vec<f32> = (0..12).map(|i| i as f32 * 0.37 - 2.0).collect();
+    let w: Vec<f32> = (0..12).map(|i| 1.5 - i as f32 * 0.21).collect();
+    let bytes = AlignedBytes::from(&packed.bytes[..]);
+    let model = Model::load(bytes.as_bytes()).unwrap();
+    let out = run_cpu(
+        &model,
+        &[floats_in(&[1, 4, 3], &x), floats_in(&[1, 3, 4], &w)],
+    )
+    .unwrap();
+    let y: Vec<f32> = out[0]
+        .bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    let grid = |v: f32| ((v / 0.1).round_ties_even().clamp(-131.0, 124.0)) * 0.1;
+    let mut want = Vec::new();
+    for c in 0..3 {
+        for h in 0..4 {
+            want.push(grid(x[h * 3 + c]));
+        }
+    }
+    want.extend(w.iter().map(|&v| grid(v)));
+    for (i, (a, b)) in y.iter().zip(&want).enumerate() {
+        assert!((a - b).abs() < 1e-5, "{i}: {a} vs {b}");
+    }
+}
