@@ -125,10 +125,13 @@ fn valid_range(start: usize, stride: usize, pad: usize, size: usize, len: usize)
 const MAX_PRECOMPUTED_TAPS: usize = 32;
 
 /// Integer convolution. Pointwise convolutions (1×1, stride 1, no padding, one group) run as a
-/// matrix product over the flattened plane; everything else runs direct: per output channel,
-/// row and chunk of up to `CHUNK` (64) columns, int32 accumulators on the stack while each weight
-/// sweeps its span of the input row (padding reads the input zero point, so padded taps
-/// contribute nothing and are skipped).
+/// matrix product over the flattened plane. With the step's arena scratch
+/// (`ferrite_hal::geometry::qconv_scratch_elements`), depthwise ones run on a zero-point-padded
+/// copy of each plane and the others by unfolded windows ([`qconv_columns`]); without it (or too
+/// little), direct: per output channel, row and chunk of up to `CHUNK` (64) columns, int32
+/// accumulators on the stack while each weight sweeps its span of the input row (padding reads
+/// the input zero point, so padded taps contribute nothing and are skipped). Every path gives the
+/// same integers.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn qconv<X: QuantInt, Y: QuantInt>(
@@ -139,12 +142,166 @@ pub fn qconv<X: QuantInt, Y: QuantInt>(
     bias: &[i32],
     requant: &[i32],
     y: &mut [Y],
+    scratch: &mut [u8],
 ) {
+    let icg = d.c / c.group.max(1);
+    let k = icg * c.window.kernel[0] * c.window.kernel[1];
     if c.is_pointwise() {
         qconv_pointwise(&c.requantize, d, x, w, bias, requant, y);
+    } else if icg == 1 && c.group > 1 && qconv_depthwise(c, d, x, w, bias, requant, y, scratch) {
+        // Done on the padded plane.
+    } else if let Ok(column) = bytemuck::try_cast_slice_mut::<u8, i16>(scratch) {
+        match column.get_mut(..k) {
+            Some(column) => qconv_columns(c, d, x, w, bias, requant, y, column),
+            None => qconv_direct(c, d, x, w, bias, requant, y),
+        }
     } else {
         qconv_direct(c, d, x, w, bias, requant, y);
     }
+}
+
+/// One output position's window as int16 `x − zx` values in weight order (0 in the padding).
+#[inline(always)]
+fn unfold_window<X: QuantInt>(c: &QConv, d: &ConvDims, xg: &[X], p: usize, column: &mut [i16]) {
+    let [kh, kw] = c.window.kernel;
+    let zx = c.requantize.input_zero;
+    let (oy, ox) = (p / d.ow, p % d.ow);
+    let iy0 = (oy * c.window.stride[0]).wrapping_sub(c.window.pads[0]);
+    let ix0 = (ox * c.window.stride[1]).wrapping_sub(c.window.pads[1]);
+    let plane = d.h * d.w;
+    for (rows, xp) in column.chunks_exact_mut(kh * kw).zip(xg.chunks_exact(plane)) {
+        for (ky, row_out) in rows.chunks_exact_mut(kw).enumerate() {
+            let iy = iy0.wrapping_add(ky * c.window.dilation[0]);
+            if iy >= d.h {
+                row_out.fill(0);
+                continue;
+            }
+            let row = &xp[iy * d.w..(iy + 1) * d.w];
+            for (kx, slot) in row_out.iter_mut().enumerate() {
+                let ix = ix0.wrapping_add(kx * c.window.dilation[1]);
+                *slot = row.get(ix).map_or(0, |v| (v.widen() - zx) as i16);
+            }
+        }
+    }
+}
+
+/// Regular and grouped convolution by unfolded windows: per output position, its window as an
+/// int16 column (in `scratch`), then one dot product per output channel of the group (contiguous
+/// int8 × int16, which compilers vectorize).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn qconv_columns<X: QuantInt, Y: QuantInt>(
+    c: &QConv,
+    d: ConvDims,
+    x: &[X],
+    w: &[i8],
+    bias: &[i32],
+    requant: &[i32],
+    y: &mut [Y],
+    column: &mut [i16],
+) {
+    let group = c.group.max(1);
+    let (icg, ocg) = (d.c / group, d.oc / group);
+    let k = column.len();
+    let positions = d.oh * d.ow;
+    for b in 0..d.n {
+        for g in 0..group {
+            let xg = &x[(b * d.c + g * icg) * d.h * d.w..][..icg * d.h * d.w];
+            for p in 0..positions {
+                unfold_window(c, &d, xg, p, column);
+                let column = &*column;
+                for o in g * ocg..(g + 1) * ocg {
+                    let row = &w[o * k..(o + 1) * k];
+                    let dot = row.iter().zip(column).fold(0i32, |acc, (&wv, &xv)| {
+                        acc.wrapping_add(wv as i32 * xv as i32)
+                    });
+                    let rq = Requantizer::of_channel(requant, o, &c.requantize);
+                    y[(b * d.oc + o) * positions + p] = output(bias[o].wrapping_add(dot), &rq);
+                }
+            }
+        }
+    }
+}
+
+/// Depthwise convolution on a zero-point-padded copy of each plane (in `scratch`): every tap is a
+/// contiguous pass over a row chunk for stride 1. Returns false (nothing done) when the scratch is
+/// too small.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn qconv_depthwise<X: QuantInt, Y: QuantInt>(
+    c: &QConv,
+    d: ConvDims,
+    x: &[X],
+    w: &[i8],
+    bias: &[i32],
+    requant: &[i32],
+    y: &mut [Y],
+    scratch: &mut [u8],
+) -> bool {
+    let win = &c.window;
+    let [kh, kw] = win.kernel;
+    let [sh, sw] = win.stride;
+    let [dh, dw] = win.dilation;
+    let ph = (d.oh - 1) * sh + (kh - 1) * dh + 1;
+    let pw = (d.ow - 1) * sw + (kw - 1) * dw + 1;
+    let Some(padded) = scratch.get_mut(..ph * pw) else {
+        return false;
+    };
+    let q = &c.requantize;
+    let zx = q.input_zero;
+    let multiplier = d.oc / c.group.max(1);
+    let taps = kh * kw;
+    let mut acc = [0i32; CHUNK];
+    for b in 0..d.n {
+        for ch in 0..d.c {
+            let plane = &x[(b * d.c + ch) * d.h * d.w..][..d.h * d.w];
+            // Values minus the zero point (0 in the padding), as bytes: |x − zx| may not fit i8,
+            // so the padded plane holds x and the correction is folded into the bias.
+            for (py, row) in padded.chunks_exact_mut(pw).enumerate() {
+                let iy = py.wrapping_sub(win.pads[0]);
+                for (px, slot) in row.iter_mut().enumerate() {
+                    let ix = px.wrapping_sub(win.pads[1]);
+                    let v = if iy < d.h && ix < d.w {
+                        plane[iy * d.w + ix].widen()
+                    } else {
+                        zx
+                    };
+                    *slot = v as u8;
+                }
+            }
+            let signed = X::MIN < 0;
+            let value = |v: u8| if signed { v as i8 as i32 } else { v as i32 };
+            for m in 0..multiplier {
+                let o = ch * multiplier + m;
+                let wo = &w[o * taps..(o + 1) * taps];
+                let w_sum: i32 = wo.iter().map(|&v| v as i32).sum();
+                let base = bias[o].wrapping_sub(zx.wrapping_mul(w_sum));
+                let rq = Requantizer::of_channel(requant, o, q);
+                let out = &mut y[(b * d.oc + o) * d.oh * d.ow..][..d.oh * d.ow];
+                for oy in 0..d.oh {
+                    for ox0 in (0..d.ow).step_by(CHUNK) {
+                        let len = CHUNK.min(d.ow - ox0);
+                        acc[..len].fill(base);
+                        for ky in 0..kh {
+                            let row = &padded[(oy * sh + ky * dh) * pw..][..pw];
+                            for kx in 0..kw {
+                                let wv = wo[ky * kw + kx] as i32;
+                                let start = ox0 * sw + kx * dw;
+                                let xs = row[start..].iter().step_by(sw);
+                                for (a, &v) in acc[..len].iter_mut().zip(xs) {
+                                    *a = a.wrapping_add(wv * value(v));
+                                }
+                            }
+                        }
+                        for (slot, &a) in out[oy * d.ow + ox0..][..len].iter_mut().zip(&acc) {
+                            *slot = output(a, &rq);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    true
 }
 
 /// `Y[o, p] = Σ_i W[o, i] (X[i, p] − zx) + bias[o]`, as `Σ W·X + (bias − zx·ΣW)`.
@@ -519,7 +676,12 @@ mod tests {
                 ow,
             };
             let mut y = vec![0i8; n * oc * oh * ow];
-            qconv(&conv, dims, &x, &wt, &bias, &rq, &mut y);
+            qconv(&conv, dims, &x, &wt, &bias, &rq, &mut y, &mut []);
+            // The unfolding and padded-plane paths give the same integers.
+            let mut scratch = vec![0u8; 4 * 4096];
+            let mut y2 = vec![0i8; n * oc * oh * ow];
+            qconv(&conv, dims, &x, &wt, &bias, &rq, &mut y2, &mut scratch);
+            assert_eq!(y, y2, "k{k} s{s} d{dil} p{pad} g{group}");
             for o in 0..oc {
                 let g = o / (oc / group);
                 for oy in 0..oh {

@@ -317,8 +317,9 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             let (xb, w) = (view.bytes(&x)?, cast::<i8>(view.bytes(&input(1)?)?)?);
             let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
             let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
+            let scratch = scratch.unwrap_or(&mut []);
             with_int8_pair!(x.dtype, out_desc.dtype, xb, out, |xs, ys| {
-                integer::qconv(&c, dims, xs, w, bias, rq, ys)
+                integer::qconv(&c, dims, xs, w, bias, rq, ys, scratch)
             });
         }
         Op::QGemm(q) => {
