@@ -212,6 +212,10 @@ fn try_fuse(g: &mut PlanGraph, i: usize) -> Option<()> {
     let (w_ints, sw) = int8_weights(g, wf, channel_axis)?;
     let channels = g.tensors[wf].shape[channel_axis];
     let (q_index, yq, sy, zy) = quantized_output(g, op.outputs[0])?;
+    // Integer ops read and write one 8-bit type.
+    if g.tensors[xq].dtype != g.tensors[yq].dtype {
+        return None;
+    }
     let (min, max) = clamp(activation, g.tensors[yq].dtype, sy, zy)?;
     let bias_input = op.inputs.get(2).copied().flatten();
     if let Some(b) = bias_input {
@@ -329,6 +333,9 @@ fn try_fuse_global_pool(g: &mut PlanGraph, i: usize) -> Option<()> {
     let xf = op.inputs[0]?;
     let (xq, sx, zx) = dequantized_input(g, xf)?;
     let (q_index, yq, sy, zy) = quantized_output(g, op.outputs[0])?;
+    if g.tensors[xq].dtype != g.tensors[yq].dtype {
+        return None;
+    }
     let shape = &g.tensors[xf].shape;
     let plane: usize = shape.get(2..)?.iter().product();
     let (min, max) = clamp(Activation::None, g.tensors[yq].dtype, sy, zy)?;

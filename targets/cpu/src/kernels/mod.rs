@@ -318,9 +318,12 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
             let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
             let scratch = scratch.unwrap_or(&mut []);
-            with_int8_pair!(x.dtype, out_desc.dtype, xb, out, |xs, ys| {
+            let done = with_int8_pair!(x.dtype, out_desc.dtype, xb, out, |xs, ys| {
                 integer::qconv(&c, dims, xs, w, bias, rq, ys, scratch)
             });
+            if !done {
+                return Err(CpuError::CorruptPlan);
+            }
         }
         Op::QGemm(q) => {
             let (a, b) = (input(0)?, input(1)?);
@@ -399,8 +402,8 @@ pub fn step_operands_and_scratch<'x, const N: usize>(
     Ok((inputs, out, scratch.unwrap_or(&mut [])))
 }
 
-/// Runs `$body` with `$xs`/`$ys` as the 8-bit input and output slices their dtypes say
-/// (int8 or uint8 each); any other pair is `Unsupported`.
+/// Runs `$body` with `$xs`/`$ys` as the 8-bit input and output slices their dtype says (both
+/// int8 or both uint8, as the verifier requires of integer ops); anything else is `Unsupported`.
 macro_rules! with_int8_pair {
     ($x_dtype:expr, $y_dtype:expr, $x:expr, $y:expr, |$xs:ident, $ys:ident| $body:expr) => {
         match ($x_dtype, $y_dtype) {
@@ -410,14 +413,6 @@ macro_rules! with_int8_pair {
             }
             (DType::U8, DType::U8) => {
                 let ($xs, $ys) = (cast::<u8>($x)?, cast_mut::<u8>($y)?);
-                $body
-            }
-            (DType::I8, DType::U8) => {
-                let ($xs, $ys) = (cast::<i8>($x)?, cast_mut::<u8>($y)?);
-                $body
-            }
-            (DType::U8, DType::I8) => {
-                let ($xs, $ys) = (cast::<u8>($x)?, cast_mut::<i8>($y)?);
                 $body
             }
             _ => return Err(CpuError::Unsupported),
