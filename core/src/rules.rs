@@ -102,7 +102,15 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
         }
         Op::MaxPool(p) | Op::AvgPool(p) => {
             ensure(n_in == 1 && n_out == 1, "pooling takes 1 input, 1 output")?;
-            check_pool(&p, &input(0)?, &output(0)?)
+            let (x, y) = (input(0)?, output(0)?);
+            // Max pooling also runs on 8-bit integers (a maximum commutes with quantization).
+            let integer_max = matches!(step.op, Op::MaxPool(_))
+                && matches!(x.dtype, DType::I8 | DType::U8)
+                && x.dtype == y.dtype;
+            if !integer_max {
+                all_f32(&[x, y])?;
+            }
+            check_pool(&p, &x, &y)
         }
         Op::GlobalAvgPool => {
             ensure(n_in == 1 && n_out == 1, "GlobalAveragePool takes 1 input")?;
@@ -359,6 +367,18 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                     && in_range(y.dtype, r.max),
                 "QGlobalAveragePool output clamp outside the output type",
             )
+        }
+        Op::QLookup => {
+            ensure(n_in == 2 && n_out == 1, "QLookup takes 2 inputs")?;
+            let (x, table, y) = (input(0)?, input(1)?, output(0)?);
+            ensure(
+                matches!(x.dtype, DType::I8 | DType::U8)
+                    && x.dtype == y.dtype
+                    && table.dtype == y.dtype,
+                "QLookup operands are 8-bit, of one type",
+            )?;
+            ensure(x.shape == y.shape, "QLookup output shape")?;
+            ensure(table.elements() == 256, "QLookup table has 256 entries")
         }
         Op::Quantize { axis } => {
             ensure(n_in == 3 && n_out == 1, "QuantizeLinear takes 3 inputs")?;
@@ -657,7 +677,6 @@ fn check_conv_transpose(
 }
 
 fn check_pool(p: &Pool, x: &TensorDesc, y: &TensorDesc) -> Rule {
-    all_f32(&[*x, *y])?;
     let [n, c, h, w] = nchw(&x.shape).ok_or("pooling input must be rank 3 or 4")?;
     check_window_rank(x, &p.window)?;
     let win = &p.window;

@@ -64,11 +64,13 @@ pub enum OpKind {
     QAdd = 24,
     /// Integer global average pooling with requantization.
     QGlobalAvgPool = 25,
+    /// 8-bit elementwise function by a 256-entry table.
+    QLookup = 26,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 25] = [
+    pub const ALL: [OpKind; 26] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -94,6 +96,7 @@ impl OpKind {
         OpKind::QGemm,
         OpKind::QAdd,
         OpKind::QGlobalAvgPool,
+        OpKind::QLookup,
     ];
 
     /// The float compute ops (everything but data movement and quantization), which every
@@ -166,6 +169,7 @@ impl OpKind {
             OpKind::QGemm => "QGemm",
             OpKind::QAdd => "QAdd",
             OpKind::QGlobalAvgPool => "QGlobalAveragePool",
+            OpKind::QLookup => "QLookup",
         }
     }
 }
@@ -524,6 +528,10 @@ pub enum Op {
     QAdd(QAdd),
     /// Input `X [N, C, H, W]` or `[N, C, L]` (int8/uint8); output `[N, C, 1, 1]` (or `[N, C, 1]`).
     QGlobalAvgPool(QGlobalAvgPool),
+    /// Inputs `X` (int8/uint8) and a table of 256 values of the same type; `Y[i]` is the table
+    /// entry at `X[i]`'s byte. Any elementwise function of a quantized tensor (Sigmoid, Tanh,
+    /// HardSwish, ... with the quantizations around it) is such a table, made at pack time.
+    QLookup,
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -578,6 +586,7 @@ impl Op {
             Op::QGemm(_) => OpKind::QGemm,
             Op::QAdd(_) => OpKind::QAdd,
             Op::QGlobalAvgPool(_) => OpKind::QGlobalAvgPool,
+            Op::QLookup => OpKind::QLookup,
         }
     }
 
@@ -664,6 +673,7 @@ impl Op {
                 q.rescale.encode(w);
                 q.requantize.encode(w);
             }
+            Op::QLookup => {}
             Op::Transpose { perm } => encode_axes(w, perm, |v| v as u32),
             Op::Slice { starts, steps } => {
                 encode_axes(w, starts, |v| v as u32);
@@ -765,6 +775,7 @@ impl Op {
                     && q.min <= q.max;
                 Op::QAdd(ok.then_some(q)?)
             }
+            OpKind::QLookup => Op::QLookup,
             OpKind::QGlobalAvgPool => Op::QGlobalAvgPool(QGlobalAvgPool {
                 rescale: Rescale::decode(r)?,
                 requantize: Requantize::decode(r)?,
@@ -894,6 +905,7 @@ mod tests {
             rescale: r(1_234_567_890, -5),
             requantize,
         }));
+        round_trip(Op::QLookup);
     }
 
     #[test]

@@ -6,8 +6,9 @@
 //! ops become one `QConv` / `QGemm`: int8 weights, int32 bias (`round(b / (sx·sw))`, or the
 //! quantizer's own int32 bias), and per-channel fixed-point requantization of
 //! `sx·sw[c] / sy` precomputed here, with a fused Relu/Clip folded into the output clamp. Residual
-//! additions become `QAdd`, global average pooling `QGlobalAvgPool`, data movement (Transpose,
-//! Concat, Slice) between equal quantizations moves the integers, and QuantizeLinear of a
+//! additions become `QAdd`, global average pooling `QGlobalAvgPool`, activations a 256-entry
+//! `QLookup` table, data movement and max pooling (Transpose,
+//! Concat, Slice, MaxPool) between equal quantizations moves the integers, and QuantizeLinear of a
 //! DequantizeLinear with the same parameters disappears. What does not match stays mixed (float
 //! compute with quantize/dequantize at the borders).
 
@@ -359,6 +360,56 @@ fn try_fuse_global_pool(g: &mut PlanGraph, i: usize) -> Option<()> {
     Some(())
 }
 
+/// Rewrites op `i` if it is an activation (Sigmoid, Tanh, HardSwish, LeakyRelu, ...) between a
+/// dequantized 8-bit tensor and a quantization of the same type: a `QLookup` whose 256-entry
+/// table holds, for every input byte, what DequantizeLinear → activation → QuantizeLinear gives.
+fn try_fuse_lookup(g: &mut PlanGraph, i: usize) -> Option<()> {
+    let op = g.ops[i].clone();
+    let Op::Unary(activation) = op.op else {
+        return None;
+    };
+    let xf = op.inputs[0]?;
+    let (xq, sx, zx) = dequantized_input(g, xf)?;
+    let (q_index, yq, sy, zy) = quantized_output(g, op.outputs[0])?;
+    let dtype = g.tensors[yq].dtype;
+    if g.tensors[xq].dtype != dtype {
+        return None;
+    }
+    let (lo, hi) = range(dtype)?;
+    let value = |b: u8| match dtype {
+        DType::I8 => b as i8 as i32,
+        _ => b as i32,
+    };
+    // The same arithmetic as the Dequantize, activation and Quantize kernels.
+    let mut reals: Vec<f32> = (0..=255u8).map(|b| (value(b) - zx) as f32 * sx).collect();
+    ferrite_cpu::kernels::elementwise::activate(activation, &mut reals);
+    let table = reals
+        .iter()
+        .map(|&v| {
+            let q = (v / sy).round_ties_even();
+            let q = if q.is_nan() {
+                0
+            } else {
+                q.clamp(-1e9, 1e9) as i64
+            };
+            (q + zy as i64).clamp(lo as i64, hi as i64)
+        })
+        .collect();
+    let table = g.add_constant(
+        format!("{}:table", op.name),
+        HostTensor::int(dtype, vec![256], table),
+    );
+    let xq = integer_view(g, xq, xf);
+    g.ops[i] = PlanOp {
+        name: op.name,
+        op: Op::QLookup,
+        inputs: vec![Some(xq), Some(table)],
+        outputs: vec![yq],
+    };
+    g.ops.remove(q_index);
+    Some(())
+}
+
 /// Removes op `i` if it is a QuantizeLinear of a dequantized tensor (possibly reshaped) with the
 /// same scale, zero point and type: its output becomes a view of the integers it started from.
 fn try_elide_requantization(g: &mut PlanGraph, i: usize) -> Option<()> {
@@ -384,7 +435,8 @@ fn try_elide_requantization(g: &mut PlanGraph, i: usize) -> Option<()> {
     Some(())
 }
 
-/// Rewrites op `i` if it only moves data (Transpose, Concat, Slice) and all it reads is
+/// Rewrites op `i` if it only moves or selects data (Transpose, Concat, Slice, MaxPool: each
+/// commutes with a monotonic dequantization) and all it reads is
 /// dequantized from 8-bit tensors with one scale, zero point and type: it then moves the
 /// integers, and one DequantizeLinear after it gives the float result to its readers. Moving the
 /// DequantizeLinear down this way lets a following QuantizeLinear with the same parameters cancel
@@ -393,7 +445,7 @@ fn try_sink_dequantize(g: &mut PlanGraph, i: usize) -> Option<()> {
     let op = g.ops[i].clone();
     if !matches!(
         op.op,
-        Op::Transpose { .. } | Op::Concat { .. } | Op::Slice { .. }
+        Op::Transpose { .. } | Op::Concat { .. } | Op::Slice { .. } | Op::MaxPool(_)
     ) {
         return None;
     }
@@ -460,7 +512,7 @@ pub fn fuse_integer_ops(g: &mut PlanGraph) -> usize {
     // Data movement first, so the ops after it see DequantizeLinear.
     let moved = rewrite_all(g, try_sink_dequantize);
     let fused = moved + rewrite_all(g, try_fuse) + rewrite_all(g, try_fuse_add);
-    let fused = fused + rewrite_all(g, try_fuse_global_pool);
+    let fused = fused + rewrite_all(g, try_fuse_global_pool) + rewrite_all(g, try_fuse_lookup);
     rewrite_all(g, try_elide_requantization);
     fused
 }

@@ -419,3 +419,129 @@ fn data_movement_between_equal_quantizations_moves_integers() {
         assert!((a - b).abs() < 1e-5, "{i}: {a} vs {b}");
     }
 }
+
+/// x → Quantize → Dequantize → activation → Quantize → Dequantize: the activation becomes a
+/// 256-entry `QLookup` table, within one output step of the float computation.
+#[test]
+fn activations_between_quantizations_become_tables() {
+    for (op, attrs, f) in [
+        (
+            "Sigmoid",
+            vec![],
+            (|v: f32| 1.0 / (1.0 + (-v).exp())) as fn(f32) -> f32,
+        ),
+        ("Tanh", vec![], |v: f32| v.tanh()),
+        (
+            "LeakyRelu",
+            vec![ferrite_tools::onnx::build::attr_float("alpha", 0.1)],
+            |v: f32| if v >= 0.0 { v } else { 0.1 * v },
+        ),
+    ] {
+        let onnx = ModelBuilder::new(13)
+            .input("x", data_type::FLOAT, &[D::N(1), D::N(300)])
+            .init_f32("sx", &[], &[0.05])
+            .init(int_init("zx", data_type::INT8, &[], &[-10]))
+            .init_f32("sy", &[], &[1.0 / 128.0])
+            .init(int_init("zy", data_type::INT8, &[], &[0]))
+            .node("QuantizeLinear", "qx", &["x", "sx", "zx"], &["xq"], vec![])
+            .node(
+                "DequantizeLinear",
+                "dqx",
+                &["xq", "sx", "zx"],
+                &["xf"],
+                vec![],
+            )
+            .node(op, "act", &["xf"], &["yf"], attrs)
+            .node("QuantizeLinear", "qy", &["yf", "sy", "zy"], &["yq"], vec![])
+            .node(
+                "DequantizeLinear",
+                "dqy",
+                &["yq", "sy", "zy"],
+                &["y"],
+                vec![],
+            )
+            .output("y")
+            .encode();
+        let packed = pack(&onnx, &PackOptions::default()).unwrap();
+        assert_eq!(
+            packed.report.ops.get("QLookup"),
+            Some(&1),
+            "{op}: {:?}",
+            packed.report.ops
+        );
+        let x: Vec<f32> = (0..300).map(|i| (i as f32 - 150.0) * 0.045).collect();
+        let bytes = AlignedBytes::from(&packed.bytes[..]);
+        let model = Model::load(bytes.as_bytes()).unwrap();
+        let out = run_cpu(&model, &[floats_in(&[1, 300], &x)]).unwrap();
+        for (i, c) in out[0].bytes.chunks_exact(4).enumerate() {
+            let y = f32::from_le_bytes(c.try_into().unwrap());
+            let xq = ((x[i] / 0.05).round_ties_even() - 10.0).clamp(-128.0, 127.0);
+            let want = f((xq + 10.0) * 0.05);
+            let want = ((want * 128.0).round_ties_even().clamp(-128.0, 127.0)) / 128.0;
+            assert!(
+                (y - want).abs() <= 1.0 / 128.0 + 1e-6,
+                "{op} {i}: {y} vs {want}"
+            );
+        }
+    }
+}
+
+/// x → Quantize → Dequantize → MaxPool (3×3, stride 2, padded) → Quantize (same parameters) →
+/// Dequantize: the pooling runs on the integers and gives the float computation's result.
+#[test]
+fn max_pooling_runs_on_integers() {
+    use ferrite_tools::onnx::build::attr_ints;
+    let onnx = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(2), D::N(7), D::N(7)])
+        .init_f32("s", &[], &[0.05])
+        .init(int_init("z", data_type::INT8, &[], &[7]))
+        .node("QuantizeLinear", "qx", &["x", "s", "z"], &["xq"], vec![])
+        .node(
+            "DequantizeLinear",
+            "dqx",
+            &["xq", "s", "z"],
+            &["xf"],
+            vec![],
+        )
+        .node(
+            "MaxPool",
+            "pool",
+            &["xf"],
+            &["yf"],
+            vec![
+                attr_ints("kernel_shape", &[3, 3]),
+                attr_ints("strides", &[2, 2]),
+                attr_ints("pads", &[1, 1, 1, 1]),
+            ],
+        )
+        .node("QuantizeLinear", "qy", &["yf", "s", "z"], &["yq"], vec![])
+        .node("DequantizeLinear", "dqy", &["yq", "s", "z"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let packed = pack(&onnx, &PackOptions::default()).unwrap();
+    let pool = packed.graph.ops.iter().find(|o| o.name == "pool").unwrap();
+    let read = packed.graph.tensors[pool.inputs[0].unwrap()].dtype;
+    assert_eq!(read, ferrite_hal::DType::I8, "{:?}", packed.report.ops);
+    assert_eq!(packed.report.ops.get("QuantizeLinear"), Some(&1));
+    let x: Vec<f32> = (0..98)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.09)
+        .collect();
+    let bytes = AlignedBytes::from(&packed.bytes[..]);
+    let model = Model::load(bytes.as_bytes()).unwrap();
+    let out = run_cpu(&model, &[floats_in(&[1, 2, 7, 7], &x)]).unwrap();
+    let grid = |v: f32| ((v / 0.05).round_ties_even() + 7.0).clamp(-128.0, 127.0);
+    for (i, c) in out[0].bytes.chunks_exact(4).enumerate() {
+        let y = f32::from_le_bytes(c.try_into().unwrap());
+        let (ch, oy, ox) = (i / 16, i / 4 % 4, i % 4);
+        let mut max = f32::NEG_INFINITY;
+        for ky in 0..3 {
+            for kx in 0..3 {
+                let (iy, ix) = ((oy * 2 + ky) as isize - 1, (ox * 2 + kx) as isize - 1);
+                if (0..7).contains(&iy) && (0..7).contains(&ix) {
+                    max = max.max(grid(x[ch * 49 + iy as usize * 7 + ix as usize]));
+                }
+            }
+        }
+        assert!((y - (max - 7.0) * 0.05).abs() < 1e-6, "{i}: {y} vs {max}");
+    }
+}

@@ -65,6 +65,8 @@ impl CpuDevice {
             .with(QGemm, &[DType::I8, DType::U8])
             .with(QAdd, &[DType::I8, DType::U8])
             .with(QGlobalAvgPool, &[DType::I8, DType::U8])
+            .with(QLookup, &[DType::I8, DType::U8])
+            .with(MaxPool, &[DType::I8, DType::U8])
     }
 }
 

@@ -197,7 +197,17 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 output: [oh, ow],
             };
             let is_max = matches!(step.op, Op::MaxPool(_));
-            pool::pool(&p, dims, is_max, f32_in(0)?, f32s_mut(out)?);
+            let x = input(0)?;
+            match x.dtype {
+                DType::I8 if is_max => {
+                    let xs = cast::<i8>(view.bytes(&x)?)?;
+                    pool::max_pool_integer(&p, dims, xs, cast_mut(out)?, i8::MIN);
+                }
+                DType::U8 if is_max => {
+                    pool::max_pool_integer(&p, dims, view.bytes(&x)?, out, u8::MIN);
+                }
+                _ => pool::pool(&p, dims, is_max, f32_in(0)?, f32s_mut(out)?),
+            }
         }
         Op::GlobalAvgPool => {
             let x = input(0)?;
@@ -358,6 +368,13 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             with_int8_pair!(x.dtype, out_desc.dtype, view.bytes(&x)?, out, |xs, ys| {
                 integer::qglobal_avg_pool(&q, plane, xs, ys)
             });
+        }
+        Op::QLookup => {
+            let (x, table) = (view.bytes(&input(0)?)?, view.bytes(&input(1)?)?);
+            let table: &[u8; 256] = table.try_into().map_err(|_| CpuError::CorruptPlan)?;
+            for (y, &b) in out.iter_mut().zip(x) {
+                *y = table[b as usize];
+            }
         }
         Op::Split { .. } => return Err(CpuError::CorruptPlan),
     }

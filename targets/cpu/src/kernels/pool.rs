@@ -120,6 +120,38 @@ fn pool_dense(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
     }
 }
 
+/// Max pooling of 8-bit integers (`lowest` for a window wholly in the padding, as −∞ would
+/// quantize).
+#[inline(always)]
+pub fn max_pool_integer<T: Copy + Ord>(p: &Pool, d: PoolDims, x: &[T], out: &mut [T], lowest: T) {
+    let [n, c, h, w] = d.input;
+    let [oh, ow] = d.output;
+    let win = &p.window;
+    for (src, dst) in x
+        .chunks_exact(h * w)
+        .zip(out.chunks_exact_mut(oh * ow))
+        .take(n * c)
+    {
+        for (i, slot) in dst.iter_mut().enumerate() {
+            let (oy, ox) = (i / ow, i % ow);
+            let mut max = lowest;
+            for ky in 0..win.kernel[0] {
+                let iy = (oy * win.stride[0] + ky * win.dilation[0]).wrapping_sub(win.pads[0]);
+                if iy >= h {
+                    continue;
+                }
+                for kx in 0..win.kernel[1] {
+                    let ix = (ox * win.stride[1] + kx * win.dilation[1]).wrapping_sub(win.pads[1]);
+                    if ix < w {
+                        max = max.max(src[iy * w + ix]);
+                    }
+                }
+            }
+            *slot = max;
+        }
+    }
+}
+
 /// Mean over each `[n, c]` plane of `plane` elements.
 #[inline(always)]
 pub fn global_avg_pool(x: &[f32], plane: usize, out: &mut [f32]) {
