@@ -111,7 +111,7 @@ const CHUNK: usize = 64;
 /// (`ferrite_hal::geometry::qconv_scratch_elements`, which the verifier guarantees): pointwise
 /// convolutions (1×1, stride 1, no padding, one group) as a matrix product over the flattened
 /// plane; depthwise ones on a zero-point-padded copy of each plane; the others by unfolded windows
-/// ([`qconv_columns`]). Returns false, computing nothing, when `scratch` is too small.
+/// (`qconv_columns`). Returns false, computing nothing, when `scratch` is too small.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn qconv<X: QuantInt, Y: QuantInt>(
