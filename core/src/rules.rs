@@ -368,6 +368,30 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                 "QGlobalAveragePool output clamp outside the output type",
             )
         }
+        Op::QMul(q) => {
+            ensure(n_in == 2 && n_out == 1, "QMul takes 2 inputs")?;
+            let (a, b, y) = (input(0)?, input(1)?, output(0)?);
+            ensure(
+                matches!(y.dtype, DType::I8 | DType::U8)
+                    && a.dtype == y.dtype
+                    && b.dtype == y.dtype,
+                "QMul operands are 8-bit, of one type",
+            )?;
+            ensure(
+                broadcast(&a.shape, &b.shape) == Some(y.shape),
+                "QMul output is not the broadcast of its inputs",
+            )?;
+            ensure(
+                in_range(a.dtype, q.a_zero) && in_range(b.dtype, q.b_zero),
+                "QMul input zero point outside the input type",
+            )?;
+            ensure(
+                in_range(y.dtype, q.output_zero)
+                    && in_range(y.dtype, q.min)
+                    && in_range(y.dtype, q.max),
+                "QMul output clamp outside the output type",
+            )
+        }
         Op::QLookup => {
             ensure(n_in == 2 && n_out == 1, "QLookup takes 2 inputs")?;
             let (x, table, y) = (input(0)?, input(1)?, output(0)?);

@@ -66,11 +66,13 @@ pub enum OpKind {
     QGlobalAvgPool = 25,
     /// 8-bit elementwise function by a 256-entry table.
     QLookup = 26,
+    /// Integer elementwise multiplication (broadcasting) with requantization.
+    QMul = 27,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 26] = [
+    pub const ALL: [OpKind; 27] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -97,6 +99,7 @@ impl OpKind {
         OpKind::QAdd,
         OpKind::QGlobalAvgPool,
         OpKind::QLookup,
+        OpKind::QMul,
     ];
 
     /// The float compute ops (everything but data movement and quantization), which every
@@ -170,6 +173,7 @@ impl OpKind {
             OpKind::QAdd => "QAdd",
             OpKind::QGlobalAvgPool => "QGlobalAveragePool",
             OpKind::QLookup => "QLookup",
+            OpKind::QMul => "QMul",
         }
     }
 }
@@ -304,6 +308,25 @@ pub struct QAdd {
     pub b: Rescale,
     /// Rescale of the sum.
     pub output: Rescale,
+    /// Zero point of A.
+    pub a_zero: i32,
+    /// Zero point of B.
+    pub b_zero: i32,
+    /// Zero point of the output.
+    pub output_zero: i32,
+    /// Smallest output.
+    pub min: i32,
+    /// Largest output.
+    pub max: i32,
+}
+
+/// Integer multiplication of two 8-bit tensors (numpy broadcasting), as TFLite's quantized `Mul`:
+/// `(a − a_zero)·(b − b_zero)` rescaled by `s_a·s_b / s_y`, offset by the output zero point and
+/// clamped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QMul {
+    /// Rescale of the product.
+    pub rescale: Rescale,
     /// Zero point of A.
     pub a_zero: i32,
     /// Zero point of B.
@@ -532,6 +555,8 @@ pub enum Op {
     /// entry at `X[i]`'s byte. Any elementwise function of a quantized tensor (Sigmoid, Tanh,
     /// HardSwish, ... with the quantizations around it) is such a table, made at pack time.
     QLookup,
+    /// Inputs `A`, `B` (int8/uint8, broadcasting as numpy); output of the broadcast shape.
+    QMul(QMul),
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -587,6 +612,7 @@ impl Op {
             Op::QAdd(_) => OpKind::QAdd,
             Op::QGlobalAvgPool(_) => OpKind::QGlobalAvgPool,
             Op::QLookup => OpKind::QLookup,
+            Op::QMul(_) => OpKind::QMul,
         }
     }
 
@@ -674,6 +700,12 @@ impl Op {
                 q.requantize.encode(w);
             }
             Op::QLookup => {}
+            Op::QMul(q) => {
+                q.rescale.encode(w);
+                for v in [q.a_zero, q.b_zero, q.output_zero, q.min, q.max] {
+                    w.i32(v);
+                }
+            }
             Op::Transpose { perm } => encode_axes(w, perm, |v| v as u32),
             Op::Slice { starts, steps } => {
                 encode_axes(w, starts, |v| v as u32);
@@ -776,6 +808,22 @@ impl Op {
                 Op::QAdd(ok.then_some(q)?)
             }
             OpKind::QLookup => Op::QLookup,
+            OpKind::QMul => {
+                let q = QMul {
+                    rescale: Rescale::decode(r)?,
+                    a_zero: r.i32()?,
+                    b_zero: r.i32()?,
+                    output_zero: r.i32()?,
+                    min: r.i32()?,
+                    max: r.i32()?,
+                };
+                let byte = -128..=255;
+                let ok = [q.a_zero, q.b_zero, q.output_zero, q.min, q.max]
+                    .iter()
+                    .all(|v| byte.contains(v))
+                    && q.min <= q.max;
+                Op::QMul(ok.then_some(q)?)
+            }
             OpKind::QGlobalAvgPool => Op::QGlobalAvgPool(QGlobalAvgPool {
                 rescale: Rescale::decode(r)?,
                 requantize: Requantize::decode(r)?,
@@ -906,6 +954,14 @@ mod tests {
             requantize,
         }));
         round_trip(Op::QLookup);
+        round_trip(Op::QMul(QMul {
+            rescale: r(1 << 30, -7),
+            a_zero: 3,
+            b_zero: -128,
+            output_zero: 1,
+            min: -128,
+            max: 127,
+        }));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! ops become one `QConv` / `QGemm`: int8 weights, int32 bias (`round(b / (sx·sw))`, or the
 //! quantizer's own int32 bias), and per-channel fixed-point requantization of
 //! `sx·sw[c] / sy` precomputed here, with a fused Relu/Clip folded into the output clamp. Residual
-//! additions become `QAdd`, global average pooling `QGlobalAvgPool`, activations a 256-entry
+//! additions become `QAdd`, products `QMul`, global average pooling `QGlobalAvgPool`, activations a 256-entry
 //! `QLookup` table, data movement and max pooling (Transpose,
 //! Concat, Slice, MaxPool) between equal quantizations moves the integers, and QuantizeLinear of a
 //! DequantizeLinear with the same parameters disappears. What does not match stays mixed (float
@@ -15,7 +15,7 @@
 use crate::ir::{PlanGraph, PlanOp, Quantized, TensorId};
 use crate::tensor::HostTensor;
 use ferrite_hal::op::QADD_LEFT_SHIFT;
-use ferrite_hal::op::{BinaryOp, QAdd, QConv, QGlobalAvgPool, Requantize, Rescale};
+use ferrite_hal::op::{BinaryOp, QAdd, QConv, QGlobalAvgPool, QMul, Requantize, Rescale};
 use ferrite_hal::{Activation, DType, Op};
 
 /// `real = multiplier × 2^(shift − 31)` with a Q31 `multiplier` in `[2^30, 2^31)`: TFLite's
@@ -324,6 +324,45 @@ fn try_fuse_add(g: &mut PlanGraph, i: usize) -> Option<()> {
     Some(())
 }
 
+/// Rewrites op `i` if it is a Mul of two dequantized 8-bit tensors (any numpy broadcasting)
+/// whose result is quantized (squeeze-and-excitation scaling, say): one `QMul`.
+fn try_fuse_mul(g: &mut PlanGraph, i: usize) -> Option<()> {
+    let op = g.ops[i].clone();
+    let Op::Binary {
+        op: BinaryOp::Mul,
+        activation,
+    } = op.op
+    else {
+        return None;
+    };
+    let (af, bf) = (op.inputs[0]?, op.inputs[1]?);
+    let (aq, sa, za) = dequantized_input(g, af)?;
+    let (bq, sb, zb) = dequantized_input(g, bf)?;
+    let (q_index, yq, sy, zy) = quantized_output(g, op.outputs[0])?;
+    let dtype = g.tensors[yq].dtype;
+    if g.tensors[aq].dtype != dtype || g.tensors[bq].dtype != dtype {
+        return None;
+    }
+    let (min, max) = clamp(activation, dtype, sy, zy)?;
+    let mul = QMul {
+        rescale: rescale(sa as f64 * sb as f64 / sy as f64)?,
+        a_zero: za,
+        b_zero: zb,
+        output_zero: zy,
+        min,
+        max,
+    };
+    let (aq, bq) = (integer_view(g, aq, af), integer_view(g, bq, bf));
+    g.ops[i] = PlanOp {
+        name: op.name,
+        op: Op::QMul(mul),
+        inputs: vec![Some(aq), Some(bq)],
+        outputs: vec![yq],
+    };
+    g.ops.remove(q_index);
+    Some(())
+}
+
 /// Rewrites op `i` if it is a GlobalAveragePool of a dequantized 8-bit tensor whose result is
 /// quantized: one `QGlobalAvgPool`.
 fn try_fuse_global_pool(g: &mut PlanGraph, i: usize) -> Option<()> {
@@ -512,6 +551,7 @@ pub fn fuse_integer_ops(g: &mut PlanGraph) -> usize {
     // Data movement first, so the ops after it see DequantizeLinear.
     let moved = rewrite_all(g, try_sink_dequantize);
     let fused = moved + rewrite_all(g, try_fuse) + rewrite_all(g, try_fuse_add);
+    let fused = fused + rewrite_all(g, try_fuse_mul);
     let fused = fused + rewrite_all(g, try_fuse_global_pool) + rewrite_all(g, try_fuse_lookup);
     rewrite_all(g, try_elide_requantization);
     fused

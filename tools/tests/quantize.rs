@@ -545,3 +545,67 @@ fn max_pooling_runs_on_integers() {
         assert!((y - (max - 7.0) * 0.05).abs() < 1e-6, "{i}: {y} vs {max}");
     }
 }
+
+/// a [1, 3, 4, 4] and b [1, 3, 1, 1] (per-channel scaling, as squeeze-and-excitation does), each
+/// quantized → dequantized → Mul → Quantize → Dequantize: one `QMul`, within one output step of
+/// the float product.
+#[test]
+fn products_between_quantizations_become_integer_muls() {
+    let onnx = ModelBuilder::new(13)
+        .input("a", data_type::FLOAT, &[D::N(1), D::N(3), D::N(4), D::N(4)])
+        .input("b", data_type::FLOAT, &[D::N(1), D::N(3), D::N(1), D::N(1)])
+        .init_f32("sa", &[], &[0.04])
+        .init(int_init("za", data_type::INT8, &[], &[5]))
+        .init_f32("sb", &[], &[1.0 / 255.0])
+        .init(int_init("zb", data_type::INT8, &[], &[-128]))
+        .init_f32("sy", &[], &[0.03])
+        .init(int_init("zy", data_type::INT8, &[], &[-2]))
+        .node("QuantizeLinear", "qa", &["a", "sa", "za"], &["aq"], vec![])
+        .node("QuantizeLinear", "qb", &["b", "sb", "zb"], &["bq"], vec![])
+        .node(
+            "DequantizeLinear",
+            "dqa",
+            &["aq", "sa", "za"],
+            &["af"],
+            vec![],
+        )
+        .node(
+            "DequantizeLinear",
+            "dqb",
+            &["bq", "sb", "zb"],
+            &["bf"],
+            vec![],
+        )
+        .node("Mul", "mul", &["af", "bf"], &["yf"], vec![])
+        .node("QuantizeLinear", "qy", &["yf", "sy", "zy"], &["yq"], vec![])
+        .node(
+            "DequantizeLinear",
+            "dqy",
+            &["yq", "sy", "zy"],
+            &["y"],
+            vec![],
+        )
+        .output("y")
+        .encode();
+    let packed = pack(&onnx, &PackOptions::default()).unwrap();
+    assert_eq!(
+        packed.report.ops.get("QMul"),
+        Some(&1),
+        "{:?}",
+        packed.report.ops
+    );
+    let a: Vec<f32> = (0..48).map(|i| (i as f32 - 24.0) * 0.13).collect();
+    let b = [0.2f32, 0.7, 0.95];
+    let bytes = AlignedBytes::from(&packed.bytes[..]);
+    let model = Model::load(bytes.as_bytes()).unwrap();
+    let inputs = [floats_in(&[1, 3, 4, 4], &a), floats_in(&[1, 3, 1, 1], &b)];
+    let out = run_cpu(&model, &inputs).unwrap();
+    let grid = |v: f32, s: f32, z: f32| ((v / s).round_ties_even() + z).clamp(-128.0, 127.0);
+    for (i, c) in out[0].bytes.chunks_exact(4).enumerate() {
+        let y = f32::from_le_bytes(c.try_into().unwrap());
+        let av = (grid(a[i], 0.04, 5.0) - 5.0) * 0.04;
+        let bv = (grid(b[i / 16], 1.0 / 255.0, -128.0) + 128.0) / 255.0;
+        let want = (grid(av * bv, 0.03, -2.0) + 2.0) * 0.03;
+        assert!((y - want).abs() <= 0.03 + 1e-6, "{i}: {y} vs {want}");
+    }
+}

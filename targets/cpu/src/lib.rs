@@ -66,6 +66,7 @@ impl CpuDevice {
             .with(QAdd, &[DType::I8, DType::U8])
             .with(QGlobalAvgPool, &[DType::I8, DType::U8])
             .with(QLookup, &[DType::I8, DType::U8])
+            .with(QMul, &[DType::I8, DType::U8])
             .with(MaxPool, &[DType::I8, DType::U8])
     }
 }

@@ -477,7 +477,8 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         | Op::QGemm(_)
         | Op::QAdd(_)
         | Op::QGlobalAvgPool(_)
-        | Op::QLookup => Err("quantized ops are not implemented by the Vulkan kernels"),
+        | Op::QLookup
+        | Op::QMul(_) => Err("quantized ops are not implemented by the Vulkan kernels"),
         Op::Copy => one(Command::Copy {
             src: input(0)?.location,
             dst: match out.location {

@@ -6,7 +6,7 @@
 
 use super::conv::ConvDims;
 use super::quantize::{QuantByte, QuantInt};
-use ferrite_hal::op::{QAdd, QConv, QGlobalAvgPool, Requantize, Rescale, QADD_LEFT_SHIFT};
+use ferrite_hal::op::{QAdd, QConv, QGlobalAvgPool, QMul, Requantize, Rescale, QADD_LEFT_SHIFT};
 
 /// `round(a * b / 2^31)`, ties toward +∞ (TFLite's `SaturatingRoundingDoublingHighMul`),
 /// saturating the one overflowing case. TFLite writes it with a sign-dependent nudge and a
@@ -412,6 +412,31 @@ pub fn qadd<A: QuantByte, B: QuantByte, Y: QuantInt>(
         let sb = rb.scale(lift(bv.widen(), q.b_zero));
         *out = Y::narrow(ry.apply(sa.saturating_add(sb)));
     }
+}
+
+/// Integer multiplication (TFLite's quantized `Mul`): `(a − za)(b − zb)` rescaled. `pairs` walks
+/// the output with the element offsets of A and B (broadcasting).
+#[inline(always)]
+pub fn qmul<T: QuantInt>(
+    q: &QMul,
+    a: &[T],
+    b: &[T],
+    y: &mut [T],
+    pairs: impl FnOnce(&mut dyn FnMut([usize; 3])),
+) {
+    let output = Requantize {
+        input_zero: 0,
+        output_zero: q.output_zero,
+        min: q.min,
+        max: q.max,
+    };
+    let rq = rescaler(q.rescale, &output);
+    pairs(&mut |[o, ia, ib]| {
+        if let (Some(slot), Some(av), Some(bv)) = (y.get_mut(o), a.get(ia), b.get(ib)) {
+            let product = (av.widen() - q.a_zero) * (bv.widen() - q.b_zero);
+            *slot = T::narrow(rq.apply(product));
+        }
+    });
 }
 
 /// Integer global average pooling: per plane of `plane` elements, `Σ (x − zx)` rescaled.

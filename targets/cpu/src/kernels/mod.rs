@@ -369,6 +369,24 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 integer::qglobal_avg_pool(&q, plane, xs, ys)
             });
         }
+        Op::QMul(q) => {
+            let (a, b) = (input(0)?, input(1)?);
+            let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+            let shape = out_desc.shape;
+            let strides = [
+                shape.strides(),
+                ferrite_hal::geometry::broadcast_strides(&a.shape, &shape),
+                ferrite_hal::geometry::broadcast_strides(&b.shape, &shape),
+            ];
+            let pairs = |f: &mut dyn FnMut([usize; 3])| {
+                index::for_each_index(shape.dims(), [&strides[0], &strides[1], &strides[2]], f)
+            };
+            match out_desc.dtype {
+                DType::I8 => integer::qmul::<i8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, pairs),
+                DType::U8 => integer::qmul::<u8>(&q, ab, bb, out, pairs),
+                _ => return Err(CpuError::Unsupported),
+            }
+        }
         Op::QLookup => {
             let (x, table) = (view.bytes(&input(0)?)?, view.bytes(&input(1)?)?);
             let table: &[u8; 256] = table.try_into().map_err(|_| CpuError::CorruptPlan)?;
