@@ -302,24 +302,14 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             ensure(n_in == 2 && n_out == 1, "QAdd takes 2 inputs")?;
             let (a, b, y) = (input(0)?, input(1)?, output(0)?);
             ensure(
-                [a, b, y]
-                    .iter()
-                    .all(|t| matches!(t.dtype, DType::I8 | DType::U8)),
-                "QAdd operands are 8-bit",
-            )?;
-            ensure(
                 a.shape == y.shape && b.shape == y.shape,
                 "QAdd shapes differ",
             )?;
-            ensure(
-                in_range(a.dtype, q.a_zero) && in_range(b.dtype, q.b_zero),
-                "QAdd input zero point outside the input type",
-            )?;
-            ensure(
-                in_range(y.dtype, q.output_zero)
-                    && in_range(y.dtype, q.min)
-                    && in_range(y.dtype, q.max),
-                "QAdd output clamp outside the output type",
+            check_integer_binary(
+                &a,
+                &b,
+                &y,
+                [q.a_zero, q.b_zero, q.output_zero, q.min, q.max],
             )?;
             let need = geometry::qadd_scratch_elements(y.elements());
             if need > 0 {
@@ -372,24 +362,14 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             ensure(n_in == 2 && n_out == 1, "QMul takes 2 inputs")?;
             let (a, b, y) = (input(0)?, input(1)?, output(0)?);
             ensure(
-                matches!(y.dtype, DType::I8 | DType::U8)
-                    && a.dtype == y.dtype
-                    && b.dtype == y.dtype,
-                "QMul operands are 8-bit, of one type",
-            )?;
-            ensure(
                 broadcast(&a.shape, &b.shape) == Some(y.shape),
                 "QMul output is not the broadcast of its inputs",
             )?;
-            ensure(
-                in_range(a.dtype, q.a_zero) && in_range(b.dtype, q.b_zero),
-                "QMul input zero point outside the input type",
-            )?;
-            ensure(
-                in_range(y.dtype, q.output_zero)
-                    && in_range(y.dtype, q.min)
-                    && in_range(y.dtype, q.max),
-                "QMul output clamp outside the output type",
+            check_integer_binary(
+                &a,
+                &b,
+                &y,
+                [q.a_zero, q.b_zero, q.output_zero, q.min, q.max],
             )
         }
         Op::QLookup => {
@@ -596,6 +576,19 @@ fn check_conv_geometry(
 
 /// The operand types of an integer op: 8-bit input and output, int8 weights, int32 bias, and
 /// `[channels, 2]` int32 requantization parameters with `channels` 1 or `per_channel`.
+/// The operands of QAdd/QMul: 8-bit, of one type; `[a zero, b zero, output zero, min, max]`
+/// values of it.
+fn check_integer_binary(a: &TensorDesc, b: &TensorDesc, y: &TensorDesc, zeros: [i32; 5]) -> Rule {
+    ensure(
+        matches!(y.dtype, DType::I8 | DType::U8) && a.dtype == y.dtype && b.dtype == y.dtype,
+        "integer binary op operands are 8-bit, of one type",
+    )?;
+    ensure(
+        zeros.iter().all(|&v| in_range(y.dtype, v)),
+        "integer binary op zero point or clamp outside its type",
+    )
+}
+
 /// Whether `v` is a value of 8-bit type `dtype`.
 fn in_range(dtype: DType, v: i32) -> bool {
     match dtype {

@@ -790,39 +790,35 @@ impl Op {
             }),
             OpKind::QGemm => Op::QGemm(Requantize::decode(r)?),
             OpKind::QAdd => {
-                let q = QAdd {
-                    a: Rescale::decode(r)?,
-                    b: Rescale::decode(r)?,
-                    output: Rescale::decode(r)?,
-                    a_zero: r.i32()?,
-                    b_zero: r.i32()?,
-                    output_zero: r.i32()?,
-                    min: r.i32()?,
-                    max: r.i32()?,
-                };
-                let byte = -128..=255;
-                let ok = [q.a_zero, q.b_zero, q.output_zero, q.min, q.max]
-                    .iter()
-                    .all(|v| byte.contains(v))
-                    && q.min <= q.max;
-                Op::QAdd(ok.then_some(q)?)
+                let (a, b, output) = (
+                    Rescale::decode(r)?,
+                    Rescale::decode(r)?,
+                    Rescale::decode(r)?,
+                );
+                let [a_zero, b_zero, output_zero, min, max] = decode_zeros_and_clamp(r)?;
+                Op::QAdd(QAdd {
+                    a,
+                    b,
+                    output,
+                    a_zero,
+                    b_zero,
+                    output_zero,
+                    min,
+                    max,
+                })
             }
             OpKind::QLookup => Op::QLookup,
             OpKind::QMul => {
-                let q = QMul {
-                    rescale: Rescale::decode(r)?,
-                    a_zero: r.i32()?,
-                    b_zero: r.i32()?,
-                    output_zero: r.i32()?,
-                    min: r.i32()?,
-                    max: r.i32()?,
-                };
-                let byte = -128..=255;
-                let ok = [q.a_zero, q.b_zero, q.output_zero, q.min, q.max]
-                    .iter()
-                    .all(|v| byte.contains(v))
-                    && q.min <= q.max;
-                Op::QMul(ok.then_some(q)?)
+                let rescale = Rescale::decode(r)?;
+                let [a_zero, b_zero, output_zero, min, max] = decode_zeros_and_clamp(r)?;
+                Op::QMul(QMul {
+                    rescale,
+                    a_zero,
+                    b_zero,
+                    output_zero,
+                    min,
+                    max,
+                })
             }
             OpKind::QGlobalAvgPool => Op::QGlobalAvgPool(QGlobalAvgPool {
                 rescale: Rescale::decode(r)?,
@@ -865,6 +861,14 @@ impl Op {
         };
         r.is_done().then_some(op)
     }
+}
+
+/// Two input zero points, the output zero point and the output clamp of a binary integer op:
+/// five words, each a value of an 8-bit type, with `min <= max`.
+fn decode_zeros_and_clamp(r: &mut WordReader<'_>) -> Option<[i32; 5]> {
+    let v = [r.i32()?, r.i32()?, r.i32()?, r.i32()?, r.i32()?];
+    let byte = -128..=255;
+    (v.iter().all(|x| byte.contains(x)) && v[3] <= v[4]).then_some(v)
 }
 
 fn positive(v: usize) -> Option<usize> {

@@ -278,58 +278,13 @@ fn rescale(real: f64) -> Option<Rescale> {
     Some(Rescale { multiplier, shift })
 }
 
-/// Rewrites op `i` if it is an Add of two dequantized 8-bit tensors of the output's shape whose
-/// result is quantized (onnxruntime's QDQ residual connection): one `QAdd`.
-fn try_fuse_add(g: &mut PlanGraph, i: usize) -> Option<()> {
+/// Rewrites op `i` if it is an Add or a Mul of two dequantized 8-bit tensors whose result is
+/// quantized, all of one type: a `QAdd` (residual connections; the inputs must have the output's
+/// shape) or a `QMul` (any numpy broadcasting: squeeze-and-excitation scaling, say).
+fn try_fuse_binary(g: &mut PlanGraph, i: usize) -> Option<()> {
     let op = g.ops[i].clone();
     let Op::Binary {
-        op: BinaryOp::Add,
-        activation,
-    } = op.op
-    else {
-        return None;
-    };
-    let (af, bf) = (op.inputs[0]?, op.inputs[1]?);
-    let (aq, sa, za) = dequantized_input(g, af)?;
-    let (bq, sb, zb) = dequantized_input(g, bf)?;
-    let shape = &g.tensors[op.outputs[0]].shape;
-    if g.tensors[af].shape != *shape || g.tensors[bf].shape != *shape {
-        return None;
-    }
-    let (q_index, yq, sy, zy) = quantized_output(g, op.outputs[0])?;
-    let dtype = g.tensors[yq].dtype;
-    if g.tensors[aq].dtype != dtype || g.tensors[bq].dtype != dtype {
-        return None;
-    }
-    let (min, max) = clamp(activation, dtype, sy, zy)?;
-    let twice_max = 2.0 * (sa as f64).max(sb as f64);
-    let add = QAdd {
-        a: rescale(sa as f64 / twice_max)?,
-        b: rescale(sb as f64 / twice_max)?,
-        output: rescale(twice_max / ((1u64 << QADD_LEFT_SHIFT) as f64 * sy as f64))?,
-        a_zero: za,
-        b_zero: zb,
-        output_zero: zy,
-        min,
-        max,
-    };
-    let (aq, bq) = (integer_view(g, aq, af), integer_view(g, bq, bf));
-    g.ops[i] = PlanOp {
-        name: op.name,
-        op: Op::QAdd(add),
-        inputs: vec![Some(aq), Some(bq)],
-        outputs: vec![yq],
-    };
-    g.ops.remove(q_index);
-    Some(())
-}
-
-/// Rewrites op `i` if it is a Mul of two dequantized 8-bit tensors (any numpy broadcasting)
-/// whose result is quantized (squeeze-and-excitation scaling, say): one `QMul`.
-fn try_fuse_mul(g: &mut PlanGraph, i: usize) -> Option<()> {
-    let op = g.ops[i].clone();
-    let Op::Binary {
-        op: BinaryOp::Mul,
+        op: kind @ (BinaryOp::Add | BinaryOp::Mul),
         activation,
     } = op.op
     else {
@@ -344,18 +299,37 @@ fn try_fuse_mul(g: &mut PlanGraph, i: usize) -> Option<()> {
         return None;
     }
     let (min, max) = clamp(activation, dtype, sy, zy)?;
-    let mul = QMul {
-        rescale: rescale(sa as f64 * sb as f64 / sy as f64)?,
-        a_zero: za,
-        b_zero: zb,
-        output_zero: zy,
-        min,
-        max,
+    let (sa, sb, sy) = (sa as f64, sb as f64, sy as f64);
+    let integer_op = if kind == BinaryOp::Add {
+        let shape = &g.tensors[op.outputs[0]].shape;
+        if g.tensors[af].shape != *shape || g.tensors[bf].shape != *shape {
+            return None;
+        }
+        let twice_max = 2.0 * sa.max(sb);
+        Op::QAdd(QAdd {
+            a: rescale(sa / twice_max)?,
+            b: rescale(sb / twice_max)?,
+            output: rescale(twice_max / ((1u64 << QADD_LEFT_SHIFT) as f64 * sy))?,
+            a_zero: za,
+            b_zero: zb,
+            output_zero: zy,
+            min,
+            max,
+        })
+    } else {
+        Op::QMul(QMul {
+            rescale: rescale(sa * sb / sy)?,
+            a_zero: za,
+            b_zero: zb,
+            output_zero: zy,
+            min,
+            max,
+        })
     };
     let (aq, bq) = (integer_view(g, aq, af), integer_view(g, bq, bf));
     g.ops[i] = PlanOp {
         name: op.name,
-        op: Op::QMul(mul),
+        op: integer_op,
         inputs: vec![Some(aq), Some(bq)],
         outputs: vec![yq],
     };
@@ -550,8 +524,7 @@ fn rewrite_all(g: &mut PlanGraph, rewrite: fn(&mut PlanGraph, usize) -> Option<(
 pub fn fuse_integer_ops(g: &mut PlanGraph) -> usize {
     // Data movement first, so the ops after it see DequantizeLinear.
     let moved = rewrite_all(g, try_sink_dequantize);
-    let fused = moved + rewrite_all(g, try_fuse) + rewrite_all(g, try_fuse_add);
-    let fused = fused + rewrite_all(g, try_fuse_mul);
+    let fused = moved + rewrite_all(g, try_fuse) + rewrite_all(g, try_fuse_binary);
     let fused = fused + rewrite_all(g, try_fuse_global_pool) + rewrite_all(g, try_fuse_lookup);
     rewrite_all(g, try_elide_requantization);
     fused

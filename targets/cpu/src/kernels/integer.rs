@@ -373,6 +373,18 @@ fn rescaler(r: Rescale, q: &Requantize) -> Requantizer {
     Requantizer::new([r.multiplier, r.shift], q)
 }
 
+/// A rescale that ends an op: offset by the output zero point, clamped to `[min, max]`.
+#[inline(always)]
+fn output_rescaler(r: Rescale, output_zero: i32, min: i32, max: i32) -> Requantizer {
+    let output = Requantize {
+        input_zero: 0,
+        output_zero,
+        min,
+        max,
+    };
+    rescaler(r, &output)
+}
+
 /// Integer addition (TFLite's quantized `Add`): both inputs shifted left by
 /// [`QADD_LEFT_SHIFT`] and rescaled to a common scale, summed, rescaled to the output. With
 /// `tables` (512 entries of scratch, see `ferrite_hal::geometry::qadd_scratch_elements`) each
@@ -388,13 +400,7 @@ pub fn qadd<A: QuantByte, B: QuantByte, Y: QuantInt>(
 ) {
     let lift = |v: i32, zero: i32| (v - zero) * (1 << QADD_LEFT_SHIFT);
     let (ra, rb) = (rescaler(q.a, &UNCLAMPED), rescaler(q.b, &UNCLAMPED));
-    let output = Requantize {
-        input_zero: 0,
-        output_zero: q.output_zero,
-        min: q.min,
-        max: q.max,
-    };
-    let ry = rescaler(q.output, &output);
+    let ry = output_rescaler(q.output, q.output_zero, q.min, q.max);
     if let Some((ta, tb)) = tables.get_mut(..512).map(|t| t.split_at_mut(256)) {
         for (k, (sa, sb)) in ta.iter_mut().zip(tb.iter_mut()).enumerate() {
             *sa = ra.scale(lift(A::from_byte(k as u8).widen(), q.a_zero));
@@ -424,13 +430,7 @@ pub fn qmul<T: QuantInt>(
     y: &mut [T],
     pairs: impl FnOnce(&mut dyn FnMut([usize; 3])),
 ) {
-    let output = Requantize {
-        input_zero: 0,
-        output_zero: q.output_zero,
-        min: q.min,
-        max: q.max,
-    };
-    let rq = rescaler(q.rescale, &output);
+    let rq = output_rescaler(q.rescale, q.output_zero, q.min, q.max);
     pairs(&mut |[o, ia, ib]| {
         if let (Some(slot), Some(av), Some(bv)) = (y.get_mut(o), a.get(ia), b.get(ib)) {
             let product = (av.widen() - q.a_zero) * (bv.widen() - q.b_zero);
