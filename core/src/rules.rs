@@ -276,14 +276,7 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             check_integer_operands(&x, &w, &bias, &requant, &y, &c.requantize, oc)?;
             let need = geometry::qconv_scratch_elements(&c, icg, oh, ow)
                 .ok_or("QConv scratch overflows")?;
-            if need > 0 {
-                let s = step.scratch.ok_or("QConv needs scratch")?;
-                ensure(
-                    s.dtype == DType::F32 && s.elements() >= need,
-                    "QConv scratch too small",
-                )?;
-            }
-            Ok(())
+            require_scratch(step.scratch, need, "QConv scratch is missing or too small")
         }
         Op::QGemm(q) => {
             ensure(n_in == 4 && n_out == 1, "QGemm takes 4 inputs")?;
@@ -312,14 +305,7 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                 [q.a_zero, q.b_zero, q.output_zero, q.min, q.max],
             )?;
             let need = geometry::qadd_scratch_elements(y.elements());
-            if need > 0 {
-                let s = step.scratch.ok_or("QAdd needs scratch")?;
-                ensure(
-                    s.dtype == DType::F32 && s.elements() >= need,
-                    "QAdd scratch too small",
-                )?;
-            }
-            Ok(())
+            require_scratch(step.scratch, need, "QAdd scratch is missing or too small")
         }
         Op::QGlobalAvgPool(q) => {
             ensure(n_in == 1 && n_out == 1, "QGlobalAveragePool takes 1 input")?;
@@ -515,14 +501,7 @@ fn check_conv(
     }
     let [_, icg, oh, ow] = check_conv_geometry(&c.window, c.group, x, w, b, y)?;
     let need = conv_scratch_elements(c, icg, oh, ow).ok_or("Conv scratch overflows")?;
-    if need > 0 {
-        let s = scratch.ok_or("Conv needs scratch")?;
-        ensure(
-            s.dtype == DType::F32 && s.elements() >= need,
-            "Conv scratch too small",
-        )?;
-    }
-    Ok(())
+    require_scratch(scratch, need, "Conv scratch is missing or too small")
 }
 
 /// The shape rules every convolution shares; returns `[oc, icg, oh, ow]`.
@@ -587,6 +566,15 @@ fn check_integer_binary(a: &TensorDesc, b: &TensorDesc, y: &TensorDesc, zeros: [
         zeros.iter().all(|&v| in_range(y.dtype, v)),
         "integer binary op zero point or clamp outside its type",
     )
+}
+
+/// A step that needs `need` f32 elements of scratch (0: none) has at least that much.
+fn require_scratch(scratch: Option<TensorDesc>, need: usize, message: &'static str) -> Rule {
+    if need == 0 {
+        return Ok(());
+    }
+    let s = scratch.ok_or(message)?;
+    ensure(s.dtype == DType::F32 && s.elements() >= need, message)
 }
 
 /// Whether `v` is a value of 8-bit type `dtype`.

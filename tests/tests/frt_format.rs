@@ -441,3 +441,54 @@ fn many_ops_model_runs_and_survives_every_byte_corruption() {
         }
     }
 }
+
+/// An integer convolution whose planned scratch is removed is refused at load: the kernels rely
+/// on it.
+#[test]
+fn an_integer_convolution_without_its_scratch_is_refused() {
+    use ferrite_tools::npy::NpyArray;
+    use ferrite_tools::onnx::build::{attr_ints, ModelBuilder, D};
+    use ferrite_tools::onnx::proto::data_type;
+    let w: Vec<f32> = (0..4 * 2 * 9).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect();
+    let onnx = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(2), D::N(6), D::N(6)])
+        .init_f32("w", &[4, 2, 3, 3], &w)
+        .node(
+            "Conv",
+            "conv",
+            &["x", "w"],
+            &["y"],
+            vec![attr_ints("pads", &[1, 1, 1, 1])],
+        )
+        .output("y")
+        .encode();
+    let (plan, passes) = ferrite_tools::pack::to_plan(&onnx, &PackOptions::default()).unwrap();
+    let sample = NpyArray {
+        dtype: DType::F32,
+        shape: vec![1, 2, 6, 6],
+        bytes: (0..72)
+            .flat_map(|i| (i as f32 * 0.05 - 1.0).to_le_bytes())
+            .collect(),
+    };
+    let method = ferrite_tools::ptq::Method::MinMax;
+    let (int8, _) =
+        ferrite_tools::ptq::quantize_plan(plan, passes, &[vec![sample]], method, &mut |_, _, _| {})
+            .unwrap();
+    assert!(
+        int8.report.ops.contains_key("QConv"),
+        "{:?}",
+        int8.report.ops
+    );
+    load(&int8.bytes).expect("the int8 model loads");
+    let ops = section_offset(&int8.bytes, section::OPS);
+    let count = int8.graph.ops.len();
+    let qconv = (0..count)
+        .map(|i| ops + i * format::OP_RECORD_BYTES)
+        .find(|&r| u32_at(&int8.bytes, r) & 0xffff == OpKind::QConv.code() as u32)
+        .expect("a QConv record");
+    let mut b = int8.bytes.clone();
+    put_u32(&mut b, qconv + 16, u32::MAX);
+    reseal(&mut b);
+    let e = load(&b).expect_err("refused");
+    assert!(e.to_string().contains("QConv scratch is missing"), "{e}");
+}

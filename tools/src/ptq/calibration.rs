@@ -88,6 +88,17 @@ fn samples_of(array: NpyArray, input: &InputSpec, file: &Path) -> Result<Vec<Vec
         .collect())
 }
 
+/// Refuses a folder past [`MAX_SAMPLES`].
+fn check_count(dir: &Path, count: usize) -> Result<(), PackError> {
+    if count > MAX_SAMPLES {
+        return Err(error(format!(
+            "{}: more than {MAX_SAMPLES} samples",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 fn read_samples(file: &Path, input: &InputSpec) -> Result<Vec<Vec<u8>>, PackError> {
     let array = npy::read(file).map_err(|e| error(e.to_string()))?;
     samples_of(array, input, file)
@@ -113,12 +124,7 @@ pub fn load(dir: &Path, inputs: &[InputSpec]) -> Result<Vec<Vec<NpyArray>>, Pack
                 for bytes in read_samples(file, input)? {
                     samples.push(vec![array(input, bytes)]);
                 }
-                if samples.len() > MAX_SAMPLES {
-                    return Err(error(format!(
-                        "{}: more than {MAX_SAMPLES} samples",
-                        dir.display()
-                    )));
-                }
+                check_count(dir, samples.len())?;
             }
             if samples.is_empty() {
                 return Err(error(format!(
@@ -158,12 +164,7 @@ pub fn load(dir: &Path, inputs: &[InputSpec]) -> Result<Vec<Vec<NpyArray>>, Pack
                             .collect(),
                     );
                 }
-                if samples.len() > MAX_SAMPLES {
-                    return Err(error(format!(
-                        "{}: more than {MAX_SAMPLES} samples",
-                        dir.display()
-                    )));
-                }
+                check_count(dir, samples.len())?;
             }
             if samples.is_empty() {
                 return Err(error(format!(
