@@ -370,6 +370,107 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             ensure(x.shape == y.shape, "QLookup output shape")?;
             ensure(table.elements() == 256, "QLookup table has 256 entries")
         }
+        Op::MatMulInteger => {
+            ensure(n_in == 4 && n_out == 1, "MatMulInteger takes 4 inputs")?;
+            let (a, b, a_zero, b_zero, y) =
+                (input(0)?, input(1)?, input(2)?, input(3)?, output(0)?);
+            ensure(
+                is_byte(&a) && is_byte(&b) && y.dtype == DType::I32,
+                "MatMulInteger reads 8-bit tensors and writes int32",
+            )?;
+            same_dtype(&[a, a_zero])?;
+            same_dtype(&[b, b_zero])?;
+            let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or("MatMulInteger shapes")?;
+            ensure(g.output == y.shape, "MatMulInteger output shape")?;
+            ensure(
+                a_zero.elements() == 1 || (a.shape.rank() == 2 && a_zero.elements() == g.m),
+                "MatMulInteger A zero point is one value or one per row",
+            )?;
+            ensure(
+                b_zero.elements() == 1 || (b.shape.rank() == 2 && b_zero.elements() == g.n),
+                "MatMulInteger B zero point is one value or one per column",
+            )
+        }
+        Op::ConvInteger(c) => {
+            ensure(n_in == 4 && n_out == 1, "ConvInteger takes 4 inputs")?;
+            let (x, w, x_zero, w_zero, y) =
+                (input(0)?, input(1)?, input(2)?, input(3)?, output(0)?);
+            ensure(
+                is_byte(&x) && is_byte(&w) && y.dtype == DType::I32,
+                "ConvInteger reads 8-bit tensors and writes int32",
+            )?;
+            same_dtype(&[x, x_zero])?;
+            same_dtype(&[w, w_zero])?;
+            let [oc, ..] = check_conv_geometry(&c.window, c.group, &x, &w, None, &y)?;
+            ensure(
+                x_zero.elements() == 1,
+                "ConvInteger input zero point is one value",
+            )?;
+            ensure(
+                w_zero.elements() == 1 || w_zero.elements() == oc,
+                "ConvInteger weight zero point is one value or one per output channel",
+            )
+        }
+        Op::DynamicQuantize => {
+            ensure(
+                n_in == 1 && n_out == 3,
+                "DynamicQuantizeLinear takes 1 input, 3 outputs",
+            )?;
+            let (x, y, scale, zero) = (input(0)?, output(0)?, output(1)?, output(2)?);
+            all_f32(&[x, scale])?;
+            ensure(
+                y.dtype == DType::U8 && zero.dtype == DType::U8,
+                "DynamicQuantizeLinear writes uint8",
+            )?;
+            ensure(x.shape == y.shape, "DynamicQuantizeLinear output shape")?;
+            ensure(
+                scale.elements() == 1 && zero.elements() == 1,
+                "DynamicQuantizeLinear scale and zero point are scalars",
+            )
+        }
+        Op::QSoftmax(q) => {
+            ensure(n_in == 2 && n_out == 1, "QSoftmax takes 2 inputs")?;
+            let (x, table, y) = (input(0)?, input(1)?, output(0)?);
+            ensure(
+                is_byte(&x) && x.dtype == y.dtype,
+                "QSoftmax operands are 8-bit, of one type",
+            )?;
+            ensure(x.shape == y.shape, "QSoftmax output shape")?;
+            ensure(q.axis < x.shape.rank(), "QSoftmax axis")?;
+            ensure(
+                table.dtype == DType::I32 && table.elements() == 256,
+                "QSoftmax table is 256 int32 values",
+            )?;
+            ensure(
+                [q.output_zero, q.min, q.max]
+                    .iter()
+                    .all(|&v| in_range(y.dtype, v)),
+                "QSoftmax zero point or clamp outside its type",
+            )
+        }
+        Op::QAvgPool(q) => {
+            ensure(n_in == 1 && n_out == 1, "QAveragePool takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            ensure(
+                is_byte(&x) && x.dtype == y.dtype,
+                "QAveragePool operands are 8-bit, of one type",
+            )?;
+            check_pool(&q.pool, &x, &y)?;
+            // The window sum times a Q31 multiplier must fit in 64 bits.
+            let [kh, kw] = q.pool.window.kernel;
+            ensure(
+                kh.checked_mul(kw).is_some_and(|a| a <= 1 << 16),
+                "QAveragePool window too large",
+            )?;
+            let r = q.requantize;
+            ensure(
+                in_range(x.dtype, r.input_zero)
+                    && [r.output_zero, r.min, r.max]
+                        .iter()
+                        .all(|&v| in_range(y.dtype, v)),
+                "QAveragePool zero point or clamp outside its type",
+            )
+        }
         Op::Quantize { axis } => {
             ensure(n_in == 3 && n_out == 1, "QuantizeLinear takes 3 inputs")?;
             let (x, scale, zero, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
@@ -575,6 +676,11 @@ fn require_scratch(scratch: Option<TensorDesc>, need: usize, message: &'static s
     }
     let s = scratch.ok_or(message)?;
     ensure(s.dtype == DType::F32 && s.elements() >= need, message)
+}
+
+/// Whether `t` holds 8-bit integers.
+fn is_byte(t: &TensorDesc) -> bool {
+    matches!(t.dtype, DType::I8 | DType::U8)
 }
 
 /// Whether `v` is a value of 8-bit type `dtype`.

@@ -68,11 +68,21 @@ pub enum OpKind {
     QLookup = 26,
     /// Integer elementwise multiplication (broadcasting) with requantization.
     QMul = 27,
+    /// Integer matrix product to int32, zero points as run-time inputs (ONNX MatMulInteger).
+    MatMulInteger = 28,
+    /// Integer convolution to int32, zero points as run-time inputs (ONNX ConvInteger).
+    ConvInteger = 29,
+    /// Quantization to uint8 with parameters from the tensor's range (DynamicQuantizeLinear).
+    DynamicQuantize = 30,
+    /// Integer softmax along one axis, by a table of exponentials.
+    QSoftmax = 31,
+    /// Integer average pooling over a window, with requantization.
+    QAvgPool = 32,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 27] = [
+    pub const ALL: [OpKind; 32] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -100,6 +110,11 @@ impl OpKind {
         OpKind::QGlobalAvgPool,
         OpKind::QLookup,
         OpKind::QMul,
+        OpKind::MatMulInteger,
+        OpKind::ConvInteger,
+        OpKind::DynamicQuantize,
+        OpKind::QSoftmax,
+        OpKind::QAvgPool,
     ];
 
     /// The float compute ops (everything but data movement and quantization), which every
@@ -174,6 +189,11 @@ impl OpKind {
             OpKind::QGlobalAvgPool => "QGlobalAveragePool",
             OpKind::QLookup => "QLookup",
             OpKind::QMul => "QMul",
+            OpKind::MatMulInteger => "MatMulInteger",
+            OpKind::ConvInteger => "ConvInteger",
+            OpKind::DynamicQuantize => "DynamicQuantizeLinear",
+            OpKind::QSoftmax => "QSoftmax",
+            OpKind::QAvgPool => "QAveragePool",
         }
     }
 }
@@ -372,6 +392,48 @@ impl QConv {
     }
 }
 
+/// Integer convolution to int32 (ONNX ConvInteger): `Σ (x − x_zero)·(w − w_zero[oc])`, padding
+/// reading the input zero point (so it adds nothing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConvInteger {
+    /// Kernel window.
+    pub window: Window,
+    /// Number of groups.
+    pub group: usize,
+}
+
+/// Integer softmax of an 8-bit tensor along `axis`, as exponentials of integer distances from
+/// the maximum: with `t[d] = round(2^30 · exp(−s_x·d))` (the table input, made on the host),
+/// `y = clamp(round(t[max − x] / Σ t[max − x'] × 1/s_y) + output_zero, min, max)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QSoftmax {
+    /// Axis, in `0..rank`.
+    pub axis: usize,
+    /// `1 / s_y`.
+    pub rescale: Rescale,
+    /// Zero point of the output.
+    pub output_zero: i32,
+    /// Smallest output.
+    pub min: i32,
+    /// Largest output.
+    pub max: i32,
+}
+
+/// The exponent of [`QSoftmax`]'s table: `t[0] = 2^30`.
+pub const QSOFTMAX_TABLE_BITS: u32 = 30;
+
+/// Integer average pooling: per window, `Σ (x − input_zero)` over the counted positions,
+/// multiplied by `s_x / s_y` and divided by the count (rounded to nearest), offset and clamped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QAvgPool {
+    /// Window and padding rules (as float `AveragePool`).
+    pub pool: Pool,
+    /// `s_x / s_y`.
+    pub rescale: Rescale,
+    /// Zero points and output clamp.
+    pub requantize: Requantize,
+}
+
 /// Transposed-convolution parameters. Weights are `[IC, OC/group, KH, KW]`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ConvTranspose {
@@ -440,6 +502,22 @@ pub struct Pool {
     pub ceil_mode: bool,
     /// Average pooling divides by the window size including padding.
     pub count_include_pad: bool,
+}
+
+impl Pool {
+    fn encode(&self, w: &mut WordWriter) {
+        self.window.encode(w);
+        w.bool(self.ceil_mode);
+        w.bool(self.count_include_pad);
+    }
+
+    fn decode(r: &mut WordReader<'_>) -> Option<Pool> {
+        Some(Pool {
+            window: Window::decode(r)?,
+            ceil_mode: r.bool()?,
+            count_include_pad: r.bool()?,
+        })
+    }
 }
 
 /// Per-axis arrays for axis-wise ops; only the first `rank` entries are meaningful.
@@ -557,6 +635,21 @@ pub enum Op {
     QLookup,
     /// Inputs `A`, `B` (int8/uint8, broadcasting as numpy); output of the broadcast shape.
     QMul(QMul),
+    /// Inputs `A`, `B` (int8 or uint8 each; numpy matmul semantics), `a_zero` (A's type: one
+    /// value, or one per row of a matrix `A`), `b_zero` (B's type: one value, or one per column of
+    /// a matrix `B`); output int32 `Σ (a − a_zero)(b − b_zero)`.
+    MatMulInteger,
+    /// Inputs `X`, `W` (int8 or uint8 each), `x_zero` (one value of X's type), `w_zero` (W's
+    /// type: one value, or one per output channel); output int32.
+    ConvInteger(ConvInteger),
+    /// Input `x` (f32); outputs `y` (uint8, x's shape), `scale` (f32 scalar), `zero_point` (uint8
+    /// scalar): the range of `x` widened to include 0, mapped onto 0..=255.
+    DynamicQuantize,
+    /// Inputs `X` (int8/uint8) and the exponential table (int32 `[256]`); output of X's shape and
+    /// type.
+    QSoftmax(QSoftmax),
+    /// Input `X [N, C, H, W]` or `[N, C, L]` (int8/uint8); output of the same type.
+    QAvgPool(QAvgPool),
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -613,6 +706,11 @@ impl Op {
             Op::QGlobalAvgPool(_) => OpKind::QGlobalAvgPool,
             Op::QLookup => OpKind::QLookup,
             Op::QMul(_) => OpKind::QMul,
+            Op::MatMulInteger => OpKind::MatMulInteger,
+            Op::ConvInteger(_) => OpKind::ConvInteger,
+            Op::DynamicQuantize => OpKind::DynamicQuantize,
+            Op::QSoftmax(_) => OpKind::QSoftmax,
+            Op::QAvgPool(_) => OpKind::QAvgPool,
         }
     }
 
@@ -668,11 +766,7 @@ impl Op {
             | Op::Gather { axis }
             | Op::Quantize { axis }
             | Op::Dequantize { axis } => w.usize(*axis),
-            Op::MaxPool(p) | Op::AvgPool(p) => {
-                p.window.encode(w);
-                w.bool(p.ceil_mode);
-                w.bool(p.count_include_pad);
-            }
+            Op::MaxPool(p) | Op::AvgPool(p) => p.encode(w),
             Op::GlobalAvgPool | Op::Copy => {}
             Op::BatchNorm {
                 epsilon,
@@ -699,7 +793,23 @@ impl Op {
                 q.rescale.encode(w);
                 q.requantize.encode(w);
             }
-            Op::QLookup => {}
+            Op::QLookup | Op::MatMulInteger | Op::DynamicQuantize => {}
+            Op::ConvInteger(c) => {
+                c.window.encode(w);
+                w.usize(c.group);
+            }
+            Op::QSoftmax(q) => {
+                w.usize(q.axis);
+                q.rescale.encode(w);
+                for v in [q.output_zero, q.min, q.max] {
+                    w.i32(v);
+                }
+            }
+            Op::QAvgPool(q) => {
+                q.pool.encode(w);
+                q.rescale.encode(w);
+                q.requantize.encode(w);
+            }
             Op::QMul(q) => {
                 q.rescale.encode(w);
                 for v in [q.a_zero, q.b_zero, q.output_zero, q.min, q.max] {
@@ -768,11 +878,7 @@ impl Op {
             OpKind::Split => Op::Split { axis: r.usize()? },
             OpKind::Gather => Op::Gather { axis: r.usize()? },
             OpKind::MaxPool | OpKind::AvgPool => {
-                let pool = Pool {
-                    window: Window::decode(r)?,
-                    ceil_mode: r.bool()?,
-                    count_include_pad: r.bool()?,
-                };
+                let pool = Pool::decode(r)?;
                 if kind == OpKind::MaxPool {
                     Op::MaxPool(pool)
                 } else {
@@ -808,6 +914,37 @@ impl Op {
                 })
             }
             OpKind::QLookup => Op::QLookup,
+            OpKind::MatMulInteger => Op::MatMulInteger,
+            OpKind::DynamicQuantize => Op::DynamicQuantize,
+            OpKind::ConvInteger => Op::ConvInteger(ConvInteger {
+                window: Window::decode(r)?,
+                group: positive(r.usize()?)?,
+            }),
+            OpKind::QSoftmax => {
+                let axis = r.usize()?;
+                let rescale = Rescale::decode(r)?;
+                let [output_zero, min, max] = [r.i32()?, r.i32()?, r.i32()?];
+                let byte = -128..=255;
+                if !(byte.contains(&output_zero)
+                    && byte.contains(&min)
+                    && byte.contains(&max)
+                    && min <= max)
+                {
+                    return None;
+                }
+                Op::QSoftmax(QSoftmax {
+                    axis,
+                    rescale,
+                    output_zero,
+                    min,
+                    max,
+                })
+            }
+            OpKind::QAvgPool => Op::QAvgPool(QAvgPool {
+                pool: Pool::decode(r)?,
+                rescale: Rescale::decode(r)?,
+                requantize: Requantize::decode(r)?,
+            }),
             OpKind::QMul => {
                 let rescale = Rescale::decode(r)?;
                 let [a_zero, b_zero, output_zero, min, max] = decode_zeros_and_clamp(r)?;
@@ -958,6 +1095,25 @@ mod tests {
             requantize,
         }));
         round_trip(Op::QLookup);
+        round_trip(Op::MatMulInteger);
+        round_trip(Op::DynamicQuantize);
+        round_trip(Op::ConvInteger(ConvInteger { window, group: 3 }));
+        round_trip(Op::QSoftmax(QSoftmax {
+            axis: 1,
+            rescale: r(1 << 30, 9),
+            output_zero: -128,
+            min: -128,
+            max: 127,
+        }));
+        round_trip(Op::QAvgPool(QAvgPool {
+            pool: Pool {
+                window,
+                ceil_mode: false,
+                count_include_pad: true,
+            },
+            rescale: r(1_100_000_000, -1),
+            requantize,
+        }));
         round_trip(Op::QMul(QMul {
             rescale: r(1 << 30, -7),
             a_zero: 3,

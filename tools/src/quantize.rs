@@ -15,7 +15,10 @@
 use crate::ir::{PlanGraph, PlanOp, Quantized, TensorId};
 use crate::tensor::HostTensor;
 use ferrite_hal::op::QADD_LEFT_SHIFT;
-use ferrite_hal::op::{BinaryOp, QAdd, QConv, QGlobalAvgPool, QMul, Requantize, Rescale};
+use ferrite_hal::op::{
+    BinaryOp, PadMode, QAdd, QAvgPool, QConv, QGlobalAvgPool, QMul, QSoftmax, Requantize, Rescale,
+    QSOFTMAX_TABLE_BITS,
+};
 use ferrite_hal::{Activation, DType, Op};
 
 /// `real = multiplier × 2^(shift − 31)` with a Q31 `multiplier` in `[2^30, 2^31)`: TFLite's
@@ -373,6 +376,36 @@ fn try_fuse_global_pool(g: &mut PlanGraph, i: usize) -> Option<()> {
     Some(())
 }
 
+/// For every byte of an 8-bit `dtype`: what DequantizeLinear `(sx, zx)` → `activation` →
+/// QuantizeLinear `(sy, zy)` gives, with the same arithmetic as those kernels.
+fn lookup_table(
+    dtype: DType,
+    (sx, zx): (f32, i32),
+    activation: Activation,
+    (sy, zy): (f32, i32),
+) -> Option<Vec<i64>> {
+    let (lo, hi) = range(dtype)?;
+    let value = |b: u8| match dtype {
+        DType::I8 => b as i8 as i32,
+        _ => b as i32,
+    };
+    let mut reals: Vec<f32> = (0..=255u8).map(|b| (value(b) - zx) as f32 * sx).collect();
+    ferrite_cpu::kernels::elementwise::activate(activation, &mut reals);
+    let table = reals
+        .iter()
+        .map(|&v| {
+            let q = (v / sy).round_ties_even();
+            let q = if q.is_nan() {
+                0
+            } else {
+                q.clamp(-1e9, 1e9) as i64
+            };
+            (q + zy as i64).clamp(lo as i64, hi as i64)
+        })
+        .collect();
+    Some(table)
+}
+
 /// Rewrites op `i` if it is an activation (Sigmoid, Tanh, HardSwish, LeakyRelu, ...) between a
 /// dequantized 8-bit tensor and a quantization of the same type: a `QLookup` whose 256-entry
 /// table holds, for every input byte, what DequantizeLinear → activation → QuantizeLinear gives.
@@ -388,26 +421,7 @@ fn try_fuse_lookup(g: &mut PlanGraph, i: usize) -> Option<()> {
     if g.tensors[xq].dtype != dtype {
         return None;
     }
-    let (lo, hi) = range(dtype)?;
-    let value = |b: u8| match dtype {
-        DType::I8 => b as i8 as i32,
-        _ => b as i32,
-    };
-    // The same arithmetic as the Dequantize, activation and Quantize kernels.
-    let mut reals: Vec<f32> = (0..=255u8).map(|b| (value(b) - zx) as f32 * sx).collect();
-    ferrite_cpu::kernels::elementwise::activate(activation, &mut reals);
-    let table = reals
-        .iter()
-        .map(|&v| {
-            let q = (v / sy).round_ties_even();
-            let q = if q.is_nan() {
-                0
-            } else {
-                q.clamp(-1e9, 1e9) as i64
-            };
-            (q + zy as i64).clamp(lo as i64, hi as i64)
-        })
-        .collect();
+    let table = lookup_table(dtype, (sx, zx), activation, (sy, zy))?;
     let table = g.add_constant(
         format!("{}:table", op.name),
         HostTensor::int(dtype, vec![256], table),
@@ -420,6 +434,150 @@ fn try_fuse_lookup(g: &mut PlanGraph, i: usize) -> Option<()> {
         outputs: vec![yq],
     };
     g.ops.remove(q_index);
+    Some(())
+}
+
+/// Rewrites op `i` if it is a Softmax between a dequantized 8-bit tensor and a quantization of
+/// the same type: a `QSoftmax` with the table of `2^30·exp(−s_x·d)` for the 256 integer
+/// distances `d` from the maximum.
+fn try_fuse_softmax(g: &mut PlanGraph, i: usize) -> Option<()> {
+    let op = g.ops[i].clone();
+    let Op::Softmax { axis } = op.op else {
+        return None;
+    };
+    let xf = op.inputs[0]?;
+    let (xq, sx, _) = dequantized_input(g, xf)?;
+    let (q_index, yq, sy, zy) = quantized_output(g, op.outputs[0])?;
+    let dtype = g.tensors[yq].dtype;
+    if g.tensors[xq].dtype != dtype {
+        return None;
+    }
+    let (min, max) = range(dtype)?;
+    let one = (1u64 << QSOFTMAX_TABLE_BITS) as f64;
+    let table = (0..256)
+        .map(|d| (one * (-(sx as f64) * d as f64).exp()).round() as i64)
+        .collect();
+    let softmax = QSoftmax {
+        axis,
+        rescale: rescale(1.0 / sy as f64)?,
+        output_zero: zy,
+        min,
+        max,
+    };
+    let table = g.add_constant(
+        format!("{}:exp_table", op.name),
+        HostTensor::int(DType::I32, vec![256], table),
+    );
+    let xq = integer_view(g, xq, xf);
+    g.ops[i] = PlanOp {
+        name: op.name,
+        op: Op::QSoftmax(softmax),
+        inputs: vec![Some(xq), Some(table)],
+        outputs: vec![yq],
+    };
+    g.ops.remove(q_index);
+    Some(())
+}
+
+/// Rewrites op `i` if it is an AveragePool between a dequantized 8-bit tensor and a
+/// quantization of the same type: one `QAvgPool`.
+fn try_fuse_avg_pool(g: &mut PlanGraph, i: usize) -> Option<()> {
+    let op = g.ops[i].clone();
+    let Op::AvgPool(pool) = op.op else {
+        return None;
+    };
+    let xf = op.inputs[0]?;
+    let (xq, sx, zx) = dequantized_input(g, xf)?;
+    let (q_index, yq, sy, zy) = quantized_output(g, op.outputs[0])?;
+    let dtype = g.tensors[yq].dtype;
+    if g.tensors[xq].dtype != dtype {
+        return None;
+    }
+    let (min, max) = range(dtype)?;
+    let pooled = QAvgPool {
+        pool,
+        rescale: rescale(sx as f64 / sy as f64)?,
+        requantize: Requantize {
+            input_zero: zx,
+            output_zero: zy,
+            min,
+            max,
+        },
+    };
+    let xq = integer_view(g, xq, xf);
+    g.ops[i] = PlanOp {
+        name: op.name,
+        op: Op::QAvgPool(pooled),
+        inputs: vec![Some(xq)],
+        outputs: vec![yq],
+    };
+    g.ops.remove(q_index);
+    Some(())
+}
+
+/// Rewrites op `i` if it is a Concat of dequantized 8-bit tensors with different quantizations
+/// whose result is quantized (onnxruntime's QLinearConcat): each input whose parameters differ
+/// from the output's is requantized by a 256-entry `QLookup`, and the integers are concatenated.
+fn try_fuse_concat(g: &mut PlanGraph, i: usize) -> Option<()> {
+    let op = g.ops[i].clone();
+    let Op::Concat { .. } = op.op else {
+        return None;
+    };
+    let mut parts = Vec::with_capacity(op.inputs.len());
+    for xf in op.inputs.iter().copied() {
+        let xf = xf?;
+        parts.push((xf, dequantized_input(g, xf)?));
+    }
+    let (q_index, yq, sy, zy) = quantized_output(g, op.outputs[0])?;
+    let dtype = g.tensors[yq].dtype;
+    if parts
+        .iter()
+        .any(|(_, (xq, ..))| g.tensors[*xq].dtype != dtype)
+    {
+        return None;
+    }
+    let mut tables = Vec::with_capacity(parts.len());
+    for (_, (_, sx, zx)) in &parts {
+        let same = *sx == sy && *zx == zy;
+        tables.push(if same {
+            None
+        } else {
+            Some(lookup_table(dtype, (*sx, *zx), Activation::None, (sy, zy))?)
+        });
+    }
+    g.ops.remove(q_index);
+    let mut lookups = Vec::new();
+    let mut inputs = Vec::with_capacity(parts.len());
+    for (k, ((xf, (xq, ..)), table)) in parts.into_iter().zip(tables).enumerate() {
+        let xq = integer_view(g, xq, xf);
+        let Some(table) = table else {
+            inputs.push(Some(xq));
+            continue;
+        };
+        let name = format!("{}:requantize{k}", op.name);
+        let table = g.add_constant(
+            format!("{name}:table"),
+            HostTensor::int(dtype, vec![256], table),
+        );
+        let shape = g.tensors[xf].shape.clone();
+        let requantized = g.add_tensor(format!("{name}:int8"), dtype, shape);
+        lookups.push(PlanOp {
+            name,
+            op: Op::QLookup,
+            inputs: vec![Some(xq), Some(table)],
+            outputs: vec![requantized],
+        });
+        inputs.push(Some(requantized));
+    }
+    g.ops[i] = PlanOp {
+        name: op.name,
+        op: op.op,
+        inputs,
+        outputs: vec![yq],
+    };
+    for (k, lookup) in lookups.into_iter().enumerate() {
+        g.ops.insert(i + k, lookup);
+    }
     Some(())
 }
 
@@ -458,7 +616,11 @@ fn try_sink_dequantize(g: &mut PlanGraph, i: usize) -> Option<()> {
     let op = g.ops[i].clone();
     if !matches!(
         op.op,
-        Op::Transpose { .. } | Op::Concat { .. } | Op::Slice { .. } | Op::MaxPool(_)
+        Op::Transpose { .. }
+            | Op::Concat { .. }
+            | Op::Slice { .. }
+            | Op::MaxPool(_)
+            | Op::Pad { .. }
     ) {
         return None;
     }
@@ -477,7 +639,29 @@ fn try_sink_dequantize(g: &mut PlanGraph, i: usize) -> Option<()> {
         }
         integers.push((xq, xf));
     }
-    let ((_, _, dtype), dq_inputs) = parameters?;
+    let ((sx, zx, dtype), dq_inputs) = parameters?;
+    let moved = match op.op {
+        // A constant fill must be a value of the integers' grid.
+        Op::Pad {
+            mode: PadMode::Constant,
+            begins,
+            ends,
+            value,
+        } => {
+            let q = (value / sx).round_ties_even() + zx as f32;
+            let (lo, hi) = range(dtype)?;
+            if !(lo as f32..=hi as f32).contains(&q) || (q - zx as f32) * sx != value {
+                return None;
+            }
+            Op::Pad {
+                mode: PadMode::Constant,
+                begins,
+                ends,
+                value: q,
+            }
+        }
+        other => other,
+    };
     let inputs = integers
         .into_iter()
         .map(|(xq, xf)| Some(integer_view(g, xq, xf)))
@@ -489,7 +673,7 @@ fn try_sink_dequantize(g: &mut PlanGraph, i: usize) -> Option<()> {
     dequantize_inputs[0] = Some(yq);
     g.ops[i] = PlanOp {
         name: op.name.clone(),
-        op: op.op,
+        op: moved,
         inputs,
         outputs: vec![yq],
     };
@@ -526,6 +710,8 @@ pub fn fuse_integer_ops(g: &mut PlanGraph) -> usize {
     let moved = rewrite_all(g, try_sink_dequantize);
     let fused = moved + rewrite_all(g, try_fuse) + rewrite_all(g, try_fuse_binary);
     let fused = fused + rewrite_all(g, try_fuse_global_pool) + rewrite_all(g, try_fuse_lookup);
+    let fused = fused + rewrite_all(g, try_fuse_softmax) + rewrite_all(g, try_fuse_avg_pool);
+    let fused = fused + rewrite_all(g, try_fuse_concat);
     rewrite_all(g, try_elide_requantization);
     fused
 }

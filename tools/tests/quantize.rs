@@ -609,3 +609,283 @@ fn products_between_quantizations_become_integer_muls() {
         assert!((y - want).abs() <= 0.03 + 1e-6, "{i}: {y} vs {want}");
     }
 }
+
+/// x (int8 grid `(sx, zx)`) → Dequantize → `op` → Quantize `(sy, zy)` → Dequantize → y, with
+/// the float input quantized first.
+fn around_op(
+    op: &str,
+    attrs: Vec<ferrite_tools::onnx::proto::AttributeProto>,
+    shape: &[usize],
+    (sx, zx): (f32, i32),
+    (sy, zy): (f32, i32),
+) -> Vec<u8> {
+    let dims: Vec<D> = shape.iter().map(|&d| D::N(d as i64)).collect();
+    ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &dims)
+        .init_f32("sx", &[], &[sx])
+        .init(int_init("zx", data_type::INT8, &[], &[zx]))
+        .init_f32("sy", &[], &[sy])
+        .init(int_init("zy", data_type::INT8, &[], &[zy]))
+        .node("QuantizeLinear", "qx", &["x", "sx", "zx"], &["xq"], vec![])
+        .node(
+            "DequantizeLinear",
+            "dqx",
+            &["xq", "sx", "zx"],
+            &["xf"],
+            vec![],
+        )
+        .node(op, "op", &["xf"], &["yf"], attrs)
+        .node("QuantizeLinear", "qy", &["yf", "sy", "zy"], &["yq"], vec![])
+        .node(
+            "DequantizeLinear",
+            "dqy",
+            &["yq", "sy", "zy"],
+            &["y"],
+            vec![],
+        )
+        .output("y")
+        .encode()
+}
+
+/// Packs `onnx`, checks the plan has `kind`, runs it on the CPU; returns the float outputs.
+fn run_packed(onnx: &[u8], kind: &str, inputs: &[NpyArray]) -> Vec<Vec<f32>> {
+    let packed = pack(onnx, &PackOptions::default()).unwrap();
+    assert!(
+        packed.report.ops.contains_key(kind),
+        "no {kind}: {:?}",
+        packed.report.ops
+    );
+    let bytes = AlignedBytes::from(&packed.bytes[..]);
+    let model = Model::load(bytes.as_bytes()).unwrap();
+    let out = run_cpu(&model, inputs).unwrap();
+    out.iter()
+        .map(|o| {
+            o.bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The value `v` takes on the int8 grid `(s, z)`, dequantized.
+fn on_grid(v: f32, (s, z): (f32, i32)) -> f32 {
+    let q = ((v / s).round_ties_even() + z as f32).clamp(-128.0, 127.0);
+    (q - z as f32) * s
+}
+
+/// Quantized → dequantized → Softmax → Quantize → Dequantize: one `QSoftmax`, within one output
+/// step of the float softmax of the dequantized input.
+#[test]
+fn softmax_between_quantizations_runs_on_integers() {
+    let (x_grid, y_grid) = ((0.09, 4), (1.0 / 256.0, -128));
+    let onnx = around_op(
+        "Softmax",
+        vec![attr_int("axis", -1)],
+        &[3, 12],
+        x_grid,
+        y_grid,
+    );
+    let x: Vec<f32> = (0..36)
+        .map(|i| ((i * 29 % 47) as f32 - 23.0) * 0.4)
+        .collect();
+    let y = &run_packed(&onnx, "QSoftmax", &[floats_in(&[3, 12], &x)])[0];
+    for row in 0..3 {
+        let xs: Vec<f32> = x[row * 12..][..12]
+            .iter()
+            .map(|&v| on_grid(v, x_grid))
+            .collect();
+        let max = xs.iter().cloned().fold(f32::MIN, f32::max);
+        let sum: f32 = xs.iter().map(|v| (v - max).exp()).sum();
+        for (j, v) in xs.iter().enumerate() {
+            let want = on_grid((v - max).exp() / sum, y_grid);
+            let got = y[row * 12 + j];
+            assert!(
+                (got - want).abs() <= y_grid.0 + 1e-6,
+                "{row},{j}: {got} vs {want}"
+            );
+        }
+    }
+}
+
+/// Quantized → dequantized → AveragePool (3×3, stride 2, padded, padding not counted) →
+/// Quantize with another scale → Dequantize: one `QAvgPool`, within one output step.
+#[test]
+fn average_pooling_between_quantizations_runs_on_integers() {
+    use ferrite_tools::onnx::build::attr_ints;
+    let (x_grid, y_grid) = ((0.05, 7), (0.03, -3));
+    let attrs = vec![
+        attr_ints("kernel_shape", &[3, 3]),
+        attr_ints("strides", &[2, 2]),
+        attr_ints("pads", &[1, 1, 1, 1]),
+    ];
+    let onnx = around_op("AveragePool", attrs, &[1, 2, 7, 7], x_grid, y_grid);
+    let x: Vec<f32> = (0..98)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) * 0.06)
+        .collect();
+    let y = &run_packed(&onnx, "QAveragePool", &[floats_in(&[1, 2, 7, 7], &x)])[0];
+    for (i, &got) in y.iter().enumerate() {
+        let (ch, oy, ox) = (i / 16, i / 4 % 4, i % 4);
+        let (mut sum, mut count) = (0.0f32, 0);
+        for ky in 0..3 {
+            for kx in 0..3 {
+                let (iy, ix) = ((oy * 2 + ky) as isize - 1, (ox * 2 + kx) as isize - 1);
+                if (0..7).contains(&iy) && (0..7).contains(&ix) {
+                    sum += on_grid(x[ch * 49 + iy as usize * 7 + ix as usize], x_grid);
+                    count += 1;
+                }
+            }
+        }
+        let want = on_grid(sum / count as f32, y_grid);
+        assert!(
+            (got - want).abs() <= y_grid.0 + 1e-6,
+            "{i}: {got} vs {want}"
+        );
+    }
+}
+
+/// Two tensors quantized differently, dequantized, concatenated and quantized again (what
+/// QLinearConcat stands for): the input on another grid is requantized by a table and the
+/// integers concatenated, giving exactly the float computation's result.
+#[test]
+fn concatenation_with_different_scales_requantizes_by_table() {
+    let (a_grid, b_grid) = ((0.05f32, 3), (0.11f32, -5));
+    let onnx = ModelBuilder::new(13)
+        .input("a", data_type::FLOAT, &[D::N(1), D::N(2), D::N(3)])
+        .input("b", data_type::FLOAT, &[D::N(1), D::N(3), D::N(3)])
+        .init_f32("sa", &[], &[a_grid.0])
+        .init(int_init("za", data_type::INT8, &[], &[a_grid.1]))
+        .init_f32("sb", &[], &[b_grid.0])
+        .init(int_init("zb", data_type::INT8, &[], &[b_grid.1]))
+        .node("QuantizeLinear", "qa", &["a", "sa", "za"], &["aq"], vec![])
+        .node("QuantizeLinear", "qb", &["b", "sb", "zb"], &["bq"], vec![])
+        .node(
+            "DequantizeLinear",
+            "dqa",
+            &["aq", "sa", "za"],
+            &["af"],
+            vec![],
+        )
+        .node(
+            "DequantizeLinear",
+            "dqb",
+            &["bq", "sb", "zb"],
+            &["bf"],
+            vec![],
+        )
+        .node(
+            "Concat",
+            "concat",
+            &["af", "bf"],
+            &["yf"],
+            vec![attr_int("axis", 1)],
+        )
+        // The output shares A's parameters: only B needs a table.
+        .node("QuantizeLinear", "qy", &["yf", "sa", "za"], &["yq"], vec![])
+        .node(
+            "DequantizeLinear",
+            "dqy",
+            &["yq", "sa", "za"],
+            &["y"],
+            vec![],
+        )
+        .output("y")
+        .encode();
+    let packed = pack(&onnx, &PackOptions::default()).unwrap();
+    assert_eq!(
+        packed.report.ops.get("QLookup"),
+        Some(&1),
+        "{:?}",
+        packed.report.ops
+    );
+    let a: Vec<f32> = (0..6).map(|i| (i as f32 - 2.5) * 0.7).collect();
+    let b: Vec<f32> = (0..9).map(|i| (i as f32 - 4.0) * 3.1).collect();
+    let inputs = [floats_in(&[1, 2, 3], &a), floats_in(&[1, 3, 3], &b)];
+    let y = &run_packed(&onnx, "Concat", &inputs)[0];
+    let want: Vec<f32> = a
+        .iter()
+        .map(|&v| on_grid(v, a_grid))
+        .chain(b.iter().map(|&v| on_grid(on_grid(v, b_grid), a_grid)))
+        .collect();
+    assert_eq!(y, &want);
+}
+
+/// Quantized → dequantized → Pad (constant 0 and reflect) → Quantize (same parameters) →
+/// Dequantize: the padding moves the integers (the fill is the zero point) and the
+/// quantizations cancel; a fill off the integer grid keeps the float Pad.
+#[test]
+fn padding_between_equal_quantizations_moves_integers() {
+    use ferrite_tools::onnx::build::attr_string;
+    let grid = (0.1f32, -6);
+    let x: Vec<f32> = (0..12).map(|i| (i as f32 - 5.0) * 0.37).collect();
+    for (mode, value, integer) in [
+        ("constant", 0.0f32, true),
+        ("constant", 0.3, true),
+        ("reflect", 0.0, true),
+        ("constant", 0.25, false),
+    ] {
+        let onnx = ModelBuilder::new(13)
+            .input("x", data_type::FLOAT, &[D::N(1), D::N(3), D::N(4)])
+            .init_f32("s", &[], &[grid.0])
+            .init(int_init("z", data_type::INT8, &[], &[grid.1]))
+            .init(TensorProto {
+                name: "pads".into(),
+                dims: vec![6],
+                data_type: data_type::INT64,
+                int64_data: vec![0, 1, 2, 0, 1, 1],
+                ..Default::default()
+            })
+            .init_f32("value", &[], &[value])
+            .node("QuantizeLinear", "qx", &["x", "s", "z"], &["xq"], vec![])
+            .node(
+                "DequantizeLinear",
+                "dqx",
+                &["xq", "s", "z"],
+                &["xf"],
+                vec![],
+            )
+            .node(
+                "Pad",
+                "pad",
+                &["xf", "pads", "value"],
+                &["yf"],
+                vec![attr_string("mode", mode)],
+            )
+            .node("QuantizeLinear", "qy", &["yf", "s", "z"], &["yq"], vec![])
+            .node("DequantizeLinear", "dqy", &["yq", "s", "z"], &["y"], vec![])
+            .output("y")
+            .encode();
+        let packed = pack(&onnx, &PackOptions::default()).unwrap();
+        let pad = packed.graph.ops.iter().find(|o| o.name == "pad").unwrap();
+        let read = packed.graph.tensors[pad.inputs[0].unwrap()].dtype;
+        assert_eq!(read == ferrite_hal::DType::I8, integer, "{mode} {value}");
+        let y = &run_packed(&onnx, "Pad", &[floats_in(&[1, 3, 4], &x)])[0];
+        assert_eq!(y.len(), 5 * 7, "{mode}");
+        let reflect = |s: isize, d: isize| {
+            if s < 0 {
+                -s
+            } else if s >= d {
+                2 * (d - 1) - s
+            } else {
+                s
+            }
+        };
+        for r in 0..5 {
+            for k in 0..7 {
+                let (sr, sk) = (r as isize - 1, k as isize - 2);
+                let inside = (0..3).contains(&sr) && (0..4).contains(&sk);
+                let want = if inside || mode == "reflect" {
+                    let (sr, sk) = (reflect(sr, 3), reflect(sk, 4));
+                    on_grid(x[sr as usize * 4 + sk as usize], grid)
+                } else {
+                    on_grid(value, grid)
+                };
+                let got = y[r * 7 + k];
+                assert!(
+                    (got - want).abs() < 1e-6,
+                    "{mode} {value} [{r},{k}]: {got} vs {want}"
+                );
+            }
+        }
+    }
+}

@@ -68,6 +68,11 @@ impl CpuDevice {
             .with(QLookup, &[DType::I8, DType::U8])
             .with(QMul, &[DType::I8, DType::U8])
             .with(MaxPool, &[DType::I8, DType::U8])
+            .with(MatMulInteger, &[DType::I8, DType::U8])
+            .with(ConvInteger, &[DType::I8, DType::U8])
+            .with(DynamicQuantize, &float)
+            .with(QSoftmax, &[DType::I8, DType::U8])
+            .with(QAvgPool, &[DType::I8, DType::U8])
     }
 }
 

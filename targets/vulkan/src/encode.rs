@@ -478,7 +478,12 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         | Op::QAdd(_)
         | Op::QGlobalAvgPool(_)
         | Op::QLookup
-        | Op::QMul(_) => Err("quantized ops are not implemented by the Vulkan kernels"),
+        | Op::QMul(_)
+        | Op::MatMulInteger
+        | Op::ConvInteger(_)
+        | Op::DynamicQuantize
+        | Op::QSoftmax(_)
+        | Op::QAvgPool(_) => Err("quantized ops are not implemented by the Vulkan kernels"),
         Op::Copy => one(Command::Copy {
             src: input(0)?.location,
             dst: match out.location {

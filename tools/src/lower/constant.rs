@@ -8,7 +8,7 @@ use crate::onnx::Node;
 use crate::tensor::{checked_elements, dtype_from_onnx, Data, HostTensor};
 use ferrite_cpu::kernels::index::for_each_index;
 use ferrite_hal::geometry::{broadcast, broadcast_strides};
-use ferrite_hal::{DType, Shape};
+use ferrite_hal::{DType, Op, Shape};
 
 pub(super) fn constant(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let value = if let Some(t) = node.tensor("value")? {
@@ -60,6 +60,18 @@ pub(super) fn cast(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     if to == lw.dtype(x) {
         let s = lw.shape(x);
         return lw.alias_output(node, 0, x, s);
+    }
+    if to == DType::F32 && matches!(lw.dtype(x), DType::I8 | DType::U8 | DType::I32) {
+        // Integers to float (the results of MatMulInteger/ConvInteger, say): a dequantization
+        // with scale 1 converts each value exactly as a cast does (rounding to nearest).
+        let one = lw.constant(node, "unit_scale", HostTensor::float(vec![], vec![1.0]));
+        let y = lw.output(node, 0, DType::F32, lw.shape(x))?;
+        return lw.emit(
+            node,
+            Op::Dequantize { axis: 0 },
+            vec![Some(x), Some(one), None],
+            vec![y],
+        );
     }
     Err(format!(
         "a run-time Cast from {} to {to} is not supported yet",

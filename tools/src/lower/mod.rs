@@ -10,6 +10,7 @@
 
 mod attrs;
 mod constant;
+mod integer;
 mod movement;
 mod nn;
 mod qoperator;
@@ -44,9 +45,11 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Constant",
     "ConstantOfShape",
     "Conv",
+    "ConvInteger",
     "ConvTranspose",
     "Div",
     "Dropout",
+    "DynamicQuantizeLinear",
     "Equal",
     "Expand",
     "Flatten",
@@ -59,6 +62,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Identity",
     "LeakyRelu",
     "MatMul",
+    "MatMulInteger",
     "MaxPool",
     "Mul",
     "Pad",
@@ -210,6 +214,9 @@ impl Lowerer {
             "Pad" => movement::pad(self, node),
             "Gather" => movement::gather(self, node),
             "QLinearConv" | "QLinearMatMul" => qoperator::lower(self, node),
+            "MatMulInteger" => integer::matmul_integer(self, node),
+            "ConvInteger" => integer::conv_integer(self, node),
+            "DynamicQuantizeLinear" => integer::dynamic_quantize(self, node),
             "QuantizeLinear" => quant::quantize(self, node),
             "DequantizeLinear" => quant::dequantize(self, node),
             "Constant" => constant::constant(self, node),
@@ -484,13 +491,30 @@ pub fn bounded(shape: &[usize]) -> Result<usize, Reason> {
 /// schema does not have is refused instead of silently ignored.
 fn max_inputs(op: &str, opset: i64) -> usize {
     match op {
-        "Relu" | "LeakyRelu" | "Sigmoid" | "Tanh" | "HardSigmoid" | "HardSwish" | "Softmax"
-        | "Flatten" | "Transpose" | "GlobalAveragePool" | "GlobalMaxPool" | "MaxPool"
-        | "AveragePool" | "Identity" | "Shape" | "Size" | "Cast" | "ConstantOfShape" => 1,
+        "Relu"
+        | "LeakyRelu"
+        | "Sigmoid"
+        | "Tanh"
+        | "HardSigmoid"
+        | "HardSwish"
+        | "Softmax"
+        | "Flatten"
+        | "Transpose"
+        | "GlobalAveragePool"
+        | "GlobalMaxPool"
+        | "MaxPool"
+        | "AveragePool"
+        | "Identity"
+        | "Shape"
+        | "Size"
+        | "Cast"
+        | "ConstantOfShape"
+        | "DynamicQuantizeLinear" => 1,
         "Constant" => 0,
         "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Reshape" | "Gather" | "Equal" | "Expand" => 2,
         "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" | "QuantizeLinear"
         | "DequantizeLinear" => 3,
+        "MatMulInteger" | "ConvInteger" => 4,
         "BatchNormalization" => 5,
         "Clip" => {
             if opset < 11 {

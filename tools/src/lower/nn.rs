@@ -3,12 +3,13 @@
 
 use super::constant::eval_broadcast_int;
 use super::{normalize_axis, Attrs, Lowerer, Reason};
+use crate::ir::TensorId;
 use crate::onnx::Node;
 use ferrite_hal::geometry::{broadcast, conv_out, conv_transpose_out, pool_out, MatMulGeometry};
 use ferrite_hal::op::{BinaryOp, Conv, ConvTranspose, Gemm, Pool, ReduceOp, Window};
 use ferrite_hal::{Activation, DType, Op, Shape};
 
-fn hal_shape(dims: &[usize]) -> Result<Shape, Reason> {
+pub(super) fn hal_shape(dims: &[usize]) -> Result<Shape, Reason> {
     Shape::new(dims).ok_or_else(|| format!("rank {} exceeds {}", dims.len(), ferrite_hal::MAX_RANK))
 }
 
@@ -143,9 +144,35 @@ pub(super) fn conv(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let w = lw.input(node, 1)?;
     let b = lw.optional_input(node, 2);
     lw.require_f32(&[x, w])?;
+    let (window, group, out_shape) = conv_geometry(lw, node, x, w, "Conv")?;
+    if let Some(b) = b {
+        lw.require_f32(&[b])?;
+        if lw.shape(b) != [out_shape[1]] {
+            return Err("bias shape differs from the output channels".into());
+        }
+    }
+    let y = lw.output(node, 0, DType::F32, out_shape)?;
+    let op = Op::Conv(Conv {
+        window,
+        group,
+        activation: Activation::None,
+    });
+    lw.emit(node, op, vec![Some(x), Some(w), b], vec![y])?;
+    Ok(())
+}
+
+/// The window, group count and output shape of a convolution node (Conv, ConvInteger) reading
+/// `x` with weights `w`.
+pub(super) fn conv_geometry(
+    lw: &Lowerer,
+    node: &Node,
+    x: TensorId,
+    w: TensorId,
+    what: &str,
+) -> Result<(Window, usize, Vec<usize>), Reason> {
     let xs = lw.shape(x);
     let ws = lw.shape(w);
-    let spatial = spatial_dims(&xs, "Conv")?;
+    let spatial = spatial_dims(&xs, what)?;
     if ws.len() != xs.len() {
         return Err("weight rank differs from input rank".into());
     }
@@ -163,22 +190,9 @@ pub(super) fn conv(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     }
     let window = resolve_window(node, &spatial, &kernel, false)?;
     let out_spatial = window_out(&window, &spatial, None)?;
-    if let Some(b) = b {
-        lw.require_f32(&[b])?;
-        if lw.shape(b) != [ws[0]] {
-            return Err("bias shape differs from the output channels".into());
-        }
-    }
     let mut out_shape = vec![xs[0], ws[0]];
     out_shape.extend(out_spatial);
-    let y = lw.output(node, 0, DType::F32, out_shape)?;
-    let op = Op::Conv(Conv {
-        window,
-        group: group as usize,
-        activation: Activation::None,
-    });
-    lw.emit(node, op, vec![Some(x), Some(w), b], vec![y])?;
-    Ok(())
+    Ok((window, group as usize, out_shape))
 }
 
 pub(super) fn conv_transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {

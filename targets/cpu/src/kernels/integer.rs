@@ -5,8 +5,12 @@
 //! `arm_nn_requantize`, so core-specific kernels can be bit-exact with these.
 
 use super::conv::ConvDims;
+use super::pool::PoolDims;
 use super::quantize::{QuantByte, QuantInt};
-use ferrite_hal::op::{QAdd, QConv, QGlobalAvgPool, QMul, Requantize, Rescale, QADD_LEFT_SHIFT};
+use ferrite_hal::op::{
+    QAdd, QAvgPool, QConv, QGlobalAvgPool, QMul, QSoftmax, Requantize, Rescale, QADD_LEFT_SHIFT,
+    QSOFTMAX_TABLE_BITS,
+};
 
 /// `round(a * b / 2^31)`, ties toward +∞ (TFLite's `SaturatingRoundingDoublingHighMul`),
 /// saturating the one overflowing case. TFLite writes it with a sign-dependent nudge and a
@@ -457,6 +461,106 @@ pub fn qglobal_avg_pool<X: QuantInt, Y: QuantInt>(
     }
 }
 
+/// `round(x / (count · 2^right))`, ties toward +∞, exact in 64-bit arithmetic for `|x| < 2^62`
+/// (a divisor past 64 bits makes the quotient round to 0).
+#[inline(always)]
+fn divide_nearest(x: i64, count: i64, right: u32) -> i64 {
+    match count.checked_mul(1i64 << right.min(62)) {
+        Some(d) if d > 0 => (x + d / 2).div_euclid(d),
+        _ => 0,
+    }
+}
+
+/// The right shift that applies a [`Rescale`]'s exponent to a product with its Q31 multiplier.
+#[inline(always)]
+fn rescale_right_shift(r: Rescale) -> u32 {
+    (31 - r.shift).clamp(1, 62) as u32
+}
+
+/// Integer softmax along the middle axis of `[outer, len, inner]`: each element's table entry at
+/// its distance from the maximum, divided by their sum and rescaled by `1/s_y` in 64-bit
+/// integers (see [`QSoftmax`]).
+pub fn qsoftmax<T: QuantInt>(
+    q: &QSoftmax,
+    [outer, len, inner]: [usize; 3],
+    x: &[T],
+    table: &[i32],
+    y: &mut [T],
+) {
+    let right = rescale_right_shift(q.rescale);
+    let multiplier = q.rescale.multiplier as i64;
+    let entry = |max: i32, v: &T| {
+        let e = table.get((max - v.widen()) as usize).copied().unwrap_or(0);
+        e.clamp(0, 1 << QSOFTMAX_TABLE_BITS) as i64
+    };
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| (o * len + j) * inner + i;
+            let lane = || (0..len).filter_map(|j| x.get(at(j)));
+            let Some(max) = lane().map(|v| v.widen()).max() else {
+                continue;
+            };
+            let sum: i64 = lane().map(|v| entry(max, v)).sum();
+            for j in 0..len {
+                if let (Some(v), Some(out)) = (x.get(at(j)), y.get_mut(at(j))) {
+                    let p = divide_nearest(entry(max, v) * multiplier, sum, right);
+                    let p = p.clamp(-(1 << 20), 1 << 20) as i32;
+                    *out = T::narrow((p + q.output_zero).clamp(q.min, q.max));
+                }
+            }
+        }
+    }
+}
+
+/// Integer average pooling: per window, `Σ (x − input_zero)` over the positions `AveragePool`
+/// counts (with or without padding), times `s_x / s_y`, divided by the count rounding to nearest.
+pub fn qavg_pool<T: QuantInt>(q: &QAvgPool, d: PoolDims, x: &[T], out: &mut [T]) {
+    let [n, c, h, w] = d.input;
+    let [oh, ow] = d.output;
+    let (p, r) = (&q.pool, &q.requantize);
+    let win = &p.window;
+    let [kh, kw] = win.kernel;
+    let [dh, dw] = win.dilation;
+    let [pt, pl, pb, pr] = win.pads;
+    let right = rescale_right_shift(q.rescale);
+    let multiplier = q.rescale.multiplier as i64;
+    for (src, dst) in x
+        .chunks_exact((h * w).max(1))
+        .zip(out.chunks_exact_mut((oh * ow).max(1)))
+        .take(n * c)
+    {
+        for (i, slot) in dst.iter_mut().enumerate() {
+            let (oy, ox) = (i / ow.max(1), i % ow.max(1));
+            let (y0, x0) = (oy * win.stride[0], ox * win.stride[1]);
+            let (mut sum, mut count) = (0i64, 0i64);
+            for ky in 0..kh {
+                let iy = (y0 + ky * dh).wrapping_sub(pt);
+                if iy >= h {
+                    continue;
+                }
+                for kx in 0..kw {
+                    let ix = (x0 + kx * dw).wrapping_sub(pl);
+                    if ix >= w {
+                        continue;
+                    }
+                    if let Some(v) = src.get(iy * w + ix) {
+                        sum += (v.widen() - r.input_zero) as i64;
+                        count += 1;
+                    }
+                }
+            }
+            if p.count_include_pad {
+                // The window clipped to the padded input (as the float kernel counts).
+                let rows = ((kh - 1) * dh + 1).min((h + pt + pb).saturating_sub(y0));
+                let cols = ((kw - 1) * dw + 1).min((w + pl + pr).saturating_sub(x0));
+                count = (rows.div_ceil(dh) * cols.div_ceil(dw)) as i64;
+            }
+            let v = divide_nearest(sum * multiplier, count, right).clamp(-(1 << 20), 1 << 20);
+            *slot = T::narrow((v as i32 + r.output_zero).clamp(r.min, r.max));
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -737,5 +841,104 @@ mod tests {
         );
         // col 0: 100 + 2 - 4 = 98 → 98 - 5 = 93 → clamped to 20; col 1: 6 + 8 = 14 → 9.
         assert_eq!(y, [20, 9]);
+    }
+
+    #[test]
+    fn qsoftmax_is_within_one_step_of_float_softmax() {
+        let (sx, sy, zy) = (0.07f64, 1.0f64 / 256.0, -128);
+        let table: Vec<i32> = (0..256)
+            .map(|d| ((1u64 << 30) as f64 * (-sx * d as f64).exp()).round() as i32)
+            .collect();
+        let q = QSoftmax {
+            axis: 1,
+            rescale: rescale_of(1.0 / sy),
+            output_zero: zy,
+            min: -128,
+            max: 127,
+        };
+        // [2, 10, 3]: softmax over the middle axis; inputs span the whole int8 range.
+        let x: Vec<i8> = (0..60).map(|i| ((i * 97 + 13) % 256) as u8 as i8).collect();
+        let mut y = vec![0i8; 60];
+        qsoftmax(&q, [2, 10, 3], &x, &table, &mut y);
+        let mut exact = 0;
+        for o in 0..2 {
+            for i in 0..3 {
+                let at = |j: usize| (o * 10 + j) * 3 + i;
+                let reals: Vec<f64> = (0..10).map(|j| sx * x[at(j)] as f64).collect();
+                let max = reals.iter().cloned().fold(f64::MIN, f64::max);
+                let sum: f64 = reals.iter().map(|v| (v - max).exp()).sum();
+                for j in 0..10 {
+                    let p = (reals[j] - max).exp() / sum;
+                    let want = ((p / sy).round() as i32 + zy).clamp(-128, 127);
+                    let got = y[at(j)] as i32;
+                    assert!((got - want).abs() <= 1, "{o},{j},{i}: {got} vs {want}");
+                    exact += (got == want) as usize;
+                }
+            }
+        }
+        assert!(exact >= 57, "only {exact} of 60 exact");
+        // A hostile table (negative, huge, all zero) still gives values of the type.
+        qsoftmax(&q, [2, 10, 3], &x, &[-5; 256], &mut y);
+        qsoftmax(&q, [2, 10, 3], &x, &[i32::MAX; 256], &mut y);
+    }
+
+    #[test]
+    fn qavg_pool_matches_float_average_pooling_with_and_without_padding() {
+        use ferrite_hal::op::{Pool, Window};
+        let (sx, zx, sy, zy) = (0.05f64, 3, 0.04f64, -7);
+        let (h, w) = (5, 6);
+        let x: Vec<i8> = (0..2 * h * w)
+            .map(|i| ((i * 71 + 5) % 256) as u8 as i8)
+            .collect();
+        for count_include_pad in [false, true] {
+            for (dilation, ceil_mode) in [([1, 1], false), ([2, 1], false), ([1, 1], true)] {
+                let window = Window {
+                    kernel: [3, 2],
+                    stride: [2, 2],
+                    dilation,
+                    pads: [1, 1, 1, 0],
+                };
+                let pool = Pool {
+                    window,
+                    ceil_mode,
+                    count_include_pad,
+                };
+                let q = QAvgPool {
+                    pool,
+                    rescale: rescale_of(sx / sy),
+                    requantize: Requantize {
+                        input_zero: zx,
+                        output_zero: zy,
+                        min: -128,
+                        max: 127,
+                    },
+                };
+                let out = |len: usize, k: usize, d: usize, p: usize| {
+                    let span = (k - 1) * d + 1;
+                    let v = (len + p - span) as f64 / 2.0;
+                    (if ceil_mode { v.ceil() } else { v.floor() }) as usize + 1
+                };
+                let (oh, ow) = (out(h, 3, dilation[0], 2), out(w, 2, dilation[1], 1));
+                let d = PoolDims {
+                    input: [1, 2, h, w],
+                    output: [oh, ow],
+                };
+                let reals: Vec<f32> = x
+                    .iter()
+                    .map(|&v| ((v as i32 - zx) as f64 * sx) as f32)
+                    .collect();
+                let mut float = vec![0f32; 2 * oh * ow];
+                crate::kernels::pool::pool(&pool, d, false, &reals, &mut float);
+                let mut y = vec![0i8; 2 * oh * ow];
+                qavg_pool(&q, d, &x, &mut y);
+                for (k, (&got, &f)) in y.iter().zip(&float).enumerate() {
+                    let want = ((f as f64 / sy).round() as i32 + zy).clamp(-128, 127);
+                    assert!(
+                        (got as i32 - want).abs() <= 1,
+                        "{count_include_pad} {dilation:?} {ceil_mode} #{k}: {got} vs {want}"
+                    );
+                }
+            }
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! The portable kernels, one module per family, and [`run_step`], which carves a step's operands
 //! out of the arena and calls the right kernel.
 
+pub mod accumulate;
 pub mod conv;
 pub mod elementwise;
 pub mod gemm;
@@ -112,8 +113,10 @@ pub(crate) mod simd {
 /// The body of [`run_step`], inlined into each build of it.
 #[inline(always)]
 fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
-    if let Op::Split { axis } = step.op {
-        return split(step, axis, arena, weights);
+    match step.op {
+        Op::Split { axis } => return split(step, axis, arena, weights),
+        Op::DynamicQuantize => return dynamic_quantize(step, arena, weights),
+        _ => {}
     }
     let out_desc = step.outputs.get(0).ok_or(CpuError::CorruptPlan)?;
     let out_span = span(&out_desc).ok_or(CpuError::CorruptPlan)?;
@@ -394,9 +397,104 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 *y = table[b as usize];
             }
         }
-        Op::Split { .. } => return Err(CpuError::CorruptPlan),
+        Op::MatMulInteger => {
+            let (a, b, za, zb) = (input(0)?, input(1)?, input(2)?, input(3)?);
+            let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or(CpuError::CorruptPlan)?;
+            let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+            let (zab, zbb) = (view.bytes(&za)?, view.bytes(&zb)?);
+            let y = cast_mut::<i32>(out)?;
+            use accumulate::matmul_integer as mm;
+            match (a.dtype, b.dtype) {
+                (DType::U8, DType::U8) => mm(&g, ab, bb, zab, zbb, y),
+                (DType::U8, DType::I8) => mm(&g, ab, cast::<i8>(bb)?, zab, cast(zbb)?, y),
+                (DType::I8, DType::U8) => mm(&g, cast::<i8>(ab)?, bb, cast(zab)?, zbb, y),
+                (DType::I8, DType::I8) => mm(
+                    &g,
+                    cast::<i8>(ab)?,
+                    cast::<i8>(bb)?,
+                    cast(zab)?,
+                    cast(zbb)?,
+                    y,
+                ),
+                _ => return Err(CpuError::Unsupported),
+            }
+        }
+        Op::ConvInteger(c) => {
+            let (x, w, zx, zw) = (input(0)?, input(1)?, input(2)?, input(3)?);
+            let dims =
+                conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
+            let (xb, wb) = (view.bytes(&x)?, view.bytes(&w)?);
+            let (zxb, zwb) = (view.bytes(&zx)?, view.bytes(&zw)?);
+            let x_zero = match x.dtype {
+                DType::I8 => zxb.first().map(|&b| b as i8 as i32),
+                _ => zxb.first().map(|&b| b as i32),
+            }
+            .ok_or(CpuError::CorruptPlan)?;
+            let y = cast_mut::<i32>(out)?;
+            use accumulate::conv_integer as ci;
+            match (x.dtype, w.dtype) {
+                (DType::U8, DType::U8) => ci(&c, dims, xb, wb, x_zero, zwb, y),
+                (DType::U8, DType::I8) => ci(&c, dims, xb, cast::<i8>(wb)?, x_zero, cast(zwb)?, y),
+                (DType::I8, DType::U8) => ci(&c, dims, cast::<i8>(xb)?, wb, x_zero, zwb, y),
+                (DType::I8, DType::I8) => ci(
+                    &c,
+                    dims,
+                    cast::<i8>(xb)?,
+                    cast::<i8>(wb)?,
+                    x_zero,
+                    cast(zwb)?,
+                    y,
+                ),
+                _ => return Err(CpuError::Unsupported),
+            }
+        }
+        Op::QSoftmax(q) => {
+            let x = input(0)?;
+            let rank = x.shape.rank();
+            let lanes = [
+                x.shape.product(0..q.axis),
+                x.shape.dim(q.axis),
+                x.shape.product(q.axis + 1..rank),
+            ];
+            let table = cast::<i32>(view.bytes(&input(1)?)?)?;
+            with_int8_pair!(x.dtype, out_desc.dtype, view.bytes(&x)?, out, |xs, ys| {
+                integer::qsoftmax(&q, lanes, xs, table, ys)
+            });
+        }
+        Op::QAvgPool(q) => {
+            let x = input(0)?;
+            let [n, c, h, w] = nchw(&x.shape).ok_or(CpuError::CorruptPlan)?;
+            let [_, _, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
+            let dims = pool::PoolDims {
+                input: [n, c, h, w],
+                output: [oh, ow],
+            };
+            with_int8_pair!(x.dtype, out_desc.dtype, view.bytes(&x)?, out, |xs, ys| {
+                integer::qavg_pool(&q, dims, xs, ys)
+            });
+        }
+        Op::Split { .. } | Op::DynamicQuantize => return Err(CpuError::CorruptPlan),
     }
     Ok(())
+}
+
+/// DynamicQuantizeLinear writes three outputs: the integers, then the scale and zero point.
+#[inline(always)]
+fn dynamic_quantize(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
+    let x = step.inputs.get(0).ok_or(CpuError::CorruptPlan)?;
+    let desc = |i: usize| step.outputs.get(i).ok_or(CpuError::CorruptPlan);
+    let (y, scale_desc, zero_desc) = (desc(0)?, desc(1)?, desc(2)?);
+    let (view, out, _) = carve(arena, weights, span(&y).ok_or(CpuError::CorruptPlan)?, None)?;
+    let (scale, zero) = quantize::dynamic_quantize(f32s(view.bytes(&x)?)?, out);
+    let scalar_out = |t: &TensorDesc, bytes: &[u8], arena: &mut [u8]| -> Result<(), CpuError> {
+        let (_, out, _) = carve(arena, weights, span(t).ok_or(CpuError::CorruptPlan)?, None)?;
+        out.get_mut(..bytes.len())
+            .ok_or(CpuError::CorruptPlan)?
+            .copy_from_slice(bytes);
+        Ok(())
+    };
+    scalar_out(&scale_desc, &scale.to_le_bytes(), arena)?;
+    scalar_out(&zero_desc, &[zero], arena)
 }
 
 /// The bytes of a step's first `N` inputs (none may be the output itself) and of its output,

@@ -150,9 +150,43 @@ pub fn dequantize<T: QuantInt>(
     }
 }
 
+/// DynamicQuantizeLinear: quantizes `x` to uint8 over its range widened to include 0 and
+/// returns `(scale, zero_point)`, as the ONNX reference does (`scale = (max − min) / 255`, 1/255
+/// for an all-zero tensor; `zero_point = round(clamp(−min / scale, 0, 255))`; NaN is ignored in
+/// the range and quantizes to the zero point).
+pub fn dynamic_quantize(x: &[f32], y: &mut [u8]) -> (f32, u8) {
+    let (lo, hi) = x
+        .iter()
+        .fold((0.0f32, 0.0f32), |(lo, hi), &v| (lo.min(v), hi.max(v)));
+    let scale = if hi == lo { 1.0 } else { hi - lo } / 255.0;
+    let zero = round_half_even((0.0 - lo / scale).clamp(0.0, 255.0)) as u8;
+    let ch = Channels {
+        channels: 1,
+        inner: 1,
+    };
+    quantize(x, &[scale], &[zero], ch, y);
+    (scale, zero)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dynamic_quantization_matches_the_onnx_examples() {
+        // The ONNX operator documentation's three examples.
+        let mut y = [0u8; 6];
+        let (s, z) = dynamic_quantize(&[0.0, 2.0, -3.0, -2.5, 1.34, 0.5], &mut y);
+        assert_eq!((s, z, y), (5.0 / 255.0, 153, [153, 255, 0, 26, 221, 179]));
+        let (s, z) = dynamic_quantize(&[-1.0, -2.1, -1.3, -2.5, -3.34, -4.0], &mut y);
+        assert_eq!((s, z, y), (4.0 / 255.0, 255, [191, 121, 172, 96, 42, 0]));
+        let (s, z) = dynamic_quantize(&[1.0, 2.1, 1.3, 2.5, 3.34, 4.0], &mut y);
+        assert_eq!((s, z, y), (4.0 / 255.0, 0, [64, 134, 83, 159, 213, 255]));
+        // All zeros (scale 1/255), NaN and infinities stay defined.
+        let (s, z) = dynamic_quantize(&[0.0; 6], &mut y);
+        assert_eq!((s, z, y), (1.0 / 255.0, 0, [0; 6]));
+        let (_, _) = dynamic_quantize(&[f32::NAN, f32::INFINITY, -1.0, 0.0, 1.0, 2.0], &mut y);
+    }
 
     const PER_TENSOR: Channels = Channels {
         channels: 1,
