@@ -33,12 +33,15 @@ cargo build -q -p ferrite-cortex-m --features dwt --target thumbv7em-none-eabihf
 RUSTFLAGS="-C target-feature=+dsp" cargo build -q -p ferrite-cortex-m --target thumbv8m.main-none-eabihf --target-dir target/m33-dsp
 cargo build -q -p ferrite-core -p ferrite-cortex-m --features ferrite-core/defmt,ferrite-cortex-m/defmt --target thumbv7em-none-eabihf
 cargo build -q -p ferrite-cpu --features fast-math --target thumbv7em-none-eabihf
+# Float-only builds (no integer kernels), as the micro:bit firmware links them.
+cargo build -q -p ferrite-cpu -p ferrite-cortex-m --no-default-features --target thumbv6m-none-eabi
 echo "== tests"
 # Lavapipe and QEMU are installed by setup.sh: a missing device is a failure here, not a skip.
 export FERRITE_REQUIRE_VULKAN="${FERRITE_REQUIRE_VULKAN:-1}"
 export FERRITE_REQUIRE_QEMU_M4="${FERRITE_REQUIRE_QEMU_M4:-1}"
 LOG="$(mktemp)"
-{ cargo test --workspace && cargo test -p ferrite-cpu --features std,fast-math; } 2>&1 | tee "$LOG"
+{ cargo test --workspace && cargo test -p ferrite-cpu --features std,fast-math \
+    && cargo test -p ferrite-cpu --no-default-features --lib; } 2>&1 | tee "$LOG"
 # Tests whose device is missing pass after printing `SKIPPED:`; they count as skipped, not passed.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) g += $i } }
      /SKIPPED: / { s += 1; print }

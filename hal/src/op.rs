@@ -134,6 +134,21 @@ impl OpKind {
         OpKind::Reduce,
     ];
 
+    /// The integer ops of quantized models (8-bit operands), which a device built without
+    /// integer kernels (`ferrite-cpu` without its `quantized` feature) leaves out.
+    pub const INTEGER: [OpKind; 10] = [
+        OpKind::QConv,
+        OpKind::QGemm,
+        OpKind::QAdd,
+        OpKind::QGlobalAvgPool,
+        OpKind::QLookup,
+        OpKind::QMul,
+        OpKind::MatMulInteger,
+        OpKind::ConvInteger,
+        OpKind::QSoftmax,
+        OpKind::QAvgPool,
+    ];
+
     /// The data-movement ops (dtype-agnostic apart from element size).
     pub const MOVEMENT: [OpKind; 6] = [
         OpKind::Transpose,

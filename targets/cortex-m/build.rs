@@ -14,7 +14,9 @@ fn main() {
     let features = std::env::var("CARGO_CFG_TARGET_FEATURE").unwrap_or_default();
     let dsp = features.split(',').any(|f| f == "dsp");
     let has_dsp = target.starts_with("thumbv7em") || (target.starts_with("thumbv8m.main") && dsp);
-    if has_dsp && !portable_only {
+    // The DSP kernels are integer kernels: only with the `quantized` feature.
+    let quantized = std::env::var_os("CARGO_FEATURE_QUANTIZED").is_some();
+    if has_dsp && !portable_only && quantized {
         println!("cargo:rustc-cfg=ferrite_dsp");
     }
     if target.starts_with("thumb") && target.ends_with("eabihf") {

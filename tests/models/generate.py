@@ -12,7 +12,9 @@ The MLP, DS-CNN and ResNet-8 are also quantized to int8 the way users do it with
 (opset 13, `quant_pre_process`, then `quantize_static` with per-channel int8 weights and int8
 activations, calibrated on 16 seeded inputs), in QDQ form (NAME_qdq.onnx) and QOperator form
 (NAME_qop.onnx), with onnxruntime's outputs on the same input; quantized.json lists them with
-the quantization step of each output. Those 16 inputs are also written for every model as
+the quantization step of each output. They are also quantized dynamically
+(`quantize_dynamic`, int8 weights: DynamicQuantizeLinear, MatMulInteger, ConvInteger) as NAME_dyn.onnx.
+Those 16 inputs are also written for every model as
 calibration/NAME/samples.npy, for Ferrite's own quantizer (`ferrite pack --quantize int8`).
 """
 import json
@@ -24,7 +26,8 @@ import onnx
 import onnx.version_converter
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
-from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
+from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
+                                      quantize_static)
 from onnxruntime.quantization.shape_inference import quant_pre_process
 
 
@@ -221,6 +224,15 @@ def quantize(out, name, shape):
         rows[qname] = {"input_shapes": {"input": shape}, "float_model": name, "form": tag,
                        "output_step": output_step(onnx.load(path))}
         print(f"{qname}: {os.path.getsize(path)} bytes")
+    # Dynamic quantization: activations quantized at run time from their own range; the output
+    # stays float (no output step: the bound is relative to the output's range).
+    qname = f"{name}_dyn"
+    path = os.path.join(out, f"{qname}.onnx")
+    quantize_dynamic(pre, path, weight_type=QuantType.QInt8)
+    np.save(os.path.join(out, f"{qname}.input_0.npy"), x)
+    np.save(os.path.join(out, f"{qname}.output_0.npy"), run(path, x))
+    rows[qname] = {"input_shapes": {"input": shape}, "float_model": name, "form": "dyn"}
+    print(f"{qname}: {os.path.getsize(path)} bytes")
     for f in (tmp, pre):
         os.remove(f)
     return rows

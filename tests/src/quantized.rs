@@ -7,6 +7,10 @@
 //! [`MAX_STEPS`] off. Both forms pack to the same integer ops (QOperator nodes are lowered as the
 //! QDQ nodes they stand for); what the integer pass does not cover runs in float between
 //! QuantizeLinear and DequantizeLinear.
+//!
+//! The same models quantized dynamically (`quantize_dynamic`: DynamicQuantizeLinear,
+//! MatMulInteger, ConvInteger, float outputs) must match onnxruntime to
+//! [`DYNAMIC_RELATIVE`] of the output's largest magnitude: their integer arithmetic is exact.
 
 use crate::compare::floats;
 use crate::models::check_no_overlap;
@@ -21,24 +25,31 @@ pub const WITHIN_ONE_STEP: f64 = 0.99;
 /// Largest accepted difference, in quantization steps.
 pub const MAX_STEPS: f32 = 3.0;
 
+/// Bound for dynamically quantized models: largest difference over the largest expected
+/// magnitude.
+pub const DYNAMIC_RELATIVE: f32 = 1e-5;
+
 /// One quantized model's result.
 #[derive(Debug)]
 pub struct QuantizedResult {
     /// Model name (`mlp_qdq`, ...).
     pub name: String,
-    /// Fraction of elements within one step of onnxruntime.
+    /// Fraction of elements within one step of onnxruntime (dynamic models: within the bound).
     pub within_one_step: f64,
-    /// Largest difference, in steps.
+    /// Largest difference, in steps (dynamic models: relative to the largest magnitude).
     pub max_steps: f32,
     /// Arena bytes.
     pub arena_bytes: usize,
+    /// Dynamically quantized (float output, relative bound).
+    pub dynamic: bool,
 }
 
 /// One entry of `quantized.json`.
 struct Entry {
     name: String,
     options: PackOptions,
-    step: f32,
+    /// The output's quantization step; `None` for a float output (dynamic quantization).
+    step: Option<f32>,
 }
 
 fn manifest() -> Result<Vec<Entry>, String> {
@@ -68,7 +79,10 @@ fn manifest() -> Result<Vec<Entry>, String> {
                 input_shapes,
                 ..PackOptions::default()
             },
-            step: entry["output_step"].as_f64().ok_or("missing output_step")? as f32,
+            step: match entry["form"].as_str() {
+                Some("dyn") => None,
+                _ => Some(entry["output_step"].as_f64().ok_or("missing output_step")? as f32),
+            },
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
@@ -93,10 +107,32 @@ fn run_one<B: Backend>(entry: &Entry) -> Result<QuantizedResult, String> {
     if a.len() != e.len() {
         return Err(format!("{name}: {} outputs, expected {}", a.len(), e.len()));
     }
+    let Some(step) = entry.step else {
+        let largest = e
+            .iter()
+            .fold(0f32, |m, v| m.max(v.abs()))
+            .max(f32::MIN_POSITIVE);
+        let relative = a
+            .iter()
+            .zip(&e)
+            .fold(0f32, |m, (x, y)| m.max((x - y).abs() / largest));
+        if relative.is_nan() || relative > DYNAMIC_RELATIVE {
+            return Err(format!(
+                "{name}: largest difference {relative:e} of the output's range (bound {DYNAMIC_RELATIVE:e})"
+            ));
+        }
+        return Ok(QuantizedResult {
+            name: name.clone(),
+            within_one_step: 1.0,
+            max_steps: relative,
+            arena_bytes: packed.report.arena_bytes,
+            dynamic: true,
+        });
+    };
     let steps: Vec<f32> = a
         .iter()
         .zip(&e)
-        .map(|(x, y)| (x - y).abs() / entry.step)
+        .map(|(x, y)| (x - y).abs() / step)
         .collect();
     // A hair of slack: "one step" computed in f32 from dequantized values.
     let within = steps.iter().filter(|s| **s <= 1.0 + 1e-3).count() as f64 / steps.len() as f64;
@@ -113,6 +149,7 @@ fn run_one<B: Backend>(entry: &Entry) -> Result<QuantizedResult, String> {
         within_one_step: within,
         max_steps: max,
         arena_bytes: packed.report.arena_bytes,
+        dynamic: false,
     })
 }
 
@@ -123,13 +160,20 @@ pub fn run_all<B: Backend>() -> Result<Vec<QuantizedResult>, String> {
     for entry in manifest()? {
         match run_one::<B>(&entry) {
             Ok(r) => {
-                println!(
-                    "{:<14} {:.1} % within one step, max {:.2} steps, arena {} B",
-                    r.name,
-                    r.within_one_step * 100.0,
-                    r.max_steps,
-                    r.arena_bytes
-                );
+                if r.dynamic {
+                    println!(
+                        "{:<14} largest difference {:.1e} of the output range, arena {} B",
+                        r.name, r.max_steps, r.arena_bytes
+                    );
+                } else {
+                    println!(
+                        "{:<14} {:.1} % within one step, max {:.2} steps, arena {} B",
+                        r.name,
+                        r.within_one_step * 100.0,
+                        r.max_steps,
+                        r.arena_bytes
+                    );
+                }
                 results.push(r);
             }
             Err(e) => failures.push(e),

@@ -22,7 +22,7 @@ fn onnx_node_tests_on_cpu() {
 #[test]
 fn int8_models_match_onnxruntime_on_cpu() {
     match ferrite_tests::quantized::run_all::<Cpu>() {
-        Ok(results) => assert_eq!(results.len(), 6, "three models, QDQ and QOperator"),
+        Ok(results) => assert_eq!(results.len(), 9, "three models: QDQ, QOperator, dynamic"),
         Err(e) => panic!("{e}"),
     }
 }

@@ -492,3 +492,53 @@ fn an_integer_convolution_without_its_scratch_is_refused() {
     let e = load(&b).expect_err("refused");
     assert!(e.to_string().contains("QConv scratch is missing"), "{e}");
 }
+
+/// A MatMulInteger whose zero points are swapped (A's now has one value per column of B, and
+/// B's type) is refused at load: the kernel indexes zero points by row and column.
+#[test]
+fn an_integer_matmul_with_swapped_zero_points_is_refused() {
+    use ferrite_tools::onnx::build::{ModelBuilder, D};
+    use ferrite_tools::onnx::proto::{data_type, TensorProto};
+    let onnx = ModelBuilder::new(13)
+        .input("a", data_type::UINT8, &[D::N(2), D::N(3)])
+        .input("za", data_type::UINT8, &[])
+        .init(TensorProto {
+            name: "b".into(),
+            dims: vec![3, 4],
+            data_type: data_type::INT8,
+            int32_data: (0..12).map(|i| i * 9 - 50).collect(),
+            ..Default::default()
+        })
+        .init(TensorProto {
+            name: "zb".into(),
+            dims: vec![4],
+            data_type: data_type::INT8,
+            int32_data: vec![1, -2, 3, -4],
+            ..Default::default()
+        })
+        .node(
+            "MatMulInteger",
+            "mm",
+            &["a", "b", "za", "zb"],
+            &["y"],
+            vec![],
+        )
+        .output("y")
+        .encode();
+    let packed = pack(&onnx, &PackOptions::default()).unwrap();
+    load(&packed.bytes).expect("the model loads");
+    let ops = section_offset(&packed.bytes, section::OPS);
+    let operands = section_offset(&packed.bytes, section::OPERANDS);
+    let record = (0..packed.graph.ops.len())
+        .map(|i| ops + i * format::OP_RECORD_BYTES)
+        .find(|&r| u32_at(&packed.bytes, r) & 0xffff == OpKind::MatMulInteger.code() as u32)
+        .expect("a MatMulInteger record");
+    let first = operands + 4 * u32_at(&packed.bytes, record + 4) as usize;
+    let mut b = packed.bytes.clone();
+    let (za, zb) = (u32_at(&b, first + 8), u32_at(&b, first + 12));
+    put_u32(&mut b, first + 8, zb);
+    put_u32(&mut b, first + 12, za);
+    reseal(&mut b);
+    let e = load(&b).expect_err("refused");
+    assert!(e.to_string().contains("must share one element type"), "{e}");
+}

@@ -262,7 +262,7 @@ fn int8_models_match_onnxruntime_on_qemu_m4() {
     unless_missing::<QemuM4>(
         "qemu-m4 int8 models",
         || match ferrite_tests::quantized::run_all::<QemuM4>() {
-            Ok(results) => assert_eq!(results.len(), 6, "three models, QDQ and QOperator"),
+            Ok(results) => assert_eq!(results.len(), 9, "three models: QDQ, QOperator, dynamic"),
             Err(e) => panic!("{e}"),
         },
     );

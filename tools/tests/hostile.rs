@@ -88,6 +88,9 @@ const OPS: &[&str] = &[
     "Dropout",
     "LeakyRelu",
     "HardSigmoid",
+    "MatMulInteger",
+    "ConvInteger",
+    "DynamicQuantizeLinear",
 ];
 
 fn random_attrs(rng: &mut Rng) -> Vec<AttributeProto> {

@@ -889,3 +889,82 @@ fn padding_between_equal_quantizations_moves_integers() {
         }
     }
 }
+
+/// MatMulInteger / ConvInteger / DynamicQuantizeLinear nodes with bad operands: one error naming
+/// the node and the tensor.
+#[test]
+fn bad_integer_nodes_are_refused_by_name() {
+    use ferrite_tools::onnx::build::attr_ints;
+    let matmul = |a_type: i32, zero: TensorProto| {
+        ModelBuilder::new(13)
+            .input("a", a_type, &[D::N(2), D::N(3)])
+            .input("b", data_type::INT8, &[D::N(3), D::N(4)])
+            .init(zero)
+            .node("MatMulInteger", "mm", &["a", "b", "za"], &["y"], vec![])
+            .output("y")
+            .encode()
+    };
+    let text = pack_error(matmul(
+        data_type::UINT8,
+        int_init("za", data_type::INT8, &[], &[0]),
+    ));
+    assert!(
+        text.contains("mm") && text.contains("zero point 'za' is int8, its operand uint8"),
+        "{text}"
+    );
+    let text = pack_error(matmul(
+        data_type::UINT8,
+        int_init("za", data_type::UINT8, &[3], &[1, 2, 3]),
+    ));
+    assert!(
+        text.contains("'za' has 3 values") && text.contains("per row (2)"),
+        "{text}"
+    );
+    let text = pack_error(matmul(
+        data_type::FLOAT,
+        TensorProto {
+            name: "za".into(),
+            data_type: data_type::FLOAT,
+            float_data: vec![0.0],
+            ..Default::default()
+        },
+    ));
+    assert!(
+        text.contains("input 'a' is float32: integer ops read int8 or uint8"),
+        "{text}"
+    );
+    let onnx = ModelBuilder::new(13)
+        .input("x", data_type::UINT8, &[D::N(1), D::N(2), D::N(3), D::N(3)])
+        .input("w", data_type::UINT8, &[D::N(4), D::N(2), D::N(2), D::N(2)])
+        .input("zw", data_type::UINT8, &[D::N(3)])
+        .node(
+            "ConvInteger",
+            "conv",
+            &["x", "w", "", "zw"],
+            &["y"],
+            vec![attr_ints("kernel_shape", &[2, 2])],
+        )
+        .output("y")
+        .encode();
+    let text = pack_error(onnx);
+    assert!(
+        text.contains("conv") && text.contains("'zw' has 3 values") && text.contains("(4)"),
+        "{text}"
+    );
+    let onnx = ModelBuilder::new(13)
+        .input("x", data_type::INT8, &[D::N(6)])
+        .node(
+            "DynamicQuantizeLinear",
+            "dql",
+            &["x"],
+            &["y", "s", "z"],
+            vec![],
+        )
+        .output("y")
+        .encode();
+    let text = pack_error(onnx);
+    assert!(
+        text.contains("dql") && text.contains("float32 only"),
+        "{text}"
+    );
+}

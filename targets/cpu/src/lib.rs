@@ -58,21 +58,17 @@ impl CpuDevice {
         for kind in OpKind::MOVEMENT {
             set = set.with(kind, &DType::ALL);
         }
-        set.with(Copy, &DType::ALL)
+        let set = set
+            .with(Copy, &DType::ALL)
             .with(Quantize, &float)
             .with(Dequantize, &[DType::I8, DType::U8, DType::I32])
-            .with(QConv, &[DType::I8, DType::U8])
-            .with(QGemm, &[DType::I8, DType::U8])
-            .with(QAdd, &[DType::I8, DType::U8])
-            .with(QGlobalAvgPool, &[DType::I8, DType::U8])
-            .with(QLookup, &[DType::I8, DType::U8])
-            .with(QMul, &[DType::I8, DType::U8])
-            .with(MaxPool, &[DType::I8, DType::U8])
-            .with(MatMulInteger, &[DType::I8, DType::U8])
-            .with(ConvInteger, &[DType::I8, DType::U8])
             .with(DynamicQuantize, &float)
-            .with(QSoftmax, &[DType::I8, DType::U8])
-            .with(QAvgPool, &[DType::I8, DType::U8])
+            .with(MaxPool, &[DType::I8, DType::U8]);
+        #[cfg(feature = "quantized")]
+        let set = OpKind::INTEGER
+            .iter()
+            .fold(set, |set, &kind| set.with(kind, &[DType::I8, DType::U8]));
+        set
     }
 }
 
@@ -99,5 +95,23 @@ impl Device for CpuDevice {
             kernels::run_step(&step, arena, weights)?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The integer ops are listed exactly when their kernels are built (`quantized`), so a
+    /// float-only firmware refuses an int8 model at load instead of failing mid-inference.
+    #[test]
+    fn integer_ops_follow_the_quantized_feature() {
+        let ops = CpuDevice::supported_ops();
+        for kind in OpKind::INTEGER {
+            let listed = ops.contains(kind, DType::I8) && ops.contains(kind, DType::U8);
+            assert_eq!(listed, cfg!(feature = "quantized"), "{}", kind.name());
+        }
+        assert!(ops.contains(OpKind::Quantize, DType::F32));
+        assert!(ops.contains(OpKind::DynamicQuantize, DType::F32));
     }
 }

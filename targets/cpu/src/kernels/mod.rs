@@ -1,11 +1,13 @@
 //! The portable kernels, one module per family, and [`run_step`], which carves a step's operands
 //! out of the arena and calls the right kernel.
 
+#[cfg(feature = "quantized")]
 pub mod accumulate;
 pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod index;
+#[cfg(feature = "quantized")]
 pub mod integer;
 pub mod matmul;
 pub mod movement;
@@ -323,6 +325,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 _ => return Err(CpuError::Unsupported),
             }
         }
+        #[cfg(feature = "quantized")]
         Op::QConv(c) => {
             let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
                 .ok_or(CpuError::CorruptPlan)?;
@@ -338,6 +341,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 return Err(CpuError::CorruptPlan);
             }
         }
+        #[cfg(feature = "quantized")]
         Op::QGemm(q) => {
             let (a, b) = (input(0)?, input(1)?);
             let dims = [a.shape.dim(0), a.shape.dim(1), b.shape.dim(0)];
@@ -348,6 +352,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 integer::qgemm(&q, dims, xs, bw, bias, rq, ys)
             });
         }
+        #[cfg(feature = "quantized")]
         Op::QAdd(q) => {
             let (a, b) = (input(0)?, input(1)?);
             let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
@@ -365,6 +370,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 _ => return Err(CpuError::Unsupported),
             }
         }
+        #[cfg(feature = "quantized")]
         Op::QGlobalAvgPool(q) => {
             let x = input(0)?;
             let plane = x.shape.product(2..x.shape.rank());
@@ -372,6 +378,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 integer::qglobal_avg_pool(&q, plane, xs, ys)
             });
         }
+        #[cfg(feature = "quantized")]
         Op::QMul(q) => {
             let (a, b) = (input(0)?, input(1)?);
             let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
@@ -390,6 +397,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 _ => return Err(CpuError::Unsupported),
             }
         }
+        #[cfg(feature = "quantized")]
         Op::QLookup => {
             let (x, table) = (view.bytes(&input(0)?)?, view.bytes(&input(1)?)?);
             let table: &[u8; 256] = table.try_into().map_err(|_| CpuError::CorruptPlan)?;
@@ -397,6 +405,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 *y = table[b as usize];
             }
         }
+        #[cfg(feature = "quantized")]
         Op::MatMulInteger => {
             let (a, b, za, zb) = (input(0)?, input(1)?, input(2)?, input(3)?);
             let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or(CpuError::CorruptPlan)?;
@@ -419,6 +428,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 _ => return Err(CpuError::Unsupported),
             }
         }
+        #[cfg(feature = "quantized")]
         Op::ConvInteger(c) => {
             let (x, w, zx, zw) = (input(0)?, input(1)?, input(2)?, input(3)?);
             let dims =
@@ -448,6 +458,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 _ => return Err(CpuError::Unsupported),
             }
         }
+        #[cfg(feature = "quantized")]
         Op::QSoftmax(q) => {
             let x = input(0)?;
             let rank = x.shape.rank();
@@ -461,6 +472,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 integer::qsoftmax(&q, lanes, xs, table, ys)
             });
         }
+        #[cfg(feature = "quantized")]
         Op::QAvgPool(q) => {
             let x = input(0)?;
             let [n, c, h, w] = nchw(&x.shape).ok_or(CpuError::CorruptPlan)?;
@@ -474,6 +486,9 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             });
         }
         Op::Split { .. } | Op::DynamicQuantize => return Err(CpuError::CorruptPlan),
+        // Built without the integer kernels (see the `quantized` feature).
+        #[cfg(not(feature = "quantized"))]
+        _ => return Err(CpuError::Unsupported),
     }
     Ok(())
 }
@@ -537,6 +552,7 @@ pub fn step_operands_and_scratch<'x, const N: usize>(
 
 /// Runs `$body` with `$xs`/`$ys` as the 8-bit input and output slices their dtype says (both
 /// int8 or both uint8, as the verifier requires of integer ops); anything else is `Unsupported`.
+#[cfg(feature = "quantized")]
 macro_rules! with_int8_pair {
     ($x_dtype:expr, $y_dtype:expr, $x:expr, $y:expr, |$xs:ident, $ys:ident| $body:expr) => {
         match ($x_dtype, $y_dtype) {
@@ -552,6 +568,7 @@ macro_rules! with_int8_pair {
         }
     };
 }
+#[cfg(feature = "quantized")]
 use with_int8_pair;
 
 /// Per-channel layout of quantization parameters `scale` for `x` along `axis`.
