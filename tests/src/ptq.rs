@@ -14,7 +14,7 @@ use ferrite_core::Model;
 use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::npy;
 use ferrite_tools::pack::PackOptions;
-use ferrite_tools::ptq::{self, Method};
+use ferrite_tools::ptq::{self, Settings};
 
 /// Least accepted SQNR of an int8 model's output against the float model's, in dB.
 pub const MIN_SQNR_DB: f64 = 25.0;
@@ -74,7 +74,8 @@ fn options(name: &str) -> Result<PackOptions, String> {
 }
 
 /// Quantizes float model `name` with `method` and runs it on backend `B`.
-pub fn run_one<B: Backend>(name: &str, method: Method) -> Result<PtqResult, String> {
+pub fn run_one<B: Backend>(name: &str, settings: Settings) -> Result<PtqResult, String> {
+    let method = settings.method;
     let dir = test_models_dir();
     let onnx = std::fs::read(dir.join(format!("{name}.onnx"))).map_err(|e| e.to_string())?;
     let calibration = dir.join("calibration").join(name);
@@ -82,7 +83,7 @@ pub fn run_one<B: Backend>(name: &str, method: Method) -> Result<PtqResult, Stri
         &onnx,
         &options(name)?,
         &calibration,
-        method,
+        settings,
         &mut |_, _, _| {},
     )
     .map_err(|e| format!("{name}: {e}"))?;
@@ -130,17 +131,27 @@ pub fn run_one<B: Backend>(name: &str, method: Method) -> Result<PtqResult, Stri
 }
 
 /// Quantizes and runs each of `names` on backend `B` with `method`; all failures in one error.
-pub fn run_all<B: Backend>(names: &[&str], method: Method) -> Result<Vec<PtqResult>, String> {
+pub fn run_all<B: Backend>(
+    names: &[&str],
+    settings: impl Into<Settings>,
+) -> Result<Vec<PtqResult>, String> {
+    let settings = settings.into();
+    let method = settings.method;
+    let corrected = if settings.bias_correction {
+        ", bias corrected"
+    } else {
+        ""
+    };
     let mut results = Vec::new();
     let mut failures = Vec::new();
     for name in names {
-        match run_one::<B>(name, method) {
+        match run_one::<B>(name, settings) {
             Ok(r) => {
                 let ort = r
                     .onnxruntime_sqnr_db
                     .map_or(String::new(), |s| format!(" (onnxruntime int8: {s:.1} dB)"));
                 println!(
-                    "{:<18} {method}: SQNR {:.1} dB{ort}, arena {} B, weights {} B",
+                    "{:<18} {method}{corrected}: SQNR {:.1} dB{ort}, arena {} B, weights {} B",
                     r.name, r.sqnr_db, r.arena_bytes, r.weights_bytes
                 );
                 results.push(r);

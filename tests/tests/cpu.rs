@@ -41,4 +41,12 @@ fn quantized_by_ferrite_tracks_float_on_cpu() {
             panic!("{e}");
         }
     }
+    // Bias correction, on every model (the same bounds, on the held-out input).
+    let settings = ferrite_tools::ptq::Settings {
+        method: Method::MinMax,
+        bias_correction: true,
+    };
+    if let Err(e) = run_all::<Cpu>(&FLOAT_MODELS, settings) {
+        panic!("{e}");
+    }
 }

@@ -48,6 +48,10 @@ enum Command {
         /// How activation ranges are chosen: minmax, percentile[=P] (default 99.99) or entropy.
         #[arg(long, value_name = "METHOD", default_value = "minmax")]
         calibration_method: String,
+        /// With --quantize: add the expected error of the int8 weights, (W − W_q)·E[x] with
+        /// E[x] the input's per-channel means on the calibration samples, to each bias.
+        #[arg(long)]
+        bias_correction: bool,
         /// Also write source code embedding the model: `rust` writes OUT.rs next to OUT.frt (the
         /// model as an aligned static in flash, `ARENA_BYTES` for the arena).
         #[arg(long, value_name = "LANG")]
@@ -168,13 +172,14 @@ fn main() -> ExitCode {
             quantize,
             calibration,
             calibration_method,
+            bias_correction,
             emit,
             max_arena,
         } => cmd_pack(
             &input,
             &output,
             &plan,
-            Quantization::from_args(quantize, calibration, &calibration_method),
+            Quantization::from_args(quantize, calibration, &calibration_method, bias_correction),
             emit,
             max_arena,
         ),
@@ -264,7 +269,7 @@ fn cmd_devices() -> CliResult {
 /// `--quantize` and its calibration options, checked.
 struct Quantization {
     calibration: PathBuf,
-    method: ptq::Method,
+    settings: ptq::Settings,
 }
 
 impl Quantization {
@@ -272,10 +277,14 @@ impl Quantization {
         quantize: Option<String>,
         calibration: Option<PathBuf>,
         method: &str,
+        bias_correction: bool,
     ) -> Result<Option<Quantization>, String> {
         let Some(kind) = quantize else {
             if calibration.is_some() {
                 return Err("--calibration needs --quantize int8".into());
+            }
+            if bias_correction {
+                return Err("--bias-correction needs --quantize int8".into());
             }
             return Ok(None);
         };
@@ -291,7 +300,10 @@ impl Quantization {
         })?;
         Ok(Some(Quantization {
             calibration,
-            method,
+            settings: ptq::Settings {
+                method,
+                bias_correction,
+            },
         }))
     }
 }
@@ -322,6 +334,12 @@ fn print_quantization(report: &ptq::QuantizationReport) {
         "  quantized:    int8: {} weight tensors (per channel), {} activations, calibrated on {} samples ({})",
         report.weights, report.activations, report.samples, report.method
     );
+    if report.biases_corrected > 0 {
+        println!(
+            "  bias correction: {} biases absorb their int8 weights' expected error",
+            report.biases_corrected
+        );
+    }
     println!("  int8 vs float on the calibration samples:");
     for output in &report.outputs {
         match output {
@@ -361,7 +379,7 @@ fn cmd_pack(
         Some(q) => {
             let mut progress = calibration_progress();
             let (packed, report) =
-                ptq::quantize(&onnx, &opts, &q.calibration, q.method, &mut progress)
+                ptq::quantize(&onnx, &opts, &q.calibration, q.settings, &mut progress)
                     .map_err(|e| e.to_string())?;
             (packed, Some(report))
         }

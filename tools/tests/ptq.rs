@@ -294,3 +294,98 @@ fn the_cli_quantizes_and_refuses_bad_options() {
         "calibration: ",
     );
 }
+
+/// Weights that int8 rounds the same way (each `(j + 0.45)/127` of a column whose largest is
+/// 1.0 loses 0.45 steps) and inputs with a positive mean shift every output by the same amount;
+/// bias correction moves that shift into the bias: the output error drops and the SQNR rises.
+#[test]
+fn bias_correction_removes_the_weights_systematic_error() {
+    let (k, n) = (64usize, 4usize);
+    let w: Vec<f32> = (0..k * n)
+        .map(|i| {
+            let (row, col) = (i / n, i % n);
+            if row == 0 {
+                1.0
+            } else {
+                (((row * 7 + col * 3) % 90) as f32 - 45.0 + 0.45) / 127.0
+            }
+        })
+        .collect();
+    let onnx = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(k as i64)])
+        .init_f32("w", &[k as i64, n as i64], &w)
+        .node("MatMul", "mm", &["x", "w"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let dir = temp_dir("bias");
+    let samples = NpyArray {
+        dtype: DType::F32,
+        shape: vec![32, 1, k],
+        bytes: (0..32 * k)
+            .flat_map(|i| (0.5 + ((i * 2654435761) % 1000) as f32 / 1000.0).to_le_bytes())
+            .collect(),
+    };
+    save(&dir.join("x.npy"), &samples);
+    let sqnr = |bias_correction: bool| {
+        let settings = ptq::Settings {
+            method: Method::MinMax,
+            bias_correction,
+        };
+        let (packed, report) = ptq::quantize(
+            &onnx,
+            &PackOptions::default(),
+            &dir,
+            settings,
+            &mut |_, _, _| {},
+        )
+        .unwrap();
+        assert_eq!(
+            packed.report.ops.get("QGemm"),
+            Some(&1),
+            "{:?}",
+            packed.report.ops
+        );
+        assert_eq!(report.biases_corrected, usize::from(bias_correction));
+        match &report.outputs[..] {
+            [OutputAccuracy::Float { sqnr_db, .. }] => *sqnr_db,
+            other => panic!("{other:?}"),
+        }
+    };
+    let (plain, corrected) = (sqnr(false), sqnr(true));
+    assert!(
+        corrected > plain + 6.0,
+        "SQNR {plain:.1} dB without, {corrected:.1} dB with bias correction"
+    );
+    // And through the CLI (the option needs --quantize).
+    let out = dir.join("m.frt");
+    let model = dir.join("m.onnx");
+    std::fs::write(&model, &onnx).unwrap();
+    let run = ferrite(&[
+        "pack",
+        model.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--quantize",
+        "int8",
+        "--calibration",
+        dir.to_str().unwrap(),
+        "--bias-correction",
+    ]);
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert!(
+        run.status.success() && text.contains("bias correction: 1"),
+        "{text}"
+    );
+    let run = ferrite(&[
+        "pack",
+        model.to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--bias-correction",
+    ]);
+    let text = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        !run.status.success() && text.contains("--bias-correction needs --quantize"),
+        "{text}"
+    );
+}

@@ -7,6 +7,9 @@
 //! 3. Weights become per-channel symmetric int8, activations get per-tensor asymmetric int8
 //!    QuantizeLinear/DequantizeLinear pairs ([`rewrite`]), and the integer pass that also
 //!    serves onnxruntime-quantized models turns Conv/Gemm into `QConv`/`QGemm`.
+//!    With bias correction ([`Settings::bias_correction`]) each such op's bias also absorbs the
+//!    expected error of its int8 weights, `(W − W_q)·E[x]`, from its input's per-channel means
+//!    on the calibration data.
 //! 4. The packed int8 model runs over the calibration samples once more, and each output is
 //!    compared with the float model's: SQNR and largest error ([`QuantizationReport`]).
 //!
@@ -52,6 +55,25 @@ impl Stage {
     }
 }
 
+/// How to quantize: the calibration method, and whether to correct biases.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Settings {
+    /// How activation ranges are chosen.
+    pub method: Method,
+    /// Adds the expected error of the int8 weights to each quantized op's bias (empirical bias
+    /// correction, as in Nagel et al., "Data-Free Quantization", 2019, with calibration means).
+    pub bias_correction: bool,
+}
+
+impl From<Method> for Settings {
+    fn from(method: Method) -> Settings {
+        Settings {
+            method,
+            bias_correction: false,
+        }
+    }
+}
+
 /// Called with `(stage, samples done, samples in all)` as calibration proceeds.
 pub type Progress<'a> = &'a mut dyn FnMut(Stage, usize, usize);
 
@@ -89,6 +111,8 @@ pub struct QuantizationReport {
     pub weights: usize,
     /// Activations given int8 parameters.
     pub activations: usize,
+    /// Biases corrected for the weights' quantization error (0 without bias correction).
+    pub biases_corrected: usize,
     /// Per output, int8 against float on the calibration data.
     pub outputs: Vec<OutputAccuracy>,
 }
@@ -110,12 +134,12 @@ pub fn quantize(
     onnx_bytes: &[u8],
     options: &PackOptions,
     calibration_dir: &Path,
-    method: Method,
+    settings: impl Into<Settings>,
     progress: Progress<'_>,
 ) -> Result<(Packed, QuantizationReport), PackError> {
     let (plan, passes) = to_plan(onnx_bytes, options)?;
     let samples = calibration::load(calibration_dir, &plan_inputs(&plan))?;
-    quantize_plan(plan, passes, &samples, method, progress)
+    quantize_plan(plan, passes, &samples, settings, progress)
 }
 
 fn f32s(bytes: &[u8]) -> impl Iterator<Item = f32> + '_ {
@@ -169,10 +193,36 @@ pub fn quantize_plan(
     mut plan: PlanGraph,
     mut passes: PassStats,
     samples: &[Vec<NpyArray>],
-    method: Method,
+    settings: impl Into<Settings>,
     progress: Progress<'_>,
 ) -> Result<(Packed, QuantizationReport), PackError> {
+    let Settings {
+        method,
+        bias_correction,
+    } = settings.into();
     let targets = rewrite::activations_to_quantize(&mut plan);
+    // Bias correction needs the per-channel mean of each quantizable op's input.
+    let corrected: Vec<(usize, TensorId, usize, (usize, usize))> = if bias_correction {
+        rewrite::quantizable_ops(&plan)
+            .into_iter()
+            .filter_map(|(i, w)| {
+                let x = plan.ops[i].inputs[0]?;
+                let target = targets.iter().position(|&t| t == plan.root(x))?;
+                Some((
+                    i,
+                    w,
+                    target,
+                    rewrite::input_channels(&plan.tensors[x].shape),
+                ))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut channel_sums: Vec<(Vec<f64>, usize)> = corrected
+        .iter()
+        .map(|&(_, _, _, (channels, _))| (vec![0.0; channels], 0))
+        .collect();
     let mut observer = plan.clone();
     let sources: Vec<Source> = targets
         .iter()
@@ -205,6 +255,15 @@ pub fn quantize_plan(
             for (o, &source) in observed.iter_mut().zip(&sources) {
                 o.observe_range(values(&samples[k], &outputs, source));
             }
+            for ((sums, count), &(_, _, target, (channels, inner))) in
+                channel_sums.iter_mut().zip(&corrected)
+            {
+                let xs = values(&samples[k], &outputs, sources[target]);
+                for (j, v) in xs.iter().enumerate() {
+                    sums[(j / inner) % channels] += *v as f64;
+                }
+                *count += xs.len() / channels;
+            }
             reference.push(
                 outputs[..float_outputs]
                     .iter()
@@ -228,6 +287,11 @@ pub fn quantize_plan(
     }
 
     let weights = rewrite::quantize_weights(&mut plan);
+    let mut biases_corrected = 0;
+    for ((sums, count), &(i, float_w, ..)) in channel_sums.iter().zip(&corrected) {
+        let means: Vec<f64> = sums.iter().map(|s| s / (*count).max(1) as f64).collect();
+        biases_corrected += usize::from(rewrite::correct_bias(&mut plan, i, float_w, &means));
+    }
     for (&t, o) in targets.iter().zip(&observed) {
         let (lo, hi) = o.range(method);
         rewrite::insert_quantize_dequantize(&mut plan, t, lo, hi);
@@ -257,6 +321,7 @@ pub fn quantize_plan(
         samples: samples.len(),
         weights,
         activations: targets.len(),
+        biases_corrected,
         outputs: accuracy.into_iter().map(Accumulator::finish).collect(),
     };
     Ok((packed, report))

@@ -111,6 +111,95 @@ pub fn quantize_weights(g: &mut PlanGraph) -> usize {
     count
 }
 
+/// The quantizable ops (Conv, Gemm with constant weights), by index, with their float weights —
+/// taken before [`quantize_weights`] replaces them.
+pub fn quantizable_ops(g: &PlanGraph) -> Vec<(usize, TensorId)> {
+    g.ops
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| channel_axis(g, op).is_some())
+        .filter_map(|(i, op)| Some((i, op.inputs.get(1).copied().flatten()?)))
+        .collect()
+}
+
+/// The input channel of each element of a tensor of `shape` (axis 1: Conv's channels, Gemm's
+/// inner dimension) and how many channels there are.
+pub fn input_channels(shape: &[usize]) -> (usize, usize) {
+    let channels = shape.get(1).copied().unwrap_or(1).max(1);
+    let inner: usize = shape.iter().skip(2).product::<usize>().max(1);
+    (channels, inner)
+}
+
+/// Bias correction of op `i` after its weights were quantized (`float_w` holds the float
+/// originals): the expected error the int8 weights add to each output, `(W − W_q)·E[x]` with
+/// `E[x]` the per-channel means of the op's input over the calibration data, is added to the
+/// bias (a new constant; a missing bias becomes one). Returns whether it corrected it.
+pub fn correct_bias(g: &mut PlanGraph, i: usize, float_w: TensorId, means: &[f64]) -> bool {
+    let op = &g.ops[i];
+    let Some(wq) = op.inputs.get(1).copied().flatten() else {
+        return false;
+    };
+    let (Some(w), Some(q)) = (&g.tensors[float_w].value, &g.tensors[wq].value) else {
+        return false;
+    };
+    let (w, q, shape) = (w.to_f32s(), q.to_f32s(), g.tensors[wq].shape.clone());
+    let error = |k: usize| (w[k] - q[k]) as f64;
+    let delta: Vec<f64> = match op.op {
+        Op::Conv(c) if shape.len() >= 3 => {
+            let (oc, icg) = (shape[0], shape[1]);
+            let per = w.len() / oc.max(1);
+            let window = per / icg.max(1);
+            let per_group = oc / c.group.max(1);
+            (0..oc)
+                .map(|o| {
+                    let first = (o / per_group.max(1)) * icg;
+                    (0..per)
+                        .map(|j| error(o * per + j) * means.get(first + j / window).unwrap_or(&0.0))
+                        .sum()
+                })
+                .collect()
+        }
+        Op::Gemm(_) if shape.len() == 2 => {
+            let (k, n) = (shape[0], shape[1]);
+            (0..n)
+                .map(|col| {
+                    (0..k)
+                        .map(|r| error(r * n + col) * means.get(r).unwrap_or(&0.0))
+                        .sum()
+                })
+                .collect()
+        }
+        _ => return false,
+    };
+    let channels = delta.len();
+    let (name, bias) = match op.inputs.get(2).copied().flatten() {
+        Some(b) => {
+            let t = &g.tensors[b];
+            match &t.value {
+                Some(v) if v.len() == channels && t.shape.len() <= 2 => {
+                    (t.name.clone(), (t.shape.clone(), v.to_f32s()))
+                }
+                _ => return false,
+            }
+        }
+        None => (op.name.clone(), (vec![channels], vec![0.0; channels])),
+    };
+    let (shape, values) = bias;
+    let corrected = values
+        .iter()
+        .zip(&delta)
+        .map(|(b, d)| (*b as f64 + d) as f32)
+        .collect();
+    let b = g.add_constant(
+        format!("{name}:bias_corrected"),
+        HostTensor::float(shape, corrected),
+    );
+    let inputs = &mut g.ops[i].inputs;
+    inputs.resize(3, None);
+    inputs[2] = Some(b);
+    true
+}
+
 /// Puts `t` through QuantizeLinear → DequantizeLinear with `[lo, hi]`'s int8 parameters, right
 /// after it is computed; every reader, view and graph output of `t` then sees the dequantized
 /// copy (a graph output keeps its name).
