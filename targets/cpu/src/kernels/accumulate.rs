@@ -5,29 +5,60 @@
 
 use super::conv::ConvDims;
 use super::index::for_each_index;
-use super::quantize::QuantInt;
 use ferrite_hal::geometry::MatMulGeometry;
 use ferrite_hal::op::ConvInteger;
 
+/// An 8-bit operand as raw bytes, int8 or uint8: `value = (byte ^ flip) − offset` (int8: flip
+/// 0x80, offset 128). One kernel then serves every mix of signedness (one copy in flash instead
+/// of four).
+#[derive(Clone, Copy, Debug)]
+pub struct Bytes<'a> {
+    /// The raw bytes.
+    pub bytes: &'a [u8],
+    flip: u8,
+    offset: i32,
+}
+
+impl<'a> Bytes<'a> {
+    /// `bytes` holding int8 (`signed`) or uint8 values.
+    pub fn new(bytes: &'a [u8], signed: bool) -> Bytes<'a> {
+        let (flip, offset) = if signed { (0x80, 128) } else { (0, 0) };
+        Bytes {
+            bytes,
+            flip,
+            offset,
+        }
+    }
+
+    /// `byte ^ flip`, in `0..=255`: the value plus `offset`.
+    #[inline(always)]
+    fn biased(&self, byte: u8) -> i32 {
+        (byte ^ self.flip) as i32
+    }
+
+    /// The value of element `i` (0 past the end).
+    #[inline(always)]
+    fn value(&self, i: usize) -> i32 {
+        self.bytes
+            .get(i)
+            .map_or(0, |&b| self.biased(b) - self.offset)
+    }
+}
+
 /// Zero point `i` of a per-row/column list, or the one value for all.
 #[inline(always)]
-fn zero_at<T: QuantInt>(zeros: &[T], i: usize) -> i32 {
-    let z = if zeros.len() == 1 {
-        zeros.first()
-    } else {
-        zeros.get(i)
-    };
-    z.map_or(0, |v| v.widen())
+fn zero_at(zeros: &Bytes<'_>, i: usize) -> i32 {
+    zeros.value(if zeros.bytes.len() == 1 { 0 } else { i })
 }
 
 /// `Y = (A − a_zero)(B − b_zero)` per matrix of the broadcast batch, in int32. `a_zero` has one
 /// value or one per row of A, `b_zero` one or one per column of B (the verifier checks which).
-pub fn matmul_integer<A: QuantInt, B: QuantInt>(
+pub fn matmul_integer(
     g: &MatMulGeometry,
-    a: &[A],
-    b: &[B],
-    a_zero: &[A],
-    b_zero: &[B],
+    a: Bytes<'_>,
+    b: Bytes<'_>,
+    a_zero: Bytes<'_>,
+    b_zero: Bytes<'_>,
     y: &mut [i32],
 ) {
     let (m, k, n) = (g.m, g.k, g.n);
@@ -36,31 +67,31 @@ pub fn matmul_integer<A: QuantInt, B: QuantInt>(
         g.batch.dims(),
         [&batch_out, &g.a_batch_strides, &g.b_batch_strides],
         |[o, oa, ob]| {
-            let (Some(a), Some(b), Some(y)) = (
-                a.get(oa..oa + m * k),
-                b.get(ob..ob + k * n),
+            let (Some(am), Some(bm), Some(y)) = (
+                a.bytes.get(oa..oa + m * k),
+                b.bytes.get(ob..ob + k * n),
                 y.get_mut(o..o + m * n),
             ) else {
                 return;
             };
             for (row, yr) in y.chunks_exact_mut(n.max(1)).enumerate().take(m) {
-                let ar = &a[row * k..(row + 1) * k];
-                let za = zero_at(a_zero, row);
-                // Σ (a − za)·b, then minus zb[j]·Σ (a − za) per column.
+                let a_shift = a.offset + zero_at(&a_zero, row);
+                // Σ (a − za)·(b ^ flip), then minus (offset + zb[j])·Σ (a − za) per column.
                 yr.fill(0);
                 let mut row_sum = 0i32;
-                for (kk, av) in ar.iter().enumerate() {
-                    let av = av.widen() - za;
+                for (kk, &byte) in am[row * k..(row + 1) * k].iter().enumerate() {
+                    let av = a.biased(byte) - a_shift;
                     row_sum = row_sum.wrapping_add(av);
                     if av == 0 {
                         continue;
                     }
-                    for (yv, bv) in yr.iter_mut().zip(&b[kk * n..(kk + 1) * n]) {
-                        *yv = yv.wrapping_add(av * bv.widen());
+                    for (yv, &bv) in yr.iter_mut().zip(&bm[kk * n..(kk + 1) * n]) {
+                        *yv = yv.wrapping_add(av * b.biased(bv));
                     }
                 }
                 for (j, yv) in yr.iter_mut().enumerate() {
-                    *yv = yv.wrapping_sub(row_sum.wrapping_mul(zero_at(b_zero, j)));
+                    let b_shift = b.offset + zero_at(&b_zero, j);
+                    *yv = yv.wrapping_sub(row_sum.wrapping_mul(b_shift));
                 }
             }
         },
@@ -69,13 +100,13 @@ pub fn matmul_integer<A: QuantInt, B: QuantInt>(
 
 /// Direct integer convolution to int32: `Σ (x − x_zero)(w − w_zero[oc])` over each window;
 /// padding reads the input zero point, so it adds nothing.
-pub fn conv_integer<X: QuantInt, W: QuantInt>(
+pub fn conv_integer(
     c: &ConvInteger,
     d: ConvDims,
-    x: &[X],
-    w: &[W],
-    x_zero: i32,
-    w_zero: &[W],
+    x: Bytes<'_>,
+    w: Bytes<'_>,
+    x_zero: Bytes<'_>,
+    w_zero: Bytes<'_>,
     y: &mut [i32],
 ) {
     let win = &c.window;
@@ -84,12 +115,13 @@ pub fn conv_integer<X: QuantInt, W: QuantInt>(
     let (icg, ocg) = (d.c / group, d.oc / group);
     let (plane, out_plane) = (d.h * d.w, d.oh * d.ow);
     let filter = icg * kh * kw;
+    let x_shift = x.offset + zero_at(&x_zero, 0);
     for (n, y_image) in y.chunks_exact_mut(d.oc * out_plane).enumerate().take(d.n) {
-        let image = &x[n * d.c * plane..(n + 1) * d.c * plane];
+        let image = &x.bytes[n * d.c * plane..(n + 1) * d.c * plane];
         for (oc, y_plane) in y_image.chunks_exact_mut(out_plane.max(1)).enumerate() {
-            let zw = zero_at(w_zero, oc);
+            let w_shift = w.offset + zero_at(&w_zero, oc);
             let first = (oc / ocg.max(1)) * icg;
-            let filter = &w[oc * filter..(oc + 1) * filter];
+            let weights = &w.bytes[oc * filter..(oc + 1) * filter];
             for (i, out) in y_plane.iter_mut().enumerate() {
                 let (oy, ox) = (i / d.ow, i % d.ow);
                 let mut acc = 0i32;
@@ -107,8 +139,8 @@ pub fn conv_integer<X: QuantInt, W: QuantInt>(
                             if ix >= d.w {
                                 continue;
                             }
-                            let xv = src[iy * d.w + ix].widen() - x_zero;
-                            let wv = filter[(ic * kh + ky) * kw + kx].widen() - zw;
+                            let xv = x.biased(src[iy * d.w + ix]) - x_shift;
+                            let wv = w.biased(weights[(ic * kh + ky) * kw + kx]) - w_shift;
                             acc = acc.wrapping_add(xv * wv);
                         }
                     }
@@ -128,6 +160,14 @@ mod tests {
     use std::vec;
     use std::vec::Vec;
 
+    fn u(bytes: &[u8]) -> Bytes<'_> {
+        Bytes::new(bytes, false)
+    }
+
+    fn i(bytes: &[u8]) -> Bytes<'_> {
+        Bytes::new(bytes, true)
+    }
+
     #[test]
     fn matmul_integer_matches_the_onnx_example() {
         // The ONNX operator documentation's example (uint8, zero points 12 and 0).
@@ -136,7 +176,7 @@ mod tests {
         let g = MatMulGeometry::new(&Shape::new(&[4, 3]).unwrap(), &Shape::new(&[3, 2]).unwrap())
             .unwrap();
         let mut y = [0i32; 8];
-        matmul_integer(&g, &a, &b, &[12u8], &[0u8], &mut y);
+        matmul_integer(&g, u(&a), u(&b), u(&[12]), u(&[0]), &mut y);
         assert_eq!(y, [-38, -83, -44, -98, -50, -113, -56, -128]);
     }
 
@@ -152,7 +192,9 @@ mod tests {
         let g = MatMulGeometry::new(&Shape::new(&[m, k]).unwrap(), &Shape::new(&[k, n]).unwrap())
             .unwrap();
         let mut y = vec![0i32; m * n];
-        matmul_integer(&g, &a, &b, &za, &zb, &mut y);
+        let signed = |v: &[i8]| v.iter().map(|&x| x as u8).collect::<Vec<u8>>();
+        let (bb, zbb) = (signed(&b), signed(&zb));
+        matmul_integer(&g, u(&a), i(&bb), u(&za), i(&zbb), &mut y);
         for r in 0..m {
             for c in 0..n {
                 let expected: i32 = (0..k)
@@ -189,7 +231,7 @@ mod tests {
             ow: 4,
         };
         let mut y = [0i32; 32];
-        conv_integer(&c, d, &x, &w, 1, &[0u8, 1], &mut y);
+        conv_integer(&c, d, u(&x), u(&w), u(&[1]), u(&[0, 1]), &mut y);
         let first = [1, 3, 5, 3, 5, 12, 16, 9, 11, 24, 28, 15, 7, 15, 17, 9];
         assert_eq!(y[..16], first);
         // Weight zero point 1 on the second channel: every product is zero.

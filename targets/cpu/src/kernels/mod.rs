@@ -409,54 +409,23 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
         Op::MatMulInteger => {
             let (a, b, za, zb) = (input(0)?, input(1)?, input(2)?, input(3)?);
             let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or(CpuError::CorruptPlan)?;
-            let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
-            let (zab, zbb) = (view.bytes(&za)?, view.bytes(&zb)?);
+            let bytes = |t: &TensorDesc| -> Result<accumulate::Bytes<'_>, CpuError> {
+                Ok(accumulate::Bytes::new(view.bytes(t)?, t.dtype == DType::I8))
+            };
             let y = cast_mut::<i32>(out)?;
-            use accumulate::matmul_integer as mm;
-            match (a.dtype, b.dtype) {
-                (DType::U8, DType::U8) => mm(&g, ab, bb, zab, zbb, y),
-                (DType::U8, DType::I8) => mm(&g, ab, cast::<i8>(bb)?, zab, cast(zbb)?, y),
-                (DType::I8, DType::U8) => mm(&g, cast::<i8>(ab)?, bb, cast(zab)?, zbb, y),
-                (DType::I8, DType::I8) => mm(
-                    &g,
-                    cast::<i8>(ab)?,
-                    cast::<i8>(bb)?,
-                    cast(zab)?,
-                    cast(zbb)?,
-                    y,
-                ),
-                _ => return Err(CpuError::Unsupported),
-            }
+            accumulate::matmul_integer(&g, bytes(&a)?, bytes(&b)?, bytes(&za)?, bytes(&zb)?, y);
         }
         #[cfg(feature = "quantized")]
         Op::ConvInteger(c) => {
             let (x, w, zx, zw) = (input(0)?, input(1)?, input(2)?, input(3)?);
             let dims =
                 conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
-            let (xb, wb) = (view.bytes(&x)?, view.bytes(&w)?);
-            let (zxb, zwb) = (view.bytes(&zx)?, view.bytes(&zw)?);
-            let x_zero = match x.dtype {
-                DType::I8 => zxb.first().map(|&b| b as i8 as i32),
-                _ => zxb.first().map(|&b| b as i32),
-            }
-            .ok_or(CpuError::CorruptPlan)?;
+            let bytes = |t: &TensorDesc| -> Result<accumulate::Bytes<'_>, CpuError> {
+                Ok(accumulate::Bytes::new(view.bytes(t)?, t.dtype == DType::I8))
+            };
             let y = cast_mut::<i32>(out)?;
-            use accumulate::conv_integer as ci;
-            match (x.dtype, w.dtype) {
-                (DType::U8, DType::U8) => ci(&c, dims, xb, wb, x_zero, zwb, y),
-                (DType::U8, DType::I8) => ci(&c, dims, xb, cast::<i8>(wb)?, x_zero, cast(zwb)?, y),
-                (DType::I8, DType::U8) => ci(&c, dims, cast::<i8>(xb)?, wb, x_zero, zwb, y),
-                (DType::I8, DType::I8) => ci(
-                    &c,
-                    dims,
-                    cast::<i8>(xb)?,
-                    cast::<i8>(wb)?,
-                    x_zero,
-                    cast(zwb)?,
-                    y,
-                ),
-                _ => return Err(CpuError::Unsupported),
-            }
+            let (x, w, zx, zw) = (bytes(&x)?, bytes(&w)?, bytes(&zx)?, bytes(&zw)?);
+            accumulate::conv_integer(&c, dims, x, w, zx, zw, y);
         }
         #[cfg(feature = "quantized")]
         Op::QSoftmax(q) => {
