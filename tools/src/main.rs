@@ -48,8 +48,8 @@ enum Command {
         /// How activation ranges are chosen: minmax, percentile[=P] (default 99.99) or entropy.
         #[arg(long, value_name = "METHOD", default_value = "minmax")]
         calibration_method: String,
-        /// With --quantize: add the expected error of the int8 weights, (W − W_q)·E[x] with
-        /// E[x] the input's per-channel means on the calibration samples, to each bias.
+        /// With --quantize: add the expected error of the int8 weights (their rounding error
+        /// times the input's per-channel means on the calibration samples) to each bias.
         #[arg(long)]
         bias_correction: bool,
         /// Also write source code embedding the model: `rust` writes OUT.rs next to OUT.frt (the
