@@ -161,7 +161,10 @@ def main():
         )
     out += [
         "",
-        "The Cortex-M0 has no FPU: every f32 operation is a software routine.",
+        "The Cortex-M0 has no FPU: every f32 operation is a software routine. Its firmware embeds the",
+        "digits model and links only the kernels that model uses (`CortexMDevice::<_, { digits::OPS }>`,",
+        "from `ferrite pack --emit rust`); the M4/M7 firmware runs models sent by the host, so it links",
+        "every kernel.",
         "",
         "## Against TFLM + CMSIS-NN (int8) on the same emulated core",
         "",

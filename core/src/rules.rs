@@ -20,6 +20,12 @@ fn ensure(cond: bool, rule: &'static str) -> Rule {
 /// Checks one step against its op's rules.
 pub(crate) fn check_step(step: &Step<'_>) -> Rule {
     check_overlap(step)?;
+    if let Some(a) = step.op.activation() {
+        ensure(
+            a.is_fusable(),
+            "a fused activation must be Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid or HardSwish",
+        )?;
+    }
     let input = |i: usize| step.inputs.get(i).ok_or("missing input");
     let output = |i: usize| step.outputs.get(i).ok_or("missing output");
     let n_in = step.inputs.len();

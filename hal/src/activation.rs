@@ -37,6 +37,65 @@ pub enum Activation {
     },
     /// `x * max(0, min(1, x / 6 + 1 / 2))`.
     HardSwish,
+    /// `e^x`.
+    Exp,
+    /// Natural logarithm.
+    Log,
+    /// Square root.
+    Sqrt,
+    /// `1 / x`.
+    Reciprocal,
+    /// `-x`.
+    Neg,
+    /// `|x|`.
+    Abs,
+    /// −1, 0 or 1 (NaN stays NaN).
+    Sign,
+    /// Largest integer not above `x`.
+    Floor,
+    /// Smallest integer not below `x`.
+    Ceil,
+    /// Nearest integer, ties to even.
+    Round,
+    /// Sine.
+    Sin,
+    /// Cosine.
+    Cos,
+    /// The error function.
+    Erf,
+    /// `x · Φ(x)`, exactly (`erf`) or with the tanh approximation.
+    Gelu {
+        /// The tanh approximation (ONNX `approximate="tanh"`).
+        tanh: bool,
+    },
+    /// `x if x >= 0 else alpha * (e^x - 1)`.
+    Elu {
+        /// Scale of the negative part.
+        alpha: f32,
+    },
+    /// `gamma * (x if x > 0 else alpha * (e^x - 1))`.
+    Selu {
+        /// Scale of the negative part.
+        alpha: f32,
+        /// Overall scale.
+        gamma: f32,
+    },
+    /// `max(0, x) + min(0, alpha * (e^(x / alpha) - 1))`.
+    Celu {
+        /// Scale.
+        alpha: f32,
+    },
+    /// `ln(1 + e^x)`.
+    Softplus,
+    /// `x / (1 + |x|)`.
+    Softsign,
+    /// `x * tanh(softplus(x))`.
+    Mish,
+    /// `x if x > alpha else 0`.
+    ThresholdedRelu {
+        /// Threshold.
+        alpha: f32,
+    },
 }
 
 impl Activation {
@@ -51,6 +110,27 @@ impl Activation {
             Activation::Tanh => (5, 0.0, 0.0),
             Activation::HardSigmoid { alpha, beta } => (6, alpha, beta),
             Activation::HardSwish => (7, 0.0, 0.0),
+            Activation::Exp => (8, 0.0, 0.0),
+            Activation::Log => (9, 0.0, 0.0),
+            Activation::Sqrt => (10, 0.0, 0.0),
+            Activation::Reciprocal => (11, 0.0, 0.0),
+            Activation::Neg => (12, 0.0, 0.0),
+            Activation::Abs => (13, 0.0, 0.0),
+            Activation::Sign => (14, 0.0, 0.0),
+            Activation::Floor => (15, 0.0, 0.0),
+            Activation::Ceil => (16, 0.0, 0.0),
+            Activation::Round => (17, 0.0, 0.0),
+            Activation::Sin => (18, 0.0, 0.0),
+            Activation::Cos => (19, 0.0, 0.0),
+            Activation::Erf => (20, 0.0, 0.0),
+            Activation::Gelu { tanh } => (21, if tanh { 1.0 } else { 0.0 }, 0.0),
+            Activation::Elu { alpha } => (22, alpha, 0.0),
+            Activation::Selu { alpha, gamma } => (23, alpha, gamma),
+            Activation::Celu { alpha } => (24, alpha, 0.0),
+            Activation::Softplus => (25, 0.0, 0.0),
+            Activation::Softsign => (26, 0.0, 0.0),
+            Activation::Mish => (27, 0.0, 0.0),
+            Activation::ThresholdedRelu { alpha } => (28, alpha, 0.0),
         };
         w.u32(code);
         w.f32(a);
@@ -74,8 +154,47 @@ impl Activation {
             5 => Activation::Tanh,
             6 => Activation::HardSigmoid { alpha: a, beta: b },
             7 => Activation::HardSwish,
+            8 => Activation::Exp,
+            9 => Activation::Log,
+            10 => Activation::Sqrt,
+            11 => Activation::Reciprocal,
+            12 => Activation::Neg,
+            13 => Activation::Abs,
+            14 => Activation::Sign,
+            15 => Activation::Floor,
+            16 => Activation::Ceil,
+            17 => Activation::Round,
+            18 => Activation::Sin,
+            19 => Activation::Cos,
+            20 => Activation::Erf,
+            21 => Activation::Gelu { tanh: a != 0.0 },
+            22 => Activation::Elu { alpha: a },
+            23 => Activation::Selu { alpha: a, gamma: b },
+            // Celu divides by alpha.
+            24 if a != 0.0 => Activation::Celu { alpha: a },
+            25 => Activation::Softplus,
+            26 => Activation::Softsign,
+            27 => Activation::Mish,
+            28 => Activation::ThresholdedRelu { alpha: a },
             _ => return None,
         })
+    }
+
+    /// Whether the activation may be fused into the op producing its input (Conv, Gemm, MatMul,
+    /// binary ops, batch norm): the cheap, common ones. The others run as standalone `Unary`
+    /// ops, so kernels inline only these (flash on microcontrollers); the verifier enforces it.
+    pub fn is_fusable(&self) -> bool {
+        matches!(
+            self,
+            Activation::None
+                | Activation::Relu
+                | Activation::LeakyRelu { .. }
+                | Activation::Clip { .. }
+                | Activation::Sigmoid
+                | Activation::Tanh
+                | Activation::HardSigmoid { .. }
+                | Activation::HardSwish
+        )
     }
 
     /// Short name, as in ONNX.
@@ -89,6 +208,61 @@ impl Activation {
             Activation::Tanh => "Tanh",
             Activation::HardSigmoid { .. } => "HardSigmoid",
             Activation::HardSwish => "HardSwish",
+            Activation::Exp => "Exp",
+            Activation::Log => "Log",
+            Activation::Sqrt => "Sqrt",
+            Activation::Reciprocal => "Reciprocal",
+            Activation::Neg => "Neg",
+            Activation::Abs => "Abs",
+            Activation::Sign => "Sign",
+            Activation::Floor => "Floor",
+            Activation::Ceil => "Ceil",
+            Activation::Round => "Round",
+            Activation::Sin => "Sin",
+            Activation::Cos => "Cos",
+            Activation::Erf => "Erf",
+            Activation::Gelu { .. } => "Gelu",
+            Activation::Elu { .. } => "Elu",
+            Activation::Selu { .. } => "Selu",
+            Activation::Celu { .. } => "Celu",
+            Activation::Softplus => "Softplus",
+            Activation::Softsign => "Softsign",
+            Activation::Mish => "Mish",
+            Activation::ThresholdedRelu { .. } => "ThresholdedRelu",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_words(code: u32, a: f32, b: f32) -> Option<Activation> {
+        let mut bytes = [0u8; 12];
+        bytes[..4].copy_from_slice(&code.to_le_bytes());
+        bytes[4..8].copy_from_slice(&a.to_le_bytes());
+        bytes[8..].copy_from_slice(&b.to_le_bytes());
+        Activation::decode(&mut WordReader::new(&bytes))
+    }
+
+    #[test]
+    fn every_code_round_trips_and_bad_ones_are_refused() {
+        for code in 0..=28u32 {
+            let act = decode_words(code, 0.5, 2.0).unwrap_or_else(|| panic!("code {code}"));
+            let mut w = WordWriter::default();
+            act.encode(&mut w);
+            let words = w.words().unwrap();
+            assert_eq!(words[0], code, "{}", act.name());
+            let mut bytes = [0u8; 12];
+            for (i, v) in words.iter().enumerate() {
+                bytes[4 * i..4 * i + 4].copy_from_slice(&v.to_le_bytes());
+            }
+            assert_eq!(Activation::decode(&mut WordReader::new(&bytes)), Some(act));
+            // Exactly the first eight may be fused.
+            assert_eq!(act.is_fusable(), code <= 7, "{}", act.name());
+        }
+        assert_eq!(decode_words(29, 0.0, 0.0), None);
+        assert_eq!(decode_words(24, 0.0, 0.0), None, "Celu with alpha 0");
+        assert_eq!(decode_words(22, f32::NAN, 0.0), None);
     }
 }

@@ -27,7 +27,7 @@ pub mod shape;
 pub mod words;
 
 pub use activation::Activation;
-pub use capabilities::{Capabilities, OpSet};
+pub use capabilities::{op_mask, selects, Capabilities, OpSet, ALL_OPS};
 pub use device::{Device, Location, Plan, Step, TensorDesc, TensorList, Tensors};
 pub use dtype::DType;
 pub use error::{Error, ErrorKind};

@@ -45,3 +45,45 @@ fn the_emitted_module_runs_in_an_arena_sized_at_compile_time() {
         Ok(_) => panic!("a short arena was accepted"),
     }
 }
+
+/// A device made with the module's `OPS` (the digits model's op kinds) runs the model exactly
+/// as the full device does, and refuses at session creation a model needing another kind.
+#[test]
+fn a_device_selected_by_the_emitted_ops_runs_its_model_and_refuses_others() {
+    use ferrite_hal::{selects, OpKind};
+    assert!(selects(digits::OPS, OpKind::Gemm) && selects(digits::OPS, OpKind::Softmax));
+    assert!(!selects(digits::OPS, OpKind::Conv));
+    let model = Model::load(digits::MODEL).expect("the embedded model verifies");
+    let image: Vec<f32> = (0..64).map(|i| (i * 7 % 16) as f32).collect();
+    assert_eq!(
+        scores::<{ digits::OPS }>(&model, &image),
+        scores::<{ ferrite_hal::ALL_OPS }>(&model, &image)
+    );
+
+    use ferrite_tools::onnx::build::{ModelBuilder, D};
+    use ferrite_tools::onnx::proto::data_type;
+    let onnx = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(1), D::N(4), D::N(4)])
+        .init_f32("w", &[1, 1, 3, 3], &[0.5; 9])
+        .node("Conv", "conv", &["x", "w"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let packed = ferrite_tools::pack(&onnx, &ferrite_tools::PackOptions::default()).unwrap();
+    let bytes = ferrite_tools::aligned::AlignedBytes::from(&packed.bytes[..]);
+    let conv = Model::load(bytes.as_bytes()).unwrap();
+    let mut arena = vec![0u8; conv.arena_bytes() + 64];
+    match Session::new(&conv, CpuDevice::<{ digits::OPS }>::selected(), &mut arena) {
+        Err(e) => assert!(e.to_string().contains("Conv"), "{e}"),
+        Ok(_) => panic!("a device without Conv kernels accepted a convolution"),
+    }
+}
+
+/// The digits model's scores for `image` on a CPU device with the kernels of `OPS`.
+fn scores<const OPS: u64>(model: &Model<'_>, image: &[f32]) -> Vec<f32> {
+    let mut arena = Arena::<{ digits::ARENA_BYTES }>::new();
+    let device = CpuDevice::<OPS>::selected();
+    let mut session = Session::new(model, device, arena.as_mut_bytes()).unwrap();
+    session.set_input_f32(0, image).unwrap();
+    session.run().unwrap();
+    session.output_f32(0).unwrap().to_vec()
+}

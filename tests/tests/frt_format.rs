@@ -542,3 +542,34 @@ fn an_integer_matmul_with_swapped_zero_points_is_refused() {
     let e = load(&b).expect_err("refused");
     assert!(e.to_string().contains("must share one element type"), "{e}");
 }
+
+/// A convolution whose fused activation is patched to one that may not be fused (Exp) is
+/// refused at load: kernels inline only the fusable activations.
+#[test]
+fn an_unfusable_fused_activation_is_refused() {
+    use ferrite_tools::onnx::build::{ModelBuilder, D};
+    use ferrite_tools::onnx::proto::data_type;
+    let onnx = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(1), D::N(4), D::N(4)])
+        .init_f32("w", &[2, 1, 3, 3], &[0.25; 18])
+        .node("Conv", "conv", &["x", "w"], &["c"], vec![])
+        .node("Relu", "relu", &["c"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let packed = pack(&onnx, &PackOptions::default()).unwrap();
+    load(&packed.bytes).expect("the model loads");
+    let ops = section_offset(&packed.bytes, section::OPS);
+    let params = section_offset(&packed.bytes, section::PARAMS);
+    let record = (0..packed.graph.ops.len())
+        .map(|i| ops + i * format::OP_RECORD_BYTES)
+        .find(|&r| u32_at(&packed.bytes, r) & 0xffff == OpKind::Conv.code() as u32)
+        .expect("a Conv record");
+    // Conv's words: window (10), group, then the activation's code and two parameters.
+    let code_at = params + 4 * (u32_at(&packed.bytes, record + 8) as usize + 11);
+    assert_eq!(u32_at(&packed.bytes, code_at), 1, "the fused Relu");
+    let mut b = packed.bytes.clone();
+    put_u32(&mut b, code_at, 8); // Exp
+    reseal(&mut b);
+    let e = load(&b).expect_err("refused");
+    assert!(e.to_string().contains("fused activation"), "{e}");
+}

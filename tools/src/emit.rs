@@ -2,12 +2,20 @@
 //! arena at compile time, the way firmware ships a model.
 
 use ferrite_core::Model;
+use ferrite_hal::{op_mask, OpKind, Plan};
 
 /// The text of a Rust module for the model in `model` (packed file `frt_name`, made from
 /// `source`). It includes `frt_name` (written next to the module) with
 /// `ferrite_core::include_model!`, so the bytes are a 16-byte aligned static in flash, and
-/// declares `ARENA_BYTES`, `MODEL_BYTES`, `INPUTS` and `OUTPUTS` as constants.
+/// declares `ARENA_BYTES`, `MODEL_BYTES`, `INPUTS`, `OUTPUTS` and `OPS` (the op kinds it uses,
+/// for a device that links only their kernels) as constants.
 pub fn rust_module(model: &Model<'_>, frt_name: &str, source: &str) -> String {
+    let kinds: Vec<OpKind> = OpKind::ALL
+        .into_iter()
+        .filter(|&k| (0..model.len()).any(|i| model.step(i).is_some_and(|s| s.op.kind() == k)))
+        .collect();
+    let ops = op_mask(&kinds);
+    let kind_names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
     let describe = |info: ferrite_core::TensorInfo<'_>| {
         format!(
             "    ({:?}, {:?}, &{:?}),\n",
@@ -48,6 +56,11 @@ pub const INPUTS: [(&str, &str, &[usize]); {n_in}] = [
 pub const OUTPUTS: [(&str, &str, &[usize]); {n_out}] = [
 {outputs}];
 
+/// The op kinds the model uses ({kind_names}), as a kind mask: a device made with it
+/// (`ferrite_cortex_m::CortexMDevice::<_, OPS>::selected()`, `ferrite_cpu::CpuDevice::<OPS>::selected()`)
+/// links only their kernels.
+pub const OPS: u64 = {ops:#018x};
+
 /// The packed model, 16-byte aligned as `ferrite_core::Model::load` requires.
 pub static MODEL: &[u8] = ferrite_core::include_model!("{frt_name}");
 "#,
@@ -57,5 +70,6 @@ pub static MODEL: &[u8] = ferrite_core::include_model!("{frt_name}");
         weights = model.weights_bytes(),
         n_in = model.input_count(),
         n_out = model.output_count(),
+        kind_names = kind_names.join(", "),
     )
 }

@@ -49,6 +49,9 @@ fn constant(g: &PlanGraph, t: Option<TensorId>) -> Option<Vec<f32>> {
 
 /// Replaces `op`'s activation, if it has a slot for one.
 fn with_activation(op: Op, act: Activation) -> Option<Op> {
+    if !act.is_fusable() {
+        return None;
+    }
     Some(match op {
         Op::Conv(mut c) => {
             c.activation = act;

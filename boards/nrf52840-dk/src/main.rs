@@ -55,7 +55,8 @@ fn main() -> ! {
         Err(e) => defmt::panic!("invalid model: {}", e),
     };
     let mut cycles = [0u32; 16];
-    let device = CortexMDevice::with_profiler(DwtProfiler::new(&mut cycles));
+    // Only the kernels of the model's op kinds are linked (its `OPS`).
+    let device = CortexMDevice::<_, { model::OPS }>::with_profiler(DwtProfiler::new(&mut cycles));
     // SAFETY: `main` runs once and never returns, so this is the only reference to ARENA.
     let arena = unsafe { (*core::ptr::addr_of_mut!(ARENA)).as_mut_bytes() };
     let mut session = match Session::new(&model, device, arena) {

@@ -20,6 +20,8 @@ use core::mem::MaybeUninit;
 use cortex_m_semihosting::{debug, hio};
 use ferrite_core::{Model, Session};
 use ferrite_cortex_m::{CortexMDevice, CpuError};
+/// Every op kind: the kernel selection of firmware that runs models sent by the host.
+pub use ferrite_hal::ALL_OPS;
 use host::{File, HostError};
 
 /// 16-byte aligned bytes, as the core requires for models and arenas.
@@ -208,7 +210,7 @@ fn model_bytes(source: ModelSource, dir: &str) -> Result<&'static [u8], Failure>
     }
 }
 
-fn serve(model: ModelSource, arena: Buffer) -> Result<(), Failure> {
+fn serve<const OPS: u64>(model: ModelSource, arena: Buffer) -> Result<(), Failure> {
     let mut line = [0u8; 256];
     let args = host::command_line(&mut line).map_err(host(Name::CommandLine))?;
     let mut words = args.split_ascii_whitespace();
@@ -223,12 +225,12 @@ fn serve(model: ModelSource, arena: Buffer) -> Result<(), Failure> {
     let arena = arena.take(model.arena_bytes().max(16), Region::Arena)?;
     // Two instantiations, so that an unprofiled run has no per-step hook at all.
     if profile {
-        let device = CortexMDevice::with_profiler(StepMarkers).with_max_arena(capacity);
+        let device = CortexMDevice::<_, OPS>::with_profiler(StepMarkers).with_max_arena(capacity);
         infer(&model, device, arena, dir, runs)
     } else {
         infer(
             &model,
-            CortexMDevice::new().with_max_arena(capacity),
+            CortexMDevice::<_, OPS>::selected().with_max_arena(capacity),
             arena,
             dir,
             runs,
@@ -253,9 +255,9 @@ impl ferrite_cortex_m::Profiler for StepMarkers {
 
 /// Runs the model `runs` times on `device` with inputs from `dir`, writes the outputs and
 /// reports sizes and stack depth.
-fn infer<P: ferrite_cortex_m::Profiler>(
+fn infer<P: ferrite_cortex_m::Profiler, const OPS: u64>(
     model: &Model<'_>,
-    device: CortexMDevice<P>,
+    device: CortexMDevice<P, OPS>,
     arena: &'static mut [u8],
     dir: &str,
     runs: u32,
@@ -333,15 +335,18 @@ macro_rules! host_model_firmware {
                     $crate::Buffer::from_static(&raw mut ARENA),
                 )
             };
-            $crate::run($crate::ModelSource::Host(model), arena)
+            $crate::run::<{ $crate::ALL_OPS }>($crate::ModelSource::Host(model), arena)
         }
     };
 }
 
 /// Serves one request from the host runner and exits QEMU (non-zero on failure).
-pub fn run(model: ModelSource, arena: Buffer) -> ! {
+///
+/// `OPS` selects the op kinds whose kernels the firmware links (`ferrite_hal::ALL_OPS` for a
+/// firmware that runs models sent by the host; a model's own `OPS` when it is embedded).
+pub fn run<const OPS: u64>(model: ModelSource, arena: Buffer) -> ! {
     stack::paint();
-    let status = match serve(model, arena) {
+    let status = match serve::<OPS>(model, arena) {
         Ok(()) => debug::EXIT_SUCCESS,
         Err(failure) => {
             if let Ok(mut err) = hio::hstderr() {

@@ -20,5 +20,6 @@ static mut ARENA: MaybeUninit<Aligned<{ digits::ARENA_BYTES }>> = MaybeUninit::u
 fn main() -> ! {
     // SAFETY: `main` runs once; the static is used only through this buffer.
     let arena = unsafe { Buffer::from_static(&raw mut ARENA) };
-    run(ModelSource::Embedded(digits::MODEL), arena)
+    // Only the kernels the digits model uses are linked (its `OPS`).
+    run::<{ digits::OPS }>(ModelSource::Embedded(digits::MODEL), arena)
 }

@@ -21,18 +21,27 @@ pub use ferrite_cpu::CpuError;
 pub use profile::DwtProfiler;
 pub use profile::{NoProfiler, Profiler};
 
-use ferrite_hal::{Capabilities, Device, Plan};
+use ferrite_hal::{Capabilities, Device, Plan, ALL_OPS};
 
-/// The Cortex-M device, with a per-step profiling hook.
+/// The Cortex-M device, with a per-step profiling hook. `OPS` selects the op kinds whose
+/// kernels are compiled in (a kind mask; every kind by default): firmware that embeds one model
+/// passes the model's `OPS` from `ferrite pack --emit rust` and links only those kernels.
 #[derive(Debug, Default)]
-pub struct CortexMDevice<P: Profiler = NoProfiler> {
+pub struct CortexMDevice<P: Profiler = NoProfiler, const OPS: u64 = ALL_OPS> {
     profiler: P,
     max_arena_bytes: Option<usize>,
 }
 
 impl CortexMDevice<NoProfiler> {
-    /// A device without profiling.
+    /// A device without profiling, with every kernel.
     pub const fn new() -> Self {
+        CortexMDevice::selected()
+    }
+}
+
+impl<const OPS: u64> CortexMDevice<NoProfiler, OPS> {
+    /// A device without profiling, with the kernels of the kinds in `OPS` only.
+    pub const fn selected() -> Self {
         CortexMDevice {
             profiler: NoProfiler,
             max_arena_bytes: None,
@@ -40,7 +49,7 @@ impl CortexMDevice<NoProfiler> {
     }
 }
 
-impl<P: Profiler> CortexMDevice<P> {
+impl<P: Profiler, const OPS: u64> CortexMDevice<P, OPS> {
     /// A device that calls `profiler` around every step.
     pub fn with_profiler(profiler: P) -> Self {
         CortexMDevice {
@@ -67,13 +76,13 @@ impl<P: Profiler> CortexMDevice<P> {
     }
 }
 
-impl<P: Profiler> Device for CortexMDevice<P> {
+impl<P: Profiler, const OPS: u64> Device for CortexMDevice<P, OPS> {
     type Error = CpuError;
     type Program = ();
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            ops: ferrite_cpu::CpuDevice::supported_ops(),
+            ops: ferrite_cpu::CpuDevice::supported_ops().only(OPS),
             max_arena_bytes: self.max_arena_bytes.unwrap_or(usize::MAX),
             host_arena: true,
         }
@@ -90,7 +99,7 @@ impl<P: Profiler> Device for CortexMDevice<P> {
             #[cfg(feature = "defmt")]
             defmt::trace!("ferrite: step {=usize} {}", index, step.op.kind());
             self.profiler.start(index);
-            let result = kernels::run_step(&step, arena, weights);
+            let result = kernels::run_step::<OPS>(&step, arena, weights);
             self.profiler.end(index);
             result?;
         }

@@ -18,16 +18,25 @@ mod memory;
 
 pub use error::CpuError;
 
-use ferrite_hal::{Capabilities, DType, Device, OpKind, OpSet, Plan};
+use ferrite_hal::{Capabilities, DType, Device, OpKind, OpSet, Plan, ALL_OPS};
 
-/// The portable CPU device.
+/// The portable CPU device. `OPS` selects the op kinds whose kernels are compiled in (a kind
+/// mask, `ferrite_hal::op_mask`): every kind by default; a firmware for one model passes the
+/// model's `OPS` (from `ferrite pack --emit rust`) and links only those kernels.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct CpuDevice {
+pub struct CpuDevice<const OPS: u64 = ALL_OPS> {
     _private: (),
 }
 
+impl<const OPS: u64> CpuDevice<OPS> {
+    /// A CPU device with the kernels of the kinds in `OPS` only.
+    pub const fn selected() -> Self {
+        CpuDevice { _private: () }
+    }
+}
+
 impl CpuDevice {
-    /// A CPU device.
+    /// A CPU device with every kernel.
     pub const fn new() -> Self {
         CpuDevice { _private: () }
     }
@@ -72,13 +81,13 @@ impl CpuDevice {
     }
 }
 
-impl Device for CpuDevice {
+impl<const OPS: u64> Device for CpuDevice<OPS> {
     type Error = CpuError;
     type Program = ();
 
     fn capabilities(&self) -> Capabilities {
         Capabilities {
-            ops: Self::supported_ops(),
+            ops: CpuDevice::supported_ops().only(OPS),
             max_arena_bytes: usize::MAX,
             host_arena: true,
         }
@@ -92,7 +101,7 @@ impl Device for CpuDevice {
         let weights = plan.weights();
         for index in 0..plan.len() {
             let step = plan.step(index).ok_or(CpuError::CorruptPlan)?;
-            kernels::run_step(&step, arena, weights)?;
+            kernels::run_step_selected::<OPS>(&step, arena, weights)?;
         }
         Ok(())
     }

@@ -36,6 +36,67 @@ pub fn sqrt(x: f32) -> f32 {
     libm::sqrtf(x)
 }
 
+/// Natural logarithm.
+#[inline]
+pub fn ln(x: f32) -> f32 {
+    libm::logf(x)
+}
+
+/// `e^x − 1`, accurate near 0.
+#[inline]
+pub fn exp_m1(x: f32) -> f32 {
+    libm::expm1f(x)
+}
+
+/// `ln(1 + x)`, accurate near 0.
+#[inline]
+pub fn ln_1p(x: f32) -> f32 {
+    libm::log1pf(x)
+}
+
+/// Sine.
+#[inline]
+pub fn sin(x: f32) -> f32 {
+    libm::sinf(x)
+}
+
+/// Cosine.
+#[inline]
+pub fn cos(x: f32) -> f32 {
+    libm::cosf(x)
+}
+
+/// The error function.
+#[inline]
+pub fn erf(x: f32) -> f32 {
+    libm::erff(x)
+}
+
+/// Largest integer not above `x`.
+#[inline]
+pub fn floor(x: f32) -> f32 {
+    libm::floorf(x)
+}
+
+/// Smallest integer not below `x`.
+#[inline]
+pub fn ceil(x: f32) -> f32 {
+    libm::ceilf(x)
+}
+
+/// Nearest integer, ties to even (ONNX `Round`): adding and subtracting 2^23 leaves no fraction
+/// bits and the FPU rounds to nearest even; values of 2^23 and more are integers already.
+#[inline]
+pub fn round_half_even(v: f32) -> f32 {
+    const TWO_23: f32 = 8_388_608.0;
+    if v.abs() < TWO_23 {
+        let t = if v < 0.0 { -TWO_23 } else { TWO_23 };
+        (v + t) - t
+    } else {
+        v
+    }
+}
+
 #[cfg(test)]
 mod tests {
     /// Largest relative error of `f` against `reference` over `[lo, hi]` (10 001 points).

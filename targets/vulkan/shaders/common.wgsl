@@ -70,8 +70,50 @@ fn activate(x: f32, at: u32) -> f32 {
         case 5u: { return tanh(clamp(x, -10.0, 10.0)); }
         case 6u: { return clamp(a * x + b, 0.0, 1.0); }
         case 7u: { return x * clamp(x / 6.0 + 0.5, 0.0, 1.0); }
+        case 8u: { return exp(x); }
+        case 9u: { return log(x); }
+        case 10u: { return sqrt(x); }
+        case 11u: { return 1.0 / x; }
+        case 12u: { return -x; }
+        case 13u: { return abs(x); }
+        case 14u: { return sign(x); }
+        case 15u: { return floor(x); }
+        case 16u: { return ceil(x); }
+        // WGSL's round breaks ties to even, as ONNX.
+        case 17u: { return round(x); }
+        case 18u: { return sin(x); }
+        case 19u: { return cos(x); }
+        case 20u: { return erf(x); }
+        case 21u: {
+            if (a != 0.0) {
+                return 0.5 * x * (1.0 + tanh(clamp(0.7978846 * (x + 0.044715 * x * x * x), -10.0, 10.0)));
+            }
+            return 0.5 * x * (1.0 + erf(x * 0.70710678));
+        }
+        case 22u: { return select(a * (exp(x) - 1.0), x, x >= 0.0); }
+        case 23u: { return b * select(a * (exp(x) - 1.0), x, x > 0.0); }
+        case 24u: { return max(x, 0.0) + min(0.0, a * (exp(x / a) - 1.0)); }
+        case 25u: { return softplus(x); }
+        case 26u: { return x / (1.0 + abs(x)); }
+        case 27u: { return x * tanh(clamp(softplus(x), -10.0, 10.0)); }
+        case 28u: { return select(0.0, x, x > a); }
         default: { return x; }
     }
+}
+
+// The error function (Abramowitz & Stegun 7.1.26, absolute error below 1.5e-7).
+fn erf(x: f32) -> f32 {
+    let t = 1.0 / (1.0 + 0.3275911 * abs(x));
+    let poly = ((((1.061405429 * t - 1.453152027) * t + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t;
+    return sign(x) * (1.0 - poly * exp(-x * x));
+}
+
+// ln(1 + e^x) without overflow.
+fn softplus(x: f32) -> f32 {
+    if (x > 0.0) {
+        return x + log(1.0 + exp(-x));
+    }
+    return log(1.0 + exp(x));
 }
 
 // Invocations in a one-dimensional dispatch (the grid stride).

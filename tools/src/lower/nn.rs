@@ -446,6 +446,44 @@ pub(super) fn activation(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
             beta: node.float("beta", 0.5)?,
         },
         "HardSwish" => Activation::HardSwish,
+        "Exp" => Activation::Exp,
+        "Log" => Activation::Log,
+        "Sqrt" => Activation::Sqrt,
+        "Reciprocal" => Activation::Reciprocal,
+        "Neg" => Activation::Neg,
+        "Abs" => Activation::Abs,
+        "Sign" => Activation::Sign,
+        "Floor" => Activation::Floor,
+        "Ceil" => Activation::Ceil,
+        "Round" => Activation::Round,
+        "Sin" => Activation::Sin,
+        "Cos" => Activation::Cos,
+        "Erf" => Activation::Erf,
+        "Gelu" => match node.string("approximate", "none")?.as_str() {
+            "none" => Activation::Gelu { tanh: false },
+            "tanh" => Activation::Gelu { tanh: true },
+            other => return Err(format!("approximate '{other}' is not 'none' or 'tanh'")),
+        },
+        "Elu" => Activation::Elu {
+            alpha: node.float("alpha", 1.0)?,
+        },
+        "Selu" => Activation::Selu {
+            alpha: node.float("alpha", 1.673_263_2)?,
+            gamma: node.float("gamma", 1.050_701)?,
+        },
+        "Celu" => {
+            let alpha = node.float("alpha", 1.0)?;
+            if alpha == 0.0 || !alpha.is_finite() {
+                return Err(format!("alpha {alpha} must be finite and non-zero"));
+            }
+            Activation::Celu { alpha }
+        }
+        "Softplus" => Activation::Softplus,
+        "Softsign" => Activation::Softsign,
+        "Mish" => Activation::Mish,
+        "ThresholdedRelu" => Activation::ThresholdedRelu {
+            alpha: node.float("alpha", 1.0)?,
+        },
         _ => {
             let (min, max) = if lw.opset() < 11 {
                 (

@@ -16,14 +16,18 @@ pub const KERNEL_SET: &str = "dsp+portable";
 #[cfg(not(ferrite_dsp))]
 pub const KERNEL_SET: &str = "portable";
 
-/// Runs one step with the best kernel this build has for it.
+/// Runs one step with the best kernel this build has for it, among the op kinds in mask `OPS`.
 #[inline]
-pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
+pub fn run_step<const OPS: u64>(
+    step: &Step<'_>,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
     #[cfg(ferrite_dsp)]
-    if let Some(result) = dsp::run_step(step, arena, weights) {
+    if let Some(result) = dsp::run_step::<OPS>(step, arena, weights) {
         return result;
     }
-    ferrite_cpu::kernels::run_step(step, arena, weights)
+    ferrite_cpu::kernels::run_step_selected::<OPS>(step, arena, weights)
 }
 
 /// Kernels for cores with the DSP extension (Cortex-M4, M7, M33).

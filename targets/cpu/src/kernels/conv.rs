@@ -5,7 +5,7 @@
 //! depthwise runs directly, one vectorised row at a time; everything else unfolds one group's
 //! input into the planned scratch (im2col) and multiplies.
 
-use super::elementwise::activate;
+use super::elementwise::activate_fused;
 use super::gemm::{sgemm, Mat};
 use ferrite_hal::geometry::{conv_tile_columns, depthwise_strategy, Depthwise};
 use ferrite_hal::op::{Conv, ConvTranspose, Window};
@@ -161,7 +161,7 @@ pub fn conv(
             }
         }
     }
-    activate(p.activation, out);
+    activate_fused(p.activation, out);
 }
 
 #[inline(always)]
@@ -516,7 +516,7 @@ pub fn conv_transpose(
             }
         }
     }
-    activate(p.activation, out);
+    activate_fused(p.activation, out);
 }
 
 #[cfg(test)]

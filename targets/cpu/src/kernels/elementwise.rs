@@ -6,8 +6,31 @@ use ferrite_hal::geometry::broadcast_strides;
 use ferrite_hal::op::BinaryOp;
 use ferrite_hal::{Activation, Shape};
 
-/// Applies `act` to every element of `xs` in place.
+/// Applies a fused activation (one of [`Activation::is_fusable`]'s, as the verifier requires)
+/// to every element of `xs` in place. Kernels inline only these few.
 #[inline(always)]
+pub fn activate_fused(act: Activation, xs: &mut [f32]) {
+    match act {
+        Activation::Relu => xs.iter_mut().for_each(|x| *x = x.max(0.0)),
+        Activation::LeakyRelu { alpha } => xs
+            .iter_mut()
+            .for_each(|x| *x = if *x >= 0.0 { *x } else { *x * alpha }),
+        #[allow(clippy::manual_clamp)]
+        Activation::Clip { min, max } => xs.iter_mut().for_each(|x| *x = x.max(min).min(max)),
+        Activation::Sigmoid => xs.iter_mut().for_each(|x| *x = sigmoid(*x)),
+        Activation::Tanh => xs.iter_mut().for_each(|x| *x = math::tanh(*x)),
+        Activation::HardSigmoid { alpha, beta } => xs
+            .iter_mut()
+            .for_each(|x| *x = (alpha * *x + beta).clamp(0.0, 1.0)),
+        Activation::HardSwish => xs
+            .iter_mut()
+            .for_each(|x| *x *= (*x / 6.0 + 0.5).clamp(0.0, 1.0)),
+        // Identity, and (never, after verification) an unfusable activation.
+        _ => {}
+    }
+}
+
+/// Applies `act` to every element of `xs` in place: any activation (standalone `Unary` ops).
 pub fn activate(act: Activation, xs: &mut [f32]) {
     match act {
         Activation::None => {}
@@ -26,6 +49,68 @@ pub fn activate(act: Activation, xs: &mut [f32]) {
         Activation::HardSwish => xs
             .iter_mut()
             .for_each(|x| *x *= (*x / 6.0 + 0.5).clamp(0.0, 1.0)),
+        Activation::Exp => map(xs, math::exp),
+        Activation::Log => map(xs, math::ln),
+        Activation::Sqrt => map(xs, math::sqrt),
+        Activation::Reciprocal => map(xs, |x| 1.0 / x),
+        Activation::Neg => map(xs, |x| -x),
+        Activation::Abs => map(xs, f32::abs),
+        Activation::Sign => map(xs, sign),
+        Activation::Floor => map(xs, math::floor),
+        Activation::Ceil => map(xs, math::ceil),
+        Activation::Round => map(xs, math::round_half_even),
+        Activation::Sin => map(xs, math::sin),
+        Activation::Cos => map(xs, math::cos),
+        Activation::Erf => map(xs, math::erf),
+        Activation::Gelu { tanh: false } => map(xs, |x| {
+            0.5 * x * (1.0 + math::erf(x * core::f32::consts::FRAC_1_SQRT_2))
+        }),
+        Activation::Gelu { tanh: true } => map(xs, |x| {
+            // sqrt(2 / pi)
+            const K: f32 = 0.797_884_6;
+            0.5 * x * (1.0 + math::tanh(K * (x + 0.044_715 * x * x * x)))
+        }),
+        Activation::Elu { alpha } => {
+            map(xs, |x| if x >= 0.0 { x } else { alpha * math::exp_m1(x) })
+        }
+        Activation::Selu { alpha, gamma } => map(xs, |x| {
+            gamma * if x > 0.0 { x } else { alpha * math::exp_m1(x) }
+        }),
+        Activation::Celu { alpha } => map(xs, |x| {
+            x.max(0.0) + (alpha * math::exp_m1(x / alpha)).min(0.0)
+        }),
+        Activation::Softplus => map(xs, softplus),
+        Activation::Softsign => map(xs, |x| x / (1.0 + x.abs())),
+        Activation::Mish => map(xs, |x| x * math::tanh(softplus(x))),
+        Activation::ThresholdedRelu { alpha } => map(xs, |x| if x > alpha { x } else { 0.0 }),
+    }
+}
+
+/// `x ↦ f(x)` over `xs`, in place.
+#[inline(always)]
+fn map(xs: &mut [f32], f: impl Fn(f32) -> f32) {
+    xs.iter_mut().for_each(|x| *x = f(*x));
+}
+
+/// −1, 0 or 1 by the sign of `x`; NaN stays NaN.
+#[inline]
+fn sign(x: f32) -> f32 {
+    if x > 0.0 {
+        1.0
+    } else if x < 0.0 {
+        -1.0
+    } else {
+        x
+    }
+}
+
+/// `ln(1 + e^x)` without overflow: `x + ln(1 + e^−x)` for positive `x`.
+#[inline]
+pub fn softplus(x: f32) -> f32 {
+    if x > 0.0 {
+        x + math::ln_1p(math::exp(-x))
+    } else {
+        math::ln_1p(math::exp(x))
     }
 }
 
@@ -73,7 +158,7 @@ pub fn binary(
         BinaryOp::Mul => binary_with(a, b, out, out_shape, |x, y| x * y),
         BinaryOp::Div => binary_with(a, b, out, out_shape, |x, y| x / y),
     }
-    activate(act, out);
+    activate_fused(act, out);
 }
 
 #[inline(always)]
@@ -185,7 +270,7 @@ pub fn batch_norm(
             }
         }
     }
-    activate(act, out);
+    activate_fused(act, out);
 }
 
 /// Softmax along `axis`: the tensor is `[outer, len, inner]` around it.

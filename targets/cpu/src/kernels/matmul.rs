@@ -1,6 +1,6 @@
 //! The Gemm and MatMul operators on top of [`super::gemm::sgemm`].
 
-use super::elementwise::activate;
+use super::elementwise::activate_fused;
 use super::gemm::{sgemm, Mat};
 use super::index::for_each_index;
 use ferrite_hal::geometry::{broadcast_strides, MatMulGeometry};
@@ -49,7 +49,7 @@ pub fn gemm(
         n,
         true,
     );
-    activate(p.activation, out);
+    activate_fused(p.activation, out);
 }
 
 /// Batched, broadcasting matrix product.
@@ -84,5 +84,5 @@ pub fn matmul(g: &MatMulGeometry, a: &[f32], b: &[f32], out: &mut [f32]) {
 
 /// Applies the fused activation of a MatMul.
 pub fn finish(act: ferrite_hal::Activation, out: &mut [f32]) {
-    activate(act, out);
+    activate_fused(act, out);
 }

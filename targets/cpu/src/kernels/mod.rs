@@ -19,7 +19,7 @@ use crate::memory::{carve, f32s, f32s_mut, span, Readable, Src};
 use crate::CpuError;
 use elementwise::Operand;
 use ferrite_hal::geometry::{nchw, MatMulGeometry};
-use ferrite_hal::{DType, Op, Step, TensorDesc};
+use ferrite_hal::{selects, DType, Op, OpKind, Step, TensorDesc, ALL_OPS};
 
 /// Runs `$body` with `$src`/`$dst` bound to the byte slices viewed as elements of `$dtype`'s
 /// size (u8, u32 or u64): data movement only copies elements, whatever their type.
@@ -55,7 +55,23 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
     if simd::level() >= simd::Level::Avx2 {
         return simd::run_step(step, arena, weights);
     }
-    run_step_inline(step, arena, weights)
+    run_step_inline::<ALL_OPS>(step, arena, weights)
+}
+
+/// [`run_step`] with only the kernels of the op kinds in mask `OPS` compiled in
+/// (`ferrite_hal::op_mask`; `ferrite pack --emit rust` writes a model's as `OPS`): a firmware
+/// that runs one model links just its kernels. Other kinds return [`CpuError::Unsupported`]
+/// (a device built so does not list them, so the core refuses such a model at load). The
+/// portable build; x86-64 SIMD dispatch is for [`ALL_OPS`].
+pub fn run_step_selected<const OPS: u64>(
+    step: &Step<'_>,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
+    if OPS == ALL_OPS {
+        return run_step(step, arena, weights);
+    }
+    run_step_inline::<OPS>(step, arena, weights)
 }
 
 /// Which SIMD build runs (std, x86-64): chosen once per process from the CPU's features, or
@@ -98,7 +114,7 @@ pub(crate) mod simd {
 
     #[target_feature(enable = "avx2,fma")]
     fn run_step_avx2(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
-        run_step_inline(step, arena, weights)
+        run_step_inline::<{ ferrite_hal::ALL_OPS }>(step, arena, weights)
     }
 
     /// Runs a step with the AVX2 build of every kernel.
@@ -114,10 +130,18 @@ pub(crate) mod simd {
 
 /// The body of [`run_step`], inlined into each build of it.
 #[inline(always)]
-fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
+fn run_step_inline<const OPS: u64>(
+    step: &Step<'_>,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
     match step.op {
-        Op::Split { axis } => return split(step, axis, arena, weights),
-        Op::DynamicQuantize => return dynamic_quantize(step, arena, weights),
+        Op::Split { axis } if selects(OPS, OpKind::Split) => {
+            return split(step, axis, arena, weights)
+        }
+        Op::DynamicQuantize if selects(OPS, OpKind::DynamicQuantize) => {
+            return dynamic_quantize(step, arena, weights)
+        }
         _ => {}
     }
     let out_desc = step.outputs.get(0).ok_or(CpuError::CorruptPlan)?;
@@ -133,7 +157,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
         }
     };
     match step.op {
-        Op::Conv(c) => {
+        Op::Conv(c) if selects(OPS, OpKind::Conv) => {
             let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
                 .ok_or(CpuError::CorruptPlan)?;
             let scratch = match scratch {
@@ -150,7 +174,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 scratch,
             );
         }
-        Op::ConvTranspose(c) => {
+        Op::ConvTranspose(c) if selects(OPS, OpKind::ConvTranspose) => {
             let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
                 .ok_or(CpuError::CorruptPlan)?;
             conv::conv_transpose(
@@ -162,7 +186,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 f32s_mut(out)?,
             );
         }
-        Op::Gemm(g) => {
+        Op::Gemm(g) if selects(OPS, OpKind::Gemm) => {
             let (a, b) = (input(0)?, input(1)?);
             let c = match step.inputs.get(2) {
                 Some(t) => Some((f32s(view.bytes(&t)?)?, t.shape)),
@@ -171,30 +195,32 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             let (m, k, n) = (a.shape.dim(0), a.shape.dim(1), b.shape.dim(1));
             matmul::gemm(&g, m, k, n, f32_in(0)?, f32_in(1)?, c, f32s_mut(out)?);
         }
-        Op::MatMul { activation } => {
+        Op::MatMul { activation } if selects(OPS, OpKind::MatMul) => {
             let g = MatMulGeometry::new(&input(0)?.shape, &input(1)?.shape)
                 .ok_or(CpuError::CorruptPlan)?;
             let out = f32s_mut(out)?;
             matmul::matmul(&g, f32_in(0)?, f32_in(1)?, out);
             matmul::finish(activation, out);
         }
-        Op::Binary { op, activation } => {
+        Op::Binary { op, activation } if selects(OPS, OpKind::Binary) => {
             let a = operand(&view, &input(0)?)?;
             let b = operand(&view, &input(1)?)?;
             elementwise::binary(op, a, b, f32s_mut(out)?, &out_desc.shape, activation);
         }
-        Op::Unary(act) => {
+        Op::Unary(act) if selects(OPS, OpKind::Unary) => {
             let out = f32s_mut(out)?;
             if let Src::Bytes(x) = view.src(&input(0)?)? {
                 out.copy_from_slice(f32s(x)?);
             }
             elementwise::activate(act, out);
         }
-        Op::Softmax { axis } => {
+        Op::Softmax { axis } if selects(OPS, OpKind::Softmax) => {
             let x = f32s(view.bytes(&input(0)?)?)?;
             elementwise::softmax(Some(x), &out_desc.shape, axis, f32s_mut(out)?);
         }
-        Op::MaxPool(p) | Op::AvgPool(p) => {
+        Op::MaxPool(p) | Op::AvgPool(p)
+            if selects(OPS, OpKind::MaxPool) || selects(OPS, OpKind::AvgPool) =>
+        {
             let input_dims = nchw(&input(0)?.shape).ok_or(CpuError::CorruptPlan)?;
             let [_, _, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
             let dims = pool::PoolDims {
@@ -214,7 +240,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 _ => pool::pool(&p, dims, is_max, f32_in(0)?, f32s_mut(out)?),
             }
         }
-        Op::GlobalAvgPool => {
+        Op::GlobalAvgPool if selects(OPS, OpKind::GlobalAvgPool) => {
             let x = input(0)?;
             let plane = x.shape.product(2..x.shape.rank());
             pool::global_avg_pool(f32_in(0)?, plane, f32s_mut(out)?);
@@ -222,7 +248,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
         Op::BatchNorm {
             epsilon,
             activation,
-        } => {
+        } if selects(OPS, OpKind::BatchNorm) => {
             let x = match view.src(&input(0)?)? {
                 Src::Bytes(b) => Some(f32s(b)?),
                 Src::Output => None,
@@ -239,11 +265,11 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 activation,
             );
         }
-        Op::Reduce { op, axes } => {
+        Op::Reduce { op, axes } if selects(OPS, OpKind::Reduce) => {
             let x = input(0)?;
             reduce::reduce(op, f32_in(0)?, &x.shape, axes, f32s_mut(out)?);
         }
-        Op::Transpose { perm } => {
+        Op::Transpose { perm } if selects(OPS, OpKind::Transpose) => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
             with_elements!(x.dtype, bytes, out, |src, dst| movement::transpose(
@@ -254,7 +280,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 &out_desc.shape
             ));
         }
-        Op::Slice { starts, steps } => {
+        Op::Slice { starts, steps } if selects(OPS, OpKind::Slice) => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
             with_elements!(x.dtype, bytes, out, |src, dst| movement::slice(
@@ -271,12 +297,12 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             begins,
             value,
             ..
-        } => {
+        } if selects(OPS, OpKind::Pad) => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
             pad(x, bytes, mode, &begins, value, out, &out_desc)?;
         }
-        Op::Concat { axis } => {
+        Op::Concat { axis } if selects(OPS, OpKind::Concat) => {
             let mut offset = 0;
             for part in step.inputs.iter() {
                 let part = part.ok_or(CpuError::CorruptPlan)?;
@@ -288,17 +314,17 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 offset += len;
             }
         }
-        Op::Gather { axis } => {
+        Op::Gather { axis } if selects(OPS, OpKind::Gather) => {
             let (x, idx) = (input(0)?, input(1)?);
             let bytes = view.bytes(&x)?;
             let idx_bytes = view.bytes(&idx)?;
             gather(x, bytes, axis, &idx, idx_bytes, out)?;
         }
-        Op::Copy => {
+        Op::Copy if selects(OPS, OpKind::Copy) => {
             let bytes = view.bytes(&input(0)?)?;
             out.copy_from_slice(bytes);
         }
-        Op::Quantize { axis } => {
+        Op::Quantize { axis } if selects(OPS, OpKind::Quantize) => {
             let x = input(0)?;
             let zero = input(2)?;
             let ch = channels(&x, axis, &input(1)?);
@@ -310,7 +336,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 _ => return Err(CpuError::Unsupported),
             }
         }
-        Op::Dequantize { axis } => {
+        Op::Dequantize { axis } if selects(OPS, OpKind::Dequantize) => {
             let x = input(0)?;
             let ch = channels(&x, axis, &input(1)?);
             let (bytes, scale, y) = (view.bytes(&x)?, f32_in(1)?, f32s_mut(out)?);
@@ -326,7 +352,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             }
         }
         #[cfg(feature = "quantized")]
-        Op::QConv(c) => {
+        Op::QConv(c) if selects(OPS, OpKind::QConv) => {
             let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
                 .ok_or(CpuError::CorruptPlan)?;
             let x = input(0)?;
@@ -342,7 +368,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             }
         }
         #[cfg(feature = "quantized")]
-        Op::QGemm(q) => {
+        Op::QGemm(q) if selects(OPS, OpKind::QGemm) => {
             let (a, b) = (input(0)?, input(1)?);
             let dims = [a.shape.dim(0), a.shape.dim(1), b.shape.dim(0)];
             let (ab, bw) = (view.bytes(&a)?, cast::<i8>(view.bytes(&b)?)?);
@@ -353,7 +379,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             });
         }
         #[cfg(feature = "quantized")]
-        Op::QAdd(q) => {
+        Op::QAdd(q) if selects(OPS, OpKind::QAdd) => {
             let (a, b) = (input(0)?, input(1)?);
             let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
             let tables: &mut [i32] = match scratch {
@@ -371,7 +397,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             }
         }
         #[cfg(feature = "quantized")]
-        Op::QGlobalAvgPool(q) => {
+        Op::QGlobalAvgPool(q) if selects(OPS, OpKind::QGlobalAvgPool) => {
             let x = input(0)?;
             let plane = x.shape.product(2..x.shape.rank());
             with_int8_pair!(x.dtype, out_desc.dtype, view.bytes(&x)?, out, |xs, ys| {
@@ -379,7 +405,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             });
         }
         #[cfg(feature = "quantized")]
-        Op::QMul(q) => {
+        Op::QMul(q) if selects(OPS, OpKind::QMul) => {
             let (a, b) = (input(0)?, input(1)?);
             let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
             let shape = out_desc.shape;
@@ -398,7 +424,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             }
         }
         #[cfg(feature = "quantized")]
-        Op::QLookup => {
+        Op::QLookup if selects(OPS, OpKind::QLookup) => {
             let (x, table) = (view.bytes(&input(0)?)?, view.bytes(&input(1)?)?);
             let table: &[u8; 256] = table.try_into().map_err(|_| CpuError::CorruptPlan)?;
             for (y, &b) in out.iter_mut().zip(x) {
@@ -406,7 +432,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             }
         }
         #[cfg(feature = "quantized")]
-        Op::MatMulInteger => {
+        Op::MatMulInteger if selects(OPS, OpKind::MatMulInteger) => {
             let (a, b, za, zb) = (input(0)?, input(1)?, input(2)?, input(3)?);
             let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or(CpuError::CorruptPlan)?;
             let bytes = |t: &TensorDesc| -> Result<accumulate::Bytes<'_>, CpuError> {
@@ -416,7 +442,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             accumulate::matmul_integer(&g, bytes(&a)?, bytes(&b)?, bytes(&za)?, bytes(&zb)?, y);
         }
         #[cfg(feature = "quantized")]
-        Op::ConvInteger(c) => {
+        Op::ConvInteger(c) if selects(OPS, OpKind::ConvInteger) => {
             let (x, w, zx, zw) = (input(0)?, input(1)?, input(2)?, input(3)?);
             let dims =
                 conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
@@ -428,7 +454,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             accumulate::conv_integer(&c, dims, x, w, zx, zw, y);
         }
         #[cfg(feature = "quantized")]
-        Op::QSoftmax(q) => {
+        Op::QSoftmax(q) if selects(OPS, OpKind::QSoftmax) => {
             let x = input(0)?;
             let rank = x.shape.rank();
             let lanes = [
@@ -442,7 +468,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
             });
         }
         #[cfg(feature = "quantized")]
-        Op::QAvgPool(q) => {
+        Op::QAvgPool(q) if selects(OPS, OpKind::QAvgPool) => {
             let x = input(0)?;
             let [n, c, h, w] = nchw(&x.shape).ok_or(CpuError::CorruptPlan)?;
             let [_, _, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
@@ -454,9 +480,7 @@ fn run_step_inline(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<
                 integer::qavg_pool(&q, dims, xs, ys)
             });
         }
-        Op::Split { .. } | Op::DynamicQuantize => return Err(CpuError::CorruptPlan),
-        // Built without the integer kernels (see the `quantized` feature).
-        #[cfg(not(feature = "quantized"))]
+        // Not selected (`OPS`), or built without the integer kernels (the `quantized` feature).
         _ => return Err(CpuError::Unsupported),
     }
     Ok(())

@@ -93,19 +93,7 @@ impl Channels {
     }
 }
 
-/// Rounds half to even, as ONNX specifies (and `rintf` in the default rounding mode), with two
-/// additions: adding and subtracting 2^23 leaves no fraction bits, and the FPU rounds to nearest
-/// even. Values of 2^23 and more are integers already.
-#[inline(always)]
-fn round_half_even(v: f32) -> f32 {
-    const TWO_23: f32 = 8_388_608.0;
-    if v.abs() < TWO_23 {
-        let t = if v < 0.0 { -TWO_23 } else { TWO_23 };
-        (v + t) - t
-    } else {
-        v
-    }
-}
+use crate::math::round_half_even;
 
 /// `y = saturate(round_half_to_even(x / scale) + zero_point)`.
 pub fn quantize<T: QuantInt>(x: &[f32], scale: &[f32], zero: &[T], ch: Channels, y: &mut [T]) {

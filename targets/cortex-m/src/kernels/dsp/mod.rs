@@ -8,7 +8,7 @@ mod conv;
 use ferrite_cpu::kernels::integer::Requantizer;
 use ferrite_cpu::kernels::step_operands;
 use ferrite_cpu::CpuError;
-use ferrite_hal::{DType, Op, Step};
+use ferrite_hal::{selects, DType, Op, OpKind, Step};
 
 /// `acc + lo(a)·lo(b) + hi(a)·hi(b)` on signed 16-bit halves.
 #[inline(always)]
@@ -167,9 +167,13 @@ fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuErr
     Ok(())
 }
 
-/// The DSP kernel for `step`, if there is one for its op and dtypes.
+/// The DSP kernel for `step`, if there is one for its op and dtypes among the kinds in `OPS`.
 #[inline]
-pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Option<Result<(), CpuError>> {
+pub fn run_step<const OPS: u64>(
+    step: &Step<'_>,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Option<Result<(), CpuError>> {
     // Only integer ops are looked at further (a tensor lookup costs a record decode).
     if !matches!(step.op, Op::QGemm(_) | Op::QConv(_)) {
         return None;
@@ -179,8 +183,8 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Option<Res
         return None;
     }
     match step.op {
-        Op::QGemm(_) => Some(qgemm(step, arena, weights)),
-        Op::QConv(c) => {
+        Op::QGemm(_) if selects(OPS, OpKind::QGemm) => Some(qgemm(step, arena, weights)),
+        Op::QConv(c) if selects(OPS, OpKind::QConv) => {
             let icg = step.inputs.get(1)?.shape.dim(1);
             if icg == 1 && c.group > 1 {
                 Some(conv::depthwise(step, arena, weights))
