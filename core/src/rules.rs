@@ -96,15 +96,35 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                 "binary output is not the broadcast of its inputs",
             )
         }
-        Op::Unary(_) | Op::Softmax { .. } => {
+        Op::Unary(_) | Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::Hardmax { .. } => {
             ensure(n_in == 1 && n_out == 1, "takes 1 input, 1 output")?;
             let (x, y) = (input(0)?, output(0)?);
             all_f32(&[x, y])?;
             ensure(x.shape == y.shape, "output shape differs from input")?;
-            if let Op::Softmax { axis } = step.op {
-                ensure(axis < x.shape.rank(), "Softmax axis")?;
+            if let Op::Softmax { axis } | Op::LogSoftmax { axis } | Op::Hardmax { axis } = step.op {
+                ensure(axis < x.shape.rank(), "softmax axis")?;
             }
             Ok(())
+        }
+        Op::ArgMax(a) | Op::ArgMin(a) => {
+            ensure(n_in == 1 && n_out == 1, "ArgMax/ArgMin take 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            all_f32(&[x])?;
+            ensure(y.dtype == DType::I64, "ArgMax/ArgMin write int64")?;
+            let rank = x.shape.rank();
+            ensure(a.axis < rank, "ArgMax/ArgMin axis")?;
+            let d = x.shape.dims();
+            let kept = y.shape.rank() == rank
+                && (0..rank).all(|i| y.shape.dim(i) == if i == a.axis { 1 } else { d[i] });
+            let removed = y.shape.rank() + 1 == rank
+                && d[..a.axis] == y.shape.dims()[..a.axis]
+                && d[a.axis + 1..] == y.shape.dims()[a.axis..];
+            ensure(kept || removed, "ArgMax/ArgMin output shape")?;
+            // An empty axis has no index to report.
+            ensure(
+                d[a.axis] > 0 || y.elements() == 0,
+                "ArgMax/ArgMin of an empty axis",
+            )
         }
         Op::MaxPool(p) | Op::AvgPool(p) => {
             ensure(n_in == 1 && n_out == 1, "pooling takes 1 input, 1 output")?;

@@ -78,11 +78,19 @@ pub enum OpKind {
     QSoftmax = 31,
     /// Integer average pooling over a window, with requantization.
     QAvgPool = 32,
+    /// Log of softmax along one axis.
+    LogSoftmax = 33,
+    /// One-hot of the first maximum along one axis.
+    Hardmax = 34,
+    /// Index of the largest value along one axis (int64).
+    ArgMax = 35,
+    /// Index of the smallest value along one axis (int64).
+    ArgMin = 36,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 32] = [
+    pub const ALL: [OpKind; 36] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -115,11 +123,15 @@ impl OpKind {
         OpKind::DynamicQuantize,
         OpKind::QSoftmax,
         OpKind::QAvgPool,
+        OpKind::LogSoftmax,
+        OpKind::Hardmax,
+        OpKind::ArgMax,
+        OpKind::ArgMin,
     ];
 
     /// The float compute ops (everything but data movement and quantization), which every
     /// device that computes in f32 implements.
-    pub const F32_COMPUTE: [OpKind; 12] = [
+    pub const F32_COMPUTE: [OpKind; 14] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -132,6 +144,8 @@ impl OpKind {
         OpKind::GlobalAvgPool,
         OpKind::BatchNorm,
         OpKind::Reduce,
+        OpKind::LogSoftmax,
+        OpKind::Hardmax,
     ];
 
     /// The integer ops of quantized models (8-bit operands), which a device built without
@@ -209,6 +223,10 @@ impl OpKind {
             OpKind::DynamicQuantize => "DynamicQuantizeLinear",
             OpKind::QSoftmax => "QSoftmax",
             OpKind::QAvgPool => "QAveragePool",
+            OpKind::LogSoftmax => "LogSoftmax",
+            OpKind::Hardmax => "Hardmax",
+            OpKind::ArgMax => "ArgMax",
+            OpKind::ArgMin => "ArgMin",
         }
     }
 }
@@ -449,6 +467,15 @@ pub struct QAvgPool {
     pub requantize: Requantize,
 }
 
+/// Where ArgMax / ArgMin look and which of equal extremes they report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgIndex {
+    /// Axis, in `0..rank`.
+    pub axis: usize,
+    /// Report the last of equal extremes (ONNX `select_last_index`), else the first.
+    pub last: bool,
+}
+
 /// Transposed-convolution parameters. Weights are `[IC, OC/group, KH, KW]`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ConvTranspose {
@@ -495,6 +522,18 @@ pub enum ReduceOp {
     Sum,
     /// Maximum.
     Max,
+    /// Minimum.
+    Min,
+    /// Product.
+    Prod,
+    /// `Σ |x|`.
+    L1,
+    /// `sqrt(Σ x²)`.
+    L2,
+    /// `ln Σ x`.
+    LogSum,
+    /// `Σ x²`.
+    SumSquare,
 }
 
 /// Padding mode.
@@ -665,6 +704,20 @@ pub enum Op {
     QSoftmax(QSoftmax),
     /// Input `X [N, C, H, W]` or `[N, C, L]` (int8/uint8); output of the same type.
     QAvgPool(QAvgPool),
+    /// `x − max − ln Σ e^(x − max)` along `axis`.
+    LogSoftmax {
+        /// Axis, in `0..rank`.
+        axis: usize,
+    },
+    /// 1 at the first maximum along `axis`, 0 elsewhere.
+    Hardmax {
+        /// Axis, in `0..rank`.
+        axis: usize,
+    },
+    /// Input X (f32); output int64: X's shape with `axis` reduced (kept as 1 or removed).
+    ArgMax(ArgIndex),
+    /// As [`Op::ArgMax`], for the smallest value.
+    ArgMin(ArgIndex),
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -726,6 +779,10 @@ impl Op {
             Op::DynamicQuantize => OpKind::DynamicQuantize,
             Op::QSoftmax(_) => OpKind::QSoftmax,
             Op::QAvgPool(_) => OpKind::QAvgPool,
+            Op::LogSoftmax { .. } => OpKind::LogSoftmax,
+            Op::Hardmax { .. } => OpKind::Hardmax,
+            Op::ArgMax(_) => OpKind::ArgMax,
+            Op::ArgMin(_) => OpKind::ArgMin,
         }
     }
 
@@ -776,6 +833,8 @@ impl Op {
                 activation.encode(w);
             }
             Op::Softmax { axis }
+            | Op::LogSoftmax { axis }
+            | Op::Hardmax { axis }
             | Op::Concat { axis }
             | Op::Split { axis }
             | Op::Gather { axis }
@@ -809,6 +868,10 @@ impl Op {
                 q.requantize.encode(w);
             }
             Op::QLookup | Op::MatMulInteger | Op::DynamicQuantize => {}
+            Op::ArgMax(a) | Op::ArgMin(a) => {
+                w.usize(a.axis);
+                w.bool(a.last);
+            }
             Op::ConvInteger(c) => {
                 c.window.encode(w);
                 w.usize(c.group);
@@ -889,6 +952,19 @@ impl Op {
             },
             OpKind::Unary => Op::Unary(Activation::decode(r)?),
             OpKind::Softmax => Op::Softmax { axis: r.usize()? },
+            OpKind::LogSoftmax => Op::LogSoftmax { axis: r.usize()? },
+            OpKind::Hardmax => Op::Hardmax { axis: r.usize()? },
+            OpKind::ArgMax | OpKind::ArgMin => {
+                let a = ArgIndex {
+                    axis: r.usize()?,
+                    last: r.bool()?,
+                };
+                if kind == OpKind::ArgMax {
+                    Op::ArgMax(a)
+                } else {
+                    Op::ArgMin(a)
+                }
+            }
             OpKind::Concat => Op::Concat { axis: r.usize()? },
             OpKind::Split => Op::Split { axis: r.usize()? },
             OpKind::Gather => Op::Gather { axis: r.usize()? },
@@ -1006,6 +1082,12 @@ impl Op {
                     0 => ReduceOp::Mean,
                     1 => ReduceOp::Sum,
                     2 => ReduceOp::Max,
+                    3 => ReduceOp::Min,
+                    4 => ReduceOp::Prod,
+                    5 => ReduceOp::L1,
+                    6 => ReduceOp::L2,
+                    7 => ReduceOp::LogSum,
+                    8 => ReduceOp::SumSquare,
                     _ => return None,
                 },
                 axes: r.u32()?,
@@ -1111,6 +1193,16 @@ mod tests {
         }));
         round_trip(Op::QLookup);
         round_trip(Op::MatMulInteger);
+        round_trip(Op::LogSoftmax { axis: 2 });
+        round_trip(Op::Hardmax { axis: 0 });
+        round_trip(Op::ArgMax(ArgIndex {
+            axis: 1,
+            last: true,
+        }));
+        round_trip(Op::ArgMin(ArgIndex {
+            axis: 0,
+            last: false,
+        }));
         round_trip(Op::DynamicQuantize);
         round_trip(Op::ConvInteger(ConvInteger { window, group: 3 }));
         round_trip(Op::QSoftmax(QSoftmax {

@@ -91,6 +91,21 @@ const OPS: &[&str] = &[
     "MatMulInteger",
     "ConvInteger",
     "DynamicQuantizeLinear",
+    "Exp",
+    "Log",
+    "Erf",
+    "Gelu",
+    "Celu",
+    "Selu",
+    "Mish",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL2",
+    "ReduceLogSumExp",
+    "LogSoftmax",
+    "Hardmax",
+    "ArgMax",
+    "ArgMin",
 ];
 
 fn random_attrs(rng: &mut Rng) -> Vec<AttributeProto> {

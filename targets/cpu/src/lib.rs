@@ -72,6 +72,8 @@ impl CpuDevice {
             .with(Quantize, &float)
             .with(Dequantize, &[DType::I8, DType::U8, DType::I32])
             .with(DynamicQuantize, &float)
+            .with(ArgMax, &float)
+            .with(ArgMin, &float)
             .with(MaxPool, &[DType::I8, DType::U8]);
         #[cfg(feature = "quantized")]
         let set = OpKind::INTEGER

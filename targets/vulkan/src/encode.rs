@@ -264,17 +264,36 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
             p.tensor(&out)?.f(epsilon).activation(activation)?;
             one(p.dispatch(Kernel::BatchNorm, count))
         }
-        Op::Softmax { axis } => {
+        Op::Softmax { axis } | Op::LogSoftmax { axis } | Op::Hardmax { axis } => {
             let s = &out.shape;
             let (outer, len, inner) = (
                 s.product(0..axis),
                 s.dim(axis),
                 s.product(axis + 1..s.rank()),
             );
-            p.all(&[outer, len, inner])?
+            let mode = match step.op {
+                Op::Softmax { .. } => 0,
+                Op::LogSoftmax { .. } => 1,
+                _ => 2,
+            };
+            p.all(&[outer, len, inner, mode])?
                 .tensor(&input(0)?)?
                 .tensor(&out)?;
             one(p.dispatch(Kernel::Softmax, outer * inner))
+        }
+        Op::ArgMax(a) | Op::ArgMin(a) => {
+            let x = input(0)?;
+            let s = &x.shape;
+            let (outer, len, inner) = (
+                s.product(0..a.axis),
+                s.dim(a.axis),
+                s.product(a.axis + 1..s.rank()),
+            );
+            let max = usize::from(matches!(step.op, Op::ArgMax(_)));
+            p.all(&[outer, len, inner, max, usize::from(a.last)])?
+                .tensor(&x)?
+                .tensor(&out)?;
+            one(p.dispatch(Kernel::ArgExtreme, outer * inner))
         }
         Op::MaxPool(pool) | Op::AvgPool(pool) => {
             let x = input(0)?;
@@ -321,6 +340,12 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
                 ReduceOp::Mean => 0,
                 ReduceOp::Sum => 1,
                 ReduceOp::Max => 2,
+                ReduceOp::Min => 3,
+                ReduceOp::Prod => 4,
+                ReduceOp::L1 => 5,
+                ReduceOp::L2 => 6,
+                ReduceOp::LogSum => 7,
+                ReduceOp::SumSquare => 8,
             };
             let reduced_count: usize = reduced.iter().product();
             p.all(&[count, code, kept.len(), reduced.len(), reduced_count])?

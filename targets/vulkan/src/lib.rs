@@ -136,6 +136,8 @@ impl VulkanDevice {
             set = set.with(kind, &encode::WORD_DTYPES);
         }
         set.with(Copy, &DType::ALL)
+            .with(ArgMax, &float)
+            .with(ArgMin, &float)
     }
 }
 

@@ -93,6 +93,8 @@ pub enum Kernel {
     Softmax,
     /// `reduce::reduce`.
     Reduce,
+    /// `reduce::arg_extreme` (ArgMax / ArgMin).
+    ArgExtreme,
     /// `movement::copy_strided`.
     CopyStrided,
     /// `movement::pad`.
@@ -110,7 +112,7 @@ impl Kernel {
             Kernel::MatMul | Kernel::MatMulRows => Module::MatMul,
             Kernel::MaxPool | Kernel::AvgPool | Kernel::GlobalAvgPool => Module::Pool,
             Kernel::Softmax => Module::Softmax,
-            Kernel::Reduce => Module::Reduce,
+            Kernel::Reduce | Kernel::ArgExtreme => Module::Reduce,
             Kernel::CopyStrided | Kernel::Pad | Kernel::Gather => Module::Movement,
         }
     }
@@ -130,6 +132,7 @@ impl Kernel {
             Kernel::GlobalAvgPool => c"global_avg_pool",
             Kernel::Softmax => c"softmax",
             Kernel::Reduce => c"reduce",
+            Kernel::ArgExtreme => c"arg_extreme",
             Kernel::CopyStrided => c"copy_strided",
             Kernel::Pad => c"pad",
             Kernel::Gather => c"gather",
@@ -149,7 +152,7 @@ impl Kernel {
 mod tests {
     use super::*;
 
-    const ALL_KERNELS: [Kernel; 15] = [
+    const ALL_KERNELS: [Kernel; 16] = [
         Kernel::Unary,
         Kernel::Binary,
         Kernel::BatchNorm,
@@ -162,6 +165,7 @@ mod tests {
         Kernel::GlobalAvgPool,
         Kernel::Softmax,
         Kernel::Reduce,
+        Kernel::ArgExtreme,
         Kernel::CopyStrided,
         Kernel::Pad,
         Kernel::Gather,

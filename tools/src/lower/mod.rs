@@ -38,6 +38,8 @@ pub fn is_microsoft_op(node: &Node) -> bool {
 pub const SUPPORTED_OPS: &[&str] = &[
     "Abs",
     "Add",
+    "ArgMax",
+    "ArgMin",
     "AveragePool",
     "BatchNormalization",
     "Cast",
@@ -69,9 +71,11 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "GlobalMaxPool",
     "HardSigmoid",
     "HardSwish",
+    "Hardmax",
     "Identity",
     "LeakyRelu",
     "Log",
+    "LogSoftmax",
     "MatMul",
     "MatMulInteger",
     "MaxPool",
@@ -84,9 +88,16 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "QuantizeLinear",
     "Range",
     "Reciprocal",
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
     "ReduceMax",
     "ReduceMean",
+    "ReduceMin",
+    "ReduceProd",
     "ReduceSum",
+    "ReduceSumSquare",
     "Relu",
     "Reshape",
     "Round",
@@ -218,11 +229,15 @@ impl Lowerer {
             | "Exp" | "Log" | "Sqrt" | "Reciprocal" | "Neg" | "Abs" | "Sign" | "Floor" | "Ceil"
             | "Round" | "Sin" | "Cos" | "Erf" | "Gelu" | "Elu" | "Selu" | "Celu" | "Softplus"
             | "Softsign" | "Mish" | "ThresholdedRelu" => nn::activation(self, node),
-            "Softmax" => nn::softmax(self, node),
+            "Softmax" | "LogSoftmax" | "Hardmax" => nn::softmax(self, node),
+            "ArgMax" | "ArgMin" => nn::arg_extreme(self, node),
             "MaxPool" | "AveragePool" => nn::pool(self, node),
             "GlobalAveragePool" | "GlobalMaxPool" => nn::global_pool(self, node),
             "BatchNormalization" => nn::batch_norm(self, node),
-            "ReduceMean" | "ReduceSum" | "ReduceMax" => movement::reduce(self, node),
+            "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1"
+            | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp" | "ReduceSumSquare" => {
+                movement::reduce(self, node)
+            }
             "Reshape" => movement::reshape(self, node),
             "Flatten" => movement::flatten(self, node),
             "Squeeze" => movement::squeeze(self, node),
@@ -566,7 +581,8 @@ fn max_inputs(op: &str, opset: i64) -> usize {
                 2
             }
         }
-        "ReduceMean" | "ReduceMax" => {
+        "ReduceMean" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1" | "ReduceL2"
+        | "ReduceLogSum" | "ReduceLogSumExp" | "ReduceSumSquare" => {
             if opset < 18 {
                 1
             } else {

@@ -2,8 +2,10 @@
 //! Identity, Dropout), Transpose, Concat, Split, Slice, Pad, Gather and the reductions.
 
 use super::{normalize_axis, Attrs, Lowerer, Reason};
+use crate::ir::TensorId;
 use crate::onnx::Node;
-use ferrite_hal::op::{PadMode, ReduceOp};
+use ferrite_hal::op::{BinaryOp, PadMode, ReduceOp};
+use ferrite_hal::Activation;
 use ferrite_hal::{Op, MAX_RANK};
 
 fn axes_list(axes: &[i64], rank: usize) -> Result<Vec<usize>, Reason> {
@@ -417,11 +419,19 @@ pub(super) fn reduce(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     lw.require_f32(&[x])?;
     let s = lw.shape(x);
     let op = match node.op_type.as_str() {
-        "ReduceMean" => ReduceOp::Mean,
-        "ReduceSum" => ReduceOp::Sum,
-        _ => ReduceOp::Max,
+        "ReduceMean" => Some(ReduceOp::Mean),
+        "ReduceSum" => Some(ReduceOp::Sum),
+        "ReduceMax" => Some(ReduceOp::Max),
+        "ReduceMin" => Some(ReduceOp::Min),
+        "ReduceProd" => Some(ReduceOp::Prod),
+        "ReduceL1" => Some(ReduceOp::L1),
+        "ReduceL2" => Some(ReduceOp::L2),
+        "ReduceLogSum" => Some(ReduceOp::LogSum),
+        "ReduceSumSquare" => Some(ReduceOp::SumSquare),
+        // ReduceLogSumExp: composed below.
+        _ => None,
     };
-    let axes_as_input = if op == ReduceOp::Sum {
+    let axes_as_input = if op == Some(ReduceOp::Sum) {
         lw.opset() >= 13
     } else {
         lw.opset() >= 18
@@ -438,6 +448,11 @@ pub(super) fn reduce(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         _ => (0..s.len()).collect(),
     };
     let mask = axes.iter().fold(0u32, |m, &a| m | 1 << a);
+    let kept: Vec<usize> = s
+        .iter()
+        .enumerate()
+        .map(|(i, &d)| if axes.contains(&i) { 1 } else { d })
+        .collect();
     let out: Vec<usize> = s
         .iter()
         .enumerate()
@@ -447,7 +462,54 @@ pub(super) fn reduce(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
             (false, _) => Some(d),
         })
         .collect();
+    let Some(op) = op else {
+        return log_sum_exp(lw, node, x, mask, kept, out);
+    };
     let y = lw.output(node, 0, lw.dtype(x), out)?;
     lw.emit(node, Op::Reduce { op, axes: mask }, vec![Some(x)], vec![y])?;
     Ok(())
+}
+
+/// ReduceLogSumExp without overflow: `m + ln Σ e^(x − m)` with `m` the maximum over the axes
+/// (kept as 1s in `kept`), as Reduce, Binary and Unary steps.
+fn log_sum_exp(
+    lw: &mut Lowerer,
+    node: &Node,
+    x: TensorId,
+    axes: u32,
+    kept: Vec<usize>,
+    out: Vec<usize>,
+) -> Result<(), Reason> {
+    let f32 = ferrite_hal::DType::F32;
+    let reduce = |op| Op::Reduce { op, axes };
+    let binary = |op| Op::Binary {
+        op,
+        activation: Activation::None,
+    };
+    let max = lw.temp(node, "max", f32, kept.clone());
+    lw.emit(node, reduce(ReduceOp::Max), vec![Some(x)], vec![max])?;
+    let shifted = lw.temp(node, "shifted", f32, lw.shape(x));
+    lw.emit(
+        node,
+        binary(BinaryOp::Sub),
+        vec![Some(x), Some(max)],
+        vec![shifted],
+    )?;
+    let exp = lw.temp(node, "exp", f32, lw.shape(x));
+    lw.emit(
+        node,
+        Op::Unary(Activation::Exp),
+        vec![Some(shifted)],
+        vec![exp],
+    )?;
+    let sum = lw.temp(node, "sum", f32, kept.clone());
+    lw.emit(node, reduce(ReduceOp::LogSum), vec![Some(exp)], vec![sum])?;
+    let y = lw.temp(node, "log_sum_exp", f32, kept);
+    lw.emit(
+        node,
+        binary(BinaryOp::Add),
+        vec![Some(sum), Some(max)],
+        vec![y],
+    )?;
+    lw.alias_output(node, 0, y, out)
 }

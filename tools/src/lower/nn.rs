@@ -6,7 +6,7 @@ use super::{normalize_axis, Attrs, Lowerer, Reason};
 use crate::ir::TensorId;
 use crate::onnx::Node;
 use ferrite_hal::geometry::{broadcast, conv_out, conv_transpose_out, pool_out, MatMulGeometry};
-use ferrite_hal::op::{BinaryOp, Conv, ConvTranspose, Gemm, Pool, ReduceOp, Window};
+use ferrite_hal::op::{ArgIndex, BinaryOp, Conv, ConvTranspose, Gemm, Pool, ReduceOp, Window};
 use ferrite_hal::{Activation, DType, Op, Shape};
 
 pub(super) fn hal_shape(dims: &[usize]) -> Result<Shape, Reason> {
@@ -511,25 +511,57 @@ pub(super) fn softmax(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     lw.require_f32(&[x])?;
     let shape = lw.shape(x);
     let rank = shape.len().max(1);
+    let op = |axis| match node.op_type.as_str() {
+        "LogSoftmax" => Op::LogSoftmax { axis },
+        "Hardmax" => Op::Hardmax { axis },
+        _ => Op::Softmax { axis },
+    };
     if lw.opset() >= 13 {
         let axis = normalize_axis(node.int("axis", -1)?, rank)?;
         let y = lw.output(node, 0, DType::F32, shape)?;
-        lw.emit(node, Op::Softmax { axis }, vec![Some(x)], vec![y])?;
+        lw.emit(node, op(axis), vec![Some(x)], vec![y])?;
         return Ok(());
     }
     // Before opset 13 the input is coerced to 2-D at `axis`.
     let axis = normalize_axis(node.int("axis", 1)?, rank)?;
     if axis == rank - 1 {
         let y = lw.output(node, 0, DType::F32, shape)?;
-        lw.emit(node, Op::Softmax { axis }, vec![Some(x)], vec![y])?;
+        lw.emit(node, op(axis), vec![Some(x)], vec![y])?;
         return Ok(());
     }
     let outer: usize = shape[..axis].iter().product();
     let inner: usize = shape[axis..].iter().product();
     let x2 = lw.temp_alias(node, "2d", x, vec![outer, inner]);
     let y2 = lw.temp(node, "softmax2d", DType::F32, vec![outer, inner]);
-    lw.emit(node, Op::Softmax { axis: 1 }, vec![Some(x2)], vec![y2])?;
+    lw.emit(node, op(1), vec![Some(x2)], vec![y2])?;
     lw.alias_output(node, 0, y2, shape)
+}
+
+pub(super) fn arg_extreme(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    lw.require_f32(&[x])?;
+    let shape = lw.shape(x);
+    let axis = normalize_axis(node.int("axis", 0)?, shape.len())?;
+    let index = ArgIndex {
+        axis,
+        last: node.int("select_last_index", 0)? != 0,
+    };
+    let mut out = shape.clone();
+    if node.int("keepdims", 1)? != 0 {
+        out[axis] = 1;
+    } else {
+        out.remove(axis);
+    }
+    if shape[axis] == 0 && out.iter().product::<usize>() > 0 {
+        return Err(format!("axis {axis} is empty: there is no index to report"));
+    }
+    let y = lw.output(node, 0, DType::I64, out)?;
+    let op = if node.op_type == "ArgMax" {
+        Op::ArgMax(index)
+    } else {
+        Op::ArgMin(index)
+    };
+    lw.emit(node, op, vec![Some(x)], vec![y])
 }
 
 pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {

@@ -302,3 +302,60 @@ pub fn softmax(x: Option<&[f32]>, shape: &Shape, axis: usize, out: &mut [f32]) {
         }
     }
 }
+
+/// The `[outer, len, inner]` view of `shape` around `axis`.
+#[inline(always)]
+fn lanes(shape: &Shape, axis: usize) -> [usize; 3] {
+    [
+        shape.product(0..axis),
+        shape.dim(axis),
+        shape.product(axis + 1..shape.rank()),
+    ]
+}
+
+/// `x − max − ln Σ e^(x − max)` along `axis` (in place when `x` is `None`).
+pub fn log_softmax(x: Option<&[f32]>, shape: &Shape, axis: usize, out: &mut [f32]) {
+    if let Some(x) = x {
+        out.copy_from_slice(x);
+    }
+    let [outer, len, inner] = lanes(shape, axis);
+    if len == 0 || inner == 0 {
+        return;
+    }
+    for block in out.chunks_exact_mut(len * inner).take(outer) {
+        for i in 0..inner {
+            let lane = || block[i..].iter().step_by(inner);
+            let max = lane().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            let sum: f32 = lane().map(|&v| math::exp(v - max)).sum();
+            let shift = max + math::ln(sum);
+            for v in block[i..].iter_mut().step_by(inner) {
+                *v -= shift;
+            }
+        }
+    }
+}
+
+/// 1 at the first maximum along `axis`, 0 elsewhere.
+pub fn hardmax(x: &[f32], shape: &Shape, axis: usize, out: &mut [f32]) {
+    let [outer, len, inner] = lanes(shape, axis);
+    out.fill(0.0);
+    if len == 0 || inner == 0 {
+        return;
+    }
+    for (block, xs) in out
+        .chunks_exact_mut(len * inner)
+        .zip(x.chunks_exact(len * inner))
+        .take(outer)
+    {
+        for i in 0..inner {
+            let first = (0..len).fold(0, |best, j| {
+                if xs[i + j * inner] > xs[i + best * inner] {
+                    j
+                } else {
+                    best
+                }
+            });
+            block[i + first * inner] = 1.0;
+        }
+    }
+}

@@ -214,6 +214,25 @@ fn run_step_inline<const OPS: u64>(
             }
             elementwise::activate(act, out);
         }
+        Op::LogSoftmax { axis } if selects(OPS, OpKind::LogSoftmax) => {
+            elementwise::log_softmax(Some(f32_in(0)?), &out_desc.shape, axis, f32s_mut(out)?);
+        }
+        Op::Hardmax { axis } if selects(OPS, OpKind::Hardmax) => {
+            elementwise::hardmax(f32_in(0)?, &out_desc.shape, axis, f32s_mut(out)?);
+        }
+        Op::ArgMax(a) | Op::ArgMin(a)
+            if selects(OPS, OpKind::ArgMax) || selects(OPS, OpKind::ArgMin) =>
+        {
+            let x = input(0)?;
+            let s = &x.shape;
+            let lanes = [
+                s.product(0..a.axis),
+                s.dim(a.axis),
+                s.product(a.axis + 1..s.rank()),
+            ];
+            let max = matches!(step.op, Op::ArgMax(_));
+            reduce::arg_extreme(f32_in(0)?, lanes, max, a.last, cast_mut(out)?);
+        }
         Op::Softmax { axis } if selects(OPS, OpKind::Softmax) => {
             let x = f32s(view.bytes(&input(0)?)?)?;
             elementwise::softmax(Some(x), &out_desc.shape, axis, f32s_mut(out)?);

@@ -1,4 +1,5 @@
-//! Reductions (mean, sum, max) over any set of axes.
+//! Reductions (mean, sum, max, min, product, L1, L2, log-sum, sum of squares) over any set of
+//! axes.
 
 use super::index::for_each_index;
 use ferrite_hal::op::ReduceOp;
@@ -23,7 +24,9 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
     }
     let init = match op {
         ReduceOp::Max => f32::NEG_INFINITY,
-        ReduceOp::Mean | ReduceOp::Sum => 0.0,
+        ReduceOp::Min => f32::INFINITY,
+        ReduceOp::Prod => 1.0,
+        _ => 0.0,
     };
     out.fill(init);
     if rank == 0 {
@@ -43,7 +46,17 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
                     acc
                 }
             }
-            ReduceOp::Mean | ReduceOp::Sum => acc + v,
+            ReduceOp::Min => {
+                if v < acc || v.is_nan() {
+                    v
+                } else {
+                    acc
+                }
+            }
+            ReduceOp::Prod => acc * v,
+            ReduceOp::L1 => acc + v.abs(),
+            ReduceOp::L2 | ReduceOp::SumSquare => acc + v * v,
+            ReduceOp::Mean | ReduceOp::Sum | ReduceOp::LogSum => acc + v,
         };
         for_each_index(
             &shape.dims()[..last],
@@ -60,12 +73,57 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
             },
         );
     }
-    if op == ReduceOp::Mean {
-        let count: usize = (0..rank)
-            .filter(|a| axes & (1 << a) != 0)
-            .map(|a| shape.dims()[a])
-            .product();
-        let inv = 1.0 / count as f32;
-        out.iter_mut().for_each(|v| *v *= inv);
+    match op {
+        ReduceOp::Mean => {
+            let count: usize = (0..rank)
+                .filter(|a| axes & (1 << a) != 0)
+                .map(|a| shape.dims()[a])
+                .product();
+            let inv = 1.0 / count as f32;
+            out.iter_mut().for_each(|v| *v *= inv);
+        }
+        ReduceOp::L2 => out.iter_mut().for_each(|v| *v = crate::math::sqrt(*v)),
+        ReduceOp::LogSum => out.iter_mut().for_each(|v| *v = crate::math::ln(*v)),
+        _ => {}
+    }
+}
+
+/// The index of the largest (`max`) or smallest value along the middle axis of
+/// `[outer, len, inner]`, the first of equal ones or the last (`last`); NaN counts as the
+/// extreme (as numpy). `out` has `outer × inner` elements.
+pub fn arg_extreme(
+    x: &[f32],
+    [outer, len, inner]: [usize; 3],
+    max: bool,
+    last: bool,
+    out: &mut [i64],
+) {
+    if len == 0 {
+        return;
+    }
+    let better = |v: f32, best: f32| {
+        if best.is_nan() {
+            false
+        } else if v.is_nan() {
+            true
+        } else if max {
+            v > best || (last && v == best)
+        } else {
+            v < best || (last && v == best)
+        }
+    };
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| x.get((o * len + j) * inner + i).copied().unwrap_or(0.0);
+            let mut best = 0;
+            for j in 1..len {
+                if better(at(j), at(best)) {
+                    best = j;
+                }
+            }
+            if let Some(slot) = out.get_mut(o * inner + i) {
+                *slot = best as i64;
+            }
+        }
     }
 }
