@@ -511,6 +511,16 @@ pub enum BinaryOp {
     Mul,
     /// `a / b`
     Div,
+    /// `a^b`
+    Pow,
+    /// The larger (NaN if either is).
+    Max,
+    /// The smaller (NaN if either is).
+    Min,
+    /// `a if a >= 0 else a * b` (PRelu, `b` the slope).
+    PRelu,
+    /// `a − b·trunc(a / b)`, the sign of `a` (C `fmod`).
+    Fmod,
 }
 
 /// Reduction function.
@@ -946,6 +956,11 @@ impl Op {
                     1 => BinaryOp::Sub,
                     2 => BinaryOp::Mul,
                     3 => BinaryOp::Div,
+                    4 => BinaryOp::Pow,
+                    5 => BinaryOp::Max,
+                    6 => BinaryOp::Min,
+                    7 => BinaryOp::PRelu,
+                    8 => BinaryOp::Fmod,
                     _ => return None,
                 },
                 activation: Activation::decode(r)?,

@@ -72,3 +72,79 @@ fn reduce_log_sum_exp_does_not_overflow() {
     assert_eq!(y.len(), 1);
     assert!((y[0] as f64 - want).abs() < 1e-4, "{} vs {want}", y[0]);
 }
+
+/// Mod of floats needs `fmod=1`; PRelu's slope must broadcast to the input (not widen it).
+#[test]
+fn binary_ops_check_their_operands() {
+    let two = |op: &str, b_shape: &[i64], attrs| {
+        let dims: Vec<D> = b_shape.iter().map(|&d| D::N(d)).collect();
+        ModelBuilder::new(13)
+            .input("a", data_type::FLOAT, &[D::N(2), D::N(3)])
+            .input("b", data_type::FLOAT, &dims)
+            .node(op, "the_node", &["a", "b"], &["y"], attrs)
+            .output("y")
+            .encode()
+    };
+    let text = pack_error(&two("Mod", &[2, 3], vec![]));
+    assert!(
+        text.contains("the_node") && text.contains("fmod=1"),
+        "{text}"
+    );
+    pack(
+        &two("Mod", &[2, 3], vec![attr_int("fmod", 1)]),
+        &PackOptions::default(),
+    )
+    .unwrap();
+    let text = pack_error(&two("PRelu", &[4, 2, 3], vec![]));
+    assert!(text.contains("slope must broadcast"), "{text}");
+    pack(&two("PRelu", &[3], vec![]), &PackOptions::default()).unwrap();
+}
+
+/// Sum, Mean, Max and Min of three inputs with broadcasting, against direct arithmetic.
+#[test]
+fn variadic_ops_chain_with_broadcasting() {
+    let a = [1.0f32, -2.0, 3.0, 4.0, 5.0, -6.0];
+    let b = [0.5f32, 10.0, -1.0];
+    let c = [2.0f32];
+    let inputs = [floats(&[2, 3], &a), floats(&[3], &b), floats(&[1], &c)];
+    for op in ["Sum", "Mean", "Max", "Min"] {
+        let onnx = ModelBuilder::new(13)
+            .input("a", data_type::FLOAT, &[D::N(2), D::N(3)])
+            .input("b", data_type::FLOAT, &[D::N(3)])
+            .input("c", data_type::FLOAT, &[D::N(1)])
+            .node(op, "v", &["a", "b", "c"], &["y"], vec![])
+            .output("y")
+            .encode();
+        let y = run(&onnx, &inputs);
+        for (i, got) in y.iter().enumerate() {
+            let (x, z, w) = (a[i], b[i % 3], c[0]);
+            let want = match op {
+                "Sum" => x + z + w,
+                "Mean" => (x + z + w) / 3.0,
+                "Max" => x.max(z).max(w),
+                _ => x.min(z).min(w),
+            };
+            assert!((got - want).abs() < 1e-6, "{op} {i}: {got} vs {want}");
+        }
+    }
+}
+
+fn floats(shape: &[usize], values: &[f32]) -> NpyArray {
+    NpyArray {
+        dtype: ferrite_hal::DType::F32,
+        shape: shape.to_vec(),
+        bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    }
+}
+
+fn run(onnx: &[u8], inputs: &[NpyArray]) -> Vec<f32> {
+    let packed = pack(onnx, &PackOptions::default()).unwrap();
+    let bytes = AlignedBytes::from(&packed.bytes[..]);
+    let model = Model::load(bytes.as_bytes()).unwrap();
+    let out = run_cpu(&model, inputs).unwrap();
+    out[0]
+        .bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}

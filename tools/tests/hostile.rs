@@ -106,6 +106,13 @@ const OPS: &[&str] = &[
     "Hardmax",
     "ArgMax",
     "ArgMin",
+    "Pow",
+    "PRelu",
+    "Mod",
+    "Max",
+    "Min",
+    "Sum",
+    "Mean",
 ];
 
 fn random_attrs(rng: &mut Rng) -> Vec<AttributeProto> {

@@ -54,6 +54,18 @@ pub fn ln_1p(x: f32) -> f32 {
     libm::log1pf(x)
 }
 
+/// `x^y`.
+#[inline]
+pub fn pow(x: f32, y: f32) -> f32 {
+    libm::powf(x, y)
+}
+
+/// `x − y·trunc(x / y)`, the sign of `x`.
+#[inline]
+pub fn fmod(x: f32, y: f32) -> f32 {
+    libm::fmodf(x, y)
+}
+
 /// Sine.
 #[inline]
 pub fn sin(x: f32) -> f32 {

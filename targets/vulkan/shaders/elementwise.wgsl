@@ -39,10 +39,29 @@ fn binary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
             case 0u: { r = va + vb; }
             case 1u: { r = va - vb; }
             case 2u: { r = va * vb; }
-            default: { r = va / vb; }
+            case 3u: { r = va / vb; }
+            case 4u: { r = power(va, vb); }
+            // Max and min propagate NaN (as numpy).
+            case 5u: { r = select(vb, va, va != va || va > vb); }
+            case 6u: { r = select(vb, va, va != va || va < vb); }
+            case 7u: { r = select(va, va * vb, va < 0.0); }
+            default: { r = va - vb * trunc(va / vb); }
         }
         store(y, i, activate(r, 6u));
     }
+}
+
+// `a^b` as C's powf: WGSL's pow is undefined for a negative base, so an integer exponent takes
+// the sign from its parity; a non-integer one gives NaN.
+fn power(a: f32, b: f32) -> f32 {
+    if (a >= 0.0 || a != a) {
+        return pow(a, b);
+    }
+    if (b != trunc(b)) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    let m = pow(-a, b);
+    return select(m, -m, b - 2.0 * trunc(b / 2.0) != 0.0);
 }
 
 // batch_norm: [count, channels, inner, x, scale, bias, mean, var, y, epsilon, act(3)]

@@ -222,6 +222,11 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
                 BinaryOp::Sub => 1,
                 BinaryOp::Mul => 2,
                 BinaryOp::Div => 3,
+                BinaryOp::Pow => 4,
+                BinaryOp::Max => 5,
+                BinaryOp::Min => 6,
+                BinaryOp::PRelu => 7,
+                BinaryOp::Fmod => 8,
             };
             let rank = out.shape.rank();
             p.all(&[count, rank, code])?

@@ -78,11 +78,17 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "LogSoftmax",
     "MatMul",
     "MatMulInteger",
+    "Max",
     "MaxPool",
+    "Mean",
+    "Min",
     "Mish",
+    "Mod",
     "Mul",
     "Neg",
+    "PRelu",
     "Pad",
+    "Pow",
     "QLinearConv",
     "QLinearMatMul",
     "QuantizeLinear",
@@ -115,6 +121,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Sqrt",
     "Squeeze",
     "Sub",
+    "Sum",
     "Tanh",
     "ThresholdedRelu",
     "Transpose",
@@ -224,7 +231,8 @@ impl Lowerer {
             "ConvTranspose" => nn::conv_transpose(self, node),
             "Gemm" => nn::gemm(self, node),
             "MatMul" => nn::matmul(self, node),
-            "Add" | "Sub" | "Mul" | "Div" => nn::binary(self, node),
+            "Add" | "Sub" | "Mul" | "Div" | "Pow" | "PRelu" | "Mod" => nn::binary(self, node),
+            "Max" | "Min" | "Sum" | "Mean" => nn::variadic(self, node),
             "Relu" | "LeakyRelu" | "Sigmoid" | "Tanh" | "HardSigmoid" | "HardSwish" | "Clip"
             | "Exp" | "Log" | "Sqrt" | "Reciprocal" | "Neg" | "Abs" | "Sign" | "Floor" | "Ceil"
             | "Round" | "Sin" | "Cos" | "Erf" | "Gelu" | "Elu" | "Selu" | "Celu" | "Softplus"
@@ -548,7 +556,8 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         | "ConstantOfShape"
         | "DynamicQuantizeLinear" => 1,
         "Constant" => 0,
-        "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Reshape" | "Gather" | "Equal" | "Expand" => 2,
+        "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Reshape" | "Gather" | "Equal" | "Expand"
+        | "Pow" | "PRelu" | "Mod" => 2,
         "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" | "QuantizeLinear"
         | "DequantizeLinear" => 3,
         "MatMulInteger" | "ConvInteger" => 4,

@@ -5,6 +5,7 @@ use super::constant::eval_broadcast_int;
 use super::{normalize_axis, Attrs, Lowerer, Reason};
 use crate::ir::TensorId;
 use crate::onnx::Node;
+use crate::tensor::HostTensor;
 use ferrite_hal::geometry::{broadcast, conv_out, conv_transpose_out, pool_out, MatMulGeometry};
 use ferrite_hal::op::{ArgIndex, BinaryOp, Conv, ConvTranspose, Gemm, Pool, ReduceOp, Window};
 use ferrite_hal::{Activation, DType, Op, Shape};
@@ -392,16 +393,31 @@ pub(super) fn matmul(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 
 pub(super) fn binary(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let a = lw.input(node, 0)?;
-    let b = lw.input(node, 1)?;
-    if lw.dtype(a) != lw.dtype(b) {
-        return Err("operands have different types".into());
-    }
+    let mut b = lw.input(node, 1)?;
     let op = match node.op_type.as_str() {
         "Add" => BinaryOp::Add,
         "Sub" => BinaryOp::Sub,
         "Mul" => BinaryOp::Mul,
-        _ => BinaryOp::Div,
+        "Div" => BinaryOp::Div,
+        "Pow" => BinaryOp::Pow,
+        "PRelu" => BinaryOp::PRelu,
+        _ => {
+            if lw.dtype(a) == DType::F32 && node.int("fmod", 0)? == 0 {
+                return Err("Mod of floats needs fmod=1".into());
+            }
+            BinaryOp::Fmod
+        }
     };
+    // Pow's exponent may have another type: a constant one becomes float.
+    if op == BinaryOp::Pow && lw.dtype(a) == DType::F32 && lw.dtype(b) != DType::F32 {
+        if let Some(v) = lw.value(b) {
+            let v = v.cast(DType::F32);
+            b = lw.constant(node, "exponent", v);
+        }
+    }
+    if lw.dtype(a) != lw.dtype(b) {
+        return Err("operands have different types".into());
+    }
     if lw.dtype(a) != DType::F32 {
         if let (Some(va), Some(vb)) = (lw.value(a), lw.value(b)) {
             let f = match op {
@@ -409,6 +425,7 @@ pub(super) fn binary(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
                 BinaryOp::Sub => i64::wrapping_sub,
                 BinaryOp::Mul => i64::wrapping_mul,
                 BinaryOp::Div => |x: i64, y: i64| if y == 0 { 0 } else { x.wrapping_div(y) },
+                _ => return Err(format!("{} of integers is not supported yet", node.op_type)),
             };
             let v = eval_broadcast_int(va, vb, lw.dtype(a), f)?;
             lw.const_output(node, 0, v);
@@ -418,6 +435,9 @@ pub(super) fn binary(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     lw.require_f32(&[a, b])?;
     let out = broadcast(&hal_shape(&lw.shape(a))?, &hal_shape(&lw.shape(b))?)
         .ok_or("operand shapes do not broadcast")?;
+    if op == BinaryOp::PRelu && out.dims() != lw.shape(a) {
+        return Err("the slope must broadcast to the input's shape".into());
+    }
     let y = lw.output(node, 0, DType::F32, out.dims().to_vec())?;
     lw.emit(
         node,
@@ -428,6 +448,64 @@ pub(super) fn binary(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         vec![Some(a), Some(b)],
         vec![y],
     )?;
+    Ok(())
+}
+
+/// Max, Min, Sum and Mean of any number of inputs (numpy broadcasting): a chain of binary
+/// steps, Mean scaled by `1/n` at the end.
+pub(super) fn variadic(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let inputs: Vec<TensorId> = (0..node.inputs.len())
+        .map(|i| lw.input(node, i))
+        .collect::<Result<_, _>>()?;
+    let Some(&first) = inputs.first() else {
+        return Err("at least one input is required".into());
+    };
+    lw.require_f32(&inputs)?;
+    let op = match node.op_type.as_str() {
+        "Max" => BinaryOp::Max,
+        "Min" => BinaryOp::Min,
+        _ => BinaryOp::Add,
+    };
+    let mean = node.op_type == "Mean";
+    let mut acc = first;
+    let mut shape = hal_shape(&lw.shape(first))?;
+    for (k, &next) in inputs.iter().enumerate().skip(1) {
+        shape = broadcast(&shape, &hal_shape(&lw.shape(next))?)
+            .ok_or("operand shapes do not broadcast")?;
+        let last = k + 1 == inputs.len() && !mean;
+        let y = if last {
+            lw.output(node, 0, DType::F32, shape.dims().to_vec())?
+        } else {
+            lw.temp(
+                node,
+                &format!("partial{k}"),
+                DType::F32,
+                shape.dims().to_vec(),
+            )
+        };
+        let step = Op::Binary {
+            op,
+            activation: Activation::None,
+        };
+        lw.emit(node, step, vec![Some(acc), Some(next)], vec![y])?;
+        acc = y;
+    }
+    if mean && inputs.len() > 1 {
+        let scale = 1.0 / inputs.len() as f32;
+        let k = lw.constant(
+            node,
+            "inverse_count",
+            HostTensor::float(vec![], vec![scale]),
+        );
+        let y = lw.output(node, 0, DType::F32, shape.dims().to_vec())?;
+        let step = Op::Binary {
+            op: BinaryOp::Mul,
+            activation: Activation::None,
+        };
+        lw.emit(node, step, vec![Some(acc), Some(k)], vec![y])?;
+    } else if inputs.len() == 1 {
+        lw.alias_output(node, 0, first, lw.shape(first))?;
+    }
     Ok(())
 }
 

@@ -157,6 +157,25 @@ pub fn binary(
         BinaryOp::Sub => binary_with(a, b, out, out_shape, |x, y| x - y),
         BinaryOp::Mul => binary_with(a, b, out, out_shape, |x, y| x * y),
         BinaryOp::Div => binary_with(a, b, out, out_shape, |x, y| x / y),
+        BinaryOp::Pow => binary_with(a, b, out, out_shape, math::pow),
+        BinaryOp::Max => binary_with(a, b, out, out_shape, |x, y| {
+            if x.is_nan() || x > y {
+                x
+            } else {
+                y
+            }
+        }),
+        BinaryOp::Min => binary_with(a, b, out, out_shape, |x, y| {
+            if x.is_nan() || x < y {
+                x
+            } else {
+                y
+            }
+        }),
+        BinaryOp::PRelu => {
+            binary_with(a, b, out, out_shape, |x, s| if x < 0.0 { x * s } else { x })
+        }
+        BinaryOp::Fmod => binary_with(a, b, out, out_shape, math::fmod),
     }
     activate_fused(act, out);
 }
