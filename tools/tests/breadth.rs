@@ -148,3 +148,41 @@ fn run(onnx: &[u8], inputs: &[NpyArray]) -> Vec<f32> {
         .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
         .collect()
 }
+
+/// The composed normalisations and rearrangements refuse bad attributes by name.
+#[test]
+fn composed_ops_check_their_attributes() {
+    let four = [1, 4, 2, 2];
+    let text = pack_error(&one_op("LpNormalization", vec![attr_int("p", 3)], &four));
+    assert!(text.contains("the_node") && text.contains("p 3"), "{text}");
+    let text = pack_error(&one_op(
+        "DepthToSpace",
+        vec![attr_int("blocksize", 0)],
+        &four,
+    ));
+    assert!(text.contains("blocksize 0"), "{text}");
+    let attrs = vec![attr_int("blocksize", 2), attr_string("mode", "XYZ")];
+    let text = pack_error(&one_op("DepthToSpace", attrs, &four));
+    assert!(text.contains("mode 'XYZ'"), "{text}");
+    let text = pack_error(&one_op(
+        "SpaceToDepth",
+        vec![attr_int("blocksize", 3)],
+        &four,
+    ));
+    assert!(text.contains("not a multiple of blocksize 3"), "{text}");
+    let onnx = ModelBuilder::new(21)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(4), D::N(2)])
+        .init_f32("s", &[4], &[1.0; 4])
+        .init_f32("b", &[4], &[0.0; 4])
+        .node(
+            "GroupNormalization",
+            "the_node",
+            &["x", "s", "b"],
+            &["y"],
+            vec![attr_int("num_groups", 3)],
+        )
+        .output("y")
+        .encode();
+    let text = pack_error(&onnx);
+    assert!(text.contains("num_groups 3 does not divide"), "{text}");
+}

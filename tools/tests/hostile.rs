@@ -113,6 +113,12 @@ const OPS: &[&str] = &[
     "Min",
     "Sum",
     "Mean",
+    "LayerNormalization",
+    "InstanceNormalization",
+    "GroupNormalization",
+    "LpNormalization",
+    "DepthToSpace",
+    "SpaceToDepth",
 ];
 
 fn random_attrs(rng: &mut Rng) -> Vec<AttributeProto> {

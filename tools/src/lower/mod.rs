@@ -9,6 +9,7 @@
 //! outputs are marked unknown, so one pass reports every unsupported node.
 
 mod attrs;
+mod compose;
 mod constant;
 mod integer;
 mod movement;
@@ -53,6 +54,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ConvInteger",
     "ConvTranspose",
     "Cos",
+    "DepthToSpace",
     "DequantizeLinear",
     "Div",
     "Dropout",
@@ -69,13 +71,17 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Gemm",
     "GlobalAveragePool",
     "GlobalMaxPool",
+    "GroupNormalization",
     "HardSigmoid",
     "HardSwish",
     "Hardmax",
     "Identity",
+    "InstanceNormalization",
+    "LayerNormalization",
     "LeakyRelu",
     "Log",
     "LogSoftmax",
+    "LpNormalization",
     "MatMul",
     "MatMulInteger",
     "Max",
@@ -117,6 +123,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Softmax",
     "Softplus",
     "Softsign",
+    "SpaceToDepth",
     "Split",
     "Sqrt",
     "Squeeze",
@@ -239,6 +246,11 @@ impl Lowerer {
             | "Softsign" | "Mish" | "ThresholdedRelu" => nn::activation(self, node),
             "Softmax" | "LogSoftmax" | "Hardmax" => nn::softmax(self, node),
             "ArgMax" | "ArgMin" => nn::arg_extreme(self, node),
+            "LayerNormalization" => compose::layer_norm(self, node),
+            "InstanceNormalization" => compose::instance_norm(self, node),
+            "GroupNormalization" => compose::group_norm(self, node),
+            "LpNormalization" => compose::lp_norm(self, node),
+            "DepthToSpace" | "SpaceToDepth" => compose::depth_space(self, node),
             "MaxPool" | "AveragePool" => nn::pool(self, node),
             "GlobalAveragePool" | "GlobalMaxPool" => nn::global_pool(self, node),
             "BatchNormalization" => nn::batch_norm(self, node),
@@ -561,6 +573,7 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" | "QuantizeLinear"
         | "DequantizeLinear" => 3,
         "MatMulInteger" | "ConvInteger" => 4,
+        "LayerNormalization" | "InstanceNormalization" | "GroupNormalization" => 3,
         "BatchNormalization" => 5,
         "Clip" => {
             if opset < 11 {
