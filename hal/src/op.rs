@@ -86,11 +86,21 @@ pub enum OpKind {
     ArgMax = 35,
     /// Index of the smallest value along one axis (int64).
     ArgMin = 36,
+    /// Elementwise comparison (broadcasting) into bool.
+    Compare = 37,
+    /// Elementwise And / Or / Xor of bool tensors (broadcasting).
+    Logical = 38,
+    /// Elementwise negation of a bool tensor.
+    Not = 39,
+    /// Elementwise choice between two tensors by a bool condition (broadcasting).
+    Where = 40,
+    /// NaN / infinity detection into bool (IsNaN, IsInf).
+    Classify = 41,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 36] = [
+    pub const ALL: [OpKind; 41] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -127,6 +137,11 @@ impl OpKind {
         OpKind::Hardmax,
         OpKind::ArgMax,
         OpKind::ArgMin,
+        OpKind::Compare,
+        OpKind::Logical,
+        OpKind::Not,
+        OpKind::Where,
+        OpKind::Classify,
     ];
 
     /// The float compute ops (everything but data movement and quantization), which every
@@ -227,6 +242,11 @@ impl OpKind {
             OpKind::Hardmax => "Hardmax",
             OpKind::ArgMax => "ArgMax",
             OpKind::ArgMin => "ArgMin",
+            OpKind::Compare => "Compare",
+            OpKind::Logical => "Logical",
+            OpKind::Not => "Not",
+            OpKind::Where => "Where",
+            OpKind::Classify => "IsNaN/IsInf",
         }
     }
 }
@@ -523,6 +543,43 @@ pub enum BinaryOp {
     Fmod,
 }
 
+/// An elementwise comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompareOp {
+    /// `a == b`
+    Equal,
+    /// `a < b`
+    Less,
+    /// `a <= b`
+    LessOrEqual,
+    /// `a > b`
+    Greater,
+    /// `a >= b`
+    GreaterOrEqual,
+}
+
+/// Elementwise boolean logic.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogicalOp {
+    /// Both.
+    And,
+    /// Either.
+    Or,
+    /// Exactly one.
+    Xor,
+}
+
+/// Which special float values [`Op::Classify`] reports as true.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Detect {
+    /// NaN.
+    pub nan: bool,
+    /// +∞.
+    pub positive_infinity: bool,
+    /// −∞.
+    pub negative_infinity: bool,
+}
+
 /// Reduction function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReduceOp {
@@ -728,6 +785,17 @@ pub enum Op {
     ArgMax(ArgIndex),
     /// As [`Op::ArgMax`], for the smallest value.
     ArgMin(ArgIndex),
+    /// Inputs `A`, `B` of one type (float32, int32, int64, int8, uint8 or bool; numpy
+    /// broadcasting); output bool.
+    Compare(CompareOp),
+    /// Inputs `A`, `B` (bool, broadcasting); output bool.
+    Logical(LogicalOp),
+    /// Input bool; output bool.
+    Not,
+    /// Inputs `condition` (bool), `X`, `Y` (one type; all three broadcasting); output of X's type.
+    Where,
+    /// Input float32; output bool.
+    Classify(Detect),
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -793,6 +861,11 @@ impl Op {
             Op::Hardmax { .. } => OpKind::Hardmax,
             Op::ArgMax(_) => OpKind::ArgMax,
             Op::ArgMin(_) => OpKind::ArgMin,
+            Op::Compare(_) => OpKind::Compare,
+            Op::Logical(_) => OpKind::Logical,
+            Op::Not => OpKind::Not,
+            Op::Where => OpKind::Where,
+            Op::Classify(_) => OpKind::Classify,
         }
     }
 
@@ -877,7 +950,14 @@ impl Op {
                 q.rescale.encode(w);
                 q.requantize.encode(w);
             }
-            Op::QLookup | Op::MatMulInteger | Op::DynamicQuantize => {}
+            Op::QLookup | Op::MatMulInteger | Op::DynamicQuantize | Op::Not | Op::Where => {}
+            Op::Compare(c) => w.u32(*c as u32),
+            Op::Logical(l) => w.u32(*l as u32),
+            Op::Classify(d) => {
+                w.bool(d.nan);
+                w.bool(d.positive_infinity);
+                w.bool(d.negative_infinity);
+            }
             Op::ArgMax(a) | Op::ArgMin(a) => {
                 w.usize(a.axis);
                 w.bool(a.last);
@@ -1021,6 +1101,27 @@ impl Op {
             }
             OpKind::QLookup => Op::QLookup,
             OpKind::MatMulInteger => Op::MatMulInteger,
+            OpKind::Not => Op::Not,
+            OpKind::Where => Op::Where,
+            OpKind::Compare => Op::Compare(match r.u32()? {
+                0 => CompareOp::Equal,
+                1 => CompareOp::Less,
+                2 => CompareOp::LessOrEqual,
+                3 => CompareOp::Greater,
+                4 => CompareOp::GreaterOrEqual,
+                _ => return None,
+            }),
+            OpKind::Logical => Op::Logical(match r.u32()? {
+                0 => LogicalOp::And,
+                1 => LogicalOp::Or,
+                2 => LogicalOp::Xor,
+                _ => return None,
+            }),
+            OpKind::Classify => Op::Classify(Detect {
+                nan: r.bool()?,
+                positive_infinity: r.bool()?,
+                negative_infinity: r.bool()?,
+            }),
             OpKind::DynamicQuantize => Op::DynamicQuantize,
             OpKind::ConvInteger => Op::ConvInteger(ConvInteger {
                 window: Window::decode(r)?,
@@ -1209,6 +1310,15 @@ mod tests {
         round_trip(Op::QLookup);
         round_trip(Op::MatMulInteger);
         round_trip(Op::LogSoftmax { axis: 2 });
+        round_trip(Op::Compare(CompareOp::GreaterOrEqual));
+        round_trip(Op::Logical(LogicalOp::Xor));
+        round_trip(Op::Not);
+        round_trip(Op::Where);
+        round_trip(Op::Classify(Detect {
+            nan: false,
+            positive_infinity: true,
+            negative_infinity: false,
+        }));
         round_trip(Op::Hardmax { axis: 0 });
         round_trip(Op::ArgMax(ArgIndex {
             axis: 1,

@@ -186,3 +186,48 @@ fn composed_ops_check_their_attributes() {
     let text = pack_error(&onnx);
     assert!(text.contains("num_groups 3 does not divide"), "{text}");
 }
+
+/// Logic reads bool, Where's condition is bool: anything else is one error naming the node.
+#[test]
+fn bool_ops_check_their_types() {
+    let text = pack_error(&one_op("Not", vec![], &[2, 3]));
+    assert!(
+        text.contains("the_node") && text.contains("bool only"),
+        "{text}"
+    );
+    let onnx = ModelBuilder::new(13)
+        .input("a", data_type::FLOAT, &[D::N(2)])
+        .input("b", data_type::FLOAT, &[D::N(2)])
+        .node("And", "the_node", &["a", "b"], &["y"], vec![])
+        .output("y")
+        .encode();
+    assert!(pack_error(&onnx).contains("bool only"));
+    let onnx = ModelBuilder::new(13)
+        .input("c", data_type::FLOAT, &[D::N(2)])
+        .input("x", data_type::FLOAT, &[D::N(2)])
+        .node("Where", "the_node", &["c", "x", "x"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let text = pack_error(&onnx);
+    assert!(text.contains("condition is float32, not bool"), "{text}");
+}
+
+/// Greater → Where on floats, broadcast: a run-time mask, against direct arithmetic.
+#[test]
+fn a_comparison_masks_a_tensor_at_run_time() {
+    let onnx = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(2), D::N(3)])
+        .input("t", data_type::FLOAT, &[D::N(3)])
+        .init_f32("zero", &[], &[0.0])
+        .node("Greater", "gt", &["x", "t"], &["mask"], vec![])
+        .node("Where", "where", &["mask", "x", "zero"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let x = [1.0f32, -2.0, 3.0, 4.0, f32::NAN, -6.0];
+    let t = [0.5f32, -3.0, 5.0];
+    let y = run(&onnx, &[floats(&[2, 3], &x), floats(&[3], &t)]);
+    let want: Vec<f32> = (0..6)
+        .map(|i| if x[i] > t[i % 3] { x[i] } else { 0.0 })
+        .collect();
+    assert_eq!(y, want, "NaN compares false");
+}

@@ -119,6 +119,12 @@ const OPS: &[&str] = &[
     "LpNormalization",
     "DepthToSpace",
     "SpaceToDepth",
+    "Less",
+    "Greater",
+    "And",
+    "Not",
+    "IsNaN",
+    "IsInf",
 ];
 
 fn random_attrs(rng: &mut Rng) -> Vec<AttributeProto> {

@@ -74,6 +74,21 @@ impl CpuDevice {
             .with(DynamicQuantize, &float)
             .with(ArgMax, &float)
             .with(ArgMin, &float)
+            .with(
+                Compare,
+                &[
+                    DType::F32,
+                    DType::I32,
+                    DType::I64,
+                    DType::I8,
+                    DType::U8,
+                    DType::Bool,
+                ],
+            )
+            .with(Logical, &[DType::Bool])
+            .with(Not, &[DType::Bool])
+            .with(Classify, &float)
+            .with(Where, &[DType::Bool])
             .with(MaxPool, &[DType::I8, DType::U8]);
         #[cfg(feature = "quantized")]
         let set = OpKind::INTEGER

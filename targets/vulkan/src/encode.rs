@@ -514,6 +514,9 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         | Op::DynamicQuantize
         | Op::QSoftmax(_)
         | Op::QAvgPool(_) => Err("quantized ops are not implemented by the Vulkan kernels"),
+        Op::Compare(_) | Op::Logical(_) | Op::Not | Op::Where | Op::Classify(_) => {
+            Err("ops on bool tensors are not implemented by the Vulkan kernels")
+        }
         Op::Copy => one(Command::Copy {
             src: input(0)?.location,
             dst: match out.location {

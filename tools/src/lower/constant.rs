@@ -155,101 +155,42 @@ pub(super) fn range(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     Ok(())
 }
 
-/// Equal, Where and Expand, evaluated on constants only.
-pub(super) fn host_only(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
-    let arity = if node.op_type == "Where" { 3 } else { 2 };
-    if node.inputs.len() != arity {
-        return Err(format!("{} takes {arity} inputs", node.op_type));
+/// Expand, evaluated on constants only (numpy broadcast of the input to the target shape).
+pub(super) fn expand(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    if node.inputs.len() != 2 {
+        return Err("Expand takes 2 inputs".into());
     }
     let mut values = Vec::new();
     for i in 0..node.inputs.len() {
         let t = lw.input(node, i)?;
-        values.push(lw.value(t).cloned().ok_or_else(|| {
-            format!(
-                "{} is only supported on constants (at pack time)",
-                node.op_type
-            )
-        })?);
+        values.push(
+            lw.value(t)
+                .cloned()
+                .ok_or("Expand is only supported on constants (at pack time)")?,
+        );
     }
-    let out = match node.op_type.as_str() {
-        "Equal" => {
-            let (a, b) = (&values[0], &values[1]);
-            let (fa, fb) = (a.to_f32s(), b.to_f32s());
-            let (ia, ib) = (a.to_i64s(), b.to_i64s());
-            let float = a.dtype == DType::F32;
-            broadcast_map(
-                &[a, b],
-                DType::Bool,
-                |idx| {
-                    let eq = if float {
-                        fa[idx[0]] == fb[idx[1]]
-                    } else {
-                        ia[idx[0]] == ib[idx[1]]
-                    };
-                    eq as i64
-                },
-                None,
-            )?
-        }
-        "Where" => {
-            let (c, x, y) = (&values[0], &values[1], &values[2]);
-            let cond = c.to_i64s();
-            if x.dtype == DType::F32 {
-                let (vx, vy) = (x.to_f32s(), y.to_f32s());
-                broadcast_map(
-                    &[c, x, y],
-                    DType::F32,
-                    |_| 0,
-                    Some(&|idx: &[usize]| {
-                        if cond[idx[0]] != 0 {
-                            vx[idx[1]]
-                        } else {
-                            vy[idx[2]]
-                        }
-                    }),
-                )?
-            } else {
-                let (vx, vy) = (x.to_i64s(), y.to_i64s());
-                broadcast_map(
-                    &[c, x, y],
-                    x.dtype,
-                    |idx| {
-                        if cond[idx[0]] != 0 {
-                            vx[idx[1]]
-                        } else {
-                            vy[idx[2]]
-                        }
-                    },
-                    None,
-                )?
-            }
-        }
-        _ => {
-            // Expand: numpy broadcast of the input with the target shape.
-            let x = &values[0];
-            let target: Vec<usize> = values[1]
-                .to_i64s()
-                .iter()
-                .map(|&d| d.max(0) as usize)
-                .collect();
-            let shape_only = HostTensor::int(
-                DType::I64,
-                target.clone(),
-                vec![0; checked_elements(&target).ok_or("too large")?],
-            );
-            if x.dtype == DType::F32 {
-                let v = x.to_f32s();
-                broadcast_map(
-                    &[x, &shape_only],
-                    DType::F32,
-                    |_| 0,
-                    Some(&|idx: &[usize]| v[idx[0]]),
-                )?
-            } else {
-                let v = x.to_i64s();
-                broadcast_map(&[x, &shape_only], x.dtype, |idx| v[idx[0]], None)?
-            }
-        }
+    let x = &values[0];
+    let target: Vec<usize> = values[1]
+        .to_i64s()
+        .iter()
+        .map(|&d| d.max(0) as usize)
+        .collect();
+    let shape_only = HostTensor::int(
+        DType::I64,
+        target.clone(),
+        vec![0; checked_elements(&target).ok_or("too large")?],
+    );
+    let out = if x.dtype == DType::F32 {
+        let v = x.to_f32s();
+        broadcast_map(
+            &[x, &shape_only],
+            DType::F32,
+            |_| 0,
+            Some(&|idx: &[usize]| v[idx[0]]),
+        )?
+    } else {
+        let v = x.to_i64s();
+        broadcast_map(&[x, &shape_only], x.dtype, |idx| v[idx[0]], None)?
     };
     lw.const_output(node, 0, out);
     Ok(())

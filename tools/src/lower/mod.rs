@@ -39,6 +39,7 @@ pub fn is_microsoft_op(node: &Node) -> bool {
 pub const SUPPORTED_OPS: &[&str] = &[
     "Abs",
     "Add",
+    "And",
     "ArgMax",
     "ArgMin",
     "AveragePool",
@@ -71,14 +72,20 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Gemm",
     "GlobalAveragePool",
     "GlobalMaxPool",
+    "Greater",
+    "GreaterOrEqual",
     "GroupNormalization",
     "HardSigmoid",
     "HardSwish",
     "Hardmax",
     "Identity",
     "InstanceNormalization",
+    "IsInf",
+    "IsNaN",
     "LayerNormalization",
     "LeakyRelu",
+    "Less",
+    "LessOrEqual",
     "Log",
     "LogSoftmax",
     "LpNormalization",
@@ -92,6 +99,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Mod",
     "Mul",
     "Neg",
+    "Not",
+    "Or",
     "PRelu",
     "Pad",
     "Pow",
@@ -134,6 +143,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Transpose",
     "Unsqueeze",
     "Where",
+    "Xor",
 ];
 
 /// Why one node cannot be lowered (becomes an [`Unsupported`] entry).
@@ -282,7 +292,12 @@ impl Lowerer {
             "Cast" => constant::cast(self, node),
             "ConstantOfShape" => constant::constant_of_shape(self, node),
             "Range" => constant::range(self, node),
-            "Equal" | "Where" | "Expand" => constant::host_only(self, node),
+            "Expand" => constant::expand(self, node),
+            "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or"
+            | "Xor" => nn::compare(self, node),
+            "Not" => nn::not(self, node),
+            "IsNaN" | "IsInf" => nn::classify(self, node),
+            "Where" => nn::select(self, node),
             other => Err(format!("op '{other}' is not supported")),
         }
     }
@@ -569,7 +584,8 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         | "DynamicQuantizeLinear" => 1,
         "Constant" => 0,
         "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Reshape" | "Gather" | "Equal" | "Expand"
-        | "Pow" | "PRelu" | "Mod" => 2,
+        | "Pow" | "PRelu" | "Mod" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual"
+        | "And" | "Or" | "Xor" => 2,
         "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" | "QuantizeLinear"
         | "DequantizeLinear" => 3,
         "MatMulInteger" | "ConvInteger" => 4,

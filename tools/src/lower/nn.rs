@@ -7,7 +7,10 @@ use crate::ir::TensorId;
 use crate::onnx::Node;
 use crate::tensor::HostTensor;
 use ferrite_hal::geometry::{broadcast, conv_out, conv_transpose_out, pool_out, MatMulGeometry};
-use ferrite_hal::op::{ArgIndex, BinaryOp, Conv, ConvTranspose, Gemm, Pool, ReduceOp, Window};
+use ferrite_hal::op::{
+    ArgIndex, BinaryOp, CompareOp, Conv, ConvTranspose, Detect, Gemm, LogicalOp, Pool, ReduceOp,
+    Window,
+};
 use ferrite_hal::{Activation, DType, Op, Shape};
 
 pub(super) fn hal_shape(dims: &[usize]) -> Result<Shape, Reason> {
@@ -748,4 +751,84 @@ pub(super) fn batch_norm(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     inputs.extend(params.into_iter().map(Some));
     lw.emit(node, op, inputs, vec![y])?;
     Ok(())
+}
+
+pub(super) fn compare(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let a = lw.input(node, 0)?;
+    let b = lw.input(node, 1)?;
+    if lw.dtype(a) != lw.dtype(b) {
+        return Err("operands have different types".into());
+    }
+    let op = match node.op_type.as_str() {
+        "And" => Some(LogicalOp::And),
+        "Or" => Some(LogicalOp::Or),
+        "Xor" => Some(LogicalOp::Xor),
+        _ => None,
+    };
+    let op = match op {
+        Some(l) => {
+            if lw.dtype(a) != DType::Bool {
+                return Err(format!("type {} is not supported (bool only)", lw.dtype(a)));
+            }
+            Op::Logical(l)
+        }
+        None => Op::Compare(match node.op_type.as_str() {
+            "Equal" => CompareOp::Equal,
+            "Less" => CompareOp::Less,
+            "LessOrEqual" => CompareOp::LessOrEqual,
+            "Greater" => CompareOp::Greater,
+            _ => CompareOp::GreaterOrEqual,
+        }),
+    };
+    let out = broadcast(&hal_shape(&lw.shape(a))?, &hal_shape(&lw.shape(b))?)
+        .ok_or("operand shapes do not broadcast")?;
+    let y = lw.output(node, 0, DType::Bool, out.dims().to_vec())?;
+    lw.emit(node, op, vec![Some(a), Some(b)], vec![y])
+}
+
+pub(super) fn not(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    if lw.dtype(x) != DType::Bool {
+        return Err(format!("type {} is not supported (bool only)", lw.dtype(x)));
+    }
+    let y = lw.output(node, 0, DType::Bool, lw.shape(x))?;
+    lw.emit(node, Op::Not, vec![Some(x)], vec![y])
+}
+
+pub(super) fn classify(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    lw.require_f32(&[x])?;
+    let detect = if node.op_type == "IsNaN" {
+        Detect {
+            nan: true,
+            positive_infinity: false,
+            negative_infinity: false,
+        }
+    } else {
+        Detect {
+            nan: false,
+            positive_infinity: node.int("detect_positive", 1)? != 0,
+            negative_infinity: node.int("detect_negative", 1)? != 0,
+        }
+    };
+    let y = lw.output(node, 0, DType::Bool, lw.shape(x))?;
+    lw.emit(node, Op::Classify(detect), vec![Some(x)], vec![y])
+}
+
+pub(super) fn select(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let c = lw.input(node, 0)?;
+    let x = lw.input(node, 1)?;
+    let y = lw.input(node, 2)?;
+    if lw.dtype(c) != DType::Bool {
+        return Err(format!("the condition is {}, not bool", lw.dtype(c)));
+    }
+    if lw.dtype(x) != lw.dtype(y) {
+        return Err("X and Y have different types".into());
+    }
+    let xy = broadcast(&hal_shape(&lw.shape(x))?, &hal_shape(&lw.shape(y))?)
+        .ok_or("X and Y do not broadcast")?;
+    let out =
+        broadcast(&hal_shape(&lw.shape(c))?, &xy).ok_or("the condition does not broadcast")?;
+    let z = lw.output(node, 0, lw.dtype(x), out.dims().to_vec())?;
+    lw.emit(node, Op::Where, vec![Some(c), Some(x), Some(y)], vec![z])
 }

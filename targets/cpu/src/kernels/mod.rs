@@ -9,6 +9,7 @@ pub mod gemm;
 pub mod index;
 #[cfg(feature = "quantized")]
 pub mod integer;
+pub mod logic;
 pub mod matmul;
 pub mod movement;
 pub mod pool;
@@ -232,6 +233,86 @@ fn run_step_inline<const OPS: u64>(
             ];
             let max = matches!(step.op, Op::ArgMax(_));
             reduce::arg_extreme(f32_in(0)?, lanes, max, a.last, cast_mut(out)?);
+        }
+        Op::Compare(c) if selects(OPS, OpKind::Compare) => {
+            let (a, b) = (input(0)?, input(1)?);
+            let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+            let shape = out_desc.shape;
+            fn operands<'x, T: bytemuck::Pod>(
+                a: &'x [u8],
+                sa: ferrite_hal::Shape,
+                b: &'x [u8],
+                sb: ferrite_hal::Shape,
+            ) -> Result<[logic::Operand<'x, T>; 2], CpuError> {
+                Ok([
+                    logic::Operand {
+                        data: cast(a)?,
+                        shape: sa,
+                    },
+                    logic::Operand {
+                        data: cast(b)?,
+                        shape: sb,
+                    },
+                ])
+            }
+            let (sa, sb) = (a.shape, b.shape);
+            match a.dtype {
+                DType::F32 => {
+                    let [x, y] = operands::<f32>(ab, sa, bb, sb)?;
+                    logic::compare(c, x, y, out, &shape)
+                }
+                DType::I32 => {
+                    let [x, y] = operands::<i32>(ab, sa, bb, sb)?;
+                    logic::compare(c, x, y, out, &shape)
+                }
+                DType::I64 => {
+                    let [x, y] = operands::<i64>(ab, sa, bb, sb)?;
+                    logic::compare(c, x, y, out, &shape)
+                }
+                DType::I8 => {
+                    let [x, y] = operands::<i8>(ab, sa, bb, sb)?;
+                    logic::compare(c, x, y, out, &shape)
+                }
+                DType::U8 | DType::Bool => {
+                    let [x, y] = operands::<u8>(ab, sa, bb, sb)?;
+                    logic::compare(c, x, y, out, &shape)
+                }
+            }
+        }
+        Op::Logical(l) if selects(OPS, OpKind::Logical) => {
+            let (a, b) = (input(0)?, input(1)?);
+            let x = logic::Operand {
+                data: view.bytes(&a)?,
+                shape: a.shape,
+            };
+            let y = logic::Operand {
+                data: view.bytes(&b)?,
+                shape: b.shape,
+            };
+            logic::logical(l, x, y, out, &out_desc.shape);
+        }
+        Op::Not if selects(OPS, OpKind::Not) => logic::not(view.bytes(&input(0)?)?, out),
+        Op::Classify(d) if selects(OPS, OpKind::Classify) => logic::classify(d, f32_in(0)?, out),
+        Op::Where if selects(OPS, OpKind::Where) => {
+            let (c, x, y) = (input(0)?, input(1)?, input(2)?);
+            let condition = logic::Operand {
+                data: view.bytes(&c)?,
+                shape: c.shape,
+            };
+            let (xb, yb) = (view.bytes(&x)?, view.bytes(&y)?);
+            let shape = out_desc.shape;
+            with_elements!(x.dtype, xb, &mut *out, |xs, dst| {
+                let ys = bytemuck::try_cast_slice(yb).map_err(|_| CpuError::Misaligned)?;
+                let x = logic::Operand {
+                    data: xs,
+                    shape: x.shape,
+                };
+                let y = logic::Operand {
+                    data: ys,
+                    shape: y.shape,
+                };
+                logic::select(condition, x, y, dst, &shape)
+            });
         }
         Op::Softmax { axis } if selects(OPS, OpKind::Softmax) => {
             let x = f32s(view.bytes(&input(0)?)?)?;

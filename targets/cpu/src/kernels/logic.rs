@@ -1,0 +1,130 @@
+//! The ops with bool tensors: comparisons, boolean logic, selection (Where) and float
+//! classification (IsNaN, IsInf). Bools are bytes, 0 or 1; operands broadcast as numpy.
+
+use super::index::for_each_index;
+use ferrite_hal::geometry::broadcast_strides;
+use ferrite_hal::op::{CompareOp, Detect, LogicalOp};
+use ferrite_hal::Shape;
+
+/// A tensor operand: its elements and shape.
+#[derive(Clone, Copy)]
+pub struct Operand<'a, T> {
+    /// Elements, row-major.
+    pub data: &'a [T],
+    /// Shape (broadcast to the output's).
+    pub shape: Shape,
+}
+
+/// Calls `f(output offset, a offset, b offset)` for every index of `shape`, the operands of
+/// shapes `a` and `b` broadcast. One compiled walk serves every op and type of this module
+/// (these ops are rare and cheap; flash matters more on a microcontroller).
+fn walk2(shape: &Shape, a: &Shape, b: &Shape, f: &mut dyn FnMut([usize; 3])) {
+    let strides = [
+        shape.strides(),
+        broadcast_strides(a, shape),
+        broadcast_strides(b, shape),
+    ];
+    for_each_index(shape.dims(), [&strides[0], &strides[1], &strides[2]], f);
+}
+
+/// [`walk2`] with three operands.
+fn walk3(shape: &Shape, a: &Shape, b: &Shape, c: &Shape, f: &mut dyn FnMut([usize; 4])) {
+    let strides = [
+        shape.strides(),
+        broadcast_strides(a, shape),
+        broadcast_strides(b, shape),
+        broadcast_strides(c, shape),
+    ];
+    let all = [&strides[0], &strides[1], &strides[2], &strides[3]];
+    for_each_index(shape.dims(), all, f);
+}
+
+/// `out[i] = f(a[·], b[·])` over `shape`, each operand broadcast.
+#[inline(always)]
+fn zip_broadcast<A: Copy, B: Copy, Y>(
+    a: Operand<'_, A>,
+    b: Operand<'_, B>,
+    out: &mut [Y],
+    shape: &Shape,
+    f: impl Fn(A, B) -> Y,
+) {
+    walk2(shape, &a.shape, &b.shape, &mut |[o, ia, ib]| {
+        if let (Some(slot), Some(&x), Some(&y)) = (out.get_mut(o), a.data.get(ia), b.data.get(ib)) {
+            *slot = f(x, y);
+        }
+    });
+}
+
+/// `a op b` as 0/1 bytes (NaN compares false, as IEEE).
+pub fn compare<T: PartialOrd + Copy>(
+    op: CompareOp,
+    a: Operand<'_, T>,
+    b: Operand<'_, T>,
+    out: &mut [u8],
+    shape: &Shape,
+) {
+    match op {
+        CompareOp::Equal => zip_broadcast(a, b, out, shape, |x, y| (x == y) as u8),
+        CompareOp::Less => zip_broadcast(a, b, out, shape, |x, y| (x < y) as u8),
+        CompareOp::LessOrEqual => zip_broadcast(a, b, out, shape, |x, y| (x <= y) as u8),
+        CompareOp::Greater => zip_broadcast(a, b, out, shape, |x, y| (x > y) as u8),
+        CompareOp::GreaterOrEqual => zip_broadcast(a, b, out, shape, |x, y| (x >= y) as u8),
+    }
+}
+
+/// Boolean `a op b` (any non-zero byte is true).
+pub fn logical(
+    op: LogicalOp,
+    a: Operand<'_, u8>,
+    b: Operand<'_, u8>,
+    out: &mut [u8],
+    shape: &Shape,
+) {
+    match op {
+        LogicalOp::And => zip_broadcast(a, b, out, shape, |x, y| (x != 0 && y != 0) as u8),
+        LogicalOp::Or => zip_broadcast(a, b, out, shape, |x, y| (x != 0 || y != 0) as u8),
+        LogicalOp::Xor => zip_broadcast(a, b, out, shape, |x, y| ((x != 0) != (y != 0)) as u8),
+    }
+}
+
+/// Boolean negation.
+pub fn not(x: &[u8], out: &mut [u8]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = (v == 0) as u8;
+    }
+}
+
+/// Whether each value is one of the special values `detect` selects.
+pub fn classify(detect: Detect, x: &[f32], out: &mut [u8]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        let hit = (detect.nan && v.is_nan())
+            || (detect.positive_infinity && v == f32::INFINITY)
+            || (detect.negative_infinity && v == f32::NEG_INFINITY);
+        *o = hit as u8;
+    }
+}
+
+/// `out[i] = if condition { x } else { y }`, all three broadcast over `shape`.
+pub fn select<T: Copy>(
+    condition: Operand<'_, u8>,
+    x: Operand<'_, T>,
+    y: Operand<'_, T>,
+    out: &mut [T],
+    shape: &Shape,
+) {
+    walk3(
+        shape,
+        &condition.shape,
+        &x.shape,
+        &y.shape,
+        &mut |[o, ic, ix, iy]| {
+            let chosen = match condition.data.get(ic) {
+                Some(&c) if c != 0 => x.data.get(ix),
+                _ => y.data.get(iy),
+            };
+            if let (Some(slot), Some(&v)) = (out.get_mut(o), chosen) {
+                *slot = v;
+            }
+        },
+    );
+}
