@@ -510,6 +510,13 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                 "output is not the broadcast of the inputs",
             )
         }
+        Op::Trilu { .. } => {
+            ensure(n_in == 1 && n_out == 1, "Trilu takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            same_dtype(&[x, y])?;
+            ensure(x.shape == y.shape, "Trilu output shape")?;
+            ensure(x.shape.rank() >= 2, "Trilu input rank")
+        }
         Op::Not => {
             ensure(n_in == 1 && n_out == 1, "Not takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);

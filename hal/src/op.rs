@@ -96,11 +96,13 @@ pub enum OpKind {
     Where = 40,
     /// NaN / infinity detection into bool (IsNaN, IsInf).
     Classify = 41,
+    /// Upper or lower triangle of the last two axes, the rest zero.
+    Trilu = 42,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 41] = [
+    pub const ALL: [OpKind; 42] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -142,6 +144,7 @@ impl OpKind {
         OpKind::Not,
         OpKind::Where,
         OpKind::Classify,
+        OpKind::Trilu,
     ];
 
     /// The float compute ops (everything but data movement and quantization), which every
@@ -247,6 +250,7 @@ impl OpKind {
             OpKind::Not => "Not",
             OpKind::Where => "Where",
             OpKind::Classify => "IsNaN/IsInf",
+            OpKind::Trilu => "Trilu",
         }
     }
 }
@@ -796,6 +800,14 @@ pub enum Op {
     Where,
     /// Input float32; output bool.
     Classify(Detect),
+    /// Keeps element `(i, j)` of each matrix (the last two axes) when `j − i ≥ k` (upper) or
+    /// `j − i ≤ k` (lower); the others become 0. Any element type.
+    Trilu {
+        /// The upper triangle (else the lower).
+        upper: bool,
+        /// The diagonal offset.
+        k: i32,
+    },
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -866,6 +878,7 @@ impl Op {
             Op::Not => OpKind::Not,
             Op::Where => OpKind::Where,
             Op::Classify(_) => OpKind::Classify,
+            Op::Trilu { .. } => OpKind::Trilu,
         }
     }
 
@@ -952,6 +965,10 @@ impl Op {
             }
             Op::QLookup | Op::MatMulInteger | Op::DynamicQuantize | Op::Not | Op::Where => {}
             Op::Compare(c) => w.u32(*c as u32),
+            Op::Trilu { upper, k } => {
+                w.bool(*upper);
+                w.i32(*k);
+            }
             Op::Logical(l) => w.u32(*l as u32),
             Op::Classify(d) => {
                 w.bool(d.nan);
@@ -1102,6 +1119,10 @@ impl Op {
             OpKind::QLookup => Op::QLookup,
             OpKind::MatMulInteger => Op::MatMulInteger,
             OpKind::Not => Op::Not,
+            OpKind::Trilu => Op::Trilu {
+                upper: r.bool()?,
+                k: r.i32()?,
+            },
             OpKind::Where => Op::Where,
             OpKind::Compare => Op::Compare(match r.u32()? {
                 0 => CompareOp::Equal,
@@ -1313,6 +1334,10 @@ mod tests {
         round_trip(Op::Compare(CompareOp::GreaterOrEqual));
         round_trip(Op::Logical(LogicalOp::Xor));
         round_trip(Op::Not);
+        round_trip(Op::Trilu {
+            upper: false,
+            k: -2,
+        });
         round_trip(Op::Where);
         round_trip(Op::Classify(Detect {
             nan: false,

@@ -231,3 +231,35 @@ fn a_comparison_masks_a_tensor_at_run_time() {
         .collect();
     assert_eq!(y, want, "NaN compares false");
 }
+
+/// Trilu keeps a triangle of each matrix (here of a [2, 3, 4] batch, lower with k = 1).
+#[test]
+fn trilu_keeps_a_triangle_of_each_matrix() {
+    let onnx = ModelBuilder::new(14)
+        .input("x", data_type::FLOAT, &[D::N(2), D::N(3), D::N(4)])
+        .init(ferrite_tools::onnx::proto::TensorProto {
+            name: "k".into(),
+            dims: vec![],
+            data_type: data_type::INT64,
+            int64_data: vec![1],
+            ..Default::default()
+        })
+        .node(
+            "Trilu",
+            "t",
+            &["x", "k"],
+            &["y"],
+            vec![attr_int("upper", 0)],
+        )
+        .output("y")
+        .encode();
+    let x: Vec<f32> = (1..=24).map(|v| v as f32).collect();
+    let y = run(&onnx, &[floats(&[2, 3, 4], &x)]);
+    for (n, (&got, &v)) in y.iter().zip(&x).enumerate() {
+        let (i, j) = ((n / 4) % 3, n % 4);
+        let want = if j as i64 - i as i64 <= 1 { v } else { 0.0 };
+        assert_eq!(got, want, "element {n}");
+    }
+    let text = pack_error(&one_op("Trilu", vec![], &[4]));
+    assert!(text.contains("rank 2 or more"), "{text}");
+}

@@ -125,6 +125,7 @@ const OPS: &[&str] = &[
     "Not",
     "IsNaN",
     "IsInf",
+    "Trilu",
 ];
 
 fn random_attrs(rng: &mut Rng) -> Vec<AttributeProto> {

@@ -88,6 +88,7 @@ impl CpuDevice {
             .with(Logical, &[DType::Bool])
             .with(Not, &[DType::Bool])
             .with(Classify, &float)
+            .with(Trilu, &DType::ALL)
             .with(Where, &[DType::Bool])
             .with(MaxPool, &[DType::I8, DType::U8]);
         #[cfg(feature = "quantized")]

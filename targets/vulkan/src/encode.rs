@@ -517,6 +517,7 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         Op::Compare(_) | Op::Logical(_) | Op::Not | Op::Where | Op::Classify(_) => {
             Err("ops on bool tensors are not implemented by the Vulkan kernels")
         }
+        Op::Trilu { .. } => Err("Trilu is not implemented by the Vulkan kernels"),
         Op::Copy => one(Command::Copy {
             src: input(0)?.location,
             dst: match out.location {

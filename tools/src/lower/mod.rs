@@ -141,6 +141,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Tanh",
     "ThresholdedRelu",
     "Transpose",
+    "Trilu",
     "Unsqueeze",
     "Where",
     "Xor",
@@ -296,6 +297,7 @@ impl Lowerer {
             "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or"
             | "Xor" => nn::compare(self, node),
             "Not" => nn::not(self, node),
+            "Trilu" => movement::trilu(self, node),
             "IsNaN" | "IsInf" => nn::classify(self, node),
             "Where" => nn::select(self, node),
             other => Err(format!("op '{other}' is not supported")),
@@ -589,6 +591,7 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" | "QuantizeLinear"
         | "DequantizeLinear" => 3,
         "MatMulInteger" | "ConvInteger" => 4,
+        "Trilu" => 2,
         "LayerNormalization" | "InstanceNormalization" | "GroupNormalization" => 3,
         "BatchNormalization" => 5,
         "Clip" => {

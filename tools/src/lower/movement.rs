@@ -513,3 +513,21 @@ fn log_sum_exp(
     )?;
     lw.alias_output(node, 0, y, out)
 }
+
+pub(super) fn trilu(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let shape = lw.shape(x);
+    if shape.len() < 2 {
+        return Err("the input must have rank 2 or more".into());
+    }
+    let k = match lw.const_ints(node, 1, "k")? {
+        Some(v) if v.len() == 1 => v[0],
+        Some(_) => return Err("k must be one value".into()),
+        None => 0,
+    };
+    // Offsets beyond the matrix act like the nearest one that keeps all or nothing.
+    let k = k.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+    let upper = node.int("upper", 1)? != 0;
+    let y = lw.output(node, 0, lw.dtype(x), shape)?;
+    lw.emit(node, Op::Trilu { upper, k }, vec![Some(x)], vec![y])
+}

@@ -291,6 +291,15 @@ fn run_step_inline<const OPS: u64>(
             };
             logic::logical(l, x, y, out, &out_desc.shape);
         }
+        Op::Trilu { upper, k } if selects(OPS, OpKind::Trilu) => {
+            let x = input(0)?;
+            let r = x.shape.rank();
+            let (rows, cols) = (x.shape.dim(r - 2), x.shape.dim(r - 1));
+            let bytes = view.bytes(&x)?;
+            with_elements!(x.dtype, bytes, &mut *out, |src, dst| {
+                movement::trilu(src, rows, cols, upper, k as i64, dst)
+            });
+        }
         Op::Not if selects(OPS, OpKind::Not) => logic::not(view.bytes(&input(0)?)?, out),
         Op::Classify(d) if selects(OPS, OpKind::Classify) => logic::classify(d, f32_in(0)?, out),
         Op::Where if selects(OPS, OpKind::Where) => {

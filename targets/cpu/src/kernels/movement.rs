@@ -279,3 +279,23 @@ pub fn gather<T: Copy>(
     }
     Ok(())
 }
+
+/// The upper (`j − i ≥ k`) or lower (`j − i ≤ k`) triangle of each `rows × cols` matrix of `x`,
+/// zeros elsewhere.
+pub fn trilu<T: bytemuck::Pod>(
+    x: &[T],
+    rows: usize,
+    cols: usize,
+    upper: bool,
+    k: i64,
+    out: &mut [T],
+) {
+    let matrix = (rows * cols).max(1);
+    for (src, dst) in x.chunks_exact(matrix).zip(out.chunks_exact_mut(matrix)) {
+        for (n, (d, s)) in dst.iter_mut().zip(src).enumerate() {
+            let (i, j) = ((n / cols.max(1)) as i64, (n % cols.max(1)) as i64);
+            let keep = if upper { j - i >= k } else { j - i <= k };
+            *d = if keep { *s } else { T::zeroed() };
+        }
+    }
+}
