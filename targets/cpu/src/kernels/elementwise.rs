@@ -15,6 +15,7 @@ pub fn activate_fused(act: Activation, xs: &mut [f32]) {
         Activation::LeakyRelu { alpha } => xs
             .iter_mut()
             .for_each(|x| *x = if *x >= 0.0 { *x } else { *x * alpha }),
+        // Not `clamp`: ONNX allows min > max (the result is then max), where clamp panics.
         #[allow(clippy::manual_clamp)]
         Activation::Clip { min, max } => xs.iter_mut().for_each(|x| *x = x.max(min).min(max)),
         Activation::Sigmoid => xs.iter_mut().for_each(|x| *x = sigmoid(*x)),
@@ -33,22 +34,14 @@ pub fn activate_fused(act: Activation, xs: &mut [f32]) {
 /// Applies `act` to every element of `xs` in place: any activation (standalone `Unary` ops).
 pub fn activate(act: Activation, xs: &mut [f32]) {
     match act {
-        Activation::None => {}
-        Activation::Relu => xs.iter_mut().for_each(|x| *x = x.max(0.0)),
-        Activation::LeakyRelu { alpha } => xs
-            .iter_mut()
-            .for_each(|x| *x = if *x >= 0.0 { *x } else { *x * alpha }),
-        // Not `clamp`: ONNX allows min > max (the result is then max), where clamp panics.
-        #[allow(clippy::manual_clamp)]
-        Activation::Clip { min, max } => xs.iter_mut().for_each(|x| *x = x.max(min).min(max)),
-        Activation::Sigmoid => xs.iter_mut().for_each(|x| *x = sigmoid(*x)),
-        Activation::Tanh => xs.iter_mut().for_each(|x| *x = math::tanh(*x)),
-        Activation::HardSigmoid { alpha, beta } => xs
-            .iter_mut()
-            .for_each(|x| *x = (alpha * *x + beta).clamp(0.0, 1.0)),
-        Activation::HardSwish => xs
-            .iter_mut()
-            .for_each(|x| *x *= (*x / 6.0 + 0.5).clamp(0.0, 1.0)),
+        Activation::None
+        | Activation::Relu
+        | Activation::LeakyRelu { .. }
+        | Activation::Clip { .. }
+        | Activation::Sigmoid
+        | Activation::Tanh
+        | Activation::HardSigmoid { .. }
+        | Activation::HardSwish => activate_fused(act, xs),
         Activation::Exp => map(xs, math::exp),
         Activation::Log => map(xs, math::ln),
         Activation::Sqrt => map(xs, math::sqrt),
