@@ -275,6 +275,27 @@ fn try_fuse(g: &mut PlanGraph, i: usize) -> Option<()> {
     Some(())
 }
 
+/// Makes op `i` the integer `op` (named `name`, reading `inputs`, writing the quantized `yq`) and
+/// removes the QuantizeLinear at `q_index` it absorbs.
+fn absorb(
+    g: &mut PlanGraph,
+    i: usize,
+    q_index: usize,
+    name: String,
+    op: Op,
+    inputs: Vec<Option<TensorId>>,
+    yq: TensorId,
+) -> Option<()> {
+    g.ops[i] = PlanOp {
+        name,
+        op,
+        inputs,
+        outputs: vec![yq],
+    };
+    g.ops.remove(q_index);
+    Some(())
+}
+
 /// `real` as a [`Rescale`], if it is one.
 fn rescale(real: f64) -> Option<Rescale> {
     let (multiplier, shift) = quantize_multiplier(real)?;
@@ -330,14 +351,15 @@ fn try_fuse_binary(g: &mut PlanGraph, i: usize) -> Option<()> {
         })
     };
     let (aq, bq) = (integer_view(g, aq, af), integer_view(g, bq, bf));
-    g.ops[i] = PlanOp {
-        name: op.name,
-        op: integer_op,
-        inputs: vec![Some(aq), Some(bq)],
-        outputs: vec![yq],
-    };
-    g.ops.remove(q_index);
-    Some(())
+    absorb(
+        g,
+        i,
+        q_index,
+        op.name,
+        integer_op,
+        vec![Some(aq), Some(bq)],
+        yq,
+    )
 }
 
 /// Rewrites op `i` if it is a GlobalAveragePool of a dequantized 8-bit tensor whose result is
@@ -366,14 +388,15 @@ fn try_fuse_global_pool(g: &mut PlanGraph, i: usize) -> Option<()> {
         },
     };
     let xq = integer_view(g, xq, xf);
-    g.ops[i] = PlanOp {
-        name: op.name,
-        op: Op::QGlobalAvgPool(pool),
-        inputs: vec![Some(xq)],
-        outputs: vec![yq],
-    };
-    g.ops.remove(q_index);
-    Some(())
+    absorb(
+        g,
+        i,
+        q_index,
+        op.name,
+        Op::QGlobalAvgPool(pool),
+        vec![Some(xq)],
+        yq,
+    )
 }
 
 /// For every byte of an 8-bit `dtype`: what DequantizeLinear `(sx, zx)` → `activation` →
@@ -427,14 +450,15 @@ fn try_fuse_lookup(g: &mut PlanGraph, i: usize) -> Option<()> {
         HostTensor::int(dtype, vec![256], table),
     );
     let xq = integer_view(g, xq, xf);
-    g.ops[i] = PlanOp {
-        name: op.name,
-        op: Op::QLookup,
-        inputs: vec![Some(xq), Some(table)],
-        outputs: vec![yq],
-    };
-    g.ops.remove(q_index);
-    Some(())
+    absorb(
+        g,
+        i,
+        q_index,
+        op.name,
+        Op::QLookup,
+        vec![Some(xq), Some(table)],
+        yq,
+    )
 }
 
 /// Rewrites op `i` if it is a Softmax between a dequantized 8-bit tensor and a quantization of
@@ -469,14 +493,15 @@ fn try_fuse_softmax(g: &mut PlanGraph, i: usize) -> Option<()> {
         HostTensor::int(DType::I32, vec![256], table),
     );
     let xq = integer_view(g, xq, xf);
-    g.ops[i] = PlanOp {
-        name: op.name,
-        op: Op::QSoftmax(softmax),
-        inputs: vec![Some(xq), Some(table)],
-        outputs: vec![yq],
-    };
-    g.ops.remove(q_index);
-    Some(())
+    absorb(
+        g,
+        i,
+        q_index,
+        op.name,
+        Op::QSoftmax(softmax),
+        vec![Some(xq), Some(table)],
+        yq,
+    )
 }
 
 /// Rewrites op `i` if it is an AveragePool between a dequantized 8-bit tensor and a
@@ -505,14 +530,15 @@ fn try_fuse_avg_pool(g: &mut PlanGraph, i: usize) -> Option<()> {
         },
     };
     let xq = integer_view(g, xq, xf);
-    g.ops[i] = PlanOp {
-        name: op.name,
-        op: Op::QAvgPool(pooled),
-        inputs: vec![Some(xq)],
-        outputs: vec![yq],
-    };
-    g.ops.remove(q_index);
-    Some(())
+    absorb(
+        g,
+        i,
+        q_index,
+        op.name,
+        Op::QAvgPool(pooled),
+        vec![Some(xq)],
+        yq,
+    )
 }
 
 /// Rewrites op `i` if it is a Concat of dequantized 8-bit tensors with different quantizations
