@@ -90,11 +90,31 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                 "binary op takes 2 inputs, 1 output",
             )?;
             let (a, b, y) = (input(0)?, input(1)?, output(0)?);
-            all_f32(&[a, b, y])?;
+            same_dtype(&[a, b, y])?;
+            let Op::Binary { op, activation } = step.op else {
+                return Err("binary op");
+            };
+            if a.dtype == DType::F32 {
+                ensure(op.takes_floats(), "shifts are on integers")?;
+            } else {
+                ensure(
+                    a.dtype.is_integer(),
+                    "binary op operands are float32 or integers",
+                )?;
+                ensure(
+                    activation == ferrite_hal::Activation::None,
+                    "integer binary ops fuse no activation",
+                )?;
+            }
             ensure(
                 broadcast(&a.shape, &b.shape) == Some(y.shape),
                 "binary output is not the broadcast of its inputs",
             )
+        }
+        Op::Convert => {
+            ensure(n_in == 1 && n_out == 1, "Cast takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            ensure(x.shape == y.shape, "Cast output shape")
         }
         Op::Unary(_) | Op::Softmax { .. } | Op::LogSoftmax { .. } | Op::Hardmax { .. } => {
             ensure(n_in == 1 && n_out == 1, "takes 1 input, 1 output")?;

@@ -21,18 +21,72 @@ pub enum DType {
     U8,
     /// Boolean stored as one byte (0 or 1).
     Bool,
+    /// 64-bit IEEE float (an interface type: models compute in f32 behind a conversion).
+    F64,
+    /// 16-bit IEEE float (an interface type, like [`DType::F64`]).
+    F16,
+    /// bfloat16, the upper half of an f32 (an interface type, like [`DType::F64`]).
+    BF16,
+    /// 16-bit signed integer.
+    I16,
+    /// 16-bit unsigned integer.
+    U16,
+    /// 32-bit unsigned integer.
+    U32,
+    /// 64-bit unsigned integer.
+    U64,
 }
 
 impl DType {
     /// Every element type, in code order.
-    pub const ALL: [DType; 6] = [
+    pub const ALL: [DType; 13] = [
         DType::F32,
         DType::I64,
         DType::I32,
         DType::I8,
         DType::U8,
         DType::Bool,
+        DType::F64,
+        DType::F16,
+        DType::BF16,
+        DType::I16,
+        DType::U16,
+        DType::U32,
+        DType::U64,
     ];
+
+    /// The integer types (arithmetic wraps, division truncates).
+    pub const INTEGERS: [DType; 8] = [
+        DType::I8,
+        DType::U8,
+        DType::I16,
+        DType::U16,
+        DType::I32,
+        DType::U32,
+        DType::I64,
+        DType::U64,
+    ];
+
+    /// Float types other than f32: they cross a model's boundary and are converted to and
+    /// from f32 there (`ferrite pack` computes such models in f32).
+    pub const fn is_interface_float(self) -> bool {
+        matches!(self, DType::F64 | DType::F16 | DType::BF16)
+    }
+
+    /// Whether this is one of [`DType::INTEGERS`].
+    pub const fn is_integer(self) -> bool {
+        matches!(
+            self,
+            DType::I8
+                | DType::U8
+                | DType::I16
+                | DType::U16
+                | DType::I32
+                | DType::U32
+                | DType::I64
+                | DType::U64
+        )
+    }
 
     /// The file-format code of this type.
     pub const fn code(self) -> u8 {
@@ -43,6 +97,13 @@ impl DType {
             DType::I8 => 4,
             DType::U8 => 5,
             DType::Bool => 6,
+            DType::F64 => 7,
+            DType::F16 => 8,
+            DType::BF16 => 9,
+            DType::I16 => 10,
+            DType::U16 => 11,
+            DType::U32 => 12,
+            DType::U64 => 13,
         }
     }
 
@@ -55,6 +116,13 @@ impl DType {
             4 => Some(DType::I8),
             5 => Some(DType::U8),
             6 => Some(DType::Bool),
+            7 => Some(DType::F64),
+            8 => Some(DType::F16),
+            9 => Some(DType::BF16),
+            10 => Some(DType::I16),
+            11 => Some(DType::U16),
+            12 => Some(DType::U32),
+            13 => Some(DType::U64),
             _ => None,
         }
     }
@@ -67,8 +135,9 @@ impl DType {
     /// Bytes per element.
     pub const fn size(self) -> usize {
         match self {
-            DType::F32 | DType::I32 => 4,
-            DType::I64 => 8,
+            DType::F32 | DType::I32 | DType::U32 => 4,
+            DType::I64 | DType::U64 | DType::F64 => 8,
+            DType::F16 | DType::BF16 | DType::I16 | DType::U16 => 2,
             DType::I8 | DType::U8 | DType::Bool => 1,
         }
     }
@@ -82,6 +151,13 @@ impl DType {
             DType::I8 => "int8",
             DType::U8 => "uint8",
             DType::Bool => "bool",
+            DType::F64 => "float64",
+            DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
+            DType::I16 => "int16",
+            DType::U16 => "uint16",
+            DType::U32 => "uint32",
+            DType::U64 => "uint64",
         }
     }
 }

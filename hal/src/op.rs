@@ -98,11 +98,13 @@ pub enum OpKind {
     Classify = 41,
     /// Upper or lower triangle of the last two axes, the rest zero.
     Trilu = 42,
+    /// Element-type conversion (ONNX Cast).
+    Convert = 43,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 42] = [
+    pub const ALL: [OpKind; 43] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -145,6 +147,7 @@ impl OpKind {
         OpKind::Where,
         OpKind::Classify,
         OpKind::Trilu,
+        OpKind::Convert,
     ];
 
     /// The float compute ops (everything but data movement and quantization), which every
@@ -251,6 +254,7 @@ impl OpKind {
             OpKind::Where => "Where",
             OpKind::Classify => "IsNaN/IsInf",
             OpKind::Trilu => "Trilu",
+            OpKind::Convert => "Cast",
         }
     }
 }
@@ -545,6 +549,19 @@ pub enum BinaryOp {
     PRelu,
     /// `a − b·trunc(a / b)`, the sign of `a` (C `fmod`).
     Fmod,
+    /// `a − b·floor(a / b)`, the sign of `b` (Python `%`, ONNX Mod with `fmod=0`).
+    Mod,
+    /// `a << b` (integers; 0 once `b` reaches the width).
+    ShiftLeft,
+    /// `a >> b` (integers, logical for unsigned types; 0 once `b` reaches the width).
+    ShiftRight,
+}
+
+impl BinaryOp {
+    /// Whether the op is defined on floats (the shifts are not).
+    pub const fn takes_floats(self) -> bool {
+        !matches!(self, BinaryOp::ShiftLeft | BinaryOp::ShiftRight)
+    }
 }
 
 /// An elementwise comparison.
@@ -808,6 +825,10 @@ pub enum Op {
         /// The diagonal offset.
         k: i32,
     },
+    /// Converts every element of the input to the output's type, as ONNX Cast: floats to
+    /// integers truncate toward zero (saturating), to bool test `!= 0`, between float widths
+    /// round to nearest even.
+    Convert,
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -876,6 +897,7 @@ impl Op {
             Op::Compare(_) => OpKind::Compare,
             Op::Logical(_) => OpKind::Logical,
             Op::Not => OpKind::Not,
+            Op::Convert => OpKind::Convert,
             Op::Where => OpKind::Where,
             Op::Classify(_) => OpKind::Classify,
             Op::Trilu { .. } => OpKind::Trilu,
@@ -963,7 +985,12 @@ impl Op {
                 q.rescale.encode(w);
                 q.requantize.encode(w);
             }
-            Op::QLookup | Op::MatMulInteger | Op::DynamicQuantize | Op::Not | Op::Where => {}
+            Op::QLookup
+            | Op::MatMulInteger
+            | Op::DynamicQuantize
+            | Op::Not
+            | Op::Where
+            | Op::Convert => {}
             Op::Compare(c) => w.u32(*c as u32),
             Op::Trilu { upper, k } => {
                 w.bool(*upper);
@@ -1058,6 +1085,9 @@ impl Op {
                     6 => BinaryOp::Min,
                     7 => BinaryOp::PRelu,
                     8 => BinaryOp::Fmod,
+                    9 => BinaryOp::Mod,
+                    10 => BinaryOp::ShiftLeft,
+                    11 => BinaryOp::ShiftRight,
                     _ => return None,
                 },
                 activation: Activation::decode(r)?,
@@ -1119,6 +1149,7 @@ impl Op {
             OpKind::QLookup => Op::QLookup,
             OpKind::MatMulInteger => Op::MatMulInteger,
             OpKind::Not => Op::Not,
+            OpKind::Convert => Op::Convert,
             OpKind::Trilu => Op::Trilu {
                 upper: r.bool()?,
                 k: r.i32()?,
@@ -1334,6 +1365,13 @@ mod tests {
         round_trip(Op::Compare(CompareOp::GreaterOrEqual));
         round_trip(Op::Logical(LogicalOp::Xor));
         round_trip(Op::Not);
+        round_trip(Op::Convert);
+        for op in [BinaryOp::Mod, BinaryOp::ShiftLeft, BinaryOp::ShiftRight] {
+            round_trip(Op::Binary {
+                op,
+                activation: Activation::None,
+            });
+        }
         round_trip(Op::Trilu {
             upper: false,
             k: -2,

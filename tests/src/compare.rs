@@ -32,7 +32,7 @@ pub fn floats(a: &NpyArray) -> Vec<f32> {
         .unwrap_or_default()
 }
 
-/// Compares like the ONNX backend tests: same dtype and shape; floats within
+/// Compares like the ONNX backend tests: same dtype and shape; floats (of any width) within
 /// `atol + rtol × |expected|` elementwise (NaN matches NaN); other types exactly.
 pub fn allclose(
     actual: &NpyArray,
@@ -46,7 +46,7 @@ pub fn allclose(
             actual.dtype, actual.shape, expected.dtype, expected.shape
         ));
     }
-    if actual.dtype != DType::F32 {
+    if actual.dtype != DType::F32 && !actual.dtype.is_interface_float() {
         return if actual.bytes == expected.bytes {
             Ok(())
         } else {

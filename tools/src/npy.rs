@@ -47,6 +47,12 @@ fn dtype_from_descr(descr: &str) -> Option<DType> {
         "|i1" | "<i1" => Some(DType::I8),
         "|u1" | "<u1" => Some(DType::U8),
         "|b1" | "<b1" => Some(DType::Bool),
+        "<f8" => Some(DType::F64),
+        "<f2" => Some(DType::F16),
+        "<i2" => Some(DType::I16),
+        "<u2" => Some(DType::U16),
+        "<u4" => Some(DType::U32),
+        "<u8" => Some(DType::U64),
         _ => None,
     }
 }
@@ -59,6 +65,14 @@ fn descr_of(dtype: DType) -> &'static str {
         DType::I8 => "|i1",
         DType::U8 => "|u1",
         DType::Bool => "|b1",
+        DType::F64 => "<f8",
+        DType::F16 => "<f2",
+        // numpy has no bfloat16: the raw 2-byte values (ml_dtypes.bfloat16 reads them).
+        DType::BF16 => "<V2",
+        DType::I16 => "<i2",
+        DType::U16 => "<u2",
+        DType::U32 => "<u4",
+        DType::U64 => "<u8",
     }
 }
 
@@ -86,7 +100,11 @@ pub fn from_reader(reader: impl Read, path: &str) -> Result<NpyArray, NpyError> 
         ));
     }
     let descr = file.dtype().descr().trim_matches('\'').to_string();
-    let dtype = dtype_from_descr(&descr).ok_or_else(|| fmt(format!("dtype '{descr}' is not supported (use float32, int64, int32, int8, uint8 or bool, little-endian)")))?;
+    let dtype = dtype_from_descr(&descr).ok_or_else(|| {
+        fmt(format!(
+            "dtype '{descr}' is not supported (use a little-endian float, integer or bool type)"
+        ))
+    })?;
     let shape: Vec<usize> = file.shape().iter().map(|&d| d as usize).collect();
     let bytes_len = shape
         .iter()

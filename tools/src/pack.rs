@@ -252,8 +252,8 @@ pub fn to_plan(
         return Err(PackError::Unsupported(unsupported(&graph, errors)));
     }
     let mut outputs = Vec::new();
-    for name in &graph.outputs {
-        outputs.push(lw.lookup(name).ok_or_else(|| {
+    for (name, &declared) in graph.outputs.iter().zip(&graph.output_types) {
+        outputs.push(lw.graph_output(name, declared).ok_or_else(|| {
             PackError::Invalid(format!("graph output '{name}' was not computed"))
         })?);
     }

@@ -228,6 +228,10 @@ fn in_place_candidate(
     output_roots: &[TensorId],
 ) -> Option<usize> {
     let out = &g.tensors[output];
+    if out.dtype != DType::F32 {
+        // Only the float kernels read an operand that shares the output's bytes.
+        return None;
+    }
     for &input in op.inputs.iter().flatten() {
         let t = &g.tensors[input];
         let root = g.root(input);

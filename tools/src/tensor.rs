@@ -7,7 +7,8 @@ use ferrite_hal::DType;
 /// Largest constant Ferrite will materialise (elements), so a hostile shape cannot exhaust memory.
 pub const MAX_CONSTANT_ELEMENTS: usize = 1 << 28;
 
-/// Element storage: floats as `f32`, every integer and boolean type as `i64`.
+/// Element storage: floats as `f32` (float64/float16/bfloat16 too: Ferrite computes them in
+/// f32), every integer and boolean type as `i64` (uint64 as its two's-complement bits).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Data {
     /// `float32` values.
@@ -36,6 +37,13 @@ pub fn dtype_from_onnx(code: i32) -> Option<DType> {
         data_type::INT32 => Some(DType::I32),
         data_type::INT64 => Some(DType::I64),
         data_type::BOOL => Some(DType::Bool),
+        data_type::DOUBLE => Some(DType::F64),
+        data_type::FLOAT16 => Some(DType::F16),
+        data_type::BFLOAT16 => Some(DType::BF16),
+        data_type::INT16 => Some(DType::I16),
+        data_type::UINT16 => Some(DType::U16),
+        data_type::UINT32 => Some(DType::U32),
+        data_type::UINT64 => Some(DType::U64),
         _ => None,
     }
 }
@@ -96,10 +104,23 @@ impl HostTensor {
         }
     }
 
-    /// Converts the values to `dtype` (ONNX `Cast` semantics for the supported types).
+    /// Converts the values to `dtype` (ONNX `Cast` semantics; float16/bfloat16 round to
+    /// their precision).
     pub fn cast(&self, dtype: DType) -> HostTensor {
         let data = match dtype {
-            DType::F32 => Data::Float(self.to_f32s()),
+            DType::F32 | DType::F64 => Data::Float(self.to_f32s()),
+            DType::F16 => Data::Float(
+                self.to_f32s()
+                    .into_iter()
+                    .map(|x| half::f16::from_f32(x).to_f32())
+                    .collect(),
+            ),
+            DType::BF16 => Data::Float(
+                self.to_f32s()
+                    .into_iter()
+                    .map(|x| half::bf16::from_f32(x).to_f32())
+                    .collect(),
+            ),
             DType::Bool => Data::Int(match &self.data {
                 Data::Float(v) => v.iter().map(|&x| (x != 0.0) as i64).collect(),
                 Data::Int(v) => v.iter().map(|&x| (x != 0) as i64).collect(),
@@ -120,17 +141,22 @@ impl HostTensor {
 
     /// Little-endian bytes in `dtype`'s encoding.
     pub fn to_le_bytes(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.len() * self.dtype.size());
-        match (&self.data, self.dtype) {
-            (Data::Float(v), _) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-            (Data::Int(v), DType::I64) => v.iter().for_each(|x| out.extend(x.to_le_bytes())),
-            (Data::Int(v), DType::I32) => {
-                v.iter().for_each(|&x| out.extend((x as i32).to_le_bytes()))
+        let size = self.dtype.size();
+        let mut out = Vec::with_capacity(self.len() * size);
+        let float = |out: &mut Vec<u8>, x: f32| match self.dtype {
+            DType::F64 => out.extend(f64::from(x).to_le_bytes()),
+            DType::F16 => out.extend(half::f16::from_f32(x).to_le_bytes()),
+            DType::BF16 => out.extend(half::bf16::from_f32(x).to_le_bytes()),
+            _ => out.extend(x.to_le_bytes()),
+        };
+        match &self.data {
+            Data::Float(v) => v.iter().for_each(|&x| float(&mut out, x)),
+            Data::Int(v) if self.dtype == DType::F32 || self.dtype.is_interface_float() => {
+                v.iter().for_each(|&x| float(&mut out, x as f32))
             }
-            (Data::Int(v), DType::F32) => {
-                v.iter().for_each(|&x| out.extend((x as f32).to_le_bytes()))
-            }
-            (Data::Int(v), _) => v.iter().for_each(|&x| out.push(x as u8)),
+            Data::Int(v) => v
+                .iter()
+                .for_each(|&x| out.extend_from_slice(&x.to_le_bytes()[..size])),
         }
         out
     }
@@ -138,31 +164,35 @@ impl HostTensor {
     /// A tensor from little-endian bytes of `dtype`.
     pub fn from_le_bytes(dtype: DType, shape: Vec<usize>, bytes: &[u8]) -> Option<HostTensor> {
         let n = checked_elements(&shape)?;
-        if bytes.len() != n.checked_mul(dtype.size())? {
+        let size = dtype.size();
+        if bytes.len() != n.checked_mul(size)? {
             return None;
         }
+        let word = |c: &[u8]| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        };
+        let words = bytes.chunks_exact(size).map(word);
         let data = match dtype {
-            DType::F32 => Data::Float(
-                bytes
-                    .chunks_exact(4)
-                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            DType::F32 => Data::Float(words.map(|w| f32::from_bits(w as u32)).collect()),
+            DType::F64 => Data::Float(words.map(|w| f64::from_bits(w) as f32).collect()),
+            DType::F16 => Data::Float(
+                words
+                    .map(|w| half::f16::from_bits(w as u16).to_f32())
                     .collect(),
             ),
-            DType::I64 => Data::Int(
-                bytes
-                    .chunks_exact(8)
-                    .map(|c| i64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+            DType::BF16 => Data::Float(
+                words
+                    .map(|w| half::bf16::from_bits(w as u16).to_f32())
                     .collect(),
             ),
-            DType::I32 => Data::Int(
-                bytes
-                    .chunks_exact(4)
-                    .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]) as i64)
-                    .collect(),
-            ),
-            DType::I8 => Data::Int(bytes.iter().map(|&b| b as i8 as i64).collect()),
-            DType::U8 => Data::Int(bytes.iter().map(|&b| b as i64).collect()),
-            DType::Bool => Data::Int(bytes.iter().map(|&b| (b != 0) as i64).collect()),
+            DType::I64 | DType::U64 => Data::Int(words.map(|w| w as i64).collect()),
+            DType::I32 => Data::Int(words.map(|w| w as u32 as i32 as i64).collect()),
+            DType::I16 => Data::Int(words.map(|w| w as u16 as i16 as i64).collect()),
+            DType::I8 => Data::Int(words.map(|w| w as u8 as i8 as i64).collect()),
+            DType::U32 | DType::U16 | DType::U8 => Data::Int(words.map(|w| w as i64).collect()),
+            DType::Bool => Data::Int(words.map(|w| (w != 0) as i64).collect()),
         };
         Some(HostTensor { dtype, shape, data })
     }
@@ -205,13 +235,35 @@ impl HostTensor {
         }
         let data = match dtype {
             DType::F32 => Data::Float(t.float_data.clone()),
-            DType::I64 => Data::Int(t.int64_data.clone()),
-            DType::I32 | DType::I8 | DType::U8 | DType::Bool => Data::Int(
+            DType::F64 => Data::Float(t.double_data.iter().map(|&v| v as f32).collect()),
+            // float16 and bfloat16 values are stored as their bits in int32_data.
+            DType::F16 => Data::Float(
                 t.int32_data
+                    .iter()
+                    .map(|&v| half::f16::from_bits(v as u16).to_f32())
+                    .collect(),
+            ),
+            DType::BF16 => Data::Float(
+                t.int32_data
+                    .iter()
+                    .map(|&v| half::bf16::from_bits(v as u16).to_f32())
+                    .collect(),
+            ),
+            DType::I64 => Data::Int(t.int64_data.clone()),
+            DType::U32 | DType::U64 => Data::Int(
+                t.uint64_data
                     .iter()
                     .map(|&v| wrap_int(dtype, v as i64))
                     .collect(),
             ),
+            DType::I32 | DType::I16 | DType::U16 | DType::I8 | DType::U8 | DType::Bool => {
+                Data::Int(
+                    t.int32_data
+                        .iter()
+                        .map(|&v| wrap_int(dtype, v as i64))
+                        .collect(),
+                )
+            }
         };
         let count = match &data {
             Data::Float(v) => v.len(),
@@ -229,6 +281,9 @@ impl HostTensor {
 fn wrap_int(dtype: DType, x: i64) -> i64 {
     match dtype {
         DType::I32 => x as i32 as i64,
+        DType::U32 => x as u32 as i64,
+        DType::I16 => x as i16 as i64,
+        DType::U16 => x as u16 as i64,
         DType::I8 => x as i8 as i64,
         DType::U8 => x as u8 as i64,
         DType::Bool => (x != 0) as i64,

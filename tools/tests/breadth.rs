@@ -263,3 +263,117 @@ fn trilu_keeps_a_triangle_of_each_matrix() {
     let text = pack_error(&one_op("Trilu", vec![], &[4]));
     assert!(text.contains("rank 2 or more"), "{text}");
 }
+
+/// Packs and runs `onnx` on the CPU, returning the first output or the run's error text.
+fn run_raw(onnx: &[u8], inputs: &[NpyArray]) -> Result<NpyArray, String> {
+    let packed = pack(onnx, &PackOptions::default()).map_err(|e| e.to_string())?;
+    let bytes = AlignedBytes::from(&packed.bytes[..]);
+    let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
+    let mut out = run_cpu(&model, inputs).map_err(|e| e.to_string())?;
+    Ok(out.remove(0))
+}
+
+fn array<T: Copy>(
+    dtype: ferrite_hal::DType,
+    shape: &[usize],
+    values: &[T],
+    le: impl Fn(T) -> Vec<u8>,
+) -> NpyArray {
+    NpyArray {
+        dtype,
+        shape: shape.to_vec(),
+        bytes: values.iter().flat_map(|&v| le(v)).collect(),
+    }
+}
+
+fn two_inputs(op: &str, elem: i32, attrs: Vec<AttributeProto>) -> Vec<u8> {
+    ModelBuilder::new(13)
+        .input("a", elem, &[D::N(4)])
+        .input("b", elem, &[D::N(4)])
+        .node(op, "the_node", &["a", "b"], &["y"], attrs)
+        .output("y")
+        .encode()
+}
+
+/// Integer arithmetic runs on integers (wrapping, truncating, Python-style Mod); a division by
+/// zero in the data is a run-time error, not a crash.
+#[test]
+fn integer_arithmetic_runs_on_integers() {
+    use ferrite_hal::DType;
+    let i16s = |v: &[i16]| array(DType::I16, &[4], v, |x| x.to_le_bytes().to_vec());
+    let a = i16s(&[7, -7, 32767, -9]);
+    let b = i16s(&[2, 2, 1, 4]);
+    let y = run_raw(
+        &two_inputs("Mod", data_type::INT16, vec![]),
+        &[a.clone(), b.clone()],
+    )
+    .unwrap();
+    assert_eq!(y.dtype, DType::I16);
+    assert_eq!(y.bytes, i16s(&[1, 1, 0, 3]).bytes);
+    let y = run_raw(
+        &two_inputs("Add", data_type::INT16, vec![]),
+        &[a.clone(), b.clone()],
+    )
+    .unwrap();
+    assert_eq!(y.bytes, i16s(&[9, -5, -32768, -5]).bytes);
+    let y = run_raw(
+        &two_inputs("Div", data_type::INT16, vec![]),
+        &[a.clone(), b],
+    )
+    .unwrap();
+    assert_eq!(y.bytes, i16s(&[3, -3, 32767, -2]).bytes);
+    let zero = i16s(&[1, 0, 1, 1]);
+    let err = run_raw(&two_inputs("Div", data_type::INT16, vec![]), &[a, zero]).unwrap_err();
+    assert!(err.contains("division by zero"), "{err}");
+    let u64s = |v: &[u64]| array(DType::U64, &[4], v, |x| x.to_le_bytes().to_vec());
+    let shift = vec![attr_string("direction", "LEFT")];
+    let y = run_raw(
+        &two_inputs("BitShift", data_type::UINT64, shift),
+        &[u64s(&[1, 3, u64::MAX, 5]), u64s(&[63, 2, 1, 64])],
+    )
+    .unwrap();
+    assert_eq!(y.bytes, u64s(&[1 << 63, 12, u64::MAX - 1, 0]).bytes);
+    let text = pack_error(&two_inputs(
+        "BitShift",
+        data_type::FLOAT,
+        vec![attr_string("direction", "LEFT")],
+    ));
+    assert!(text.contains("integers"), "{text}");
+}
+
+/// A float64 model computes in f32 behind conversions at its boundary: inputs and outputs
+/// keep their declared type; a cast to float16 rounds to its precision.
+#[test]
+fn interface_floats_convert_at_the_boundary() {
+    use ferrite_hal::DType;
+    let onnx = ModelBuilder::new(13)
+        .input("a", data_type::DOUBLE, &[D::N(4)])
+        .input("b", data_type::DOUBLE, &[D::N(4)])
+        .node("Mul", "mul", &["a", "b"], &["p"], vec![])
+        .node(
+            "Cast",
+            "half",
+            &["p"],
+            &["y"],
+            vec![attr_int("to", data_type::FLOAT16 as i64)],
+        )
+        .output("y")
+        .encode();
+    let f64s = |v: &[f64]| array(DType::F64, &[4], v, |x| x.to_le_bytes().to_vec());
+    let y = run_raw(
+        &onnx,
+        &[f64s(&[1.5, -2.0, 0.1, 1e5]), f64s(&[2.0, 3.0, 3.0, 1e5])],
+    )
+    .unwrap();
+    assert_eq!(y.dtype, DType::F16);
+    let got: Vec<f32> = y
+        .bytes
+        .chunks_exact(2)
+        .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+        .collect();
+    // 0.3 rounds to float16's 0.2999…; 1e10 overflows float16 to infinity.
+    assert_eq!(
+        got,
+        [3.0, -6.0, half::f16::from_f64(0.3).to_f32(), f32::INFINITY]
+    );
+}

@@ -14,6 +14,8 @@ pub enum CpuError {
         /// The axis length.
         len: usize,
     },
+    /// An integer division or remainder by zero (Div, Mod on integer tensors).
+    DivisionByZero,
     /// A step could not be read back from a plan that the core verified (a core bug).
     CorruptPlan,
     /// Operand bytes are misaligned for their element type (a caller bypassed the core).
@@ -31,6 +33,7 @@ impl fmt::Display for CpuError {
                     "gather index {index} is out of range for an axis of {len}"
                 )
             }
+            CpuError::DivisionByZero => f.write_str("integer division by zero"),
             CpuError::CorruptPlan => f.write_str("plan step could not be decoded"),
             CpuError::Misaligned => f.write_str("operand is misaligned"),
             CpuError::Unsupported => f.write_str("op/dtype not implemented by the CPU device"),
@@ -41,7 +44,7 @@ impl fmt::Display for CpuError {
 impl ferrite_hal::Error for CpuError {
     fn kind(&self) -> ErrorKind {
         match self {
-            CpuError::IndexOutOfRange { .. } => ErrorKind::InvalidInput,
+            CpuError::IndexOutOfRange { .. } | CpuError::DivisionByZero => ErrorKind::InvalidInput,
             CpuError::CorruptPlan | CpuError::Misaligned => ErrorKind::Other,
             CpuError::Unsupported => ErrorKind::Unsupported,
         }

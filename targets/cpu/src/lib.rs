@@ -74,17 +74,10 @@ impl CpuDevice {
             .with(DynamicQuantize, &float)
             .with(ArgMax, &float)
             .with(ArgMin, &float)
-            .with(
-                Compare,
-                &[
-                    DType::F32,
-                    DType::I32,
-                    DType::I64,
-                    DType::I8,
-                    DType::U8,
-                    DType::Bool,
-                ],
-            )
+            .with(Compare, &[DType::F32, DType::Bool])
+            .with(Compare, &DType::INTEGERS)
+            .with(Binary, &DType::INTEGERS)
+            .with(Convert, &DType::ALL)
             .with(Logical, &[DType::Bool])
             .with(Not, &[DType::Bool])
             .with(Classify, &float)

@@ -45,7 +45,12 @@ fn binary(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
             case 5u: { r = select(vb, va, va != va || va > vb); }
             case 6u: { r = select(vb, va, va != va || va < vb); }
             case 7u: { r = select(va, va * vb, va < 0.0); }
-            default: { r = va - vb * trunc(va / vb); }
+            case 8u: { r = va - vb * trunc(va / vb); }
+            default: {
+                // Mod: the remainder takes the divisor's sign.
+                let m = va - vb * trunc(va / vb);
+                r = select(m, m + vb, m != 0.0 && (m < 0.0) != (vb < 0.0));
+            }
         }
         store(y, i, activate(r, 6u));
     }

@@ -227,6 +227,10 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
                 BinaryOp::Min => 6,
                 BinaryOp::PRelu => 7,
                 BinaryOp::Fmod => 8,
+                BinaryOp::Mod => 9,
+                BinaryOp::ShiftLeft | BinaryOp::ShiftRight => {
+                    return Err("integer shifts are not implemented by the Vulkan kernels")
+                }
             };
             let rank = out.shape.rank();
             p.all(&[count, rank, code])?
@@ -518,6 +522,7 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
             Err("ops on bool tensors are not implemented by the Vulkan kernels")
         }
         Op::Trilu { .. } => Err("Trilu is not implemented by the Vulkan kernels"),
+        Op::Convert => Err("Cast is not implemented by the Vulkan kernels"),
         Op::Copy => one(Command::Copy {
             src: input(0)?.location,
             dst: match out.location {

@@ -47,25 +47,36 @@ pub(super) fn size(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     Ok(())
 }
 
+/// Cast and CastLike: folded on constants, else a run-time conversion. Float64, float16 and
+/// bfloat16 are computed in f32; a cast to float16/bfloat16 still rounds to their precision.
 pub(super) fn cast(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let x = lw.input(node, 0)?;
-    let code = node.int("to", 0)? as i32;
-    let to = dtype_from_onnx(code)
-        .ok_or_else(|| format!("cast to {} is not supported", data_type::name(code)))?;
+    let to = if node.op_type == "CastLike" {
+        lw.dtype(lw.input(node, 1)?)
+    } else {
+        let code = node.int("to", 0)? as i32;
+        dtype_from_onnx(code)
+            .ok_or_else(|| format!("cast to {} is not supported", data_type::name(code)))?
+    };
     if let Some(v) = lw.value(x) {
         let v = v.cast(to);
         lw.const_output(node, 0, v);
         return Ok(());
     }
-    if to == lw.dtype(x) {
-        let s = lw.shape(x);
-        return lw.alias_output(node, 0, x, s);
+    let computed = super::computed_dtype(to);
+    let from = lw.dtype(x);
+    let shape = lw.shape(x);
+    if computed == from && !matches!(to, DType::F16 | DType::BF16) {
+        lw.alias_output(node, 0, x, shape)?;
+        lw.mark_interface(node, to);
+        return Ok(());
     }
-    if to == DType::F32 && matches!(lw.dtype(x), DType::I8 | DType::U8 | DType::I32) {
+    if to == DType::F32 && matches!(from, DType::I8 | DType::U8 | DType::I32) {
         // Integers to float (the results of MatMulInteger/ConvInteger, say): a dequantization
-        // with scale 1 converts each value exactly as a cast does (rounding to nearest).
+        // with scale 1 converts each value exactly as a cast does (rounding to nearest), and
+        // the integer pass and every device know it.
         let one = lw.constant(node, "unit_scale", HostTensor::float(vec![], vec![1.0]));
-        let y = lw.output(node, 0, DType::F32, lw.shape(x))?;
+        let y = lw.output(node, 0, DType::F32, shape)?;
         return lw.emit(
             node,
             Op::Dequantize { axis: 0 },
@@ -73,10 +84,18 @@ pub(super) fn cast(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
             vec![y],
         );
     }
-    Err(format!(
-        "a run-time Cast from {} to {to} is not supported yet",
-        lw.dtype(x)
-    ))
+    let source = if to.is_interface_float() && to != DType::F64 {
+        // Round through the narrow type, then compute in f32 again.
+        let narrow = lw
+            .graph
+            .add_tensor(format!("{}:{to}", node.label()), to, shape.clone());
+        lw.emit(node, Op::Convert, vec![Some(x)], vec![narrow])?;
+        narrow
+    } else {
+        x
+    };
+    let y = lw.output(node, 0, to, shape)?;
+    lw.emit(node, Op::Convert, vec![Some(source)], vec![y])
 }
 
 pub(super) fn constant_of_shape(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
@@ -194,18 +213,6 @@ pub(super) fn expand(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     };
     lw.const_output(node, 0, out);
     Ok(())
-}
-
-/// Integer arithmetic with numpy broadcasting on constants.
-pub(super) fn eval_broadcast_int(
-    a: &HostTensor,
-    b: &HostTensor,
-    dtype: DType,
-    f: impl Fn(i64, i64) -> i64,
-) -> Result<HostTensor, Reason> {
-    let (va, vb) = (a.to_i64s(), b.to_i64s());
-    let out = broadcast_map(&[a, b], dtype, |idx| f(va[idx[0]], vb[idx[1]]), None)?;
-    Ok(out.cast(dtype))
 }
 
 /// A float-valued element function for [`broadcast_map`].

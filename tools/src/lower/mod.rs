@@ -44,7 +44,9 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ArgMin",
     "AveragePool",
     "BatchNormalization",
+    "BitShift",
     "Cast",
+    "CastLike",
     "Ceil",
     "Celu",
     "Clip",
@@ -156,6 +158,8 @@ pub struct Lowerer {
     pub graph: PlanGraph,
     names: HashMap<String, TensorId>,
     unknown: HashSet<String>,
+    /// The interface float type (float64, float16, bfloat16) of values computed in f32.
+    interface: HashMap<TensorId, DType>,
     opset: i64,
     /// Nodes that could not be lowered.
     pub errors: Vec<Unsupported>,
@@ -168,22 +172,66 @@ impl Lowerer {
             graph: PlanGraph::default(),
             names: HashMap::new(),
             unknown: HashSet::new(),
+            interface: HashMap::new(),
             opset,
             errors: Vec::new(),
         }
     }
 
-    /// Declares a runtime graph input.
+    /// Declares a runtime graph input. An input of an interface float type (float64, float16,
+    /// bfloat16) is converted to f32 on entry: Ferrite computes such models in f32.
     pub fn add_input(&mut self, name: &str, dtype: DType, shape: Vec<usize>) {
-        let id = self.graph.add_tensor(name, dtype, shape);
+        let id = self.graph.add_tensor(name, dtype, shape.clone());
         self.graph.inputs.push(id);
+        let value = if dtype.is_interface_float() {
+            let f32_id = self
+                .graph
+                .add_tensor(format!("{name}:f32"), DType::F32, shape);
+            self.graph.ops.push(crate::ir::PlanOp {
+                name: format!("{name}:to_f32"),
+                op: Op::Convert,
+                inputs: vec![Some(id)],
+                outputs: vec![f32_id],
+            });
+            self.interface.insert(f32_id, dtype);
+            f32_id
+        } else {
+            id
+        };
+        self.names.insert(name.to_string(), value);
+    }
+
+    /// Declares an initializer (interface float types become f32).
+    pub fn add_initializer(&mut self, name: &str, value: HostTensor) {
+        let id = self.graph.add_constant(name, computed(value));
         self.names.insert(name.to_string(), id);
     }
 
-    /// Declares an initializer.
-    pub fn add_initializer(&mut self, name: &str, value: HostTensor) {
-        let id = self.graph.add_constant(name, value);
-        self.names.insert(name.to_string(), id);
+    /// The tensor for graph output `name`, converted to its declared type when that is an
+    /// interface float type (the graph computed it in f32).
+    pub fn graph_output(&mut self, name: &str, declared: i32) -> Option<TensorId> {
+        let id = self.lookup(name)?;
+        let dtype = crate::tensor::dtype_from_onnx(declared)
+            .or_else(|| self.interface.get(&id).copied());
+        match dtype {
+            Some(d) if d.is_interface_float() && self.dtype(id) == DType::F32 => {
+                let shape = self.shape(id);
+                self.graph.tensors[id].name = format!("{name}:f32");
+                if let Some(v) = self.value(id) {
+                    let v = v.cast(d);
+                    return Some(self.graph.add_constant(name, v));
+                }
+                let out = self.graph.add_tensor(name, d, shape);
+                self.graph.ops.push(crate::ir::PlanOp {
+                    name: format!("{name}:to_{d}"),
+                    op: Op::Convert,
+                    inputs: vec![Some(id)],
+                    outputs: vec![out],
+                });
+                Some(out)
+            }
+            _ => Some(id),
+        }
     }
 
     /// Declares a graph input whose type Ferrite cannot run; nodes reading it are skipped.
@@ -249,7 +297,9 @@ impl Lowerer {
             "ConvTranspose" => nn::conv_transpose(self, node),
             "Gemm" => nn::gemm(self, node),
             "MatMul" => nn::matmul(self, node),
-            "Add" | "Sub" | "Mul" | "Div" | "Pow" | "PRelu" | "Mod" => nn::binary(self, node),
+            "Add" | "Sub" | "Mul" | "Div" | "Pow" | "PRelu" | "Mod" | "BitShift" => {
+                nn::binary(self, node)
+            }
             "Max" | "Min" | "Sum" | "Mean" => nn::variadic(self, node),
             "Relu" | "LeakyRelu" | "Sigmoid" | "Tanh" | "HardSigmoid" | "HardSwish" | "Clip"
             | "Exp" | "Log" | "Sqrt" | "Reciprocal" | "Neg" | "Abs" | "Sign" | "Floor" | "Ceil"
@@ -290,7 +340,7 @@ impl Lowerer {
             "Constant" => constant::constant(self, node),
             "Shape" => constant::shape(self, node),
             "Size" => constant::size(self, node),
-            "Cast" => constant::cast(self, node),
+            "Cast" | "CastLike" => constant::cast(self, node),
             "ConstantOfShape" => constant::constant_of_shape(self, node),
             "Range" => constant::range(self, node),
             "Expand" => constant::expand(self, node),
@@ -387,15 +437,29 @@ impl Lowerer {
             Some(n) if !n.is_empty() => n.clone(),
             _ => format!("{}:unused{i}", node.label()),
         };
-        let id = self.graph.add_tensor(name.clone(), dtype, shape);
+        let id = self
+            .graph
+            .add_tensor(name.clone(), computed_dtype(dtype), shape);
+        if dtype.is_interface_float() {
+            self.interface.insert(id, dtype);
+        }
         self.names.insert(name, id);
         Ok(id)
+    }
+
+    /// Records that output 0 of `node`, computed in f32, has interface float type `dtype`
+    /// (no-op for other types).
+    pub fn mark_interface(&mut self, node: &Node, dtype: DType) {
+        let id = node.outputs.first().and_then(|n| self.lookup(n));
+        if let (Some(id), true) = (id, dtype.is_interface_float()) {
+            self.interface.insert(id, dtype);
+        }
     }
 
     /// Defines output `i` of `node` as a constant.
     pub fn const_output(&mut self, node: &Node, i: usize, value: HostTensor) {
         if let Some(name) = node.outputs.get(i).filter(|n| !n.is_empty()) {
-            let id = self.graph.add_constant(name.clone(), value);
+            let id = self.graph.add_constant(name.clone(), computed(value));
             self.names.insert(name.clone(), id);
         }
     }
@@ -403,7 +467,7 @@ impl Lowerer {
     /// A constant made up by the lowering of `node` (e.g. a default zero point).
     pub fn constant(&mut self, node: &Node, what: &str, value: HostTensor) -> TensorId {
         self.graph
-            .add_constant(format!("{}:{what}", node.label()), value)
+            .add_constant(format!("{}:{what}", node.label()), computed(value))
     }
 
     /// Defines output `i` of `node` as `src`'s bytes under `shape` (a free reshape).
@@ -440,8 +504,11 @@ impl Lowerer {
 
     /// An internal tensor (not named in the ONNX graph).
     pub fn temp(&mut self, node: &Node, what: &str, dtype: DType, shape: Vec<usize>) -> TensorId {
-        self.graph
-            .add_tensor(format!("{}:{what}", node.label()), dtype, shape)
+        self.graph.add_tensor(
+            format!("{}:{what}", node.label()),
+            computed_dtype(dtype),
+            shape,
+        )
     }
 
     /// A view of `src` under another shape, as a new internal tensor.
@@ -554,6 +621,24 @@ impl Lowerer {
     }
 }
 
+/// The type a value of `dtype` is computed in: f32 for the interface float types.
+pub fn computed_dtype(dtype: DType) -> DType {
+    if dtype.is_interface_float() {
+        DType::F32
+    } else {
+        dtype
+    }
+}
+
+/// `value` in the type it is computed in ([`computed_dtype`]).
+fn computed(value: HostTensor) -> HostTensor {
+    if value.dtype.is_interface_float() {
+        value.cast(DType::F32)
+    } else {
+        value
+    }
+}
+
 /// The element count of `shape`, or an error past [`crate::tensor::MAX_CONSTANT_ELEMENTS`]
 /// (every tensor Ferrite plans is bounded, so later shape arithmetic cannot overflow).
 pub fn bounded(shape: &[usize]) -> Result<usize, Reason> {
@@ -586,8 +671,8 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         | "DynamicQuantizeLinear" => 1,
         "Constant" => 0,
         "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Reshape" | "Gather" | "Equal" | "Expand"
-        | "Pow" | "PRelu" | "Mod" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual"
-        | "And" | "Or" | "Xor" => 2,
+        | "Pow" | "PRelu" | "Mod" | "BitShift" | "CastLike" | "Less" | "LessOrEqual"
+        | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor" => 2,
         "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" | "QuantizeLinear"
         | "DequantizeLinear" => 3,
         "MatMulInteger" | "ConvInteger" => 4,

@@ -1,7 +1,6 @@
 //! Lowering of the compute ops: convolutions, matrix products, elementwise arithmetic,
 //! activations, softmax, pooling and batch normalisation.
 
-use super::constant::eval_broadcast_int;
 use super::{normalize_axis, Attrs, Lowerer, Reason};
 use crate::ir::TensorId;
 use crate::onnx::Node;
@@ -395,7 +394,7 @@ pub(super) fn matmul(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 }
 
 pub(super) fn binary(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
-    let a = lw.input(node, 0)?;
+    let mut a = lw.input(node, 0)?;
     let mut b = lw.input(node, 1)?;
     let op = match node.op_type.as_str() {
         "Add" => BinaryOp::Add,
@@ -404,54 +403,80 @@ pub(super) fn binary(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         "Div" => BinaryOp::Div,
         "Pow" => BinaryOp::Pow,
         "PRelu" => BinaryOp::PRelu,
-        _ => {
-            if lw.dtype(a) == DType::F32 && node.int("fmod", 0)? == 0 {
-                return Err("Mod of floats needs fmod=1".into());
-            }
-            BinaryOp::Fmod
-        }
+        "BitShift" => match node.string("direction", "")?.as_str() {
+            "LEFT" => BinaryOp::ShiftLeft,
+            "RIGHT" => BinaryOp::ShiftRight,
+            _ => return Err("direction must be LEFT or RIGHT".into()),
+        },
+        _ if node.int("fmod", 0)? == 1 => BinaryOp::Fmod,
+        _ if lw.dtype(a) == DType::F32 => return Err("Mod of floats needs fmod=1".into()),
+        _ => BinaryOp::Mod,
     };
-    // Pow's exponent may have another type: a constant one becomes float.
-    if op == BinaryOp::Pow && lw.dtype(a) == DType::F32 && lw.dtype(b) != DType::F32 {
-        if let Some(v) = lw.value(b) {
-            let v = v.cast(DType::F32);
-            b = lw.constant(node, "exponent", v);
+    let (ta, tb) = (lw.dtype(a), lw.dtype(b));
+    // Pow's exponent may have another type than its base (the result has the base's).
+    let mut result_type = None;
+    if op == BinaryOp::Pow && ta != tb {
+        if ta == DType::F32 || tb == DType::F32 {
+            // Both in f32; an integer base gets its type back (truncating) at the end.
+            a = to_type(lw, node, "base", a, DType::F32)?;
+            b = to_type(lw, node, "exponent", b, DType::F32)?;
+            result_type = (ta != DType::F32).then_some(ta);
+        } else {
+            b = to_type(lw, node, "exponent", b, ta)?;
         }
     }
-    if lw.dtype(a) != lw.dtype(b) {
+    let dtype = lw.dtype(a);
+    if dtype != lw.dtype(b) {
         return Err("operands have different types".into());
     }
-    if lw.dtype(a) != DType::F32 {
-        if let (Some(va), Some(vb)) = (lw.value(a), lw.value(b)) {
-            let f = match op {
-                BinaryOp::Add => i64::wrapping_add,
-                BinaryOp::Sub => i64::wrapping_sub,
-                BinaryOp::Mul => i64::wrapping_mul,
-                BinaryOp::Div => |x: i64, y: i64| if y == 0 { 0 } else { x.wrapping_div(y) },
-                _ => return Err(format!("{} of integers is not supported yet", node.op_type)),
-            };
-            let v = eval_broadcast_int(va, vb, lw.dtype(a), f)?;
-            lw.const_output(node, 0, v);
-            return Ok(());
-        }
+    if dtype != DType::F32 && !dtype.is_integer() {
+        return Err(format!("type {dtype} is not supported for arithmetic"));
     }
-    lw.require_f32(&[a, b])?;
+    if !op.takes_floats() && dtype == DType::F32 {
+        return Err("BitShift takes integers".into());
+    }
     let out = broadcast(&hal_shape(&lw.shape(a))?, &hal_shape(&lw.shape(b))?)
         .ok_or("operand shapes do not broadcast")?;
     if op == BinaryOp::PRelu && out.dims() != lw.shape(a) {
         return Err("the slope must broadcast to the input's shape".into());
     }
-    let y = lw.output(node, 0, DType::F32, out.dims().to_vec())?;
-    lw.emit(
-        node,
-        Op::Binary {
-            op,
-            activation: Activation::None,
-        },
-        vec![Some(a), Some(b)],
-        vec![y],
-    )?;
-    Ok(())
+    let step = Op::Binary {
+        op,
+        activation: Activation::None,
+    };
+    let shape = out.dims().to_vec();
+    match result_type {
+        None => {
+            let y = lw.output(node, 0, dtype, shape)?;
+            lw.emit(node, step, vec![Some(a), Some(b)], vec![y])
+        }
+        Some(t) => {
+            let power = lw.temp(node, "power", DType::F32, shape.clone());
+            lw.emit(node, step, vec![Some(a), Some(b)], vec![power])?;
+            let y = lw.output(node, 0, t, shape)?;
+            lw.emit(node, Op::Convert, vec![Some(power)], vec![y])
+        }
+    }
+}
+
+/// `t` converted to `dtype` (folded when constant; as is when already of that type).
+fn to_type(
+    lw: &mut Lowerer,
+    node: &Node,
+    what: &str,
+    t: TensorId,
+    dtype: DType,
+) -> Result<TensorId, Reason> {
+    if lw.dtype(t) == dtype {
+        return Ok(t);
+    }
+    if let Some(v) = lw.value(t) {
+        let v = v.cast(dtype);
+        return Ok(lw.constant(node, what, v));
+    }
+    let y = lw.temp(node, what, dtype, lw.shape(t));
+    lw.emit(node, Op::Convert, vec![Some(t)], vec![y])?;
+    Ok(y)
 }
 
 /// Max, Min, Sum and Mean of any number of inputs (numpy broadcasting): a chain of binary
@@ -463,7 +488,16 @@ pub(super) fn variadic(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let Some(&first) = inputs.first() else {
         return Err("at least one input is required".into());
     };
-    lw.require_f32(&inputs)?;
+    let dtype = lw.dtype(first);
+    if inputs.iter().any(|&t| lw.dtype(t) != dtype) {
+        return Err("operands have different types".into());
+    }
+    if dtype != DType::F32 && !(dtype.is_integer() && node.op_type != "Mean") {
+        return Err(format!(
+            "type {dtype} is not supported for {}",
+            node.op_type
+        ));
+    }
     let op = match node.op_type.as_str() {
         "Max" => BinaryOp::Max,
         "Min" => BinaryOp::Min,
@@ -477,14 +511,9 @@ pub(super) fn variadic(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
             .ok_or("operand shapes do not broadcast")?;
         let last = k + 1 == inputs.len() && !mean;
         let y = if last {
-            lw.output(node, 0, DType::F32, shape.dims().to_vec())?
+            lw.output(node, 0, dtype, shape.dims().to_vec())?
         } else {
-            lw.temp(
-                node,
-                &format!("partial{k}"),
-                DType::F32,
-                shape.dims().to_vec(),
-            )
+            lw.temp(node, &format!("partial{k}"), dtype, shape.dims().to_vec())
         };
         let step = Op::Binary {
             op,

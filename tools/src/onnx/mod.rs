@@ -80,6 +80,8 @@ pub struct Graph {
     pub inputs: Vec<GraphInput>,
     /// Output value names.
     pub outputs: Vec<String>,
+    /// The declared ONNX element type of each output (0 when not declared).
+    pub output_types: Vec<i32>,
     /// Initializers by name.
     pub initializers: HashMap<String, HostTensor>,
 }
@@ -157,6 +159,16 @@ pub fn import(bytes: &[u8]) -> Result<Graph, PackError> {
         })
         .collect();
     let outputs: Vec<String> = graph.output.iter().map(|o| o.name.clone()).collect();
+    let output_types = graph
+        .output
+        .iter()
+        .map(|o| {
+            o.r#type
+                .as_ref()
+                .and_then(|t| t.tensor_type.as_ref())
+                .map_or(0, |t| t.elem_type)
+        })
+        .collect();
     if outputs.is_empty() {
         return Err(PackError::Invalid("the graph has no outputs".into()));
     }
@@ -179,6 +191,7 @@ pub fn import(bytes: &[u8]) -> Result<Graph, PackError> {
         nodes,
         inputs,
         outputs,
+        output_types,
         initializers,
     })
 }

@@ -169,6 +169,16 @@ pub fn binary(
             binary_with(a, b, out, out_shape, |x, s| if x < 0.0 { x * s } else { x })
         }
         BinaryOp::Fmod => binary_with(a, b, out, out_shape, math::fmod),
+        BinaryOp::Mod => binary_with(a, b, out, out_shape, |x, y| {
+            let r = math::fmod(x, y);
+            if r != 0.0 && (r < 0.0) != (y < 0.0) {
+                r + y
+            } else {
+                r
+            }
+        }),
+        // The verifier refuses shifts on floats.
+        BinaryOp::ShiftLeft | BinaryOp::ShiftRight => {}
     }
     activate_fused(act, out);
 }

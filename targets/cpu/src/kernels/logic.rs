@@ -41,7 +41,7 @@ fn walk3(shape: &Shape, a: &Shape, b: &Shape, c: &Shape, f: &mut dyn FnMut([usiz
 
 /// `out[i] = f(a[·], b[·])` over `shape`, each operand broadcast.
 #[inline(always)]
-fn zip_broadcast<A: Copy, B: Copy, Y>(
+pub(crate) fn zip_broadcast<A: Copy, B: Copy, Y>(
     a: Operand<'_, A>,
     b: Operand<'_, B>,
     out: &mut [Y],

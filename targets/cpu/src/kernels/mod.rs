@@ -12,6 +12,7 @@ pub mod integer;
 pub mod logic;
 pub mod matmul;
 pub mod movement;
+pub mod numeric;
 pub mod pool;
 pub mod quantize;
 pub mod reduce;
@@ -30,6 +31,11 @@ macro_rules! with_elements {
         match $dtype.size() {
             1 => {
                 let ($s, $d): (&[u8], &mut [u8]) = ($src, $dst);
+                $body;
+            }
+            2 => {
+                let $s: &[u16] = bytemuck::try_cast_slice($src).map_err(bad)?;
+                let $d: &mut [u16] = bytemuck::try_cast_slice_mut($dst).map_err(bad)?;
                 $body;
             }
             4 => {
@@ -204,9 +210,18 @@ fn run_step_inline<const OPS: u64>(
             matmul::finish(activation, out);
         }
         Op::Binary { op, activation } if selects(OPS, OpKind::Binary) => {
-            let a = operand(&view, &input(0)?)?;
-            let b = operand(&view, &input(1)?)?;
-            elementwise::binary(op, a, b, f32s_mut(out)?, &out_desc.shape, activation);
+            let (a, b) = (input(0)?, input(1)?);
+            if a.dtype == DType::F32 {
+                let (a, b) = (operand(&view, &a)?, operand(&view, &b)?);
+                elementwise::binary(op, a, b, f32s_mut(out)?, &out_desc.shape, activation);
+            } else {
+                let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+                integer_binary(op, (a, ab), (b, bb), out, &out_desc.shape)?;
+            }
+        }
+        Op::Convert if selects(OPS, OpKind::Convert) => {
+            let x = input(0)?;
+            numeric::convert(x.dtype, view.bytes(&x)?, out_desc.dtype, out)?;
         }
         Op::Unary(act) if selects(OPS, OpKind::Unary) => {
             let out = f32s_mut(out)?;
@@ -277,6 +292,23 @@ fn run_step_inline<const OPS: u64>(
                     let [x, y] = operands::<u8>(ab, sa, bb, sb)?;
                     logic::compare(c, x, y, out, &shape)
                 }
+                DType::I16 => {
+                    let [x, y] = operands::<i16>(ab, sa, bb, sb)?;
+                    logic::compare(c, x, y, out, &shape)
+                }
+                DType::U16 => {
+                    let [x, y] = operands::<u16>(ab, sa, bb, sb)?;
+                    logic::compare(c, x, y, out, &shape)
+                }
+                DType::U32 => {
+                    let [x, y] = operands::<u32>(ab, sa, bb, sb)?;
+                    logic::compare(c, x, y, out, &shape)
+                }
+                DType::U64 => {
+                    let [x, y] = operands::<u64>(ab, sa, bb, sb)?;
+                    logic::compare(c, x, y, out, &shape)
+                }
+                DType::F64 | DType::F16 | DType::BF16 => return Err(CpuError::Unsupported),
             }
         }
         Op::Logical(l) if selects(OPS, OpKind::Logical) => {
@@ -713,6 +745,44 @@ fn dequantize_typed<T: quantize::QuantInt>(
     Ok(())
 }
 
+/// [`numeric::binary`] on integer operands `a`, `b` (descriptor and bytes) of one type.
+fn integer_binary(
+    op: ferrite_hal::op::BinaryOp,
+    a: (TensorDesc, &[u8]),
+    b: (TensorDesc, &[u8]),
+    out: &mut [u8],
+    shape: &ferrite_hal::Shape,
+) -> Result<(), CpuError> {
+    fn typed<T: numeric::Integer>(
+        op: ferrite_hal::op::BinaryOp,
+        a: (TensorDesc, &[u8]),
+        b: (TensorDesc, &[u8]),
+        out: &mut [u8],
+        shape: &ferrite_hal::Shape,
+    ) -> Result<(), CpuError> {
+        let x = logic::Operand {
+            data: cast::<T>(a.1)?,
+            shape: a.0.shape,
+        };
+        let y = logic::Operand {
+            data: cast::<T>(b.1)?,
+            shape: b.0.shape,
+        };
+        numeric::binary(op, x, y, cast_mut::<T>(out)?, shape)
+    }
+    match a.0.dtype {
+        DType::I8 => typed::<i8>(op, a, b, out, shape),
+        DType::U8 => typed::<u8>(op, a, b, out, shape),
+        DType::I16 => typed::<i16>(op, a, b, out, shape),
+        DType::U16 => typed::<u16>(op, a, b, out, shape),
+        DType::I32 => typed::<i32>(op, a, b, out, shape),
+        DType::U32 => typed::<u32>(op, a, b, out, shape),
+        DType::I64 => typed::<i64>(op, a, b, out, shape),
+        DType::U64 => typed::<u64>(op, a, b, out, shape),
+        _ => Err(CpuError::Unsupported),
+    }
+}
+
 #[inline(always)]
 fn operand<'x>(view: &Readable<'x>, t: &TensorDesc) -> Result<Operand<'x>, CpuError> {
     Ok(match view.src(t)? {
@@ -740,6 +810,19 @@ fn pad(
         DType::I8 => pad_typed(src, x_shape, mode, begins, value as i8, dst, out_shape),
         DType::U8 | DType::Bool => {
             pad_typed(src, x_shape, mode, begins, value as u8, dst, out_shape)
+        }
+        DType::I16 => pad_typed(src, x_shape, mode, begins, value as i16, dst, out_shape),
+        DType::U16 => pad_typed(src, x_shape, mode, begins, value as u16, dst, out_shape),
+        DType::U32 => pad_typed(src, x_shape, mode, begins, value as u32, dst, out_shape),
+        DType::U64 => pad_typed(src, x_shape, mode, begins, value as u64, dst, out_shape),
+        DType::F64 => pad_typed(src, x_shape, mode, begins, value as f64, dst, out_shape),
+        DType::F16 => {
+            let v = half::f16::from_f32(value).to_bits();
+            pad_typed(src, x_shape, mode, begins, v, dst, out_shape)
+        }
+        DType::BF16 => {
+            let v = half::bf16::from_f32(value).to_bits();
+            pad_typed(src, x_shape, mode, begins, v, dst, out_shape)
         }
     }
 }
