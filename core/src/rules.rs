@@ -530,6 +530,23 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                 "output is not the broadcast of the inputs",
             )
         }
+        Op::Resample { axis, .. } => {
+            ensure(n_in == 3 && n_out == 1, "Resample takes 3 inputs")?;
+            let (x, idx, w, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
+            all_f32(&[x, w, y])?;
+            ensure(idx.dtype == DType::I32, "Resample indices are int32")?;
+            let rank = x.shape.rank();
+            ensure(axis < rank && y.shape.rank() == rank, "Resample axis")?;
+            ensure(
+                idx.shape.rank() == 2 && idx.shape == w.shape && idx.shape.dim(1) >= 1,
+                "Resample tap tables are [n, taps]",
+            )?;
+            ensure(
+                idx.shape.dim(0) == y.shape.dim(axis)
+                    && (0..rank).all(|d| d == axis || x.shape.dim(d) == y.shape.dim(d)),
+                "Resample output shape",
+            )
+        }
         Op::Trilu { .. } => {
             ensure(n_in == 1 && n_out == 1, "Trilu takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);

@@ -100,11 +100,13 @@ pub enum OpKind {
     Trilu = 42,
     /// Element-type conversion (ONNX Cast).
     Convert = 43,
+    /// Resampling along one axis by a pack-time tap table (Resize, Upsample).
+    Resample = 44,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 43] = [
+    pub const ALL: [OpKind; 44] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -148,6 +150,7 @@ impl OpKind {
         OpKind::Classify,
         OpKind::Trilu,
         OpKind::Convert,
+        OpKind::Resample,
     ];
 
     /// The float compute ops (everything but data movement and quantization), which every
@@ -255,6 +258,7 @@ impl OpKind {
             OpKind::Classify => "IsNaN/IsInf",
             OpKind::Trilu => "Trilu",
             OpKind::Convert => "Cast",
+            OpKind::Resample => "Resample",
         }
     }
 }
@@ -829,6 +833,17 @@ pub enum Op {
     /// integers truncate toward zero (saturating), to bool test `!= 0`, between float widths
     /// round to nearest even.
     Convert,
+    /// Inputs `x` (f32), `indices` (int32 `[n, taps]`), `weights` (f32 `[n, taps]`); output x's
+    /// shape with `axis` of length `n`: output position `j` along `axis` is
+    /// `Σ_k weights[j, k] · x[.., indices[j, k], ..]`, or `extrapolation` where
+    /// `indices[j, 0]` is −1. Every mode of ONNX Resize (nearest, linear, cubic, antialiased,
+    /// each coordinate transformation) is such a table, computed at pack time per axis.
+    Resample {
+        /// The resampled axis, in `0..rank`.
+        axis: usize,
+        /// The value of positions outside the input (tf_crop_and_resize).
+        extrapolation: f32,
+    },
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -898,6 +913,7 @@ impl Op {
             Op::Logical(_) => OpKind::Logical,
             Op::Not => OpKind::Not,
             Op::Convert => OpKind::Convert,
+            Op::Resample { .. } => OpKind::Resample,
             Op::Where => OpKind::Where,
             Op::Classify(_) => OpKind::Classify,
             Op::Trilu { .. } => OpKind::Trilu,
@@ -995,6 +1011,13 @@ impl Op {
             Op::Trilu { upper, k } => {
                 w.bool(*upper);
                 w.i32(*k);
+            }
+            Op::Resample {
+                axis,
+                extrapolation,
+            } => {
+                w.usize(*axis);
+                w.f32(*extrapolation);
             }
             Op::Logical(l) => w.u32(*l as u32),
             Op::Classify(d) => {
@@ -1150,6 +1173,10 @@ impl Op {
             OpKind::MatMulInteger => Op::MatMulInteger,
             OpKind::Not => Op::Not,
             OpKind::Convert => Op::Convert,
+            OpKind::Resample => Op::Resample {
+                axis: r.usize()?,
+                extrapolation: r.f32()?,
+            },
             OpKind::Trilu => Op::Trilu {
                 upper: r.bool()?,
                 k: r.i32()?,
@@ -1366,6 +1393,10 @@ mod tests {
         round_trip(Op::Logical(LogicalOp::Xor));
         round_trip(Op::Not);
         round_trip(Op::Convert);
+        round_trip(Op::Resample {
+            axis: 3,
+            extrapolation: -1.5,
+        });
         for op in [BinaryOp::Mod, BinaryOp::ShiftLeft, BinaryOp::ShiftRight] {
             round_trip(Op::Binary {
                 op,

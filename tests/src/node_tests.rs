@@ -147,17 +147,34 @@ pub fn run_test<B: Backend>(dir: &Path) -> (Outcome, String) {
     let packed = match pack(&onnx, &options) {
         Ok(p) => p,
         Err(e) if needs_constants(&e) && input_names.len() == inputs.len() => {
-            for (name, value) in input_names.iter().zip(&inputs) {
-                if value.dtype != DType::F32 || value.shape.is_empty() {
-                    let t =
-                        HostTensor::from_le_bytes(value.dtype, value.shape.clone(), &value.bytes);
-                    if let Some(t) = t {
-                        options.constants.push((name.clone(), t));
+            // First the shape-like inputs (integers, scalars); then, if still needed, every
+            // input but the first (float parameters such as Resize's scales).
+            let freeze = |options: &mut PackOptions, all: bool| {
+                options.constants.clear();
+                for (k, (name, value)) in input_names.iter().zip(&inputs).enumerate() {
+                    let shape_like = value.dtype != DType::F32 || value.shape.is_empty();
+                    if shape_like || (all && k > 0) {
+                        let t = HostTensor::from_le_bytes(
+                            value.dtype,
+                            value.shape.clone(),
+                            &value.bytes,
+                        );
+                        if let Some(t) = t {
+                            options.constants.push((name.clone(), t));
+                        }
                     }
                 }
-            }
+            };
+            freeze(&mut options, false);
             match pack(&onnx, &options) {
                 Ok(p) => p,
+                Err(e) if needs_constants(&e) => {
+                    freeze(&mut options, true);
+                    match pack(&onnx, &options) {
+                        Ok(p) => p,
+                        Err(e) => return (Outcome::Skip(skip_reason(&e)), op),
+                    }
+                }
                 Err(e) => return (Outcome::Skip(skip_reason(&e)), op),
             }
         }

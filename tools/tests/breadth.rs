@@ -377,3 +377,52 @@ fn interface_floats_convert_at_the_boundary() {
         [3.0, -6.0, half::f16::from_f64(0.3).to_f32(), f32::INFINITY]
     );
 }
+
+/// Resize: a 2× linear upsample (align_corners) and a nearest downsample against hand
+/// values; bad attributes and non-constant scales are refused by name.
+#[test]
+fn resize_tables_match_hand_values() {
+    let resize = |attrs: Vec<AttributeProto>, scales: &[f32]| {
+        ModelBuilder::new(13)
+            .input("x", data_type::FLOAT, &[D::N(1), D::N(1), D::N(2), D::N(2)])
+            .init_f32("roi", &[0], &[])
+            .init_f32("scales", &[4], scales)
+            .node("Resize", "the_node", &["x", "roi", "scales"], &["y"], attrs)
+            .output("y")
+            .encode()
+    };
+    let x = floats(&[1, 1, 2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let linear = vec![
+        attr_string("mode", "linear"),
+        attr_string("coordinate_transformation_mode", "align_corners"),
+    ];
+    let y = run(
+        &resize(linear, &[1.0, 1.0, 1.5, 1.5]),
+        std::slice::from_ref(&x),
+    );
+    assert_eq!(y, [1.0, 1.5, 2.0, 2.0, 2.5, 3.0, 3.0, 3.5, 4.0]);
+    let y = run(
+        &resize(vec![], &[1.0, 1.0, 0.5, 0.5]),
+        std::slice::from_ref(&x),
+    );
+    // half_pixel, round_prefer_floor: source (0 + 0.5) / 0.5 - 0.5 = 0.5 → index 0.
+    assert_eq!(y, [1.0]);
+    let text = pack_error(&resize(
+        vec![attr_string("mode", "quadratic")],
+        &[1.0, 1.0, 2.0, 2.0],
+    ));
+    assert!(
+        text.contains("the_node") && text.contains("quadratic"),
+        "{text}"
+    );
+    let text = pack_error(&resize(vec![], &[1.0, 1.0, -2.0, 2.0]));
+    assert!(text.contains("not positive"), "{text}");
+    let dynamic = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(1), D::N(2), D::N(2)])
+        .input("scales", data_type::FLOAT, &[D::N(4)])
+        .node("Resize", "the_node", &["x", "", "scales"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let text = pack_error(&dynamic);
+    assert!(text.contains("scales must be a constant"), "{text}");
+}

@@ -78,6 +78,7 @@ impl CpuDevice {
             .with(Compare, &DType::INTEGERS)
             .with(Binary, &DType::INTEGERS)
             .with(Convert, &DType::ALL)
+            .with(Resample, &float)
             .with(Logical, &[DType::Bool])
             .with(Not, &[DType::Bool])
             .with(Classify, &float)

@@ -16,6 +16,7 @@ mod movement;
 mod nn;
 mod qoperator;
 mod quant;
+mod resize;
 
 pub use qoperator::MICROSOFT_OPS;
 
@@ -123,6 +124,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ReduceSumSquare",
     "Relu",
     "Reshape",
+    "Resize",
     "Round",
     "Selu",
     "Shape",
@@ -145,6 +147,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Transpose",
     "Trilu",
     "Unsqueeze",
+    "Upsample",
     "Where",
     "Xor",
 ];
@@ -211,8 +214,8 @@ impl Lowerer {
     /// interface float type (the graph computed it in f32).
     pub fn graph_output(&mut self, name: &str, declared: i32) -> Option<TensorId> {
         let id = self.lookup(name)?;
-        let dtype = crate::tensor::dtype_from_onnx(declared)
-            .or_else(|| self.interface.get(&id).copied());
+        let dtype =
+            crate::tensor::dtype_from_onnx(declared).or_else(|| self.interface.get(&id).copied());
         match dtype {
             Some(d) if d.is_interface_float() && self.dtype(id) == DType::F32 => {
                 let shape = self.shape(id);
@@ -348,6 +351,7 @@ impl Lowerer {
             | "Xor" => nn::compare(self, node),
             "Not" => nn::not(self, node),
             "Trilu" => movement::trilu(self, node),
+            "Resize" | "Upsample" => resize::resize(self, node),
             "IsNaN" | "IsInf" => nn::classify(self, node),
             "Where" => nn::select(self, node),
             other => Err(format!("op '{other}' is not supported")),
@@ -677,6 +681,20 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         | "DequantizeLinear" => 3,
         "MatMulInteger" | "ConvInteger" => 4,
         "Trilu" => 2,
+        "Resize" => {
+            if opset < 11 {
+                2
+            } else {
+                4
+            }
+        }
+        "Upsample" => {
+            if opset < 9 {
+                1
+            } else {
+                2
+            }
+        }
         "LayerNormalization" | "InstanceNormalization" | "GroupNormalization" => 3,
         "BatchNormalization" => 5,
         "Clip" => {

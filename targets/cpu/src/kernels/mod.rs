@@ -16,6 +16,7 @@ pub mod numeric;
 pub mod pool;
 pub mod quantize;
 pub mod reduce;
+pub mod resample;
 
 use crate::memory::{carve, f32s, f32s_mut, span, Readable, Src};
 use crate::CpuError;
@@ -218,6 +219,26 @@ fn run_step_inline<const OPS: u64>(
                 let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
                 integer_binary(op, (a, ab), (b, bb), out, &out_desc.shape)?;
             }
+        }
+        Op::Resample {
+            axis,
+            extrapolation,
+        } if selects(OPS, OpKind::Resample) => {
+            let x = input(0)?;
+            let lanes = resample::Lanes {
+                outer: x.shape.product(0..axis),
+                in_len: x.shape.dim(axis),
+                inner: x.shape.product(axis + 1..x.shape.rank()),
+            };
+            let indices = cast::<i32>(view.bytes(&input(1)?)?)?;
+            resample::resample(
+                f32_in(0)?,
+                lanes,
+                indices,
+                f32_in(2)?,
+                extrapolation,
+                f32s_mut(out)?,
+            )?;
         }
         Op::Convert if selects(OPS, OpKind::Convert) => {
             let x = input(0)?;
