@@ -92,6 +92,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Log",
     "LogSoftmax",
     "LpNormalization",
+    "LpPool",
     "MatMul",
     "MatMulInteger",
     "Max",
@@ -103,6 +104,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Mul",
     "Neg",
     "Not",
+    "OneHot",
     "Or",
     "PRelu",
     "Pad",
@@ -317,6 +319,7 @@ impl Lowerer {
             "DepthToSpace" | "SpaceToDepth" => compose::depth_space(self, node),
             "MaxPool" | "AveragePool" => nn::pool(self, node),
             "GlobalAveragePool" | "GlobalMaxPool" => nn::global_pool(self, node),
+            "LpPool" => nn::lp_pool(self, node),
             "BatchNormalization" => nn::batch_norm(self, node),
             "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1"
             | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp" | "ReduceSumSquare" => {
@@ -354,6 +357,7 @@ impl Lowerer {
             "Resize" | "Upsample" => resize::resize(self, node),
             "IsNaN" | "IsInf" => nn::classify(self, node),
             "Where" => nn::select(self, node),
+            "OneHot" => nn::one_hot(self, node),
             other => Err(format!("op '{other}' is not supported")),
         }
     }
@@ -667,6 +671,7 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         | "GlobalMaxPool"
         | "MaxPool"
         | "AveragePool"
+        | "LpPool"
         | "Identity"
         | "Shape"
         | "Size"
@@ -677,7 +682,7 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Reshape" | "Gather" | "Equal" | "Expand"
         | "Pow" | "PRelu" | "Mod" | "BitShift" | "CastLike" | "Less" | "LessOrEqual"
         | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor" => 2,
-        "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" | "QuantizeLinear"
+        "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" | "OneHot" | "QuantizeLinear"
         | "DequantizeLinear" => 3,
         "MatMulInteger" | "ConvInteger" => 4,
         "Trilu" => 2,

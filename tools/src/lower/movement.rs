@@ -127,15 +127,30 @@ pub(super) fn identity(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     lw.alias_output(node, 0, x, s)
 }
 
+/// Dropout at inference: the identity, and a mask of all true when asked for. Training mode
+/// with a non-zero ratio drops at random, which a deterministic runtime does not do.
 pub(super) fn dropout(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
-    if node.outputs.get(1).is_some_and(|o| !o.is_empty()) {
-        return Err("the mask output of Dropout is not supported".into());
-    }
-    if lw
+    let training = lw
         .const_ints(node, 2, "training_mode")?
-        .is_some_and(|v| v.first() == Some(&1))
-    {
-        return Err("training_mode=1 is not supported (inference only)".into());
+        .is_some_and(|v| v.first().is_some_and(|&t| t != 0));
+    let ratio = match lw.opset() >= 12 {
+        true => lw.const_scalar(node, 1, "ratio")?.unwrap_or(0.5),
+        false => node.float("ratio", 0.5)?,
+    };
+    if training && ratio != 0.0 {
+        return Err(format!(
+            "training_mode=1 with ratio {ratio} drops at random (inference only)"
+        ));
+    }
+    if node.outputs.get(1).is_some_and(|o| !o.is_empty()) {
+        let x = lw.input(node, 0)?;
+        let shape = lw.shape(x);
+        let n = super::bounded(&shape)?;
+        lw.const_output(
+            node,
+            1,
+            crate::tensor::HostTensor::int(ferrite_hal::DType::Bool, shape, vec![1; n]),
+        );
     }
     identity(lw, node)
 }

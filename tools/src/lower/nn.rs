@@ -728,6 +728,70 @@ pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     Ok(())
 }
 
+/// LpPool: `(Σ_window |x|^p)^(1/p)` as `|x|^p`, an average pool counting the padding (zeros
+/// contribute nothing), a multiplication by the window size and a `1/p` power.
+pub(super) fn lp_pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    lw.require_f32(&[x])?;
+    let xs = lw.shape(x);
+    let spatial = spatial_dims(&xs, &node.op_type)?;
+    let kernel = node
+        .ints("kernel_shape")?
+        .ok_or("kernel_shape is required")?
+        .into_iter()
+        .map(|k| k.max(0) as usize)
+        .collect::<Vec<_>>();
+    let p = node.int("p", 2)?;
+    if p < 1 {
+        return Err(format!("p {p} must be at least 1"));
+    }
+    let window = resolve_window(node, &spatial, &kernel, false)?;
+    let pool = Pool {
+        window,
+        ceil_mode: node.int("ceil_mode", 0)? != 0,
+        count_include_pad: true,
+    };
+    let out_spatial = window_out(&pool.window, &spatial, Some(pool.ceil_mode))?;
+    let mut out_shape = xs[..2].to_vec();
+    out_shape.extend(out_spatial);
+    let plain = |op| Op::Binary {
+        op,
+        activation: Activation::None,
+    };
+    let scalar = |lw: &mut Lowerer, what: &str, v: f32| {
+        lw.constant(node, what, HostTensor::float(vec![], vec![v]))
+    };
+    let magnitude = lw.temp(node, "magnitude", DType::F32, xs.clone());
+    lw.emit(
+        node,
+        Op::Unary(Activation::Abs),
+        vec![Some(x)],
+        vec![magnitude],
+    )?;
+    let exponent = scalar(lw, "p", p as f32);
+    let powered = lw.temp(node, "powered", DType::F32, xs);
+    let inputs = vec![Some(magnitude), Some(exponent)];
+    lw.emit(node, plain(BinaryOp::Pow), inputs, vec![powered])?;
+    let mean = lw.temp(node, "mean", DType::F32, out_shape.clone());
+    lw.emit(node, Op::AvgPool(pool), vec![Some(powered)], vec![mean])?;
+    let count = scalar(lw, "count", (kernel.iter().product::<usize>()) as f32);
+    let sum = lw.temp(node, "sum", DType::F32, out_shape.clone());
+    lw.emit(
+        node,
+        plain(BinaryOp::Mul),
+        vec![Some(mean), Some(count)],
+        vec![sum],
+    )?;
+    let root = scalar(lw, "inverse_p", 1.0 / p as f32);
+    let y = lw.output(node, 0, DType::F32, out_shape)?;
+    lw.emit(
+        node,
+        plain(BinaryOp::Pow),
+        vec![Some(sum), Some(root)],
+        vec![y],
+    )
+}
+
 /// GlobalAveragePool (its own op) and GlobalMaxPool (a max reduction over the spatial axes).
 pub(super) fn global_pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let x = lw.input(node, 0)?;
@@ -860,4 +924,75 @@ pub(super) fn select(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         broadcast(&hal_shape(&lw.shape(c))?, &xy).ok_or("the condition does not broadcast")?;
     let z = lw.output(node, 0, lw.dtype(x), out.dims().to_vec())?;
     lw.emit(node, Op::Where, vec![Some(c), Some(x), Some(y)], vec![z])
+}
+
+/// OneHot: `values[1]` where an index (negative ones count from `depth`) equals the position
+/// along the new axis, `values[0]` elsewhere — comparisons with a constant range, an Or and a
+/// Where. Out-of-range indices give a row of `values[0]`, as the ONNX reference.
+pub(super) fn one_hot(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let mut indices = lw.input(node, 0)?;
+    let depth = lw
+        .const_scalar(node, 1, "depth")?
+        .ok_or("depth is required")?;
+    if !(depth >= 1.0 && depth <= (1u32 << 24) as f32) {
+        return Err(format!("depth {depth} is not a positive count"));
+    }
+    let depth = depth as i64;
+    let values_id = lw.input(node, 2)?;
+    let values = lw
+        .value(values_id)
+        .ok_or("values must be a constant (computed at pack time)")?
+        .clone();
+    if values.len() != 2 {
+        return Err("values must hold [off, on]".into());
+    }
+    let shape = lw.shape(indices);
+    let rank = shape.len();
+    let axis = normalize_axis(node.int("axis", -1)?, rank + 1)?;
+    if !lw.dtype(indices).is_integer() {
+        // Float indices are cast to int64 first (ONNX).
+        let converted = lw.temp(node, "indices", DType::I64, shape.clone());
+        lw.emit(node, Op::Convert, vec![Some(indices)], vec![converted])?;
+        indices = converted;
+    }
+    let index_type = lw.dtype(indices);
+    let mut column = shape.clone();
+    column.insert(axis, 1);
+    let column = lw.temp_alias(node, "column", indices, column);
+    let mut out_shape = shape;
+    out_shape.insert(axis, depth as usize);
+    let mut range_shape = vec![1; rank + 1];
+    range_shape[axis] = depth as usize;
+    let ranges = [(0..depth).collect::<Vec<_>>(), (-depth..0).collect()];
+    let mut hits = Vec::new();
+    for (k, range) in ranges.into_iter().enumerate() {
+        let r = HostTensor::int(index_type, range_shape.clone(), range).cast(index_type);
+        let r = lw.constant(node, &format!("range{k}"), r);
+        let hit = lw.temp(node, &format!("hit{k}"), DType::Bool, out_shape.clone());
+        let op = Op::Compare(CompareOp::Equal);
+        lw.emit(node, op, vec![Some(column), Some(r)], vec![hit])?;
+        hits.push(hit);
+    }
+    let hit = lw.temp(node, "hit", DType::Bool, out_shape.clone());
+    let op = Op::Logical(LogicalOp::Or);
+    lw.emit(node, op, vec![Some(hits[0]), Some(hits[1])], vec![hit])?;
+    let scalar = |i: usize| {
+        let mut v = values.clone();
+        v.shape = vec![];
+        v.data = match &values.data {
+            crate::tensor::Data::Float(f) => crate::tensor::Data::Float(vec![f[i]]),
+            crate::tensor::Data::Int(n) => crate::tensor::Data::Int(vec![n[i]]),
+        };
+        v
+    };
+    let (off, on) = (scalar(0), scalar(1));
+    let off = lw.constant(node, "off", off);
+    let on = lw.constant(node, "on", on);
+    let y = lw.output(node, 0, lw.dtype(on), out_shape)?;
+    lw.emit(
+        node,
+        Op::Where,
+        vec![Some(hit), Some(on), Some(off)],
+        vec![y],
+    )
 }
