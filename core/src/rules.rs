@@ -530,6 +530,107 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                 "output is not the broadcast of the inputs",
             )
         }
+        Op::Expand => {
+            ensure(n_in == 1 && n_out == 1, "Expand takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            same_dtype(&[x, y])?;
+            ensure(
+                broadcasts_to(&x.shape, &y.shape),
+                "Expand output is not a broadcast of the input",
+            )
+        }
+        Op::GatherElements { axis } => {
+            ensure(n_in == 2 && n_out == 1, "GatherElements takes 2 inputs")?;
+            let (data, idx, y) = (input(0)?, input(1)?, output(0)?);
+            same_dtype(&[data, y])?;
+            is_index(&idx)?;
+            let rank = data.shape.rank();
+            ensure(
+                axis < rank && idx.shape.rank() == rank && y.shape == idx.shape,
+                "GatherElements shapes",
+            )?;
+            within(&idx, &data, axis)
+        }
+        Op::ScatterElements { axis, reduction } => {
+            ensure(n_in == 3 && n_out == 1, "ScatterElements takes 3 inputs")?;
+            let (data, idx, up, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
+            same_dtype(&[data, up, y])?;
+            is_index(&idx)?;
+            check_reduction(reduction, &data)?;
+            let rank = data.shape.rank();
+            ensure(
+                axis < rank
+                    && idx.shape == up.shape
+                    && idx.shape.rank() == rank
+                    && y.shape == data.shape,
+                "ScatterElements shapes",
+            )?;
+            within(&idx, &data, axis)
+        }
+        Op::GatherNd { batch_dims } => {
+            ensure(n_in == 2 && n_out == 1, "GatherND takes 2 inputs")?;
+            let (data, idx, y) = (input(0)?, input(1)?, output(0)?);
+            same_dtype(&[data, y])?;
+            is_index(&idx)?;
+            let q = nd_depth(&data, &idx, batch_dims)?;
+            let (r, m) = (data.shape.rank(), idx.shape.rank());
+            let mut want = [0usize; MAX_RANK];
+            let mut n = 0;
+            for d in idx.shape.dims()[..m - 1]
+                .iter()
+                .chain(&data.shape.dims()[batch_dims + q..r])
+            {
+                *want.get_mut(n).ok_or("GatherND output rank")? = *d;
+                n += 1;
+            }
+            ensure(y.shape.dims() == &want[..n], "GatherND output shape")
+        }
+        Op::ScatterNd { reduction } => {
+            ensure(n_in == 3 && n_out == 1, "ScatterND takes 3 inputs")?;
+            let (data, idx, up, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
+            same_dtype(&[data, up, y])?;
+            is_index(&idx)?;
+            check_reduction(reduction, &data)?;
+            let q = nd_depth(&data, &idx, 0)?;
+            let m = idx.shape.rank();
+            let want_rank = m - 1 + data.shape.rank() - q;
+            ensure(
+                up.shape.rank() == want_rank
+                    && up.shape.dims()[..m - 1] == idx.shape.dims()[..m - 1]
+                    && up.shape.dims()[m - 1..] == data.shape.dims()[q..],
+                "ScatterND updates shape",
+            )?;
+            ensure(y.shape == data.shape, "ScatterND output shape")
+        }
+        Op::TopK { axis, .. } => {
+            ensure(n_in == 1 && n_out == 2, "TopK takes 1 input, 2 outputs")?;
+            let (x, values, indices) = (input(0)?, output(0)?, output(1)?);
+            same_dtype(&[x, values])?;
+            ensure(
+                x.dtype == DType::F32 || x.dtype.is_integer(),
+                "TopK compares floats or integers",
+            )?;
+            ensure(indices.dtype == DType::I64, "TopK indices are int64")?;
+            let rank = x.shape.rank();
+            ensure(axis < rank, "TopK axis")?;
+            ensure(
+                values.shape == indices.shape
+                    && values.shape.rank() == rank
+                    && values.shape.dim(axis) <= x.shape.dim(axis)
+                    && (0..rank).all(|d| d == axis || values.shape.dim(d) == x.shape.dim(d)),
+                "TopK output shapes",
+            )
+        }
+        Op::CumSum { axis, .. } => {
+            ensure(n_in == 1 && n_out == 1, "CumSum takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            same_dtype(&[x, y])?;
+            ensure(
+                matches!(x.dtype, DType::F32 | DType::I32 | DType::I64),
+                "CumSum is on float32, int32 or int64",
+            )?;
+            ensure(axis < x.shape.rank() && x.shape == y.shape, "CumSum shapes")
+        }
         Op::Resample { axis, .. } => {
             ensure(n_in == 3 && n_out == 1, "Resample takes 3 inputs")?;
             let (x, idx, w, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
@@ -779,6 +880,46 @@ fn check_integer_binary(a: &TensorDesc, b: &TensorDesc, y: &TensorDesc, zeros: [
         zeros.iter().all(|&v| in_range(y.dtype, v)),
         "integer binary op zero point or clamp outside its type",
     )
+}
+
+/// Element-wise indices are no larger than the data on every axis but `axis`.
+fn within(idx: &TensorDesc, data: &TensorDesc, axis: usize) -> Rule {
+    ensure(
+        (0..data.shape.rank()).all(|d| d == axis || idx.shape.dim(d) <= data.shape.dim(d)),
+        "indices are larger than the data",
+    )
+}
+
+/// Index tensors are int32 or int64.
+fn is_index(t: &TensorDesc) -> Rule {
+    ensure(
+        matches!(t.dtype, DType::I32 | DType::I64),
+        "indices are int32 or int64",
+    )
+}
+
+/// Scatter reductions other than replacement compute in f32.
+fn check_reduction(reduction: ferrite_hal::op::Reduction, data: &TensorDesc) -> Rule {
+    ensure(
+        reduction == ferrite_hal::op::Reduction::None || data.dtype == DType::F32,
+        "scatter reductions are on float32",
+    )
+}
+
+/// The index-tuple length `q` of GatherND/ScatterND indices, checked against `data`.
+fn nd_depth(data: &TensorDesc, idx: &TensorDesc, batch_dims: usize) -> Result<usize, &'static str> {
+    let (r, m) = (data.shape.rank(), idx.shape.rank());
+    ensure(
+        m >= 1 && batch_dims < m && batch_dims < r.max(1),
+        "ND index ranks",
+    )?;
+    let q = idx.shape.dim(m - 1);
+    ensure(q >= 1 && batch_dims + q <= r, "ND index tuple length")?;
+    ensure(
+        data.shape.dims()[..batch_dims] == idx.shape.dims()[..batch_dims],
+        "ND batch dims differ",
+    )?;
+    Ok(q)
 }
 
 /// A step that needs `need` f32 elements of scratch (0: none) has at least that much.

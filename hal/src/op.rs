@@ -102,11 +102,25 @@ pub enum OpKind {
     Convert = 43,
     /// Resampling along one axis by a pack-time tap table (Resize, Upsample).
     Resample = 44,
+    /// Broadcast of the input to a larger shape (Expand, and Tile through reshapes).
+    Expand = 45,
+    /// ONNX GatherElements.
+    GatherElements = 46,
+    /// ONNX ScatterElements.
+    ScatterElements = 47,
+    /// ONNX GatherND.
+    GatherNd = 48,
+    /// ONNX ScatterND.
+    ScatterNd = 49,
+    /// ONNX TopK.
+    TopK = 50,
+    /// ONNX CumSum.
+    CumSum = 51,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 44] = [
+    pub const ALL: [OpKind; 51] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -151,6 +165,13 @@ impl OpKind {
         OpKind::Trilu,
         OpKind::Convert,
         OpKind::Resample,
+        OpKind::Expand,
+        OpKind::GatherElements,
+        OpKind::ScatterElements,
+        OpKind::GatherNd,
+        OpKind::ScatterNd,
+        OpKind::TopK,
+        OpKind::CumSum,
     ];
 
     /// The float compute ops (everything but data movement and quantization), which every
@@ -259,6 +280,13 @@ impl OpKind {
             OpKind::Trilu => "Trilu",
             OpKind::Convert => "Cast",
             OpKind::Resample => "Resample",
+            OpKind::Expand => "Expand",
+            OpKind::GatherElements => "GatherElements",
+            OpKind::ScatterElements => "ScatterElements",
+            OpKind::GatherNd => "GatherND",
+            OpKind::ScatterNd => "ScatterND",
+            OpKind::TopK => "TopK",
+            OpKind::CumSum => "CumSum",
         }
     }
 }
@@ -568,6 +596,35 @@ impl BinaryOp {
     }
 }
 
+/// How a scatter combines an update with the value already there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    /// The update replaces it.
+    None,
+    /// Sum.
+    Add,
+    /// Product.
+    Mul,
+    /// The larger.
+    Max,
+    /// The smaller.
+    Min,
+}
+
+impl Reduction {
+    /// The reduction with file-format code `code`.
+    pub fn from_code(code: u32) -> Option<Reduction> {
+        Some(match code {
+            0 => Reduction::None,
+            1 => Reduction::Add,
+            2 => Reduction::Mul,
+            3 => Reduction::Max,
+            4 => Reduction::Min,
+            _ => return None,
+        })
+    }
+}
+
 /// An elementwise comparison.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CompareOp {
@@ -844,6 +901,53 @@ pub enum Op {
         /// The value of positions outside the input (tf_crop_and_resize).
         extrapolation: f32,
     },
+    /// Input `x` (any type); output of x's type, x broadcast (numpy rules) to its shape.
+    Expand,
+    /// Inputs `data` (any type), `indices` (int32/int64, data's rank); output of indices' shape:
+    /// `data` at each position with the `axis` coordinate taken from `indices` (negative
+    /// counting from the end; out of range is a run-time error).
+    GatherElements {
+        /// Axis, in `0..rank`.
+        axis: usize,
+    },
+    /// Inputs `data`, `indices` (int32/int64), `updates` (indices' shape, data's type); output
+    /// `data` with each update written (or combined by `reduction`) at its position with the
+    /// `axis` coordinate taken from `indices`.
+    ScatterElements {
+        /// Axis, in `0..rank`.
+        axis: usize,
+        /// How an update combines with the value there.
+        reduction: Reduction,
+    },
+    /// Inputs `data`, `indices` (int32/int64 `[..., q]`); output the slices of `data` the
+    /// index tuples select (ONNX GatherND).
+    GatherNd {
+        /// Leading dims shared by data and indices.
+        batch_dims: usize,
+    },
+    /// Inputs `data`, `indices` (`[..., q]`), `updates`; output `data` with the slices the
+    /// index tuples select replaced (or combined) by `updates` (ONNX ScatterND).
+    ScatterNd {
+        /// How an update combines with the value there.
+        reduction: Reduction,
+    },
+    /// Input `x` (f32 or integers); outputs the `k` largest (or smallest) values along `axis`
+    /// (k = the outputs' length there) and their int64 indices, ties to the lower index.
+    TopK {
+        /// Axis, in `0..rank`.
+        axis: usize,
+        /// The largest (else the smallest).
+        largest: bool,
+    },
+    /// Input `x` (f32, int32 or int64); output the running sums along `axis`.
+    CumSum {
+        /// Axis, in `0..rank`.
+        axis: usize,
+        /// Each sum leaves out its own element.
+        exclusive: bool,
+        /// Sums run from the end.
+        reverse: bool,
+    },
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -914,6 +1018,13 @@ impl Op {
             Op::Not => OpKind::Not,
             Op::Convert => OpKind::Convert,
             Op::Resample { .. } => OpKind::Resample,
+            Op::Expand => OpKind::Expand,
+            Op::GatherElements { .. } => OpKind::GatherElements,
+            Op::ScatterElements { .. } => OpKind::ScatterElements,
+            Op::GatherNd { .. } => OpKind::GatherNd,
+            Op::ScatterNd { .. } => OpKind::ScatterNd,
+            Op::TopK { .. } => OpKind::TopK,
+            Op::CumSum { .. } => OpKind::CumSum,
             Op::Where => OpKind::Where,
             Op::Classify(_) => OpKind::Classify,
             Op::Trilu { .. } => OpKind::Trilu,
@@ -1006,7 +1117,28 @@ impl Op {
             | Op::DynamicQuantize
             | Op::Not
             | Op::Where
-            | Op::Convert => {}
+            | Op::Convert
+            | Op::Expand => {}
+            Op::GatherElements { axis } => w.usize(*axis),
+            Op::ScatterElements { axis, reduction } => {
+                w.usize(*axis);
+                w.u32(*reduction as u32);
+            }
+            Op::GatherNd { batch_dims } => w.usize(*batch_dims),
+            Op::ScatterNd { reduction } => w.u32(*reduction as u32),
+            Op::TopK { axis, largest } => {
+                w.usize(*axis);
+                w.bool(*largest);
+            }
+            Op::CumSum {
+                axis,
+                exclusive,
+                reverse,
+            } => {
+                w.usize(*axis);
+                w.bool(*exclusive);
+                w.bool(*reverse);
+            }
             Op::Compare(c) => w.u32(*c as u32),
             Op::Trilu { upper, k } => {
                 w.bool(*upper);
@@ -1173,6 +1305,27 @@ impl Op {
             OpKind::MatMulInteger => Op::MatMulInteger,
             OpKind::Not => Op::Not,
             OpKind::Convert => Op::Convert,
+            OpKind::Expand => Op::Expand,
+            OpKind::GatherElements => Op::GatherElements { axis: r.usize()? },
+            OpKind::ScatterElements => Op::ScatterElements {
+                axis: r.usize()?,
+                reduction: Reduction::from_code(r.u32()?)?,
+            },
+            OpKind::GatherNd => Op::GatherNd {
+                batch_dims: r.usize()?,
+            },
+            OpKind::ScatterNd => Op::ScatterNd {
+                reduction: Reduction::from_code(r.u32()?)?,
+            },
+            OpKind::TopK => Op::TopK {
+                axis: r.usize()?,
+                largest: r.bool()?,
+            },
+            OpKind::CumSum => Op::CumSum {
+                axis: r.usize()?,
+                exclusive: r.bool()?,
+                reverse: r.bool()?,
+            },
             OpKind::Resample => Op::Resample {
                 axis: r.usize()?,
                 extrapolation: r.f32()?,
@@ -1393,6 +1546,25 @@ mod tests {
         round_trip(Op::Logical(LogicalOp::Xor));
         round_trip(Op::Not);
         round_trip(Op::Convert);
+        round_trip(Op::Expand);
+        round_trip(Op::GatherElements { axis: 2 });
+        round_trip(Op::ScatterElements {
+            axis: 1,
+            reduction: Reduction::Max,
+        });
+        round_trip(Op::GatherNd { batch_dims: 1 });
+        round_trip(Op::ScatterNd {
+            reduction: Reduction::Mul,
+        });
+        round_trip(Op::TopK {
+            axis: 0,
+            largest: false,
+        });
+        round_trip(Op::CumSum {
+            axis: 1,
+            exclusive: true,
+            reverse: false,
+        });
         round_trip(Op::Resample {
             axis: 3,
             extrapolation: -1.5,

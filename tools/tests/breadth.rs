@@ -426,3 +426,71 @@ fn resize_tables_match_hand_values() {
     let text = pack_error(&dynamic);
     assert!(text.contains("scales must be a constant"), "{text}");
 }
+
+/// Run-time indices are checked by the kernels (an error naming the index, no panic); Tile,
+/// TopK and CumSum give hand-computed results; bad constants are refused at pack time.
+#[test]
+fn indexing_ops_check_their_indices() {
+    use ferrite_hal::DType;
+    let gather = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(2), D::N(2)])
+        .input("i", data_type::INT64, &[D::N(2), D::N(2)])
+        .node(
+            "GatherElements",
+            "the_node",
+            &["x", "i"],
+            &["y"],
+            vec![attr_int("axis", 1)],
+        )
+        .output("y")
+        .encode();
+    let x = floats(&[2, 2], &[1.0, 2.0, 3.0, 4.0]);
+    let i64s = |v: &[i64]| array(DType::I64, &[2, 2], v, |x| x.to_le_bytes().to_vec());
+    let y = run_raw(&gather, &[x.clone(), i64s(&[1, 0, -1, 0])]).unwrap();
+    assert_eq!(y.bytes, floats(&[2, 2], &[2.0, 1.0, 4.0, 3.0]).bytes);
+    let err = run_raw(&gather, &[x.clone(), i64s(&[0, 2, 0, 0])]).unwrap_err();
+    assert!(err.contains("index 2 is out of range"), "{err}");
+
+    let tile = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(2), D::N(2)])
+        .init_i64("r", &[2], &[1, 2])
+        .node("Tile", "tile", &["x", "r"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let y = run(&tile, std::slice::from_ref(&x));
+    assert_eq!(y, [1.0, 2.0, 1.0, 2.0, 3.0, 4.0, 3.0, 4.0]);
+
+    let top = |k: i64| {
+        ModelBuilder::new(13)
+            .input("x", data_type::FLOAT, &[D::N(2), D::N(2)])
+            .init_i64("k", &[1], &[k])
+            .node(
+                "TopK",
+                "the_node",
+                &["x", "k"],
+                &["v", "i"],
+                vec![attr_int("axis", 0)],
+            )
+            .output("v")
+            .output("i")
+            .encode()
+    };
+    let y = run(&top(1), std::slice::from_ref(&x));
+    assert_eq!(y, [3.0, 4.0]);
+    let text = pack_error(&top(3));
+    assert!(text.contains("the_node") && text.contains("k 3"), "{text}");
+
+    let cumsum = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(2), D::N(2)])
+        .init_i64("a", &[], &[1])
+        .node(
+            "CumSum",
+            "c",
+            &["x", "a"],
+            &["y"],
+            vec![attr_int("reverse", 1)],
+        )
+        .output("y")
+        .encode();
+    assert_eq!(run(&cumsum, &[x]), [3.0, 2.0, 7.0, 4.0]);
+}

@@ -524,6 +524,13 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         Op::Trilu { .. } => Err("Trilu is not implemented by the Vulkan kernels"),
         Op::Convert => Err("Cast is not implemented by the Vulkan kernels"),
         Op::Resample { .. } => Err("Resize is not implemented by the Vulkan kernels"),
+        Op::Expand
+        | Op::GatherElements { .. }
+        | Op::ScatterElements { .. }
+        | Op::GatherNd { .. }
+        | Op::ScatterNd { .. }
+        | Op::TopK { .. }
+        | Op::CumSum { .. } => Err("not implemented by the Vulkan kernels"),
         Op::Copy => one(Command::Copy {
             src: input(0)?.location,
             dst: match out.location {

@@ -1,14 +1,12 @@
-//! Ops that only ever produce constants at pack time: Constant, Shape, Size, Cast (on
-//! constants), ConstantOfShape, Range, and integer/boolean arithmetic on constants. Their
-//! results feed shape computations (PyTorch's `Shape → Gather → Concat → Reshape` chains).
+//! Ops that mostly produce constants at pack time: Constant, Shape, Size, ConstantOfShape,
+//! Range, and Cast (folded on constants, a run-time conversion otherwise). Their results feed
+//! shape computations (PyTorch's `Shape → Gather → Concat → Reshape` chains).
 
 use super::{Attrs, Lowerer, Reason};
 use crate::onnx::proto::data_type;
 use crate::onnx::Node;
 use crate::tensor::{checked_elements, dtype_from_onnx, Data, HostTensor};
-use ferrite_cpu::kernels::index::for_each_index;
-use ferrite_hal::geometry::{broadcast, broadcast_strides};
-use ferrite_hal::{DType, Op, Shape};
+use ferrite_hal::{DType, Op};
 
 pub(super) fn constant(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let value = if let Some(t) = node.tensor("value")? {
@@ -172,81 +170,4 @@ pub(super) fn range(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         lw.const_output(node, 0, HostTensor::int(dtype, vec![n], v));
     }
     Ok(())
-}
-
-/// Expand, evaluated on constants only (numpy broadcast of the input to the target shape).
-pub(super) fn expand(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
-    if node.inputs.len() != 2 {
-        return Err("Expand takes 2 inputs".into());
-    }
-    let mut values = Vec::new();
-    for i in 0..node.inputs.len() {
-        let t = lw.input(node, i)?;
-        values.push(
-            lw.value(t)
-                .cloned()
-                .ok_or("Expand is only supported on constants (at pack time)")?,
-        );
-    }
-    let x = &values[0];
-    let target: Vec<usize> = values[1]
-        .to_i64s()
-        .iter()
-        .map(|&d| d.max(0) as usize)
-        .collect();
-    let shape_only = HostTensor::int(
-        DType::I64,
-        target.clone(),
-        vec![0; checked_elements(&target).ok_or("too large")?],
-    );
-    let out = if x.dtype == DType::F32 {
-        let v = x.to_f32s();
-        broadcast_map(
-            &[x, &shape_only],
-            DType::F32,
-            |_| 0,
-            Some(&|idx: &[usize]| v[idx[0]]),
-        )?
-    } else {
-        let v = x.to_i64s();
-        broadcast_map(&[x, &shape_only], x.dtype, |idx| v[idx[0]], None)?
-    };
-    lw.const_output(node, 0, out);
-    Ok(())
-}
-
-/// A float-valued element function for [`broadcast_map`].
-type FloatFn<'a> = &'a dyn Fn(&[usize]) -> f32;
-
-/// Evaluates `int_fn` (or `float_fn` for float outputs) at every element of the broadcast of
-/// `inputs`, given each input's flat index.
-fn broadcast_map(
-    inputs: &[&HostTensor],
-    dtype: DType,
-    int_fn: impl Fn(&[usize]) -> i64,
-    float_fn: Option<FloatFn<'_>>,
-) -> Result<HostTensor, Reason> {
-    let shapes: Vec<Shape> = inputs
-        .iter()
-        .map(|t| Shape::new(&t.shape).ok_or_else(|| "rank too large".to_string()))
-        .collect::<Result<_, _>>()?;
-    let mut out = shapes[0];
-    for s in &shapes[1..] {
-        out = broadcast(&out, s).ok_or("shapes do not broadcast")?;
-    }
-    checked_elements(out.dims()).ok_or("the result is too large")?;
-    let strides: Vec<_> = shapes.iter().map(|s| broadcast_strides(s, &out)).collect();
-    let zero = [0usize; ferrite_hal::MAX_RANK];
-    let s = |i: usize| strides.get(i).unwrap_or(&zero);
-    let mut ints = Vec::new();
-    let mut floats = Vec::new();
-    for_each_index(out.dims(), [s(0), s(1), s(2)], |idx| match float_fn {
-        Some(f) => floats.push(f(&idx)),
-        None => ints.push(int_fn(&idx)),
-    });
-    let shape = out.dims().to_vec();
-    Ok(match float_fn {
-        Some(_) => HostTensor::float(shape, floats),
-        None => HostTensor::int(dtype, shape, ints),
-    })
 }

@@ -11,6 +11,7 @@
 mod attrs;
 mod compose;
 mod constant;
+mod indexing;
 mod integer;
 mod movement;
 mod nn;
@@ -58,6 +59,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "ConvInteger",
     "ConvTranspose",
     "Cos",
+    "CumSum",
     "DepthToSpace",
     "DequantizeLinear",
     "Div",
@@ -71,6 +73,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Flatten",
     "Floor",
     "Gather",
+    "GatherElements",
+    "GatherND",
     "Gelu",
     "Gemm",
     "GlobalAveragePool",
@@ -128,6 +132,9 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Reshape",
     "Resize",
     "Round",
+    "Scatter",
+    "ScatterElements",
+    "ScatterND",
     "Selu",
     "Shape",
     "Sigmoid",
@@ -146,6 +153,8 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Sum",
     "Tanh",
     "ThresholdedRelu",
+    "Tile",
+    "TopK",
     "Transpose",
     "Trilu",
     "Unsqueeze",
@@ -349,7 +358,14 @@ impl Lowerer {
             "Cast" | "CastLike" => constant::cast(self, node),
             "ConstantOfShape" => constant::constant_of_shape(self, node),
             "Range" => constant::range(self, node),
-            "Expand" => constant::expand(self, node),
+            "Expand" => indexing::expand(self, node),
+            "Tile" => indexing::tile(self, node),
+            "GatherElements" => indexing::gather_elements(self, node),
+            "ScatterElements" | "Scatter" => indexing::scatter_elements(self, node),
+            "GatherND" => indexing::gather_nd(self, node),
+            "ScatterND" => indexing::scatter_nd(self, node),
+            "TopK" => indexing::top_k(self, node),
+            "CumSum" => indexing::cum_sum(self, node),
             "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or"
             | "Xor" => nn::compare(self, node),
             "Not" => nn::not(self, node),
@@ -682,10 +698,10 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Reshape" | "Gather" | "Equal" | "Expand"
         | "Pow" | "PRelu" | "Mod" | "BitShift" | "CastLike" | "Less" | "LessOrEqual"
         | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor" => 2,
-        "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" | "OneHot" | "QuantizeLinear"
-        | "DequantizeLinear" => 3,
+        "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" | "OneHot" | "ScatterElements"
+        | "Scatter" | "ScatterND" | "QuantizeLinear" | "DequantizeLinear" => 3,
         "MatMulInteger" | "ConvInteger" => 4,
-        "Trilu" => 2,
+        "Trilu" | "Tile" | "GatherElements" | "GatherND" | "TopK" | "CumSum" => 2,
         "Resize" => {
             if opset < 11 {
                 2

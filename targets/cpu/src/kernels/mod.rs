@@ -7,6 +7,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod index;
+pub mod indexing;
 #[cfg(feature = "quantized")]
 pub mod integer;
 pub mod logic;
@@ -150,6 +151,9 @@ fn run_step_inline<const OPS: u64>(
         Op::DynamicQuantize if selects(OPS, OpKind::DynamicQuantize) => {
             return dynamic_quantize(step, arena, weights)
         }
+        Op::TopK { axis, largest } if selects(OPS, OpKind::TopK) => {
+            return top_k(step, axis, largest, arena, weights)
+        }
         _ => {}
     }
     let out_desc = step.outputs.get(0).ok_or(CpuError::CorruptPlan)?;
@@ -239,6 +243,117 @@ fn run_step_inline<const OPS: u64>(
                 extrapolation,
                 f32s_mut(out)?,
             )?;
+        }
+        Op::Expand if selects(OPS, OpKind::Expand) => {
+            let x = input(0)?;
+            let bytes = view.bytes(&x)?;
+            with_elements!(x.dtype, bytes, out, |src, dst| movement::expand(
+                src,
+                &x.shape,
+                dst,
+                &out_desc.shape
+            ));
+        }
+        Op::GatherElements { axis } if selects(OPS, OpKind::GatherElements) => {
+            let (x, idx) = (input(0)?, input(1)?);
+            let (bytes, indices) = (view.bytes(&x)?, index_view(&view, &idx)?);
+            with_elements!(x.dtype, bytes, out, |src, dst| {
+                indexing::gather_elements(src, &x.shape, indices, &idx.shape, axis, dst)?
+            });
+        }
+        Op::ScatterElements { axis, reduction } if selects(OPS, OpKind::ScatterElements) => {
+            let (x, idx, up) = (input(0)?, input(1)?, input(2)?);
+            let (bytes, indices) = (view.bytes(&x)?, index_view(&view, &idx)?);
+            let values = view.bytes(&up)?;
+            if x.dtype == DType::F32 {
+                let u = indexing::Updates {
+                    indices,
+                    values: f32s(values)?,
+                    reduction,
+                };
+                let (src, dst) = (f32s(bytes)?, f32s_mut(out)?);
+                indexing::scatter_elements(src, &x.shape, u, &idx.shape, axis, dst)?;
+            } else {
+                with_elements!(x.dtype, bytes, out, |src, dst| {
+                    let u = indexing::Updates {
+                        indices,
+                        values: cast(values)?,
+                        reduction,
+                    };
+                    indexing::scatter_elements(src, &x.shape, u, &idx.shape, axis, dst)?
+                });
+            }
+        }
+        Op::GatherNd { batch_dims } if selects(OPS, OpKind::GatherNd) => {
+            let (x, idx) = (input(0)?, input(1)?);
+            let (bytes, indices) = (view.bytes(&x)?, index_view(&view, &idx)?);
+            let (q, layout) = nd_layout(&x, &idx, batch_dims);
+            with_elements!(x.dtype, bytes, out, |src, dst| {
+                indexing::gather_nd(src, &x.shape, batch_dims, q, layout, indices, dst)?
+            });
+        }
+        Op::ScatterNd { reduction } if selects(OPS, OpKind::ScatterNd) => {
+            let (x, idx, up) = (input(0)?, input(1)?, input(2)?);
+            let (bytes, indices) = (view.bytes(&x)?, index_view(&view, &idx)?);
+            let values = view.bytes(&up)?;
+            let (q, layout) = nd_layout(&x, &idx, 0);
+            if x.dtype == DType::F32 {
+                let u = indexing::Updates {
+                    indices,
+                    values: f32s(values)?,
+                    reduction,
+                };
+                let (src, dst) = (f32s(bytes)?, f32s_mut(out)?);
+                indexing::scatter_nd(src, &x.shape, q, layout, u, dst)?;
+            } else {
+                with_elements!(x.dtype, bytes, out, |src, dst| {
+                    let u = indexing::Updates {
+                        indices,
+                        values: cast(values)?,
+                        reduction,
+                    };
+                    indexing::scatter_nd(src, &x.shape, q, layout, u, dst)?
+                });
+            }
+        }
+        Op::CumSum {
+            axis,
+            exclusive,
+            reverse,
+        } if selects(OPS, OpKind::CumSum) => {
+            let x = input(0)?;
+            let lanes = lanes(&x.shape, axis);
+            let bytes = view.bytes(&x)?;
+            match x.dtype {
+                DType::F32 => reduce::cumulative_sum(
+                    f32s(bytes)?,
+                    lanes,
+                    exclusive,
+                    reverse,
+                    0.0,
+                    |a, b| a + b,
+                    f32s_mut(out)?,
+                ),
+                DType::I32 => reduce::cumulative_sum(
+                    cast::<i32>(bytes)?,
+                    lanes,
+                    exclusive,
+                    reverse,
+                    0,
+                    i32::wrapping_add,
+                    cast_mut(out)?,
+                ),
+                DType::I64 => reduce::cumulative_sum(
+                    cast::<i64>(bytes)?,
+                    lanes,
+                    exclusive,
+                    reverse,
+                    0,
+                    i64::wrapping_add,
+                    cast_mut(out)?,
+                ),
+                _ => return Err(CpuError::Unsupported),
+            }
         }
         Op::Convert if selects(OPS, OpKind::Convert) => {
             let x = input(0)?;
@@ -648,6 +763,48 @@ fn run_step_inline<const OPS: u64>(
     Ok(())
 }
 
+/// TopK writes two outputs: the values (carved as the output) and the indices (carved where a
+/// scratch would be: another disjoint span).
+#[inline(always)]
+fn top_k(
+    step: &Step<'_>,
+    axis: usize,
+    largest: bool,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
+    let x = step.inputs.get(0).ok_or(CpuError::CorruptPlan)?;
+    let desc = |i: usize| step.outputs.get(i).ok_or(CpuError::CorruptPlan);
+    let (values, indices) = (desc(0)?, desc(1)?);
+    let span_of = |t: &TensorDesc| span(t).ok_or(CpuError::CorruptPlan);
+    let (view, out, idx) = carve(arena, weights, span_of(&values)?, Some(span_of(&indices)?))?;
+    let idx = cast_mut::<i64>(idx.ok_or(CpuError::CorruptPlan)?)?;
+    let lanes = lanes(&x.shape, axis);
+    let bytes = view.bytes(&x)?;
+    fn typed<T: bytemuck::Pod + PartialOrd>(
+        bytes: &[u8],
+        lanes: [usize; 3],
+        largest: bool,
+        out: &mut [u8],
+        idx: &mut [i64],
+    ) -> Result<(), CpuError> {
+        reduce::top_k(cast::<T>(bytes)?, lanes, largest, cast_mut::<T>(out)?, idx);
+        Ok(())
+    }
+    match x.dtype {
+        DType::F32 => typed::<f32>(bytes, lanes, largest, out, idx),
+        DType::I8 => typed::<i8>(bytes, lanes, largest, out, idx),
+        DType::U8 => typed::<u8>(bytes, lanes, largest, out, idx),
+        DType::I16 => typed::<i16>(bytes, lanes, largest, out, idx),
+        DType::U16 => typed::<u16>(bytes, lanes, largest, out, idx),
+        DType::I32 => typed::<i32>(bytes, lanes, largest, out, idx),
+        DType::U32 => typed::<u32>(bytes, lanes, largest, out, idx),
+        DType::I64 => typed::<i64>(bytes, lanes, largest, out, idx),
+        DType::U64 => typed::<u64>(bytes, lanes, largest, out, idx),
+        _ => Err(CpuError::Unsupported),
+    }
+}
+
 /// DynamicQuantizeLinear writes three outputs: the integers, then the scale and zero point.
 #[inline(always)]
 fn dynamic_quantize(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
@@ -764,6 +921,39 @@ fn dequantize_typed<T: quantize::QuantInt>(
     };
     quantize::dequantize(cast::<T>(x)?, scale, zero, ch, y);
     Ok(())
+}
+
+/// An index tensor's elements (the verifier allows int32 and int64).
+fn index_view<'x>(view: &Readable<'x>, t: &TensorDesc) -> Result<indexing::Indices<'x>, CpuError> {
+    let bytes = view.bytes(t)?;
+    match t.dtype {
+        DType::I32 => Ok(indexing::Indices::I32(cast(bytes)?)),
+        DType::I64 => Ok(indexing::Indices::I64(cast(bytes)?)),
+        _ => Err(CpuError::Unsupported),
+    }
+}
+
+/// `[outer, len, inner]` of `shape` around `axis`.
+fn lanes(shape: &ferrite_hal::Shape, axis: usize) -> [usize; 3] {
+    [
+        shape.product(0..axis),
+        shape.dim(axis),
+        shape.product(axis + 1..shape.rank()),
+    ]
+}
+
+/// The tuple length and layout of a GatherND/ScatterND (shapes checked by the verifier).
+fn nd_layout(x: &TensorDesc, idx: &TensorDesc, batch_dims: usize) -> (usize, indexing::NdLayout) {
+    let (r, m) = (x.shape.rank(), idx.shape.rank());
+    let q = idx.shape.dim(m - 1);
+    let batch = x.shape.product(0..batch_dims);
+    let layout = indexing::NdLayout {
+        batch,
+        tuples: idx.shape.product(batch_dims..m - 1),
+        batch_elements: x.shape.product(batch_dims..r),
+        slice: x.shape.product(batch_dims + q..r),
+    };
+    (q, layout)
 }
 
 /// [`numeric::binary`] on integer operands `a`, `b` (descriptor and bytes) of one type.

@@ -299,3 +299,16 @@ pub fn trilu<T: bytemuck::Pod>(
         }
     }
 }
+
+/// `out` = `x` broadcast (numpy rules) to `out_shape` (Expand).
+pub fn expand<T: Copy>(x: &[T], x_shape: &Shape, out: &mut [T], out_shape: &Shape) {
+    let strides = [
+        out_shape.strides(),
+        ferrite_hal::geometry::broadcast_strides(x_shape, out_shape),
+    ];
+    for_each_index(out_shape.dims(), [&strides[0], &strides[1]], |[o, i]| {
+        if let (Some(d), Some(&v)) = (out.get_mut(o), x.get(i)) {
+            *d = v;
+        }
+    });
+}

@@ -127,3 +127,107 @@ pub fn arg_extreme(
         }
     }
 }
+
+/// The `k` largest (`largest`) or smallest values along the middle axis of `[outer, len,
+/// inner]` (k = `values.len() / (outer · inner)`), in order, ties to the lower index (as ONNX
+/// TopK), with their indices. Selection by repeated scans: no scratch, `O(len · k)` per lane.
+pub fn top_k<T: PartialOrd + Copy>(
+    x: &[T],
+    [outer, len, inner]: [usize; 3],
+    largest: bool,
+    values: &mut [T],
+    indices: &mut [i64],
+) {
+    let k = values.len() / (outer * inner).max(1);
+    // Whether (a, i) ranks before (b, j): the better value, then the lower index.
+    let before = |a: T, i: usize, b: T, j: usize| {
+        let better = if largest { a > b } else { a < b };
+        better || (a == b && i < j)
+    };
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| x.get((o * len + j) * inner + i).copied();
+            let mut previous: Option<(T, usize)> = None;
+            for r in 0..k {
+                let mut best: Option<(T, usize)> = None;
+                for j in 0..len {
+                    let Some(v) = at(j) else { continue };
+                    let after_previous = previous.is_none_or(|(pv, pj)| before(pv, pj, v, j));
+                    let beats_best = best.is_none_or(|(bv, bj)| before(v, j, bv, bj));
+                    if after_previous && beats_best {
+                        best = Some((v, j));
+                    }
+                }
+                let Some((v, j)) = best else { break };
+                let slot = (o * k + r) * inner + i;
+                if let (Some(vs), Some(is)) = (values.get_mut(slot), indices.get_mut(slot)) {
+                    *vs = v;
+                    *is = j as i64;
+                }
+                previous = best;
+            }
+        }
+    }
+}
+
+/// Running sums along the middle axis of `[outer, len, inner]`: each output is the sum of the
+/// elements up to it (from the end when `reverse`; itself left out when `exclusive`).
+pub fn cumulative_sum<T: Copy>(
+    x: &[T],
+    [outer, len, inner]: [usize; 3],
+    exclusive: bool,
+    reverse: bool,
+    zero: T,
+    add: impl Fn(T, T) -> T,
+    y: &mut [T],
+) {
+    for o in 0..outer {
+        for i in 0..inner {
+            let mut sum = zero;
+            for step in 0..len {
+                let j = if reverse { len - 1 - step } else { step };
+                let at = (o * len + j) * inner + i;
+                let v = x.get(at).copied().unwrap_or(zero);
+                if !exclusive {
+                    sum = add(sum, v);
+                }
+                if let Some(slot) = y.get_mut(at) {
+                    *slot = sum;
+                }
+                if exclusive {
+                    sum = add(sum, v);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod selection_tests {
+    use super::*;
+
+    #[test]
+    fn top_k_orders_values_and_breaks_ties_by_index() {
+        let x = [3.0f32, 1.0, 3.0, 2.0];
+        let (mut v, mut i) = ([0.0f32; 3], [0i64; 3]);
+        top_k(&x, [1, 4, 1], true, &mut v, &mut i);
+        assert_eq!((v, i), ([3.0, 3.0, 2.0], [0, 2, 3]));
+        top_k(&x, [1, 4, 1], false, &mut v, &mut i);
+        assert_eq!((v, i), ([1.0, 2.0, 3.0], [1, 3, 0]));
+        // Two lanes along the outer axis, inner stride 2.
+        let x = [5u64, 1, 7, 9];
+        let (mut v, mut i) = ([0u64; 2], [0i64; 2]);
+        top_k(&x, [1, 2, 2], true, &mut v, &mut i);
+        assert_eq!((v, i), ([7, 9], [1, 1]));
+    }
+
+    #[test]
+    fn cumulative_sums_run_either_way() {
+        let x = [1, 2, 3, 4];
+        let mut y = [0i32; 4];
+        cumulative_sum(&x, [1, 4, 1], false, false, 0, i32::wrapping_add, &mut y);
+        assert_eq!(y, [1, 3, 6, 10]);
+        cumulative_sum(&x, [1, 4, 1], true, true, 0, i32::wrapping_add, &mut y);
+        assert_eq!(y, [9, 7, 4, 0]);
+    }
+}
