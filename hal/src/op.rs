@@ -116,11 +116,13 @@ pub enum OpKind {
     TopK = 50,
     /// ONNX CumSum.
     CumSum = 51,
+    /// One direction of an RNN, GRU or LSTM over a whole sequence.
+    Recurrent = 52,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 51] = [
+    pub const ALL: [OpKind; 52] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -172,6 +174,7 @@ impl OpKind {
         OpKind::ScatterNd,
         OpKind::TopK,
         OpKind::CumSum,
+        OpKind::Recurrent,
     ];
 
     /// The float compute ops (everything but data movement and quantization), which every
@@ -287,6 +290,7 @@ impl OpKind {
             OpKind::ScatterNd => "ScatterND",
             OpKind::TopK => "TopK",
             OpKind::CumSum => "CumSum",
+            OpKind::Recurrent => "Recurrent",
         }
     }
 }
@@ -593,6 +597,95 @@ impl BinaryOp {
     /// Whether the op is defined on floats (the shifts are not).
     pub const fn takes_floats(self) -> bool {
         !matches!(self, BinaryOp::ShiftLeft | BinaryOp::ShiftRight)
+    }
+}
+
+/// The cell of a recurrent layer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cell {
+    /// `H = f(X·Wᵀ + H·Rᵀ + b)` (one gate).
+    Rnn,
+    /// Gated recurrent unit (gates z, r, h).
+    Gru {
+        /// Apply R before the reset gate (`h = g(X·Whᵀ + r ⊙ (H·Rhᵀ + Rbh) + Wbh)`).
+        linear_before_reset: bool,
+    },
+    /// Long short-term memory (gates i, o, f, c).
+    Lstm {
+        /// Couple the forget gate to the input gate (`f = 1 − i`).
+        input_forget: bool,
+    },
+}
+
+impl Cell {
+    /// Gates per hidden unit.
+    pub const fn gates(self) -> usize {
+        match self {
+            Cell::Rnn => 1,
+            Cell::Gru { .. } => 3,
+            Cell::Lstm { .. } => 4,
+        }
+    }
+}
+
+/// One direction of a recurrent layer (see [`Op::Recurrent`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Recurrent {
+    /// RNN, GRU or LSTM.
+    pub cell: Cell,
+    /// Run the sequence from its end.
+    pub reverse: bool,
+    /// Clamp gate inputs to `[-clip, clip]` (0: no clamp).
+    pub clip: f32,
+    /// ONNX's `f`, `g`, `h` (`g`, `h` unused by some cells).
+    pub activations: [Activation; 3],
+}
+
+impl Recurrent {
+    fn encode(&self, w: &mut WordWriter) {
+        let (code, flag) = match self.cell {
+            Cell::Rnn => (0, false),
+            Cell::Gru {
+                linear_before_reset,
+            } => (1, linear_before_reset),
+            Cell::Lstm { input_forget } => (2, input_forget),
+        };
+        w.u32(code);
+        w.bool(flag);
+        w.bool(self.reverse);
+        w.f32(self.clip);
+        for a in &self.activations {
+            a.encode(w);
+        }
+    }
+
+    fn decode(r: &mut WordReader<'_>) -> Option<Recurrent> {
+        let code = r.u32()?;
+        let flag = r.bool()?;
+        let cell = match code {
+            0 => Cell::Rnn,
+            1 => Cell::Gru {
+                linear_before_reset: flag,
+            },
+            2 => Cell::Lstm { input_forget: flag },
+            _ => return None,
+        };
+        let reverse = r.bool()?;
+        let clip = r.f32()?;
+        if !(clip.is_finite() && clip >= 0.0) {
+            return None;
+        }
+        let activations = [
+            Activation::decode(r)?,
+            Activation::decode(r)?,
+            Activation::decode(r)?,
+        ];
+        Some(Recurrent {
+            cell,
+            reverse,
+            clip,
+            activations,
+        })
     }
 }
 
@@ -948,6 +1041,13 @@ pub enum Op {
         /// Sums run from the end.
         reverse: bool,
     },
+    /// One direction of a recurrent layer. Inputs `X` `[seq, batch, input]`, `W`
+    /// `[gates·hidden, input]`, `R` `[gates·hidden, hidden]`, optional `B` `[2·gates·hidden]`
+    /// (W's biases then R's), `initial_h` `[batch, hidden]`, `initial_c` and `P` (peepholes,
+    /// `[3·hidden]`, LSTM); outputs `Y` `[seq, batch, hidden]`, `Y_h` and (LSTM) `Y_c`
+    /// `[batch, hidden]`; all f32, with a scratch of `2·batch·gates·hidden` f32. Gate order
+    /// and equations as ONNX RNN (gates i), GRU (z, r, h) and LSTM (i, o, f, c).
+    Recurrent(Recurrent),
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -1025,6 +1125,7 @@ impl Op {
             Op::ScatterNd { .. } => OpKind::ScatterNd,
             Op::TopK { .. } => OpKind::TopK,
             Op::CumSum { .. } => OpKind::CumSum,
+            Op::Recurrent(_) => OpKind::Recurrent,
             Op::Where => OpKind::Where,
             Op::Classify(_) => OpKind::Classify,
             Op::Trilu { .. } => OpKind::Trilu,
@@ -1120,6 +1221,7 @@ impl Op {
             | Op::Convert
             | Op::Expand => {}
             Op::GatherElements { axis } => w.usize(*axis),
+            Op::Recurrent(r) => r.encode(w),
             Op::ScatterElements { axis, reduction } => {
                 w.usize(*axis);
                 w.u32(*reduction as u32);
@@ -1306,6 +1408,7 @@ impl Op {
             OpKind::Not => Op::Not,
             OpKind::Convert => Op::Convert,
             OpKind::Expand => Op::Expand,
+            OpKind::Recurrent => Op::Recurrent(Recurrent::decode(r)?),
             OpKind::GatherElements => Op::GatherElements { axis: r.usize()? },
             OpKind::ScatterElements => Op::ScatterElements {
                 axis: r.usize()?,
@@ -1547,6 +1650,14 @@ mod tests {
         round_trip(Op::Not);
         round_trip(Op::Convert);
         round_trip(Op::Expand);
+        round_trip(Op::Recurrent(Recurrent {
+            cell: Cell::Gru {
+                linear_before_reset: true,
+            },
+            reverse: true,
+            clip: 3.5,
+            activations: [Activation::Sigmoid, Activation::Tanh, Activation::Relu],
+        }));
         round_trip(Op::GatherElements { axis: 2 });
         round_trip(Op::ScatterElements {
             axis: 1,

@@ -96,6 +96,13 @@ pub fn scratch_elements(tensors: &[crate::ir::Tensor], op: &PlanOp) -> usize {
     if let (Op::QAdd(_), Some(&y)) = (op.op, op.outputs.first()) {
         return qadd_scratch_elements(tensors[y].shape.iter().product());
     }
+    if let (Op::Recurrent(_), Some(Some(x)), Some(Some(rec))) =
+        (op.op, op.inputs.first(), op.inputs.get(2))
+    {
+        // Both halves of every gate's input (R has gates·hidden rows), for the whole batch.
+        let (x, rec) = (&tensors[*x].shape, &tensors[*rec].shape);
+        return 2 * x.get(1).unwrap_or(&0) * rec.first().unwrap_or(&0);
+    }
     if !matches!(op.op, Op::Conv(_) | Op::QConv(_)) {
         return 0;
     }

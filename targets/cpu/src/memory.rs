@@ -18,9 +18,12 @@ pub(crate) enum Src<'x> {
     Output,
 }
 
+/// Most mutable spans one step carves (outputs plus scratch).
+pub(crate) const MAX_MUTABLE: usize = 4;
+
 /// The read-only rest of the arena, plus the weights.
 pub(crate) struct Readable<'x> {
-    segments: [(usize, &'x [u8]); 3],
+    segments: [(usize, &'x [u8]); MAX_MUTABLE + 1],
     weights: &'x [u8],
     output: Span,
 }
@@ -77,39 +80,58 @@ pub(crate) fn carve<'x>(
     output: Span,
     scratch: Option<Span>,
 ) -> Result<Carved<'x>, CpuError> {
+    match scratch {
+        Some(s) => {
+            let (view, [out, scratch]) = carve_spans(arena, weights, [output, s])?;
+            Ok((view, out, Some(scratch)))
+        }
+        None => {
+            let (view, [out]) = carve_spans(arena, weights, [output])?;
+            Ok((view, out, None))
+        }
+    }
+}
+
+/// Splits `arena` into `N` disjoint mutable spans (the first is the step's output, which an
+/// input may alias) and the read-only remainder.
+pub(crate) fn carve_spans<'x, const N: usize>(
+    arena: &'x mut [u8],
+    weights: &'x [u8],
+    spans: [Span; N],
+) -> Result<(Readable<'x>, [&'x mut [u8]; N]), CpuError> {
     let bad = CpuError::CorruptPlan;
-    let (first, second, scratch_first) = match scratch {
-        Some(s) if s.0 < output.0 => (s, Some(output), true),
-        Some(s) => (output, Some(s), false),
-        None => (output, None, false),
-    };
-    if first.1 < first.0 || first.1 > arena.len() {
+    if N == 0 || N > MAX_MUTABLE {
         return Err(bad);
     }
-    let (seg0, rest) = arena.split_at_mut(first.0);
-    let (m1, rest) = rest.split_at_mut(first.1 - first.0);
-    let (seg1, m2, seg2, second_end) = match second {
-        Some(s) => {
-            if s.0 < first.1 || s.1 < s.0 || s.1 - first.1 > rest.len() {
-                return Err(bad);
-            }
-            let (seg1, rest) = rest.split_at_mut(s.0 - first.1);
-            let (m2, seg2) = rest.split_at_mut(s.1 - s.0);
-            (seg1, Some(m2), seg2, s.1)
+    let mut order: [usize; N] = core::array::from_fn(|i| i);
+    order.sort_unstable_by_key(|&i| spans[i].0);
+    let mut segments: [(usize, &'x [u8]); MAX_MUTABLE + 1] = [(0, &[]); MAX_MUTABLE + 1];
+    let mut parts: [Option<&'x mut [u8]>; N] = core::array::from_fn(|_| None);
+    let mut rest: &'x mut [u8] = arena;
+    let mut at = 0;
+    for (k, &i) in order.iter().enumerate() {
+        let (start, end) = spans[i];
+        if start < at || end < start || end - at > rest.len() {
+            return Err(bad);
         }
-        None => (rest, None, &mut [][..], first.1),
-    };
+        let (before, tail) = core::mem::take(&mut rest).split_at_mut(start - at);
+        let (part, tail) = tail.split_at_mut(end - start);
+        segments[k] = (at, &*before);
+        parts[i] = Some(part);
+        rest = tail;
+        at = end;
+    }
+    segments[N] = (at, &*rest);
     let readable = Readable {
-        segments: [(0, &*seg0), (first.1, &*seg1), (second_end, &*seg2)],
+        segments,
         weights,
-        output,
+        output: spans[0],
     };
-    let (out, scratch) = if scratch_first {
-        (m2.ok_or(bad)?, Some(m1))
-    } else {
-        (m1, m2)
-    };
-    Ok((readable, out, scratch))
+    let mut out: [&'x mut [u8]; N] = core::array::from_fn(|_| &mut [][..]);
+    for (slot, part) in out.iter_mut().zip(parts.iter_mut()) {
+        *slot = part.take().ok_or(bad)?;
+    }
+    Ok((readable, out))
 }
 
 /// `bytes` as `f32`s.

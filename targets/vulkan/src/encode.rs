@@ -530,7 +530,8 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         | Op::GatherNd { .. }
         | Op::ScatterNd { .. }
         | Op::TopK { .. }
-        | Op::CumSum { .. } => Err("not implemented by the Vulkan kernels"),
+        | Op::CumSum { .. }
+        | Op::Recurrent(_) => Err("not implemented by the Vulkan kernels"),
         Op::Copy => one(Command::Copy {
             src: input(0)?.location,
             dst: match out.location {

@@ -17,6 +17,8 @@ pub(crate) trait Attrs {
     fn floats(&self, name: &str) -> Result<Option<Vec<f32>>, Reason>;
     /// String attribute or `default`.
     fn string(&self, name: &str, default: &str) -> Result<String, Reason>;
+    /// String-list attribute, if present.
+    fn strings(&self, name: &str) -> Result<Option<Vec<String>>, Reason>;
     /// Tensor attribute, if present.
     fn tensor(&self, name: &str) -> Result<Option<HostTensor>, Reason>;
 }
@@ -65,6 +67,19 @@ impl Attrs for Node {
                 String::from_utf8(a.s.clone()).map_err(|_| wrong(name, "UTF-8"))
             }
             Some(_) => Err(wrong(name, "a string")),
+        }
+    }
+
+    fn strings(&self, name: &str) -> Result<Option<Vec<String>>, Reason> {
+        match self.attr(name) {
+            None => Ok(None),
+            Some(a) if a.r#type == at::STRINGS || a.r#type == 0 => a
+                .strings
+                .iter()
+                .map(|s| String::from_utf8(s.clone()).map_err(|_| wrong(name, "UTF-8")))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(_) => Err(wrong(name, "a list of strings")),
         }
     }
 

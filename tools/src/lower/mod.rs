@@ -17,6 +17,7 @@ mod movement;
 mod nn;
 mod qoperator;
 mod quant;
+mod recurrent;
 mod resize;
 
 pub use qoperator::MICROSOFT_OPS;
@@ -72,6 +73,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Expand",
     "Flatten",
     "Floor",
+    "GRU",
     "Gather",
     "GatherElements",
     "GatherND",
@@ -89,6 +91,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "InstanceNormalization",
     "IsInf",
     "IsNaN",
+    "LSTM",
     "LayerNormalization",
     "LeakyRelu",
     "Less",
@@ -116,6 +119,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "QLinearConv",
     "QLinearMatMul",
     "QuantizeLinear",
+    "RNN",
     "Range",
     "Reciprocal",
     "ReduceL1",
@@ -371,6 +375,7 @@ impl Lowerer {
             "Not" => nn::not(self, node),
             "Trilu" => movement::trilu(self, node),
             "Resize" | "Upsample" => resize::resize(self, node),
+            "RNN" | "GRU" | "LSTM" => recurrent::recurrent(self, node),
             "IsNaN" | "IsInf" => nn::classify(self, node),
             "Where" => nn::select(self, node),
             "OneHot" => nn::one_hot(self, node),
@@ -718,6 +723,8 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         }
         "LayerNormalization" | "InstanceNormalization" | "GroupNormalization" => 3,
         "BatchNormalization" => 5,
+        "RNN" | "GRU" => 6,
+        "LSTM" => 8,
         "Clip" => {
             if opset < 11 {
                 1

@@ -16,10 +16,11 @@ pub mod movement;
 pub mod numeric;
 pub mod pool;
 pub mod quantize;
+pub mod recurrent;
 pub mod reduce;
 pub mod resample;
 
-use crate::memory::{carve, f32s, f32s_mut, span, Readable, Src};
+use crate::memory::{carve, carve_spans, f32s, f32s_mut, span, Readable, Src};
 use crate::CpuError;
 use elementwise::Operand;
 use ferrite_hal::geometry::{nchw, MatMulGeometry};
@@ -153,6 +154,9 @@ fn run_step_inline<const OPS: u64>(
         }
         Op::TopK { axis, largest } if selects(OPS, OpKind::TopK) => {
             return top_k(step, axis, largest, arena, weights)
+        }
+        Op::Recurrent(r) if selects(OPS, OpKind::Recurrent) => {
+            return recurrent(step, &r, arena, weights)
         }
         _ => {}
     }
@@ -803,6 +807,69 @@ fn top_k(
         DType::U64 => typed::<u64>(bytes, lanes, largest, out, idx),
         _ => Err(CpuError::Unsupported),
     }
+}
+
+/// A recurrent layer writes Y, Y_h (and Y_c) and uses a scratch: four disjoint spans.
+#[inline(always)]
+fn recurrent(
+    step: &Step<'_>,
+    op: &ferrite_hal::op::Recurrent,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
+    let bad = CpuError::CorruptPlan;
+    let output = |i: usize| step.outputs.get(i).ok_or(bad);
+    let span_of = |t: &TensorDesc| span(t).ok_or(bad);
+    let scratch = step.scratch.as_ref().ok_or(bad)?;
+    let (x, r) = (
+        step.inputs.get(0).ok_or(bad)?,
+        step.inputs.get(2).ok_or(bad)?,
+    );
+    let dims = recurrent::Dims {
+        seq: x.shape.dim(0),
+        batch: x.shape.dim(1),
+        input: x.shape.dim(2),
+        hidden: r.shape.dim(1),
+    };
+    let (y, h) = (span_of(&output(0)?)?, span_of(&output(1)?)?);
+    let s = span_of(scratch)?;
+    let lstm = matches!(op.cell, ferrite_hal::op::Cell::Lstm { .. });
+    let (view, y, h, c, s) = if lstm {
+        let c = span_of(&output(2)?)?;
+        let (view, [y, h, c, s]) = carve_spans(arena, weights, [y, h, c, s])?;
+        (view, y, h, Some(c), s)
+    } else {
+        let (view, [y, h, s]) = carve_spans(arena, weights, [y, h, s])?;
+        (view, y, h, None, s)
+    };
+    let operand = |i: usize| -> Result<Option<&[f32]>, CpuError> {
+        match step.inputs.get(i) {
+            Some(t) => Ok(Some(f32s(view.bytes(&t)?)?)),
+            None => Ok(None),
+        }
+    };
+    let operands = recurrent::Operands {
+        x: operand(0)?.ok_or(bad)?,
+        w: operand(1)?.ok_or(bad)?,
+        r: operand(2)?.ok_or(bad)?,
+        b: operand(3)?,
+        initial_h: operand(4)?,
+        initial_c: operand(5)?,
+        p: operand(6)?,
+    };
+    let c = match c {
+        Some(c) => Some(f32s_mut(c)?),
+        None => None,
+    };
+    recurrent::recurrent(
+        op,
+        dims,
+        &operands,
+        f32s_mut(y)?,
+        f32s_mut(h)?,
+        c,
+        f32s_mut(s)?,
+    )
 }
 
 /// DynamicQuantizeLinear writes three outputs: the integers, then the scale and zero point.

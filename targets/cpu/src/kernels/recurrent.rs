@@ -1,0 +1,287 @@
+//! One direction of an ONNX RNN, GRU or LSTM over a whole sequence, in place in its outputs:
+//! `Y_h` (and `Y_c`) hold the running state, each step's `H` is also written to `Y`.
+
+use super::elementwise::activate;
+use crate::CpuError;
+use ferrite_hal::op::{Cell, Recurrent};
+
+/// The operands of one recurrent layer direction (f32, shapes checked by the verifier).
+pub struct Operands<'a> {
+    /// `[seq, batch, input]`.
+    pub x: &'a [f32],
+    /// `[gates·hidden, input]`.
+    pub w: &'a [f32],
+    /// `[gates·hidden, hidden]`.
+    pub r: &'a [f32],
+    /// `[2·gates·hidden]`: W's biases, then R's.
+    pub b: Option<&'a [f32]>,
+    /// `[batch, hidden]`.
+    pub initial_h: Option<&'a [f32]>,
+    /// `[batch, hidden]` (LSTM).
+    pub initial_c: Option<&'a [f32]>,
+    /// `[3·hidden]`: peepholes i, o, f (LSTM).
+    pub p: Option<&'a [f32]>,
+}
+
+/// The sizes of a recurrent layer.
+#[derive(Clone, Copy, Debug)]
+pub struct Dims {
+    /// Time steps.
+    pub seq: usize,
+    /// Sequences in the batch.
+    pub batch: usize,
+    /// Features per input step.
+    pub input: usize,
+    /// Hidden units.
+    pub hidden: usize,
+}
+
+/// `out[b, g] = Σ_k a[b, k] · m[g, k] (+ bias[g])` for `b < batch`, `g < rows`.
+fn times_transposed(
+    a: &[f32],
+    m: &[f32],
+    bias: Option<&[f32]>,
+    batch: usize,
+    rows: usize,
+    k: usize,
+    out: &mut [f32],
+) {
+    for b in 0..batch {
+        let row = &a[b * k..(b + 1) * k];
+        for g in 0..rows {
+            let weights = &m[g * k..(g + 1) * k];
+            let dot: f32 = row.iter().zip(weights).map(|(x, w)| x * w).sum();
+            out[b * rows + g] = dot + bias.map_or(0.0, |v| v[g]);
+        }
+    }
+}
+
+/// Runs the layer: `y` `[seq, batch, hidden]`, `h` and `c` the final states, `scratch` at
+/// least `2·batch·gates·hidden`. Operands shorter than `dims` say are an error (checked once,
+/// so the loops index freely).
+pub fn recurrent(
+    op: &Recurrent,
+    dims: Dims,
+    o: &Operands<'_>,
+    y: &mut [f32],
+    h: &mut [f32],
+    mut c: Option<&mut [f32]>,
+    scratch: &mut [f32],
+) -> Result<(), CpuError> {
+    let Dims {
+        seq,
+        batch,
+        input,
+        hidden,
+    } = dims;
+    let rows = op.cell.gates() * hidden;
+    let state = batch * hidden;
+    let lstm = matches!(op.cell, Cell::Lstm { .. });
+    let short = |v: Option<&[f32]>, n: usize| v.is_some_and(|v| v.len() < n);
+    if o.x.len() < seq * batch * input
+        || o.w.len() < rows * input
+        || o.r.len() < rows * hidden
+        || short(o.b, 2 * rows)
+        || short(o.initial_h, state)
+        || short(o.initial_c, state)
+        || short(o.p, 3 * hidden)
+        || y.len() < seq * state
+        || h.len() != state
+        || c.as_deref().is_some_and(|c| c.len() != state)
+        || (lstm && c.is_none())
+        || scratch.len() < 2 * batch * rows
+    {
+        return Err(CpuError::CorruptPlan);
+    }
+    let (from_x, rest) = scratch.split_at_mut(batch * rows);
+    let from_h = &mut rest[..batch * rows];
+    match o.initial_h {
+        Some(v) => h.copy_from_slice(&v[..state]),
+        None => h.fill(0.0),
+    }
+    if let Some(c) = c.as_deref_mut() {
+        match o.initial_c {
+            Some(v) => c.copy_from_slice(&v[..state]),
+            None => c.fill(0.0),
+        }
+    }
+    let (wb, rb) = match o.b {
+        Some(b) => (Some(&b[..rows]), Some(&b[rows..2 * rows])),
+        None => (None, None),
+    };
+    let [f, g, hh] = op.activations;
+    let clip = |v: &mut [f32]| {
+        if op.clip > 0.0 {
+            v.iter_mut().for_each(|x| *x = x.clamp(-op.clip, op.clip));
+        }
+    };
+    for step in 0..seq {
+        let t = if op.reverse { seq - 1 - step } else { step };
+        let xt = &o.x[t * batch * input..(t + 1) * batch * input];
+        times_transposed(xt, o.w, wb, batch, rows, input, from_x);
+        times_transposed(h, o.r, rb, batch, rows, hidden, from_h);
+        for b in 0..batch {
+            let gx = &mut from_x[b * rows..(b + 1) * rows];
+            let gh = &mut from_h[b * rows..(b + 1) * rows];
+            let hb = &mut h[b * hidden..(b + 1) * hidden];
+            match op.cell {
+                Cell::Rnn => {
+                    for (a, &r) in gx.iter_mut().zip(gh.iter()) {
+                        *a += r;
+                    }
+                    clip(gx);
+                    activate(f, gx);
+                    hb.copy_from_slice(gx);
+                }
+                Cell::Gru {
+                    linear_before_reset,
+                } => {
+                    // z and r from both parts; h's recurrent part needs r first.
+                    let (zr_x, hx) = gx.split_at_mut(2 * hidden);
+                    let (zr_h, hh_part) = gh.split_at_mut(2 * hidden);
+                    for (a, &r) in zr_x.iter_mut().zip(zr_h.iter()) {
+                        *a += r;
+                    }
+                    clip(zr_x);
+                    activate(f, zr_x);
+                    let (z, reset) = zr_x.split_at(hidden);
+                    if linear_before_reset {
+                        for j in 0..hidden {
+                            hx[j] += reset[j] * hh_part[j];
+                        }
+                    } else {
+                        // (r ⊙ H)·Rhᵀ + Rbh, recomputed for this batch row.
+                        let rh = &o.r[2 * hidden * hidden..3 * hidden * hidden];
+                        for j in 0..hidden {
+                            let weights = &rh[j * hidden..(j + 1) * hidden];
+                            let dot: f32 = (0..hidden).map(|k| reset[k] * hb[k] * weights[k]).sum();
+                            hx[j] += dot + rb.map_or(0.0, |v| v[2 * hidden + j]);
+                        }
+                    }
+                    clip(hx);
+                    activate(g, hx);
+                    for j in 0..hidden {
+                        hb[j] = (1.0 - z[j]) * hx[j] + z[j] * hb[j];
+                    }
+                }
+                Cell::Lstm { input_forget } => {
+                    for (a, &r) in gx.iter_mut().zip(gh.iter()) {
+                        *a += r;
+                    }
+                    let Some(cells) = c.as_deref_mut() else {
+                        return Err(CpuError::CorruptPlan);
+                    };
+                    let cb = &mut cells[b * hidden..(b + 1) * hidden];
+                    let peep = |k: usize, j: usize| o.p.map_or(0.0, |p| p[k * hidden + j]);
+                    let (i_gate, rest) = gx.split_at_mut(hidden);
+                    let (o_gate, rest) = rest.split_at_mut(hidden);
+                    let (f_gate, c_gate) = rest.split_at_mut(hidden);
+                    for j in 0..hidden {
+                        i_gate[j] += peep(0, j) * cb[j];
+                        f_gate[j] += peep(2, j) * cb[j];
+                    }
+                    clip(i_gate);
+                    clip(f_gate);
+                    clip(c_gate);
+                    activate(f, i_gate);
+                    activate(f, f_gate);
+                    activate(g, c_gate);
+                    for j in 0..hidden {
+                        let forget = if input_forget {
+                            1.0 - i_gate[j]
+                        } else {
+                            f_gate[j]
+                        };
+                        cb[j] = forget * cb[j] + i_gate[j] * c_gate[j];
+                        o_gate[j] += peep(1, j) * cb[j];
+                    }
+                    clip(o_gate);
+                    activate(f, o_gate);
+                    hb.copy_from_slice(cb);
+                    activate(hh, hb);
+                    for j in 0..hidden {
+                        hb[j] *= o_gate[j];
+                    }
+                }
+            }
+        }
+        y[t * state..(t + 1) * state].copy_from_slice(h);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_hal::Activation;
+
+    fn layer(cell: Cell) -> Recurrent {
+        Recurrent {
+            cell,
+            reverse: false,
+            clip: 0.0,
+            activations: [Activation::Sigmoid, Activation::Tanh, Activation::Tanh],
+        }
+    }
+
+    #[test]
+    fn a_one_unit_lstm_matches_its_equations() {
+        // hidden 1, input 1, batch 1, two steps; every weight 0.5, no bias.
+        let dims = Dims {
+            seq: 2,
+            batch: 1,
+            input: 1,
+            hidden: 1,
+        };
+        let o = Operands {
+            x: &[1.0, -1.0],
+            w: &[0.5; 4],
+            r: &[0.5; 4],
+            b: None,
+            initial_h: None,
+            initial_c: None,
+            p: None,
+        };
+        let (mut y, mut h, mut c, mut s) = ([0.0; 2], [0.0], [0.0], [0.0; 8]);
+        let op = layer(Cell::Lstm {
+            input_forget: false,
+        });
+        recurrent(&op, dims, &o, &mut y, &mut h, Some(&mut c), &mut s).unwrap();
+        let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
+        let (mut hh, mut cc) = (0.0f64, 0.0f64);
+        for x in [1.0f64, -1.0] {
+            let a = 0.5 * x + 0.5 * hh;
+            cc = sig(a) * cc + sig(a) * a.tanh();
+            hh = sig(a) * cc.tanh();
+        }
+        assert!((h[0] as f64 - hh).abs() < 1e-6 && (c[0] as f64 - cc).abs() < 1e-6);
+        assert_eq!(y[1], h[0]);
+    }
+
+    #[test]
+    fn a_reversed_rnn_reads_the_sequence_backwards() {
+        let dims = Dims {
+            seq: 2,
+            batch: 1,
+            input: 1,
+            hidden: 1,
+        };
+        let o = Operands {
+            x: &[1.0, 2.0],
+            w: &[1.0],
+            r: &[1.0],
+            b: None,
+            initial_h: None,
+            initial_c: None,
+            p: None,
+        };
+        let mut op = layer(Cell::Rnn);
+        op.activations[0] = Activation::None;
+        op.reverse = true;
+        let (mut y, mut h, mut s) = ([0.0; 2], [0.0], [0.0; 2]);
+        recurrent(&op, dims, &o, &mut y, &mut h, None, &mut s).unwrap();
+        // t = 1 first: h = 2; then t = 0: h = 1 + 2 = 3.
+        assert_eq!(y, [3.0, 2.0]);
+        assert_eq!(h, [3.0]);
+    }
+}
