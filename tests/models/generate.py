@@ -8,6 +8,10 @@ For each model NAME it writes NAME.onnx, NAME.input_0.npy and NAME.output_0.npy,
 manifest.json with the input shapes to pack with. Weights are He-scaled normal draws from a fixed
 seed, so activations stay in a realistic range and the files are identical run after run.
 
+The suite covers the MLPerf Tiny shapes (MLP, DS-CNN, MobileNetV1-0.25, ResNet-8, FC
+autoencoder), LSTM and GRU keyword spotters (49 frames of 10 MFCCs) and one transformer
+encoder layer.
+
 The MLP, DS-CNN and ResNet-8 are also quantized to int8 the way users do it with onnxruntime
 (opset 13, `quant_pre_process`, then `quantize_static` with per-channel int8 weights and int8
 activations, calibrated on 16 seeded inputs), in QDQ form (NAME_qdq.onnx) and QOperator form
@@ -166,7 +170,78 @@ def fc_autoencoder():
     return b.model("input", [1, 640], y, [1, 640], 12), {"input": [1, 640]}
 
 
-MODELS = [mlp, ds_cnn, mobilenet_v1, resnet8, fc_autoencoder]
+def kws_lstm():
+    """A keyword spotter as PyTorch exports a batch-first LSTM: Transpose to sequence-first,
+    LSTM (64 units) over 49 MFCC frames of 10 features, the final hidden state to 12 logits."""
+    b = Builder("kws_lstm", 6)
+    hidden = 64
+    x = b.node("Transpose", ["input"], perm=[1, 0, 2])
+    w = b.weight((1, 4 * hidden, 10), 10)
+    r = b.weight((1, 4 * hidden, hidden), hidden)
+    bias = b.const((0.1 * b.rng.standard_normal((1, 8 * hidden))).astype(np.float32), "b")
+    _, h, _ = b.node("LSTM", [x, w, r, bias], n_out=3, hidden_size=hidden)
+    h = b.node("Reshape", [h, b.const(np.array([1, hidden], dtype=np.int64), "shape")])
+    y = b.dense(h, hidden, 12)
+    return b.model("input", [1, 49, 10], y, [1, 12], 14), {"input": [1, 49, 10]}
+
+
+def kws_gru():
+    """A keyword spotter with a bidirectional GRU (PyTorch's linear_before_reset), averaged over
+    time, to 12 logits. (onnxruntime has no batch-first layout=1; the node tests cover it.)"""
+    b = Builder("kws_gru", 7)
+    hidden = 32
+    x = b.node("Transpose", ["input"], perm=[1, 0, 2])
+    w = b.weight((2, 3 * hidden, 10), 10)
+    r = b.weight((2, 3 * hidden, hidden), hidden)
+    bias = b.const((0.1 * b.rng.standard_normal((2, 6 * hidden))).astype(np.float32), "b")
+    y, _ = b.node("GRU", [x, w, r, bias], n_out=2, hidden_size=hidden, direction="bidirectional",
+                  linear_before_reset=1)
+    # Y is [seq, directions, batch, hidden]: average over time, then both directions' features.
+    h = b.node("ReduceMean", [y], axes=[0], keepdims=0)
+    h = b.node("Transpose", [h], perm=[1, 0, 2])
+    h = b.node("Reshape", [h, b.const(np.array([1, 2 * hidden], dtype=np.int64), "shape")])
+    y = b.dense(h, 2 * hidden, 12)
+    return b.model("input", [1, 49, 10], y, [1, 12], 14), {"input": [1, 49, 10]}
+
+
+def tiny_transformer():
+    """One transformer encoder layer as PyTorch exports it (opset 17): pre-LayerNorm, two-head
+    self-attention through MatMul/Softmax, Gelu (the Erf form) feed-forward, residuals."""
+    b = Builder("tiny_transformer", 8)
+    tokens, d, heads = 16, 32, 2
+    hd = d // heads
+
+    def linear(x, n_in, n_out):
+        w = b.weight((n_in, n_out), n_in)
+        bias = b.const((0.1 * b.rng.standard_normal(n_out)).astype(np.float32), "b")
+        return b.node("Add", [b.node("MatMul", [x, w]), bias])
+
+    def layer_norm(x):
+        gamma = b.const((1.0 + 0.1 * b.rng.standard_normal(d)).astype(np.float32), "gamma")
+        beta = b.const((0.1 * b.rng.standard_normal(d)).astype(np.float32), "beta")
+        return b.node("LayerNormalization", [x, gamma, beta], axis=-1, epsilon=1e-5)
+
+    def split_heads(x):
+        x = b.node("Reshape", [x, b.const(np.array([1, tokens, heads, hd], dtype=np.int64), "shape")])
+        return b.node("Transpose", [x], perm=[0, 2, 1, 3])
+
+    h = layer_norm("input")
+    q, k, v = (split_heads(linear(h, d, d)) for _ in range(3))
+    scores = b.node("MatMul", [q, b.node("Transpose", [k], perm=[0, 1, 3, 2])])
+    scores = b.node("Div", [scores, b.const(np.float32(np.sqrt(hd)), "scale")])
+    attn = b.node("MatMul", [b.node("Softmax", [scores], axis=-1), v])
+    attn = b.node("Transpose", [attn], perm=[0, 2, 1, 3])
+    attn = b.node("Reshape", [attn, b.const(np.array([1, tokens, d], dtype=np.int64), "shape")])
+    x = b.node("Add", ["input", linear(attn, d, d)])
+    h = linear(layer_norm(x), d, 2 * d)
+    erf = b.node("Erf", [b.node("Div", [h, b.const(np.float32(np.sqrt(2.0)), "sqrt2")])])
+    gelu = b.node("Mul", [b.node("Mul", [h, b.const(np.float32(0.5), "half")]),
+                          b.node("Add", [erf, b.const(np.float32(1.0), "one")])])
+    y = b.node("Add", [x, linear(gelu, 2 * d, d)])
+    return b.model("input", [1, tokens, d], y, [1, tokens, d], 17), {"input": [1, tokens, d]}
+
+
+MODELS = [mlp, ds_cnn, mobilenet_v1, resnet8, fc_autoencoder, kws_lstm, kws_gru, tiny_transformer]
 QUANTIZED = ["mlp", "ds_cnn", "resnet8"]
 
 

@@ -144,8 +144,14 @@ pub fn run_model<B: Backend>(
     let input = npy::read(&dir.join(format!("{name}.input_0.npy"))).map_err(|e| e.to_string())?;
     let expected =
         npy::read(&dir.join(format!("{name}.output_0.npy"))).map_err(|e| e.to_string())?;
-    let outputs =
-        B::run(&model, std::slice::from_ref(&input)).map_err(|e| format!("{name}: {e}"))?;
+    let outputs = match B::run(&model, std::slice::from_ref(&input)) {
+        Ok(o) => o,
+        Err(ferrite_tools::runner::RunError::Session {
+            kind: ferrite_hal::ErrorKind::Unsupported,
+            ..
+        }) => return Err(format!("{name}: {UNSUPPORTED}")),
+        Err(e) => return Err(format!("{name}: {e}")),
+    };
     let actual = outputs.first().ok_or("no output")?;
     if B::NAME != crate::Cpu::NAME {
         // Every device must agree with the CPU device, not just with onnxruntime.
@@ -178,13 +184,41 @@ pub fn run_model<B: Backend>(
     })
 }
 
+/// How [`run_model`] reports a model the device refuses (an op kind it lacks).
+pub const UNSUPPORTED: &str = "device-unsupported";
+
+/// The models `tests/expectations/<device>-models.txt` lists as refused by device `B` (one
+/// name per line, then a reason; `#` comments). A listed model that runs is a failure too, so
+/// the list stays exact.
+pub fn expected_unsupported<B: Backend>() -> Vec<String> {
+    let path = crate::workspace_root()
+        .join("tests/expectations")
+        .join(format!("{}-models.txt", B::NAME));
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
 /// Runs every generated model on backend `B`; returns all results or all failures.
 pub fn run_all<B: Backend>() -> Result<Vec<ModelResult>, String> {
     let dir = test_models_dir();
     let mut results = Vec::new();
     let mut failures = Vec::new();
+    let refused = expected_unsupported::<B>();
     for (name, options) in manifest()? {
+        let listed = refused.contains(&name);
         match run_model::<B>(&dir, &name, &options) {
+            Ok(_) if listed => failures.push(format!(
+                "{name} runs on {} but tests/expectations/{}-models.txt lists it as unsupported",
+                B::NAME,
+                B::NAME
+            )),
+            Err(e) if listed && e.ends_with(UNSUPPORTED) => {
+                println!("{name:<18} unsupported on {} (expected)", B::NAME);
+            }
             Ok(r) => {
                 println!(
                     "{:<18} arena {:>8} B  lower bound {:>8} B  ({:.3}x)  rel err {:.2e}",
