@@ -294,15 +294,16 @@ pub fn conv_scratch_elements(
     let w = &conv.window;
     let depthwise = in_channels_per_group == 1 && conv.group > 1;
     let pointwise = w.kernel == [1, 1] && w.stride == [1, 1] && w.pads == [0; 4];
-    if pointwise {
-        return Some(0);
-    }
+    // Depthwise first: a 1×1 depthwise convolution is depthwise to the kernels too.
     if depthwise {
         return match depthwise_strategy(conv, out_h, out_w) {
             Depthwise::Direct => Some(0),
             Depthwise::Masked => out_h.checked_mul(out_w)?.checked_mul(w.kernel[1]),
             Depthwise::Padded => depthwise_padded_scratch(conv, out_h, out_w),
         };
+    }
+    if pointwise {
+        return Some(0);
     }
     let k = in_channels_per_group
         .checked_mul(w.kernel[0])?

@@ -64,7 +64,9 @@ fn skip_reason(e: &PackError) -> String {
     match e {
         PackError::Unsupported(report) => {
             let reasons: Vec<&str> = report.items.iter().map(|i| i.reason.as_str()).collect();
-            if reasons
+            if reasons.iter().any(|r| r.contains("data-dependent")) {
+                "data-dependent-shape"
+            } else if reasons
                 .iter()
                 .any(|r| r.starts_with("op '") || r.starts_with("domain"))
             {
@@ -232,14 +234,44 @@ pub fn read_expectations(path: &Path) -> BTreeMap<String, String> {
 /// Runs all node tests on `B` and checks them against `expectations`. Returns the summary on
 /// success, every difference on failure.
 pub fn run_suite<B: Backend>(expectations: &Path) -> Result<String, String> {
-    let dir = node_tests_dir()?;
-    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|e| e.to_string())?
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
+    run_suites::<B>(&[node_tests_dir()?], "node tests", expectations)
+}
+
+/// The model tests the onnx wheel ships next to the node tests: `pytorch-converted` (PyTorch
+/// modules) and `pytorch-operator` (single PyTorch operators), run like node tests.
+pub fn pytorch_dirs() -> Result<Vec<PathBuf>, String> {
+    let node = node_tests_dir()?;
+    let data = node
+        .parent()
+        .ok_or("the node tests directory has no parent")?;
+    let dirs: Vec<PathBuf> = ["pytorch-converted", "pytorch-operator"]
+        .iter()
+        .map(|d| data.join(d))
         .collect();
-    names.sort();
+    match dirs.iter().find(|d| !d.is_dir()) {
+        Some(missing) => Err(format!("{} is not a directory", missing.display())),
+        None => Ok(dirs),
+    }
+}
+
+/// Runs every test directory under each of `dirs` on `B` and checks the outcomes against
+/// `expectations` (see [`run_suite`]).
+pub fn run_suites<B: Backend>(
+    dirs: &[PathBuf],
+    label: &str,
+    expectations: &Path,
+) -> Result<String, String> {
+    let mut names: Vec<PathBuf> = Vec::new();
+    for dir in dirs {
+        names.extend(
+            std::fs::read_dir(dir)
+                .map_err(|e| e.to_string())?
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.is_dir()),
+        );
+    }
+    names.sort_by_key(|p| p.file_name().map(|n| n.to_os_string()));
     let mut outcomes = BTreeMap::new();
     let mut per_op: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
@@ -270,13 +302,13 @@ pub fn run_suite<B: Backend>(expectations: &Path) -> Result<String, String> {
         per_op_line.push_str(&format!("{op} {p}/{t}, "));
     }
     let summary = format!(
-        "node tests on {} ({} in all): {passed} passed, {failed} failed (all expected), {skipped} skipped\nper op (passed/run): {}",
+        "{label} on {} ({} in all): {passed} passed, {failed} failed (all expected), {skipped} skipped\nper op (passed/run): {}",
         B::NAME,
         names.len(),
         per_op_line.trim_end_matches(", ")
     );
     if std::env::var_os("FERRITE_UPDATE_EXPECTATIONS").is_some() {
-        let mut text = format!("# ONNX node tests on the {} device that do not pass: `name fail|skip reason`.\n# Regenerate with FERRITE_UPDATE_EXPECTATIONS=1 cargo test -p ferrite-tests --test {}\n", B::NAME, B::NAME);
+        let mut text = format!("# ONNX {label} on the {} device that do not pass: `name fail|skip reason`.\n# Regenerate with FERRITE_UPDATE_EXPECTATIONS=1 cargo test -p ferrite-tests --test {}\n", B::NAME, B::NAME);
         for (name, outcome) in &outcomes {
             if let Some(l) = outcome.line() {
                 text.push_str(&format!("{name} {l}\n"));
@@ -307,7 +339,7 @@ pub fn run_suite<B: Backend>(expectations: &Path) -> Result<String, String> {
         Ok(summary)
     } else {
         Err(format!(
-            "{} node test(s) differ from {} (update it with FERRITE_UPDATE_EXPECTATIONS=1 if the change is intended):\n{}\n{summary}",
+            "{} of the {label} differ from {} (update it with FERRITE_UPDATE_EXPECTATIONS=1 if the change is intended):\n{}\n{summary}",
             differences.len(),
             expectations.display(),
             differences.join("\n")

@@ -19,6 +19,17 @@ fn onnx_node_tests_on_cpu() {
     }
 }
 
+/// The onnx wheel's `pytorch-converted` and `pytorch-operator` models, like the node tests.
+#[test]
+fn onnx_pytorch_models_on_cpu() {
+    let expectations = workspace_root().join("tests/expectations/cpu-pytorch.txt");
+    let dirs = node_tests::pytorch_dirs().unwrap_or_else(|e| panic!("{e}"));
+    match node_tests::run_suites::<Cpu>(&dirs, "pytorch models", &expectations) {
+        Ok(summary) => println!("{summary}"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
 #[test]
 fn int8_models_match_onnxruntime_on_cpu() {
     match ferrite_tests::quantized::run_all::<Cpu>() {

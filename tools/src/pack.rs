@@ -210,7 +210,11 @@ fn unsupported(graph: &Graph, lowering: Vec<Unsupported>) -> UnsupportedReport {
                     format!("{}:{}", node.domain, node.op_type)
                 },
                 node: node.label(),
-                reason: if default {
+                reason: if default
+                    && crate::lower::DATA_DEPENDENT_OPS.contains(&node.op_type.as_str())
+                {
+                    format!("{}: {}", node.op_type, crate::lower::DATA_DEPENDENT)
+                } else if default {
                     format!("op '{}' is not supported", node.op_type)
                 } else if node.domain == "com.microsoft" {
                     format!(

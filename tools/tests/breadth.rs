@@ -494,3 +494,20 @@ fn indexing_ops_check_their_indices() {
         .encode();
     assert_eq!(run(&cumsum, &[x]), [3.0, 2.0, 7.0, 4.0]);
 }
+
+/// A 1×1 depthwise convolution (a per-channel scale) plans the scratch its kernel uses: it
+/// used to reach the masked depthwise kernel with none and panic.
+#[test]
+fn one_by_one_depthwise_convolution_runs() {
+    let onnx = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(2), D::N(4), D::N(8)])
+        .init_f32("w", &[4, 1, 1], &[2.0, -1.0, 0.5, 3.0])
+        .node("Conv", "c", &["x", "w"], &["y"], vec![attr_int("group", 4)])
+        .output("y")
+        .encode();
+    let values: Vec<f32> = (0..64).map(|i| i as f32).collect();
+    let y = run(&onnx, &[floats(&[2, 4, 8], &values)]);
+    let scale = [2.0, -1.0, 0.5, 3.0];
+    let want: Vec<f32> = (0..64).map(|i| i as f32 * scale[(i / 8) % 4]).collect();
+    assert_eq!(y, want);
+}

@@ -248,3 +248,30 @@ pub(super) fn cum_sum(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let y = lw.output(node, 0, dtype, shape)?;
     lw.emit(node, op, vec![Some(x)], vec![y])
 }
+
+/// NonZero of a constant: the indices of its non-zero elements, `[rank, count]` int64, folded
+/// at pack time. On run-time data the count is data-dependent and the node is refused.
+pub(super) fn non_zero(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let Some(v) = lw.value(x) else {
+        return Err(format!("NonZero: {}", super::DATA_DEPENDENT));
+    };
+    let shape = v.shape.clone();
+    let strides: Vec<usize> = (0..shape.len())
+        .map(|d| shape[d + 1..].iter().product())
+        .collect();
+    let hits: Vec<usize> = match &v.data {
+        crate::tensor::Data::Float(f) => (0..f.len()).filter(|&i| f[i] != 0.0).collect(),
+        crate::tensor::Data::Int(n) => (0..n.len()).filter(|&i| n[i] != 0).collect(),
+    };
+    let mut out = Vec::with_capacity(shape.len() * hits.len());
+    for d in 0..shape.len() {
+        out.extend(
+            hits.iter()
+                .map(|&i| ((i / strides[d]) % shape[d].max(1)) as i64),
+        );
+    }
+    let value = crate::tensor::HostTensor::int(DType::I64, vec![shape.len(), hits.len()], out);
+    lw.const_output(node, 0, value);
+    Ok(())
+}

@@ -11,6 +11,7 @@
 mod attrs;
 mod compose;
 mod constant;
+mod control;
 mod indexing;
 mod integer;
 mod movement;
@@ -88,6 +89,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "HardSwish",
     "Hardmax",
     "Identity",
+    "If",
     "InstanceNormalization",
     "IsInf",
     "IsNaN",
@@ -110,6 +112,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Mod",
     "Mul",
     "Neg",
+    "NonZero",
     "Not",
     "OneHot",
     "Or",
@@ -167,6 +170,23 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Xor",
 ];
 
+/// Ops whose output shape depends on the input values: Ferrite plans every shape at pack time,
+/// so these run only when their inputs are constants (NonZero folds then) and are otherwise
+/// refused with [`DATA_DEPENDENT`].
+pub const DATA_DEPENDENT_OPS: &[&str] = &[
+    "Compress",
+    "Loop",
+    "NonMaxSuppression",
+    "NonZero",
+    "Scan",
+    "StringSplit",
+    "Unique",
+];
+
+/// The reason given for a data-dependent op.
+pub const DATA_DEPENDENT: &str =
+    "its output shape depends on the data (data-dependent shape), and Ferrite plans every shape at pack time";
+
 /// Why one node cannot be lowered (becomes an [`Unsupported`] entry).
 pub type Reason = String;
 
@@ -181,6 +201,8 @@ pub struct Lowerer {
     opset: i64,
     /// Nodes that could not be lowered.
     pub errors: Vec<Unsupported>,
+    /// How many subgraphs (If branches) enclose the node being lowered.
+    depth: usize,
 }
 
 impl Lowerer {
@@ -193,6 +215,7 @@ impl Lowerer {
             interface: HashMap::new(),
             opset,
             errors: Vec::new(),
+            depth: 0,
         }
     }
 
@@ -379,6 +402,8 @@ impl Lowerer {
             "IsNaN" | "IsInf" => nn::classify(self, node),
             "Where" => nn::select(self, node),
             "OneHot" => nn::one_hot(self, node),
+            "If" => control::if_node(self, node),
+            "NonZero" => indexing::non_zero(self, node),
             other => Err(format!("op '{other}' is not supported")),
         }
     }
@@ -700,6 +725,7 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         | "ConstantOfShape"
         | "DynamicQuantizeLinear" => 1,
         "Constant" => 0,
+        "If" | "NonZero" => 1,
         "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Reshape" | "Gather" | "Equal" | "Expand"
         | "Pow" | "PRelu" | "Mod" | "BitShift" | "CastLike" | "Less" | "LessOrEqual"
         | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor" => 2,

@@ -10,8 +10,9 @@ use prost::Message;
 use proto::{AttributeProto, DimensionValue, ModelProto};
 use std::collections::{HashMap, HashSet};
 
-/// Lowest default-domain opset Ferrite reads.
-pub const MIN_OPSET: i64 = 7;
+/// Lowest default-domain opset Ferrite reads (opset 6's binary ops take the legacy `broadcast`
+/// and `axis` attributes, which lowering turns into numpy broadcasting).
+pub const MIN_OPSET: i64 = 6;
 /// Highest default-domain opset Ferrite reads (opsets 22 to 27 changed only the types of the
 /// ops Ferrite runs, or added modes it refuses, such as Pad's `wrap`).
 pub const MAX_OPSET: i64 = 27;

@@ -110,6 +110,9 @@ pub struct AttributeProto {
     pub ints: Vec<i64>,
     #[prost(bytes = "vec", repeated, tag = "9")]
     pub strings: Vec<Vec<u8>>,
+    /// A subgraph (If's branches, Loop's body).
+    #[prost(message, optional, boxed, tag = "6")]
+    pub g: Option<Box<GraphProto>>,
 }
 
 /// `ValueInfoProto`.

@@ -7,7 +7,9 @@
 
 use super::elementwise::activate_fused;
 use super::gemm::{sgemm, Mat};
-use ferrite_hal::geometry::{conv_tile_columns, depthwise_strategy, Depthwise};
+use ferrite_hal::geometry::{
+    conv_scratch_elements, conv_tile_columns, depthwise_strategy, Depthwise,
+};
 use ferrite_hal::op::{Conv, ConvTranspose, Window};
 
 /// Dimensions of one convolution call.
@@ -99,7 +101,12 @@ pub fn conv(
                 weight,
                 bias,
             };
+            // A plan whose scratch is short of what the strategy needs (the verifier checks
+            // the shared rule; this keeps a hand-made plan from reaching an index panic) runs
+            // the direct loop instead.
+            let need = conv_scratch_elements(p, icg, d.oh, d.ow).unwrap_or(usize::MAX);
             match depthwise_strategy(p, d.oh, d.ow) {
+                _ if scratch.len() < need => depthwise_conv(win, d, ocg, x_b, weight, out_b),
                 Depthwise::Masked => depthwise_masked(&args, out_b, scratch),
                 Depthwise::Padded => depthwise_flat(&args, out_b, scratch),
                 Depthwise::Direct => depthwise_conv(win, d, ocg, x_b, weight, out_b),
