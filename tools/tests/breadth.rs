@@ -511,3 +511,52 @@ fn one_by_one_depthwise_convolution_runs() {
     let want: Vec<f32> = (0..64).map(|i| i as f32 * scale[(i / 8) % 4]).collect();
     assert_eq!(y, want);
 }
+
+/// Einsum: a matrix product in explicit and implicit form, an outer product with `...`, and
+/// a diagonal refused by name.
+#[test]
+fn einsum_contracts_like_numpy() {
+    let two = |eq: &str, sa: &[i64], sb: &[i64]| {
+        let da: Vec<D> = sa.iter().map(|&d| D::N(d)).collect();
+        let db: Vec<D> = sb.iter().map(|&d| D::N(d)).collect();
+        ModelBuilder::new(13)
+            .input("a", data_type::FLOAT, &da)
+            .input("b", data_type::FLOAT, &db)
+            .node(
+                "Einsum",
+                "the_node",
+                &["a", "b"],
+                &["y"],
+                vec![attr_string("equation", eq)],
+            )
+            .output("y")
+            .encode()
+    };
+    let a = floats(&[2, 3], &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]);
+    let b = floats(&[3, 2], &[1.0, 0.0, 0.0, 1.0, 1.0, 1.0]);
+    let product = [4.0, 5.0, 10.0, 11.0];
+    assert_eq!(
+        run(&two("ij,jk->ik", &[2, 3], &[3, 2]), &[a.clone(), b.clone()]),
+        product
+    );
+    assert_eq!(
+        run(&two("ij, jk", &[2, 3], &[3, 2]), &[a.clone(), b.clone()]),
+        product
+    );
+    // (A·B)ᵀ through the output order.
+    assert_eq!(
+        run(&two("ij,jk->ki", &[2, 3], &[3, 2]), &[a.clone(), b]),
+        [4.0, 10.0, 5.0, 11.0]
+    );
+    let u = floats(&[2], &[1.0, 2.0]);
+    let v = floats(&[1, 3], &[1.0, 10.0, 100.0]);
+    assert_eq!(
+        run(&two("i,...j->i...j", &[2], &[1, 3]), &[u, v]),
+        [1.0, 10.0, 100.0, 2.0, 20.0, 200.0]
+    );
+    let text = pack_error(&two("ii,jk->i", &[3, 3], &[3, 2]));
+    assert!(
+        text.contains("the_node") && text.contains("diagonal"),
+        "{text}"
+    );
+}

@@ -12,6 +12,7 @@ mod attrs;
 mod compose;
 mod constant;
 mod control;
+mod einsum;
 mod indexing;
 mod integer;
 mod movement;
@@ -67,6 +68,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "Div",
     "Dropout",
     "DynamicQuantizeLinear",
+    "Einsum",
     "Elu",
     "Equal",
     "Erf",
@@ -403,6 +405,7 @@ impl Lowerer {
             "Where" => nn::select(self, node),
             "OneHot" => nn::one_hot(self, node),
             "If" => control::if_node(self, node),
+            "Einsum" => einsum::einsum(self, node),
             "NonZero" => indexing::non_zero(self, node),
             other => Err(format!("op '{other}' is not supported")),
         }

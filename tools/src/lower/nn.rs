@@ -395,7 +395,11 @@ pub(super) fn matmul(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 
 /// Opset ≤ 6 binary ops broadcast only with `broadcast=1`, B's shape matching A's from `axis`
 /// (default: A's trailing dims): B viewed with trailing 1s is the numpy equivalent.
-pub(super) fn legacy_operand(lw: &mut Lowerer, node: &Node, b: TensorId) -> Result<TensorId, Reason> {
+pub(super) fn legacy_operand(
+    lw: &mut Lowerer,
+    node: &Node,
+    b: TensorId,
+) -> Result<TensorId, Reason> {
     if lw.opset() >= 7 {
         return Ok(b);
     }
