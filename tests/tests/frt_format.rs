@@ -408,21 +408,85 @@ fn many_ops_model() -> Vec<u8> {
         .encode()
 }
 
-#[test]
-fn many_ops_model_runs_and_survives_every_byte_corruption() {
-    let p = pack(&many_ops_model(), &PackOptions::default()).expect("packs");
-    let aligned = AlignedBytes::from(&p.bytes[..]);
-    let model = Model::load(aligned.as_bytes()).unwrap();
-    let x: Vec<f32> = (0..72).map(|i| i as f32 * 0.05 - 1.0).collect();
-    let mut arena = AlignedBytes::zeroed(model.arena_bytes());
-    let mut s = Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()).unwrap();
-    s.set_input_f32(0, &x).unwrap();
-    s.run().unwrap();
-    assert!(s.output_f32(0).unwrap().iter().all(|v| v.is_finite()));
-    let b = p.bytes;
+/// A model of the issue-6 ops with run-time data in their indices: LSTM, Resize, Cast,
+/// integer Mod, GatherElements and ScatterND on a run-time index input, TopK, CumSum, Einsum.
+fn breadth_ops_model() -> Vec<u8> {
+    use ferrite_tools::onnx::build::{attr_int, attr_string, ModelBuilder, D};
+    use ferrite_tools::onnx::proto::data_type::{FLOAT, INT64};
+    let w: Vec<f32> = (0..8 * 3).map(|i| (i % 5) as f32 * 0.1 - 0.2).collect();
+    let r: Vec<f32> = (0..8 * 2).map(|i| (i % 3) as f32 * 0.1 - 0.1).collect();
+    ModelBuilder::new(17)
+        .input("x", FLOAT, &[D::N(4), D::N(1), D::N(3)])
+        .input("i", INT64, &[D::N(1), D::N(1), D::N(2)])
+        .init_f32("w", &[1, 8, 3], &w)
+        .init_f32("r", &[1, 8, 2], &r)
+        .init_f32("roi", &[0], &[])
+        .init_f32("scales", &[3], &[1.0, 1.0, 2.0])
+        .init_i64("k", &[1], &[2])
+        .init_i64("axis", &[], &[0])
+        .init_i64("three", &[], &[3])
+        .node(
+            "LSTM",
+            "lstm",
+            &["x", "w", "r"],
+            &["y", "h"],
+            vec![attr_int("hidden_size", 2)],
+        )
+        .node(
+            "Resize",
+            "resize",
+            &["h", "roi", "scales"],
+            &["z"],
+            vec![attr_string("mode", "linear")],
+        )
+        .node(
+            "Cast",
+            "cast",
+            &["z"],
+            &["zi"],
+            vec![attr_int("to", INT64 as i64)],
+        )
+        .node("Mod", "mod", &["zi", "three"], &["m"], vec![])
+        .node(
+            "Cast",
+            "back",
+            &["m"],
+            &["mf"],
+            vec![attr_int("to", FLOAT as i64)],
+        )
+        .node(
+            "TopK",
+            "topk",
+            &["z", "k"],
+            &["tv", "ti"],
+            vec![attr_int("axis", -1)],
+        )
+        .node("CumSum", "cumsum", &["tv", "axis"], &["cs"], vec![])
+        .node(
+            "GatherElements",
+            "ge",
+            &["cs", "i"],
+            &["g"],
+            vec![attr_int("axis", 2)],
+        )
+        .node(
+            "Einsum",
+            "einsum",
+            &["g", "g"],
+            &["e"],
+            vec![attr_string("equation", "abc,abc->ab")],
+        )
+        .output("e")
+        .output("ti")
+        .output("mf")
+        .encode()
+}
+
+/// Loads and runs every single-byte corruption of `bytes`: each gets a typed error or runs.
+fn survives_every_byte_corruption(b: &[u8]) {
     for at in format::CRC_START..b.len() {
         for flip in [0x01u8, 0x80, 0xff] {
-            let mut c = b.clone();
+            let mut c = b.to_vec();
             c[at] ^= flip;
             reseal(&mut c);
             let aligned = AlignedBytes::from(&c[..]);
@@ -440,6 +504,56 @@ fn many_ops_model_runs_and_survives_every_byte_corruption() {
             let _ = s.run();
         }
     }
+}
+
+#[test]
+fn breadth_ops_model_runs_and_survives_every_byte_corruption() {
+    let p = pack(&breadth_ops_model(), &PackOptions::default()).expect("packs");
+    for op in [
+        "Recurrent",
+        "Resample",
+        "Cast",
+        "TopK",
+        "CumSum",
+        "GatherElements",
+        "MatMul",
+    ] {
+        assert!(
+            p.report.ops.contains_key(op),
+            "{op} missing: {:?}",
+            p.report.ops
+        );
+    }
+    let aligned = AlignedBytes::from(&p.bytes[..]);
+    let model = Model::load(aligned.as_bytes()).unwrap();
+    let mut arena = AlignedBytes::zeroed(model.arena_bytes());
+    let mut s = Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()).unwrap();
+    let x: Vec<f32> = (0..12).map(|i| i as f32 * 0.3 - 1.0).collect();
+    s.set_input_f32(0, &x).unwrap();
+    let indices: Vec<u8> = [1i64, -2].iter().flat_map(|v| v.to_le_bytes()).collect();
+    s.set_input(1, &indices).unwrap();
+    s.run().unwrap();
+    assert!(s.output_f32(0).unwrap().iter().all(|v| v.is_finite()));
+    // An index out of range at run time is an error, not a crash.
+    let bad: Vec<u8> = [1i64, 7].iter().flat_map(|v| v.to_le_bytes()).collect();
+    s.set_input(1, &bad).unwrap();
+    let e = s.run().expect_err("index 7 of 2");
+    assert_eq!(ferrite_hal::Error::kind(&e), ErrorKind::InvalidInput, "{e}");
+    survives_every_byte_corruption(&p.bytes);
+}
+
+#[test]
+fn many_ops_model_runs_and_survives_every_byte_corruption() {
+    let p = pack(&many_ops_model(), &PackOptions::default()).expect("packs");
+    let aligned = AlignedBytes::from(&p.bytes[..]);
+    let model = Model::load(aligned.as_bytes()).unwrap();
+    let x: Vec<f32> = (0..72).map(|i| i as f32 * 0.05 - 1.0).collect();
+    let mut arena = AlignedBytes::zeroed(model.arena_bytes());
+    let mut s = Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()).unwrap();
+    s.set_input_f32(0, &x).unwrap();
+    s.run().unwrap();
+    assert!(s.output_f32(0).unwrap().iter().all(|v| v.is_finite()));
+    survives_every_byte_corruption(&p.bytes);
 }
 
 /// An integer convolution whose planned scratch is removed is refused at load: the kernels rely
