@@ -632,6 +632,22 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             ensure(axis < x.shape.rank() && x.shape == y.shape, "CumSum shapes")
         }
         Op::Recurrent(r) => check_recurrent(&r, step),
+        Op::Det => {
+            ensure(n_in == 1 && n_out == 1, "Det takes 1 input")?;
+            let (x, y) = (input(0)?, output(0)?);
+            all_f32(&[x, y])?;
+            let r = x.shape.rank();
+            ensure(
+                r >= 2 && x.shape.dim(r - 1) == x.shape.dim(r - 2),
+                "Det input is square",
+            )?;
+            ensure(
+                y.shape.rank() == r - 2 && y.shape.dims() == &x.shape.dims()[..r - 2],
+                "Det output shape",
+            )?;
+            let n = x.shape.dim(r - 1);
+            require_scratch(step.scratch, 2 * n * n, "Det needs a scratch of 2·n·n")
+        }
         Op::Resample { axis, .. } => {
             ensure(n_in == 3 && n_out == 1, "Resample takes 3 inputs")?;
             let (x, idx, w, y) = (input(0)?, input(1)?, input(2)?, output(0)?);

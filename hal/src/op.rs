@@ -118,11 +118,13 @@ pub enum OpKind {
     CumSum = 51,
     /// One direction of an RNN, GRU or LSTM over a whole sequence.
     Recurrent = 52,
+    /// Determinants of square matrices.
+    Det = 53,
 }
 
 impl OpKind {
     /// Every kind, in code order.
-    pub const ALL: [OpKind; 52] = [
+    pub const ALL: [OpKind; 53] = [
         OpKind::Conv,
         OpKind::ConvTranspose,
         OpKind::Gemm,
@@ -175,6 +177,7 @@ impl OpKind {
         OpKind::TopK,
         OpKind::CumSum,
         OpKind::Recurrent,
+        OpKind::Det,
     ];
 
     /// The float compute ops (everything but data movement and quantization), which every
@@ -291,6 +294,7 @@ impl OpKind {
             OpKind::TopK => "TopK",
             OpKind::CumSum => "CumSum",
             OpKind::Recurrent => "Recurrent",
+            OpKind::Det => "Det",
         }
     }
 }
@@ -1048,6 +1052,9 @@ pub enum Op {
     /// `[batch, hidden]`; all f32, with a scratch of `2·batch·gates·hidden` f32. Gate order
     /// and equations as ONNX RNN (gates i), GRU (z, r, h) and LSTM (i, o, f, c).
     Recurrent(Recurrent),
+    /// Input X (f32 `[..., n, n]`); output `[...]`: each matrix's determinant (LU with partial
+    /// pivoting, in f64, in an `n·n` f64 scratch — `2·n·n` f32 elements).
+    Det,
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -1126,6 +1133,7 @@ impl Op {
             Op::TopK { .. } => OpKind::TopK,
             Op::CumSum { .. } => OpKind::CumSum,
             Op::Recurrent(_) => OpKind::Recurrent,
+            Op::Det => OpKind::Det,
             Op::Where => OpKind::Where,
             Op::Classify(_) => OpKind::Classify,
             Op::Trilu { .. } => OpKind::Trilu,
@@ -1219,7 +1227,8 @@ impl Op {
             | Op::Not
             | Op::Where
             | Op::Convert
-            | Op::Expand => {}
+            | Op::Expand
+            | Op::Det => {}
             Op::GatherElements { axis } => w.usize(*axis),
             Op::Recurrent(r) => r.encode(w),
             Op::ScatterElements { axis, reduction } => {
@@ -1408,6 +1417,7 @@ impl Op {
             OpKind::Not => Op::Not,
             OpKind::Convert => Op::Convert,
             OpKind::Expand => Op::Expand,
+            OpKind::Det => Op::Det,
             OpKind::Recurrent => Op::Recurrent(Recurrent::decode(r)?),
             OpKind::GatherElements => Op::GatherElements { axis: r.usize()? },
             OpKind::ScatterElements => Op::ScatterElements {
@@ -1650,6 +1660,7 @@ mod tests {
         round_trip(Op::Not);
         round_trip(Op::Convert);
         round_trip(Op::Expand);
+        round_trip(Op::Det);
         round_trip(Op::Recurrent(Recurrent {
             cell: Cell::Gru {
                 linear_before_reset: true,

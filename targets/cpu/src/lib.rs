@@ -88,6 +88,7 @@ impl CpuDevice {
             .with(TopK, &DType::INTEGERS)
             .with(CumSum, &[DType::F32, DType::I32, DType::I64])
             .with(Recurrent, &float)
+            .with(Det, &float)
             .with(Logical, &[DType::Bool])
             .with(Not, &[DType::Bool])
             .with(Classify, &float)

@@ -531,7 +531,8 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         | Op::ScatterNd { .. }
         | Op::TopK { .. }
         | Op::CumSum { .. }
-        | Op::Recurrent(_) => Err("not implemented by the Vulkan kernels"),
+        | Op::Recurrent(_)
+        | Op::Det => Err("not implemented by the Vulkan kernels"),
         Op::Copy => one(Command::Copy {
             src: input(0)?.location,
             dst: match out.location {

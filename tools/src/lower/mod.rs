@@ -65,6 +65,7 @@ pub const SUPPORTED_OPS: &[&str] = &[
     "CumSum",
     "DepthToSpace",
     "DequantizeLinear",
+    "Det",
     "Div",
     "Dropout",
     "DynamicQuantizeLinear",
@@ -406,6 +407,7 @@ impl Lowerer {
             "OneHot" => nn::one_hot(self, node),
             "If" => control::if_node(self, node),
             "Einsum" => einsum::einsum(self, node),
+            "Det" => nn::det(self, node),
             "NonZero" => indexing::non_zero(self, node),
             other => Err(format!("op '{other}' is not supported")),
         }
@@ -728,7 +730,7 @@ fn max_inputs(op: &str, opset: i64) -> usize {
         | "ConstantOfShape"
         | "DynamicQuantizeLinear" => 1,
         "Constant" => 0,
-        "If" | "NonZero" => 1,
+        "If" | "NonZero" | "Det" => 1,
         "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Reshape" | "Gather" | "Equal" | "Expand"
         | "Pow" | "PRelu" | "Mod" | "BitShift" | "CastLike" | "Less" | "LessOrEqual"
         | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor" => 2,

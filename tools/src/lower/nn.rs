@@ -1037,3 +1037,16 @@ pub(super) fn one_hot(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         vec![y],
     )
 }
+
+/// Det of float matrices `[..., n, n]`.
+pub(super) fn det(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    lw.require_f32(&[x])?;
+    let shape = lw.shape(x);
+    let r = shape.len();
+    if r < 2 || shape[r - 1] != shape[r - 2] {
+        return Err(format!("Det needs square matrices, not {shape:?}"));
+    }
+    let y = lw.output(node, 0, DType::F32, shape[..r - 2].to_vec())?;
+    lw.emit(node, Op::Det, vec![Some(x)], vec![y])
+}

@@ -359,6 +359,12 @@ fn run_step_inline<const OPS: u64>(
                 _ => return Err(CpuError::Unsupported),
             }
         }
+        Op::Det if selects(OPS, OpKind::Det) => {
+            let x = input(0)?;
+            let n = x.shape.dim(x.shape.rank() - 1);
+            let scratch = cast_mut::<f64>(scratch.ok_or(CpuError::CorruptPlan)?)?;
+            reduce::determinant(f32_in(0)?, n, scratch, f32s_mut(out)?);
+        }
         Op::Convert if selects(OPS, OpKind::Convert) => {
             let x = input(0)?;
             numeric::convert(x.dtype, view.bytes(&x)?, out_desc.dtype, out)?;

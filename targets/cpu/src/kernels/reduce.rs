@@ -231,3 +231,58 @@ mod selection_tests {
         assert_eq!(y, [9, 7, 4, 0]);
     }
 }
+
+/// The determinant of each `n × n` matrix of `x` (`y.len()` of them), by LU decomposition with
+/// partial pivoting in f64 in `scratch` (at least `n·n` f64).
+pub fn determinant(x: &[f32], n: usize, scratch: &mut [f64], y: &mut [f32]) {
+    let Some(a) = scratch.get_mut(..n * n) else {
+        return;
+    };
+    for (m, out) in y.iter_mut().enumerate() {
+        let Some(src) = x.get(m * n * n..(m + 1) * n * n) else {
+            return;
+        };
+        for (d, &s) in a.iter_mut().zip(src) {
+            *d = f64::from(s);
+        }
+        let mut det = 1.0f64;
+        for col in 0..n {
+            let pivot = (col..n)
+                .max_by(|&i, &j| a[i * n + col].abs().total_cmp(&a[j * n + col].abs()))
+                .unwrap_or(col);
+            if a[pivot * n + col] == 0.0 {
+                det = 0.0;
+                break;
+            }
+            if pivot != col {
+                for k in 0..n {
+                    a.swap(pivot * n + k, col * n + k);
+                }
+                det = -det;
+            }
+            let p = a[col * n + col];
+            det *= p;
+            for row in col + 1..n {
+                let f = a[row * n + col] / p;
+                for k in col..n {
+                    a[row * n + k] -= f * a[col * n + k];
+                }
+            }
+        }
+        *out = det as f32;
+    }
+}
+
+#[cfg(test)]
+mod determinant_tests {
+    use super::*;
+
+    #[test]
+    fn determinants_need_pivoting() {
+        // [[0, 1], [1, 0]] has determinant -1 and a zero first pivot; [[2, 0], [0, 3]] has 6.
+        let x = [0.0, 1.0, 1.0, 0.0, 2.0, 0.0, 0.0, 3.0];
+        let (mut s, mut y) = ([0.0f64; 4], [0.0f32; 2]);
+        determinant(&x, 2, &mut s, &mut y);
+        assert_eq!(y, [-1.0, 6.0]);
+    }
+}
