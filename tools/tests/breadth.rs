@@ -560,3 +560,109 @@ fn einsum_contracts_like_numpy() {
         "{text}"
     );
 }
+
+/// A branch of an If: `y = x op c` for a constant `c`.
+fn branch(op: &str, c: f32, out: &str) -> AttributeProto {
+    use ferrite_tools::onnx::proto::{GraphProto, NodeProto, TensorProto, ValueInfoProto};
+    let constant = TensorProto {
+        name: format!("{out}_c"),
+        dims: vec![1],
+        data_type: data_type::FLOAT,
+        float_data: vec![c],
+        ..Default::default()
+    };
+    let g = GraphProto {
+        name: out.into(),
+        node: vec![NodeProto {
+            input: vec!["x".into(), format!("{out}_c")],
+            output: vec![out.into()],
+            name: format!("{out}_node"),
+            op_type: op.into(),
+            ..Default::default()
+        }],
+        initializer: vec![constant],
+        output: vec![ValueInfoProto {
+            name: out.into(),
+            r#type: None,
+        }],
+        ..Default::default()
+    };
+    AttributeProto {
+        name: if out == "then_y" {
+            "then_branch"
+        } else {
+            "else_branch"
+        }
+        .into(),
+        r#type: 5,
+        g: Some(Box::new(g)),
+        ..Default::default()
+    }
+}
+
+/// If: a constant condition inlines one branch; a run-time one runs both and picks with Where.
+/// NonZero folds on constants and is refused, with its reason, on run-time data.
+#[test]
+fn if_and_data_dependent_ops() {
+    use ferrite_hal::DType;
+    let model = |cond_const: Option<bool>| {
+        let b = ModelBuilder::new(13).input("x", data_type::FLOAT, &[D::N(2)]);
+        let b = match cond_const {
+            Some(c) => b.init(ferrite_tools::onnx::proto::TensorProto {
+                name: "cond".into(),
+                dims: vec![],
+                data_type: data_type::BOOL,
+                int32_data: vec![c as i32],
+                ..Default::default()
+            }),
+            None => b.input("cond", data_type::BOOL, &[]),
+        };
+        b.node(
+            "If",
+            "if",
+            &["cond"],
+            &["y"],
+            vec![branch("Add", 10.0, "then_y"), branch("Mul", 3.0, "else_y")],
+        )
+        .output("y")
+        .encode()
+    };
+    let x = floats(&[2], &[1.0, 2.0]);
+    assert_eq!(
+        run(&model(Some(true)), std::slice::from_ref(&x)),
+        [11.0, 12.0]
+    );
+    let packed = pack(&model(Some(false)), &PackOptions::default()).unwrap();
+    assert!(
+        !packed.report.ops.contains_key("Add"),
+        "{:?}",
+        packed.report.ops
+    );
+    assert_eq!(
+        run(&model(Some(false)), std::slice::from_ref(&x)),
+        [3.0, 6.0]
+    );
+    let flag = |c: bool| array(DType::Bool, &[], &[c as u8], |v| vec![v]);
+    for (c, want) in [(true, [11.0, 12.0]), (false, [3.0, 6.0])] {
+        let y = run(&model(None), &[x.clone(), flag(c)]);
+        assert_eq!(y, want);
+    }
+    let non_zero = |constant: bool| {
+        let b = ModelBuilder::new(13);
+        let b = if constant {
+            b.init_f32("x", &[2, 2], &[0.0, 1.0, 2.0, 0.0])
+        } else {
+            b.input("x", data_type::FLOAT, &[D::N(2), D::N(2)])
+        };
+        b.node("NonZero", "nz", &["x"], &["y"], vec![])
+            .output("y")
+            .encode()
+    };
+    let packed = pack(&non_zero(true), &PackOptions::default()).unwrap();
+    assert!(packed.report.ops.is_empty() || !packed.report.ops.contains_key("NonZero"));
+    let text = pack_error(&non_zero(false));
+    assert!(
+        text.contains("nz") && text.contains("data-dependent"),
+        "{text}"
+    );
+}
