@@ -5,6 +5,7 @@
 
 use super::nn::hal_shape;
 use super::{bounded, normalize_axis, Attrs, Lowerer, Reason};
+use crate::ir::TensorId;
 use crate::onnx::Node;
 use ferrite_hal::geometry::broadcast;
 use ferrite_hal::op::Reduction;
@@ -82,8 +83,24 @@ fn index_input(lw: &Lowerer, node: &Node, i: usize) -> Result<ferrite_hal::DType
     }
 }
 
-/// The `reduction` attribute of the scatter ops.
-fn reduction(node: &Node) -> Result<Reduction, Reason> {
+/// The `reduction` attribute of a scatter whose updates and data are `up` and `data`:
+/// reductions compute in f32.
+fn reduction(lw: &Lowerer, node: &Node, data: TensorId, up: TensorId) -> Result<Reduction, Reason> {
+    if lw.dtype(up) != lw.dtype(data) {
+        return Err("updates and data have different types".into());
+    }
+    let r = scatter_reduction(node)?;
+    if r != Reduction::None && lw.dtype(data) != DType::F32 {
+        return Err(format!(
+            "type {} is not supported for scatter reductions",
+            lw.dtype(data)
+        ));
+    }
+    Ok(r)
+}
+
+/// The `reduction` attribute's value.
+fn scatter_reduction(node: &Node) -> Result<Reduction, Reason> {
     Ok(match node.string("reduction", "none")?.as_str() {
         "none" => Reduction::None,
         "add" => Reduction::Add,
@@ -121,20 +138,11 @@ pub(super) fn scatter_elements(lw: &mut Lowerer, node: &Node) -> Result<(), Reas
             "data, indices and updates must have one rank; updates the indices' shape".into(),
         );
     }
-    if lw.dtype(up) != lw.dtype(data) {
-        return Err("updates and data have different types".into());
-    }
     let axis = normalize_axis(node.int("axis", 0)?, ds.len())?;
     if (0..ds.len()).any(|d| d != axis && is[d] > ds[d]) {
         return Err("indices are larger than the data off the scatter axis".into());
     }
-    let reduction = reduction(node)?;
-    if reduction != Reduction::None && lw.dtype(data) != DType::F32 {
-        return Err(format!(
-            "type {} is not supported for scatter reductions",
-            lw.dtype(data)
-        ));
-    }
+    let reduction = reduction(lw, node, data, up)?;
     let y = lw.output(node, 0, lw.dtype(data), ds)?;
     let op = Op::ScatterElements { axis, reduction };
     lw.emit(node, op, vec![Some(data), Some(idx), Some(up)], vec![y])
@@ -184,16 +192,7 @@ pub(super) fn scatter_nd(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     if us != want {
         return Err(format!("updates are {us:?}, not {want:?}"));
     }
-    if lw.dtype(up) != lw.dtype(data) {
-        return Err("updates and data have different types".into());
-    }
-    let reduction = reduction(node)?;
-    if reduction != Reduction::None && lw.dtype(data) != DType::F32 {
-        return Err(format!(
-            "type {} is not supported for scatter reductions",
-            lw.dtype(data)
-        ));
-    }
+    let reduction = reduction(lw, node, data, up)?;
     let y = lw.output(node, 0, lw.dtype(data), ds)?;
     let op = Op::ScatterNd { reduction };
     lw.emit(node, op, vec![Some(data), Some(idx), Some(up)], vec![y])

@@ -714,7 +714,10 @@ pub(super) fn arg_extreme(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     lw.emit(node, op, vec![Some(x)], vec![y])
 }
 
-pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+/// A pooling node's f32 input, its shape, spatial dims and `kernel_shape`.
+type PoolInput = (TensorId, Vec<usize>, Vec<usize>, Vec<usize>);
+
+fn pool_input(lw: &Lowerer, node: &Node) -> Result<PoolInput, Reason> {
     let x = lw.input(node, 0)?;
     lw.require_f32(&[x])?;
     let xs = lw.shape(x);
@@ -725,6 +728,11 @@ pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         .into_iter()
         .map(|k| k.max(0) as usize)
         .collect::<Vec<_>>();
+    Ok((x, xs, spatial, kernel))
+}
+
+pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let (x, xs, spatial, kernel) = pool_input(lw, node)?;
     let is_max = node.op_type == "MaxPool";
     if is_max && node.outputs.get(1).is_some_and(|o| !o.is_empty()) {
         return Err("the Indices output of MaxPool is not supported".into());
@@ -771,16 +779,7 @@ pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 /// LpPool: `(Σ_window |x|^p)^(1/p)` as `|x|^p`, an average pool counting the padding (zeros
 /// contribute nothing), a multiplication by the window size and a `1/p` power.
 pub(super) fn lp_pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
-    let x = lw.input(node, 0)?;
-    lw.require_f32(&[x])?;
-    let xs = lw.shape(x);
-    let spatial = spatial_dims(&xs, &node.op_type)?;
-    let kernel = node
-        .ints("kernel_shape")?
-        .ok_or("kernel_shape is required")?
-        .into_iter()
-        .map(|k| k.max(0) as usize)
-        .collect::<Vec<_>>();
+    let (x, xs, spatial, kernel) = pool_input(lw, node)?;
     let p = node.int("p", 2)?;
     if p < 1 {
         return Err(format!("p {p} must be at least 1"));

@@ -72,6 +72,33 @@ pub struct Updates<'a, T> {
     pub reduction: Reduction,
 }
 
+/// Calls `f(p, offset)` for every position `p` of `index_shape` (row-major), `offset` the data
+/// element at `p` with its `axis` coordinate taken from `indices[p]` (checked); stops at the
+/// first error.
+fn for_each_target(
+    data_shape: &Shape,
+    indices: Indices<'_>,
+    index_shape: &Shape,
+    axis: usize,
+    mut f: impl FnMut(usize, usize) -> Result<(), CpuError>,
+) -> Result<(), CpuError> {
+    let strides = data_shape.strides();
+    let len = data_shape.dim(axis);
+    let mut moved = strides;
+    moved[axis] = 0;
+    let mut result = Ok(());
+    let mut p = 0;
+    for_each_index(index_shape.dims(), [&moved], |[base]| {
+        if result.is_ok() {
+            result = indices
+                .resolve(p, len)
+                .and_then(|i| f(p, base + i * strides[axis]));
+        }
+        p += 1;
+    });
+    result
+}
+
 /// `out[p] = data[p with axis ← indices[p]]` over the positions `p` of `index_shape`.
 pub fn gather_elements<T: Copy>(
     data: &[T],
@@ -81,26 +108,11 @@ pub fn gather_elements<T: Copy>(
     axis: usize,
     out: &mut [T],
 ) -> Result<(), CpuError> {
-    let strides = data_shape.strides();
-    let len = data_shape.dim(axis);
-    let mut moved = strides;
-    moved[axis] = 0;
-    let mut result = Ok(());
-    let mut p = 0;
-    for_each_index(index_shape.dims(), [&moved], |[base]| {
-        if result.is_err() {
-            return;
-        }
-        result = indices.resolve(p, len).and_then(|i| {
-            let v = data
-                .get(base + i * strides[axis])
-                .ok_or(CpuError::CorruptPlan)?;
-            *out.get_mut(p).ok_or(CpuError::CorruptPlan)? = *v;
-            Ok(())
-        });
-        p += 1;
-    });
-    result
+    for_each_target(data_shape, indices, index_shape, axis, |p, at| {
+        let v = data.get(at).ok_or(CpuError::CorruptPlan)?;
+        *out.get_mut(p).ok_or(CpuError::CorruptPlan)? = *v;
+        Ok(())
+    })
 }
 
 /// `out = data`, then `out[p with axis ← indices[p]] ⊕= updates[p]` for each position `p`.
@@ -112,33 +124,18 @@ pub fn scatter_elements<T: Combine>(
     axis: usize,
     out: &mut [T],
 ) -> Result<(), CpuError> {
+    out.copy_from_slice(data.get(..out.len()).ok_or(CpuError::CorruptPlan)?);
     let Updates {
         indices,
-        values: updates,
+        values,
         reduction,
     } = updates;
-    out.copy_from_slice(data.get(..out.len()).ok_or(CpuError::CorruptPlan)?);
-    let strides = data_shape.strides();
-    let len = data_shape.dim(axis);
-    let mut moved = strides;
-    moved[axis] = 0;
-    let mut result = Ok(());
-    let mut p = 0;
-    for_each_index(index_shape.dims(), [&moved], |[base]| {
-        if result.is_err() {
-            return;
-        }
-        result = indices.resolve(p, len).and_then(|i| {
-            let u = *updates.get(p).ok_or(CpuError::CorruptPlan)?;
-            let slot = out
-                .get_mut(base + i * strides[axis])
-                .ok_or(CpuError::CorruptPlan)?;
-            *slot = slot.combine(u, reduction);
-            Ok(())
-        });
-        p += 1;
-    });
-    result
+    for_each_target(data_shape, indices, index_shape, axis, |p, at| {
+        let u = *values.get(p).ok_or(CpuError::CorruptPlan)?;
+        let slot = out.get_mut(at).ok_or(CpuError::CorruptPlan)?;
+        *slot = slot.combine(u, reduction);
+        Ok(())
+    })
 }
 
 /// The layout of a GatherND/ScatterND: `batch` leading dims shared by data and indices,

@@ -56,6 +56,48 @@ macro_rules! with_elements {
     }};
 }
 
+/// Evaluates `$body` with the type alias `$t` naming the Rust type of integer dtype `$dtype`,
+/// or `$otherwise` for any other dtype: one dispatch for every integer kernel.
+macro_rules! with_integer {
+    ($dtype:expr, $t:ident => $body:expr, _ => $otherwise:expr) => {
+        match $dtype {
+            DType::I8 => {
+                type $t = i8;
+                $body
+            }
+            DType::U8 => {
+                type $t = u8;
+                $body
+            }
+            DType::I16 => {
+                type $t = i16;
+                $body
+            }
+            DType::U16 => {
+                type $t = u16;
+                $body
+            }
+            DType::I32 => {
+                type $t = i32;
+                $body
+            }
+            DType::U32 => {
+                type $t = u32;
+                $body
+            }
+            DType::I64 => {
+                type $t = i64;
+                $body
+            }
+            DType::U64 => {
+                type $t = u64;
+                $body
+            }
+            _ => $otherwise,
+        }
+    };
+}
+
 /// Runs one verified step on `arena` (tensors at their planned offsets) and `weights`.
 ///
 /// With `std` on x86-64 the kernels are also compiled for AVX2+FMA (they are inlined into one
@@ -422,39 +464,14 @@ fn run_step_inline<const OPS: u64>(
                     let [x, y] = operands::<f32>(ab, sa, bb, sb)?;
                     logic::compare(c, x, y, out, &shape)
                 }
-                DType::I32 => {
-                    let [x, y] = operands::<i32>(ab, sa, bb, sb)?;
-                    logic::compare(c, x, y, out, &shape)
-                }
-                DType::I64 => {
-                    let [x, y] = operands::<i64>(ab, sa, bb, sb)?;
-                    logic::compare(c, x, y, out, &shape)
-                }
-                DType::I8 => {
-                    let [x, y] = operands::<i8>(ab, sa, bb, sb)?;
-                    logic::compare(c, x, y, out, &shape)
-                }
-                DType::U8 | DType::Bool => {
+                DType::Bool => {
                     let [x, y] = operands::<u8>(ab, sa, bb, sb)?;
                     logic::compare(c, x, y, out, &shape)
                 }
-                DType::I16 => {
-                    let [x, y] = operands::<i16>(ab, sa, bb, sb)?;
+                other => with_integer!(other, T => {
+                    let [x, y] = operands::<T>(ab, sa, bb, sb)?;
                     logic::compare(c, x, y, out, &shape)
-                }
-                DType::U16 => {
-                    let [x, y] = operands::<u16>(ab, sa, bb, sb)?;
-                    logic::compare(c, x, y, out, &shape)
-                }
-                DType::U32 => {
-                    let [x, y] = operands::<u32>(ab, sa, bb, sb)?;
-                    logic::compare(c, x, y, out, &shape)
-                }
-                DType::U64 => {
-                    let [x, y] = operands::<u64>(ab, sa, bb, sb)?;
-                    logic::compare(c, x, y, out, &shape)
-                }
-                DType::F64 | DType::F16 | DType::BF16 => return Err(CpuError::Unsupported),
+                }, _ => return Err(CpuError::Unsupported)),
             }
         }
         Op::Logical(l) if selects(OPS, OpKind::Logical) => {
@@ -803,15 +820,8 @@ fn top_k(
     }
     match x.dtype {
         DType::F32 => typed::<f32>(bytes, lanes, largest, out, idx),
-        DType::I8 => typed::<i8>(bytes, lanes, largest, out, idx),
-        DType::U8 => typed::<u8>(bytes, lanes, largest, out, idx),
-        DType::I16 => typed::<i16>(bytes, lanes, largest, out, idx),
-        DType::U16 => typed::<u16>(bytes, lanes, largest, out, idx),
-        DType::I32 => typed::<i32>(bytes, lanes, largest, out, idx),
-        DType::U32 => typed::<u32>(bytes, lanes, largest, out, idx),
-        DType::I64 => typed::<i64>(bytes, lanes, largest, out, idx),
-        DType::U64 => typed::<u64>(bytes, lanes, largest, out, idx),
-        _ => Err(CpuError::Unsupported),
+        other => with_integer!(other, T => typed::<T>(bytes, lanes, largest, out, idx),
+            _ => Err(CpuError::Unsupported)),
     }
 }
 
@@ -1054,17 +1064,7 @@ fn integer_binary(
         };
         numeric::binary(op, x, y, cast_mut::<T>(out)?, shape)
     }
-    match a.0.dtype {
-        DType::I8 => typed::<i8>(op, a, b, out, shape),
-        DType::U8 => typed::<u8>(op, a, b, out, shape),
-        DType::I16 => typed::<i16>(op, a, b, out, shape),
-        DType::U16 => typed::<u16>(op, a, b, out, shape),
-        DType::I32 => typed::<i32>(op, a, b, out, shape),
-        DType::U32 => typed::<u32>(op, a, b, out, shape),
-        DType::I64 => typed::<i64>(op, a, b, out, shape),
-        DType::U64 => typed::<u64>(op, a, b, out, shape),
-        _ => Err(CpuError::Unsupported),
-    }
+    with_integer!(a.0.dtype, T => typed::<T>(op, a, b, out, shape), _ => Err(CpuError::Unsupported))
 }
 
 #[inline(always)]
