@@ -121,3 +121,39 @@ fn gather(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups
         }
     }
 }
+
+// resample: [count, out_len, inner, in_len, taps, x, indices, weights, y, extrapolation]
+// Output (o, j, r) = Σ_k weights[j, k] · x[o, indices[j, k], r] (Resize, one axis), or the
+// extrapolation value where indices[j, 0] < 0. A table index past the axis sets the status
+// word (the host reports it) and counts as 0.
+@compute @workgroup_size(64)
+fn resample(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>) {
+    let count = p(0u);
+    let out_len = p(1u);
+    let inner = p(2u);
+    let in_len = p(3u);
+    let taps = p(4u);
+    let x = p(5u);
+    let indices = p(6u);
+    let weights = p(7u);
+    let y = p(8u);
+    let extrapolation = bitcast<f32>(p(9u));
+    for (var i = gid.x; i < count; i += stride_of(groups)) {
+        let r = i % inner;
+        let j = (i / inner) % out_len;
+        let o = i / (inner * out_len);
+        var v = extrapolation;
+        if (bitcast<i32>(word(indices, j * taps)) >= 0) {
+            v = 0.0;
+            for (var k = 0u; k < taps; k++) {
+                let index = bitcast<i32>(word(indices, j * taps + k));
+                if (index < 0 || u32(index) >= in_len) {
+                    atomicOr(&status[0], STATUS_INDEX_OUT_OF_RANGE);
+                    continue;
+                }
+                v += load(weights, j * taps + k) * load(x, (o * in_len + u32(index)) * inner + r);
+            }
+        }
+        store(y, i, v);
+    }
+}

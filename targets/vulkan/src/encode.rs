@@ -523,9 +523,43 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         }
         Op::Trilu { .. } => Err("Trilu is not implemented by the Vulkan kernels"),
         Op::Convert => Err("Cast is not implemented by the Vulkan kernels"),
-        Op::Resample { .. } => Err("Resize is not implemented by the Vulkan kernels"),
-        Op::Expand
-        | Op::GatherElements { .. }
+        Op::Resample {
+            axis,
+            extrapolation,
+        } => {
+            let (x, idx, w) = (input(0)?, input(1)?, input(2)?);
+            let s = &out.shape;
+            p.all(&[
+                count,
+                s.dim(axis),
+                s.product(axis + 1..s.rank()),
+                x.shape.dim(axis),
+                idx.shape.dim(1),
+            ])?
+            .tensor(&x)?
+            .tensor(&idx)?
+            .tensor(&w)?
+            .tensor(&out)?
+            .u(extrapolation.to_bits() as usize)?;
+            one(p.dispatch(Kernel::Resample, count))
+        }
+        Op::Expand => {
+            let x = input(0)?;
+            let rank = out.shape.rank();
+            let from = ferrite_hal::geometry::broadcast_strides(&x.shape, &out.shape);
+            let src: Vec<isize> = from[..rank].iter().map(|&v| v as isize).collect();
+            let dst = out.shape.strides();
+            one(strided_copy(
+                &x,
+                &out,
+                &out.shape,
+                &src,
+                0,
+                &dst[..rank],
+                0,
+            )?)
+        }
+        Op::GatherElements { .. }
         | Op::ScatterElements { .. }
         | Op::GatherNd { .. }
         | Op::ScatterNd { .. }

@@ -138,6 +138,8 @@ impl VulkanDevice {
         set.with(Copy, &DType::ALL)
             .with(ArgMax, &float)
             .with(ArgMin, &float)
+            .with(Resample, &float)
+            .with(Expand, &encode::WORD_DTYPES)
     }
 }
 

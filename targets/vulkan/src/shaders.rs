@@ -101,6 +101,8 @@ pub enum Kernel {
     Pad,
     /// `movement::gather`.
     Gather,
+    /// `movement::resample`.
+    Resample,
 }
 
 impl Kernel {
@@ -113,7 +115,9 @@ impl Kernel {
             Kernel::MaxPool | Kernel::AvgPool | Kernel::GlobalAvgPool => Module::Pool,
             Kernel::Softmax => Module::Softmax,
             Kernel::Reduce | Kernel::ArgExtreme => Module::Reduce,
-            Kernel::CopyStrided | Kernel::Pad | Kernel::Gather => Module::Movement,
+            Kernel::CopyStrided | Kernel::Pad | Kernel::Gather | Kernel::Resample => {
+                Module::Movement
+            }
         }
     }
 
@@ -136,6 +140,7 @@ impl Kernel {
             Kernel::CopyStrided => c"copy_strided",
             Kernel::Pad => c"pad",
             Kernel::Gather => c"gather",
+            Kernel::Resample => c"resample",
         }
     }
 
@@ -152,7 +157,7 @@ impl Kernel {
 mod tests {
     use super::*;
 
-    const ALL_KERNELS: [Kernel; 16] = [
+    const ALL_KERNELS: [Kernel; 17] = [
         Kernel::Unary,
         Kernel::Binary,
         Kernel::BatchNorm,
@@ -169,6 +174,7 @@ mod tests {
         Kernel::CopyStrided,
         Kernel::Pad,
         Kernel::Gather,
+        Kernel::Resample,
     ];
 
     fn words(bytes: &[u8]) -> Vec<u32> {
