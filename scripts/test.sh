@@ -11,6 +11,17 @@ export FERRITE_TEST_MODELS="$FERRITE_ROOT/target/test-models"
 FERRITE_NODE_TESTS="$("$FERRITE_PYTHON" -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node"))')"
 export FERRITE_NODE_TESTS
 
+echo "== NVRTC and ptxas for the CUDA kernel checks (PyPI wheels)"
+CUDA_REQS="$FERRITE_ROOT/scripts/requirements-cuda.txt"
+if ! cmp -s "$CUDA_REQS" "$FERRITE_ROOT/.venv/.requirements-cuda"; then
+    "$FERRITE_PYTHON" -m pip install --quiet -r "$CUDA_REQS"
+    cp "$CUDA_REQS" "$FERRITE_ROOT/.venv/.requirements-cuda"
+fi
+NVIDIA="$("$FERRITE_PYTHON" -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0] + "/x"))')"
+export LD_LIBRARY_PATH="$NVIDIA/cuda_nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export FERRITE_PTXAS="$NVIDIA/cuda_nvcc/bin/ptxas"
+export FERRITE_REQUIRE_NVRTC="${FERRITE_REQUIRE_NVRTC:-1}"
+
 echo "== build the Cortex-M firmware, the QEMU instruction-count plugin and the real-board crate"
 bash scripts/build-firmware.sh
 (cd boards/nrf52840-dk && cargo build --release -q)

@@ -248,6 +248,21 @@ fn cmd_devices() -> CliResult {
     }
     #[cfg(not(feature = "vulkan"))]
     println!("vulkan     not built in (feature `vulkan`)");
+    match ferrite_cuda::devices() {
+        Ok(list) => {
+            for d in list {
+                println!(
+                    "cuda:{:<5} {}, compute capability {}.{}, {} MiB (discovery only: the CUDA session is not built yet)",
+                    d.index,
+                    d.name,
+                    d.compute_capability.0,
+                    d.compute_capability.1,
+                    d.memory_bytes >> 20
+                );
+            }
+        }
+        Err(e) => println!("cuda       unavailable: {e}"),
+    }
     for board in ferrite_tools::qemu::Board::ALL {
         match board.unavailable() {
             None => println!(

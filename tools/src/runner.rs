@@ -71,10 +71,14 @@ pub enum DeviceSpec {
 impl DeviceSpec {
     /// Parses `cpu`, `vulkan`, `vulkan:N`; other known devices are reported as not built in.
     pub fn parse(name: &str) -> Result<DeviceSpec, RunError> {
+        // The CUDA device finds GPUs and compiles its kernels, but cannot run a plan yet.
         let not_built = || {
-            RunError::Device(format!(
-                "device '{name}' is not available in this build (run `ferrite devices`)"
-            ))
+            RunError::Device(match ferrite_cuda::devices() {
+                Err(e) => format!("device '{name}': {e}"),
+                Ok(_) => format!(
+                    "device '{name}' cannot run models yet (the CUDA session is not built; run `ferrite devices`)"
+                ),
+            })
         };
         match name {
             "cpu" => Ok(DeviceSpec::Cpu),

@@ -255,7 +255,11 @@ mod tests {
             hh = sig(a) * cc.tanh();
         }
         // micromath's exp/tanh (feature fast-math) are off by up to a few percent.
-        let tolerance = if cfg!(feature = "fast-math") { 5e-2 } else { 1e-6 };
+        let tolerance = if cfg!(feature = "fast-math") {
+            5e-2
+        } else {
+            1e-6
+        };
         assert!((h[0] as f64 - hh).abs() < tolerance, "{} vs {hh}", h[0]);
         assert!((c[0] as f64 - cc).abs() < tolerance, "{} vs {cc}", c[0]);
         assert_eq!(y[1], h[0]);

@@ -1,0 +1,56 @@
+//! The CUDA C kernels, compiled by NVRTC at session creation for the GPU at hand (one `.frt`
+//! serves every GPU generation, and no CUDA toolkit is needed to build Ferrite); CI compiles
+//! them for Jetson Orin (`compute_87`) and Hopper (`compute_90`) and assembles the PTX with
+//! `ptxas`, so a kernel that does not compile fails there rather than on a device.
+
+use crate::CudaError;
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+
+/// A kernel module: its name and CUDA C source.
+#[derive(Clone, Copy, Debug)]
+pub struct Module {
+    /// File stem under `targets/cuda/kernels/`.
+    pub name: &'static str,
+    /// Source.
+    pub source: &'static str,
+    /// Entry points (`extern "C"`).
+    pub entries: &'static [&'static str],
+}
+
+/// Every kernel module.
+pub const MODULES: [Module; 3] = [
+    Module {
+        name: "elementwise",
+        source: include_str!("../kernels/elementwise.cu"),
+        entries: &["unary", "binary"],
+    },
+    Module {
+        name: "softmax",
+        source: include_str!("../kernels/softmax.cu"),
+        entries: &["softmax"],
+    },
+    Module {
+        name: "movement",
+        source: include_str!("../kernels/movement.cu"),
+        entries: &["copy_strided", "gather"],
+    },
+];
+
+/// Compiles `module` to PTX for virtual architecture `arch` (`compute_87`, say).
+pub fn compile(module: &Module, arch: &str) -> Result<String, CudaError> {
+    if !crate::compiler_present() {
+        return Err(CudaError::NoCompiler);
+    }
+    let options = CompileOptions {
+        options: vec![format!("--gpu-architecture={arch}")],
+        name: Some(format!("{}.cu", module.name)),
+        ..CompileOptions::default()
+    };
+    compile_ptx_with_opts(module.source, options)
+        .map(|ptx| ptx.to_src())
+        .map_err(|e| CudaError::Compile {
+            module: module.name,
+            arch: arch.to_string(),
+            log: format!("{e:?}"),
+        })
+}
