@@ -1,14 +1,7 @@
 // Elementwise kernels: activations (hal's codes), broadcasting binary arithmetic.
 // Every kernel loops with a grid stride, so the host may clamp its grid to the device's limits.
 
-#define FERRITE_MAX_RANK 8
-
-// An activation in hal's encoding: code, then two f32 parameters.
-struct Activation {
-    unsigned int code;
-    float a;
-    float b;
-};
+#include "common.cuh"
 
 __device__ float activate(Activation act, float x) {
     switch (act.code) {

@@ -1,6 +1,6 @@
 // Data movement on 32-bit words (an element is `words` of them: f32/i32 one, i64 two).
 
-#define FERRITE_MAX_RANK 8
+#include "common.cuh"
 
 // The walk of a strided copy: output dims, signed source strides, destination strides (elements).
 struct Strided {

@@ -17,8 +17,11 @@ pub struct Module {
     pub entries: &'static [&'static str],
 }
 
+/// The header every module includes (hal's activation encoding).
+pub const COMMON_HEADER: (&str, &str) = ("common.cuh", include_str!("../kernels/common.cuh"));
+
 /// Every kernel module.
-pub const MODULES: [Module; 3] = [
+pub const MODULES: [Module; 7] = [
     Module {
         name: "elementwise",
         source: include_str!("../kernels/elementwise.cu"),
@@ -34,6 +37,26 @@ pub const MODULES: [Module; 3] = [
         source: include_str!("../kernels/movement.cu"),
         entries: &["copy_strided", "gather"],
     },
+    Module {
+        name: "reduce",
+        source: include_str!("../kernels/reduce.cu"),
+        entries: &["reduce"],
+    },
+    Module {
+        name: "matmul",
+        source: include_str!("../kernels/matmul.cu"),
+        entries: &["matmul"],
+    },
+    Module {
+        name: "conv",
+        source: include_str!("../kernels/conv.cu"),
+        entries: &["conv"],
+    },
+    Module {
+        name: "pool",
+        source: include_str!("../kernels/pool.cu"),
+        entries: &["pool", "global_avg_pool"],
+    },
 ];
 
 /// Compiles `module` to PTX for virtual architecture `arch` (`compute_87`, say).
@@ -46,7 +69,10 @@ pub fn compile(module: &Module, arch: &str) -> Result<String, CudaError> {
         name: Some(format!("{}.cu", module.name)),
         ..CompileOptions::default()
     };
-    compile_ptx_with_opts(module.source, options)
+    // NVRTC gets one source: the shared header is spliced in where it is included.
+    let include = format!("#include \"{}\"", COMMON_HEADER.0);
+    let source = module.source.replace(&include, COMMON_HEADER.1);
+    compile_ptx_with_opts(source, options)
         .map(|ptx| ptx.to_src())
         .map_err(|e| CudaError::Compile {
             module: module.name,
