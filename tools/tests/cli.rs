@@ -886,3 +886,61 @@ fn a_closed_stdout_ends_quietly() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
+
+/// A stub NVIDIA driver that reports no device: `ferrite devices` says so and `--device cuda`
+/// fails with that one line — a typed error, not a panic. (Needs a C compiler; CI has gcc.)
+#[test]
+fn a_driver_without_devices_is_reported() {
+    let dir = temp_dir("stub-libcuda");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets/cuda/tests/stub_libcuda.c");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(dir.join("libcuda.so"))
+        .arg(&source)
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        use std::io::Write;
+        let _ = writeln!(std::io::stderr(), "\nSKIPPED: stub libcuda (no C compiler)");
+        return;
+    }
+    let with_stub = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_ferrite"))
+            .args(args)
+            .env("LD_LIBRARY_PATH", &dir)
+            .output()
+            .expect("the binary runs")
+    };
+    let listing = with_stub(&["devices"]);
+    let stdout = String::from_utf8_lossy(&listing.stdout);
+    assert!(listing.status.success(), "{stdout}");
+    assert!(
+        stdout.contains("cuda       unavailable: the NVIDIA driver reports no CUDA device"),
+        "{stdout}"
+    );
+    let model = dir.join("tiny.onnx");
+    std::fs::write(&model, ferrite_tools::onnx::build::tiny_mlp()).unwrap();
+    let x = dir.join("x.npy");
+    let out = ferrite(&["pack", s(&model), "-o", s(&dir.join("tiny.frt"))]);
+    assert!(out.status.success());
+    let input = ferrite_tools::npy::NpyArray {
+        dtype: ferrite_hal::DType::F32,
+        shape: vec![1, 4],
+        bytes: [0.5f32, -1.0, 2.0, 0.0]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+    };
+    ferrite_tools::npy::write(&x, &input).unwrap();
+    let run = with_stub(&[
+        "run",
+        s(&dir.join("tiny.frt")),
+        "--input",
+        s(&x),
+        "--device",
+        "cuda",
+        "--out-dir",
+        s(&dir.join("out")),
+    ]);
+    assert_error(&run, "reports no CUDA device");
+    let _ = std::fs::remove_dir_all(&dir);
+}
