@@ -274,11 +274,11 @@ fn run_step_inline<const OPS: u64>(
             axis,
             extrapolation,
         } if selects(OPS, OpKind::Resample) => {
-            let x = input(0)?;
+            let [outer, in_len, inner] = lanes(&input(0)?.shape, axis);
             let lanes = resample::Lanes {
-                outer: x.shape.product(0..axis),
-                in_len: x.shape.dim(axis),
-                inner: x.shape.product(axis + 1..x.shape.rank()),
+                outer,
+                in_len,
+                inner,
             };
             let indices = cast::<i32>(view.bytes(&input(1)?)?)?;
             resample::resample(
@@ -427,13 +427,7 @@ fn run_step_inline<const OPS: u64>(
         Op::ArgMax(a) | Op::ArgMin(a)
             if selects(OPS, OpKind::ArgMax) || selects(OPS, OpKind::ArgMin) =>
         {
-            let x = input(0)?;
-            let s = &x.shape;
-            let lanes = [
-                s.product(0..a.axis),
-                s.dim(a.axis),
-                s.product(a.axis + 1..s.rank()),
-            ];
+            let lanes = lanes(&input(0)?.shape, a.axis);
             let max = matches!(step.op, Op::ArgMax(_));
             reduce::arg_extreme(f32_in(0)?, lanes, max, a.last, cast_mut(out)?);
         }
