@@ -76,6 +76,53 @@ impl Backend for Vulkan {
     }
 }
 
+/// The first NVIDIA GPU, opened once per test thread (skipped where there is none).
+pub struct Cuda;
+
+thread_local! {
+    static CUDA: RefCell<Option<Result<ferrite_cuda::CudaDevice, String>>> = const { RefCell::new(None) };
+}
+
+impl Cuda {
+    fn with<T>(f: impl FnOnce(&mut ferrite_cuda::CudaDevice) -> T) -> Result<T, String> {
+        CUDA.with(|cell| {
+            let mut slot = cell.borrow_mut();
+            let device = slot
+                .get_or_insert_with(|| ferrite_cuda::CudaDevice::new().map_err(|e| e.to_string()));
+            match device {
+                Ok(d) => Ok(f(d)),
+                Err(e) => Err(e.clone()),
+            }
+        })
+    }
+}
+
+impl Backend for Cuda {
+    const NAME: &'static str = "cuda";
+
+    fn available() -> Result<(), String> {
+        Cuda::with(|_| ())
+    }
+
+    fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
+        Cuda::with(|d| ferrite_tools::runner::run_with(model, inputs, d))
+            .map_err(RunError::Device)?
+    }
+}
+
+/// The CUDA device's lowering and kernels on the host emulator (every machine): the same
+/// expectations as [`Cuda`], so a GPU must pass exactly what the emulator passes.
+pub struct CudaEmulated;
+
+impl Backend for CudaEmulated {
+    const NAME: &'static str = "cuda";
+
+    fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
+        let mut device = ferrite_cuda::CudaDevice::emulated();
+        ferrite_tools::runner::run_with(model, inputs, &mut device)
+    }
+}
+
 /// The real firmware on QEMU's emulated Cortex-M4F (`qemu-m4`): one QEMU run per call.
 pub struct QemuM4;
 

@@ -55,6 +55,10 @@ fn main() -> Result<(), String> {
             &args,
             ferrite_tools::runner::open_vulkan(i).map_err(|e| e.to_string())?,
         ),
+        DeviceSpec::Cuda(i) => classify(
+            &args,
+            ferrite_tools::runner::open_cuda(i).map_err(|e| e.to_string())?,
+        ),
         DeviceSpec::Qemu(board) => classify_on_qemu(&args, board, bytes.as_bytes()),
     }
 }

@@ -252,7 +252,7 @@ fn cmd_devices() -> CliResult {
         Ok(list) => {
             for d in list {
                 println!(
-                    "cuda:{:<5} {}, compute capability {}.{}, {} MiB (discovery only: the CUDA session is not built yet)",
+                    "cuda:{:<5} {}, compute capability {}.{}, {} MiB",
                     d.index,
                     d.name,
                     d.compute_capability.0,

@@ -1,5 +1,6 @@
 //! Running packed models from the host: load (`.frt`, or `.onnx` packed in memory), check inputs
-//! against the model, run on a device (`cpu`, `vulkan[:N]`), and time repeated runs.
+//! against the model, run on a device (`cpu`, `vulkan[:N]`, `cuda[:N]`, `qemu-m4`, ...), and time
+//! repeated runs.
 
 use crate::aligned::AlignedBytes;
 use crate::npy::{NpyArray, NpyError};
@@ -63,27 +64,20 @@ pub enum DeviceSpec {
     Cpu,
     /// The N-th Vulkan device (`vulkan` = `vulkan:0`).
     Vulkan(usize),
+    /// The N-th NVIDIA GPU (`cuda` = `cuda:0`).
+    Cuda(usize),
     /// Ferrite's firmware on an emulated Cortex-M (`qemu-m0`, `qemu-m4`, `qemu-m7`; see
     /// [`crate::qemu`]).
     Qemu(crate::qemu::Board),
 }
 
 impl DeviceSpec {
-    /// Parses `cpu`, `vulkan`, `vulkan:N`; other known devices are reported as not built in.
+    /// Parses `cpu`, `vulkan[:N]`, `cuda[:N]` and the QEMU boards' names.
     pub fn parse(name: &str) -> Result<DeviceSpec, RunError> {
-        // The CUDA device finds GPUs and compiles its kernels, but cannot run a plan yet.
-        let not_built = || {
-            RunError::Device(match ferrite_cuda::devices() {
-                Err(e) => format!("device '{name}': {e}"),
-                Ok(_) => format!(
-                    "device '{name}' cannot run models yet (the CUDA session is not built; run `ferrite devices`)"
-                ),
-            })
-        };
         match name {
             "cpu" => Ok(DeviceSpec::Cpu),
             "vulkan" => Ok(DeviceSpec::Vulkan(0)),
-            "cuda" => Err(not_built()),
+            "cuda" => Ok(DeviceSpec::Cuda(0)),
             _ => {
                 if let Some(board) = crate::qemu::Board::from_device_name(name) {
                     return Ok(DeviceSpec::Qemu(board));
@@ -95,8 +89,10 @@ impl DeviceSpec {
                         ))
                     });
                 }
-                if name.starts_with("cuda:") {
-                    return Err(not_built());
+                if let Some(n) = name.strip_prefix("cuda:") {
+                    return n.parse().map(DeviceSpec::Cuda).map_err(|_| {
+                        RunError::Device(format!("'{name}': expected cuda:N with N a GPU number"))
+                    });
                 }
                 Err(RunError::Device(format!(
                     "unknown device '{name}' (run `ferrite devices`)"
@@ -104,6 +100,16 @@ impl DeviceSpec {
             }
         }
     }
+}
+
+/// Opens the NVIDIA GPU `index` (`cuda:N`); without a driver or GPU, one line saying so.
+pub fn open_cuda(index: usize) -> Result<ferrite_cuda::CudaDevice, RunError> {
+    let options = ferrite_cuda::Options {
+        index,
+        ..Default::default()
+    };
+    ferrite_cuda::CudaDevice::open(&options)
+        .map_err(|e| RunError::Device(format!("device 'cuda:{index}': {e}")))
 }
 
 /// Opens the Vulkan device `index`.
@@ -225,6 +231,7 @@ pub fn run(
     match device {
         DeviceSpec::Cpu => run_cpu(model, inputs),
         DeviceSpec::Qemu(board) => Ok(crate::qemu::run(board, bytes, model, inputs, 1)?.outputs),
+        DeviceSpec::Cuda(i) => run_with(model, inputs, open_cuda(i)?),
         #[cfg(feature = "vulkan")]
         DeviceSpec::Vulkan(i) => run_with(model, inputs, open_vulkan(i)?),
         #[cfg(not(feature = "vulkan"))]
@@ -298,6 +305,7 @@ pub fn bench(
         DeviceSpec::Qemu(_) => Err(RunError::Device(
             "QEMU counts instructions instead of timing: use qemu::run".into(),
         )),
+        DeviceSpec::Cuda(i) => bench_with(model, inputs, runs, open_cuda(i)?),
         #[cfg(feature = "vulkan")]
         DeviceSpec::Vulkan(i) => {
             let device = open_vulkan_timed(i, ferrite_vulkan::Timing::Total)?;
@@ -421,6 +429,10 @@ pub fn profile(
         DeviceSpec::Cpu => profile_cpu(model, inputs, runs),
         DeviceSpec::Qemu(_) => Err(RunError::Device(
             "QEMU counts instructions, not time: use crate::qemu::run_profiled".into(),
+        )),
+        DeviceSpec::Cuda(_) => Err(RunError::Device(
+            "per-step profiling is not built for CUDA (its plan replays as one graph): use `ferrite bench`"
+                .into(),
         )),
         #[cfg(feature = "vulkan")]
         DeviceSpec::Vulkan(i) => {

@@ -3,6 +3,9 @@
 
 #define FERRITE_MAX_RANK 8
 
+// The side of the square tiles the shared-memory kernels (matmul, conv_gemm) stage.
+#define FERRITE_TILE 16
+
 // An activation in hal's encoding: code, then two f32 parameters.
 struct Activation {
     unsigned int code;

@@ -94,3 +94,16 @@ extern "C" __global__ void binary(const float* a, const float* b, float* y, unsi
         y[i] = activate(act, combine(op, a[ia], b[ib]));
     }
 }
+
+// y = act((x - mean[c]) / sqrt(var[c] + epsilon) * scale[c] + bias[c]), c the axis-1 index.
+extern "C" __global__ void batch_norm(const float* x, const float* scale, const float* bias,
+                                      const float* mean, const float* var, float* y,
+                                      unsigned int count, unsigned int channels,
+                                      unsigned int inner, float epsilon, Activation act) {
+    for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < count;
+         i += blockDim.x * gridDim.x) {
+        unsigned int c = (i / inner) % channels;
+        float k = scale[c] / sqrtf(var[c] + epsilon);
+        y[i] = activate(act, x[i] * k + (bias[c] - mean[c] * k));
+    }
+}

@@ -28,3 +28,30 @@ extern "C" __global__ void softmax(const float* x, float* y, unsigned int outer,
         }
     }
 }
+
+// ArgMax (is_max 1) / ArgMin along the same lanes, into int64 indices: the first extreme, or the
+// last when `last`; a NaN wins (as in numpy).
+extern "C" __global__ void arg_extreme(const float* x, long long* y, unsigned int outer,
+                                       unsigned int len, unsigned int inner, unsigned int is_max,
+                                       unsigned int last) {
+    unsigned int lanes = outer * inner;
+    for (unsigned int lane = blockIdx.x * blockDim.x + threadIdx.x; lane < lanes;
+         lane += blockDim.x * gridDim.x) {
+        const float* xs = x + (size_t)(lane / inner) * len * inner + lane % inner;
+        unsigned int best = 0;
+        float b = xs[0];
+        for (unsigned int j = 1; j < len; j++) {
+            float v = xs[j * inner];
+            bool better;
+            if (isnan(b)) better = false;
+            else if (isnan(v)) better = true;
+            else if (is_max) better = v > b || (last && v == b);
+            else better = v < b || (last && v == b);
+            if (better) {
+                best = j;
+                b = v;
+            }
+        }
+        y[lane] = best;
+    }
+}

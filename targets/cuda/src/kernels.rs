@@ -25,17 +25,17 @@ pub const MODULES: [Module; 7] = [
     Module {
         name: "elementwise",
         source: include_str!("../kernels/elementwise.cu"),
-        entries: &["unary", "binary"],
+        entries: &["unary", "binary", "batch_norm"],
     },
     Module {
         name: "softmax",
         source: include_str!("../kernels/softmax.cu"),
-        entries: &["softmax"],
+        entries: &["softmax", "arg_extreme"],
     },
     Module {
         name: "movement",
         source: include_str!("../kernels/movement.cu"),
-        entries: &["copy_strided", "gather"],
+        entries: &["copy_strided", "gather", "pad", "resample"],
     },
     Module {
         name: "reduce",
@@ -50,7 +50,7 @@ pub const MODULES: [Module; 7] = [
     Module {
         name: "conv",
         source: include_str!("../kernels/conv.cu"),
-        entries: &["conv"],
+        entries: &["conv", "conv_gemm", "conv_transpose"],
     },
     Module {
         name: "pool",

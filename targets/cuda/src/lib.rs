@@ -1,58 +1,40 @@
-//! Ferrite's CUDA device (issue 7), first part: finding NVIDIA GPUs without ever panicking on a
-//! machine that has no driver, and the CUDA C kernels with their NVRTC compilation.
+//! # ferrite-cuda
+//!
+//! A CUDA device: the same verified `.frt` plan the CPU runs, on NVIDIA GPUs from Jetson Orin
+//! (sm_87) to Hopper (sm_90), through cudarc.
 //!
 //! cudarc is used with dynamic loading and a fixed CUDA 12 feature, so this crate builds on any
-//! machine; `libcuda` and `libnvrtc` are opened at run time, after checking that they exist
-//! (cudarc's loaders panic when a library is missing). The session side — one arena allocation,
-//! weights uploaded once, the plan captured as a CUDA graph — is not built yet.
+//! machine, including one without the CUDA toolkit or driver; `libcuda` and `libnvrtc` are
+//! opened at run time, after checking that they exist (cudarc's loaders panic when a library is
+//! missing), and every failure is a [`CudaError`] with a `kind()`.
+//!
+//! [`Device::prepare`] does all the work once ([`gpu`]): the kernels the plan uses are compiled
+//! by NVRTC for the GPU at hand and loaded (once per device), one allocation holds the arena at
+//! the planned offsets, the weights are uploaded once, and the whole run is captured as a CUDA
+//! graph, inputs and outputs moving through pinned host buffers. [`Device::execute`] copies the
+//! inputs in, launches the graph, waits with a timeout and copies the outputs out.
+//!
+//! With feature `emulator`, [`CudaDevice::emulated`] runs the same lowering and the same
+//! kernels, compiled as C++, on the CPU: that is how CI, which has no GPU, tests them.
+#![deny(missing_docs)]
 
+#[cfg(feature = "emulator")]
+mod emulator;
+mod error;
+mod gpu;
 pub mod kernels;
+pub mod launch;
+pub mod lower;
+mod plan;
 
-use cudarc::driver::{result as driver, sys};
-use ferrite_hal::ErrorKind;
+#[cfg(feature = "emulator")]
+pub use emulator::emulated_kernels;
+pub use error::CudaError;
 
-/// Why the CUDA device is unavailable or a CUDA call failed.
-#[derive(Debug, thiserror::Error, Clone, PartialEq, Eq)]
-pub enum CudaError {
-    /// `libcuda` (the NVIDIA driver) cannot be opened.
-    #[error("the NVIDIA driver (libcuda) is not installed")]
-    NoDriver,
-    /// The driver reports no CUDA device.
-    #[error("the NVIDIA driver reports no CUDA device")]
-    NoDevice,
-    /// `libnvrtc` (the CUDA runtime compiler) cannot be opened.
-    #[error("the CUDA runtime compiler (libnvrtc) is not installed")]
-    NoCompiler,
-    /// A driver call failed.
-    #[error("CUDA driver error in {call}: {message}")]
-    Driver {
-        /// The call.
-        call: &'static str,
-        /// The driver's message.
-        message: String,
-    },
-    /// NVRTC rejected a kernel.
-    #[error("kernel {module} does not compile for {arch}: {log}")]
-    Compile {
-        /// The kernel module.
-        module: &'static str,
-        /// The virtual architecture.
-        arch: String,
-        /// NVRTC's log.
-        log: String,
-    },
-}
-
-impl ferrite_hal::Error for CudaError {
-    fn kind(&self) -> ErrorKind {
-        match self {
-            CudaError::NoDriver | CudaError::NoDevice | CudaError::NoCompiler => {
-                ErrorKind::Unsupported
-            }
-            CudaError::Driver { .. } | CudaError::Compile { .. } => ErrorKind::Other,
-        }
-    }
-}
+use cudarc::driver::{result as driver, sys, CudaContext};
+use ferrite_hal::{Capabilities, DType, Device, OpKind, OpSet, Plan};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// One GPU as the driver describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,38 +61,32 @@ pub fn compiler_present() -> bool {
     unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
-fn driver_error(call: &'static str) -> impl Fn(driver::DriverError) -> CudaError {
-    move |e| CudaError::Driver {
-        call,
-        message: format!("{e:?}"),
-    }
-}
-
 /// Every CUDA GPU, or why there is none.
 pub fn devices() -> Result<Vec<GpuInfo>, CudaError> {
     if !driver_present() {
         return Err(CudaError::NoDriver);
     }
-    driver::init().map_err(driver_error("cuInit"))?;
-    let count = driver::device::get_count().map_err(driver_error("cuDeviceGetCount"))?;
+    driver::init().map_err(CudaError::during("cuInit"))?;
+    let count = driver::device::get_count().map_err(CudaError::during("cuDeviceGetCount"))?;
     if count <= 0 {
         return Err(CudaError::NoDevice);
     }
     (0..count)
         .map(|i| {
-            let dev = driver::device::get(i).map_err(driver_error("cuDeviceGet"))?;
-            let name = driver::device::get_name(dev).map_err(driver_error("cuDeviceGetName"))?;
+            let dev = driver::device::get(i).map_err(CudaError::during("cuDeviceGet"))?;
+            let name =
+                driver::device::get_name(dev).map_err(CudaError::during("cuDeviceGetName"))?;
             let attribute = |a| {
                 // SAFETY: `dev` is a valid device handle from cuDeviceGet.
                 unsafe { driver::device::get_attribute(dev, a) }
-                    .map_err(driver_error("cuDeviceGetAttribute"))
+                    .map_err(CudaError::during("cuDeviceGetAttribute"))
             };
             use sys::CUdevice_attribute as A;
             let major = attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR)?;
             let minor = attribute(A::CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR)?;
             // SAFETY: as above.
             let memory_bytes = unsafe { driver::device::total_mem(dev) }
-                .map_err(driver_error("cuDeviceTotalMem"))?;
+                .map_err(CudaError::during("cuDeviceTotalMem"))?;
             Ok(GpuInfo {
                 index: i as usize,
                 name,
@@ -119,4 +95,172 @@ pub fn devices() -> Result<Vec<GpuInfo>, CudaError> {
             })
         })
         .collect()
+}
+
+/// How to open a CUDA device.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Which GPU, in the driver's order (`cuda:N`).
+    pub index: usize,
+    /// Longest wait for one inference before [`CudaError::Timeout`].
+    pub timeout: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            index: 0,
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+enum Backend {
+    Gpu {
+        ctx: Arc<CudaContext>,
+        info: GpuInfo,
+        loaded: gpu::Loaded,
+    },
+    #[cfg(feature = "emulator")]
+    Emulated,
+}
+
+/// An NVIDIA GPU (or, with feature `emulator`, the CPU emulating one) as a Ferrite device.
+pub struct CudaDevice {
+    backend: Backend,
+    timeout: Duration,
+}
+
+/// A plan prepared on a [`CudaDevice`].
+pub struct Program(ProgramKind);
+
+enum ProgramKind {
+    Gpu(Box<gpu::GpuProgram>),
+    #[cfg(feature = "emulator")]
+    Emulated(emulator::EmulatedProgram),
+}
+
+impl CudaDevice {
+    /// Opens the first GPU.
+    pub fn new() -> Result<CudaDevice, CudaError> {
+        Self::open(&Options::default())
+    }
+
+    /// Opens a GPU as `options` say; without a driver, a device or NVRTC, a typed error.
+    pub fn open(options: &Options) -> Result<CudaDevice, CudaError> {
+        let list = devices()?;
+        let info = list
+            .get(options.index)
+            .cloned()
+            .ok_or(CudaError::NoSuchDevice {
+                requested: options.index,
+                available: list.len(),
+            })?;
+        if !compiler_present() {
+            return Err(CudaError::NoCompiler);
+        }
+        let ctx = CudaContext::new(options.index)
+            .map_err(CudaError::during("cuDevicePrimaryCtxRetain"))?;
+        // Ferrite orders all work on one stream per program; cudarc's per-buffer events would
+        // only add work (and must not be recorded during graph capture).
+        // SAFETY: called before any buffer of this context exists.
+        unsafe { ctx.disable_event_tracking() };
+        Ok(CudaDevice {
+            backend: Backend::Gpu {
+                ctx,
+                info,
+                loaded: gpu::Loaded::default(),
+            },
+            timeout: options.timeout,
+        })
+    }
+
+    /// The host emulator: the same lowering and kernels, run on the CPU (for tests).
+    #[cfg(feature = "emulator")]
+    pub fn emulated() -> CudaDevice {
+        CudaDevice {
+            backend: Backend::Emulated,
+            timeout: Options::default().timeout,
+        }
+    }
+
+    /// The opened GPU (`None` for the emulator).
+    pub fn info(&self) -> Option<&GpuInfo> {
+        match &self.backend {
+            Backend::Gpu { info, .. } => Some(info),
+            #[cfg(feature = "emulator")]
+            Backend::Emulated => None,
+        }
+    }
+
+    /// Changes the longest wait per inference (from the next run on).
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// The (op, dtype) pairs the kernels implement: every f32 op the CPU runs, data movement
+    /// on 4- and 8-byte elements, byte copies of any type.
+    pub fn supported_ops() -> OpSet {
+        use OpKind::*;
+        let float = [DType::F32];
+        let mut set = OpSet::empty();
+        for kind in OpKind::F32_COMPUTE {
+            set = set.with(kind, &float);
+        }
+        for kind in OpKind::MOVEMENT {
+            set = set.with(kind, &lower::WORD_DTYPES);
+        }
+        set.with(Copy, &DType::ALL)
+            .with(ArgMax, &float)
+            .with(ArgMin, &float)
+            .with(Resample, &float)
+            .with(Expand, &lower::WORD_DTYPES)
+    }
+}
+
+impl Device for CudaDevice {
+    type Error = CudaError;
+    type Program = Program;
+
+    fn capabilities(&self) -> Capabilities {
+        let max_arena_bytes = match &self.backend {
+            // 32-bit element indexing in the kernels.
+            Backend::Gpu { info, .. } => info.memory_bytes.min(u32::MAX as usize),
+            #[cfg(feature = "emulator")]
+            Backend::Emulated => u32::MAX as usize,
+        };
+        Capabilities {
+            ops: Self::supported_ops(),
+            max_arena_bytes,
+            host_arena: false,
+        }
+    }
+
+    fn prepare(&mut self, plan: &dyn Plan) -> Result<Program, CudaError> {
+        match &mut self.backend {
+            Backend::Gpu { ctx, info, loaded } => {
+                let (major, minor) = info.compute_capability;
+                let arch = format!("compute_{major}{minor}");
+                gpu::GpuProgram::new(ctx, &arch, loaded, plan)
+                    .map(|p| Program(ProgramKind::Gpu(Box::new(p))))
+            }
+            #[cfg(feature = "emulator")]
+            Backend::Emulated => {
+                emulator::EmulatedProgram::new(plan).map(|p| Program(ProgramKind::Emulated(p)))
+            }
+        }
+    }
+
+    fn execute(
+        &mut self,
+        program: &mut Program,
+        _plan: &dyn Plan,
+        arena: &mut [u8],
+    ) -> Result<(), CudaError> {
+        match &mut program.0 {
+            ProgramKind::Gpu(p) => p.run(arena, self.timeout),
+            #[cfg(feature = "emulator")]
+            ProgramKind::Emulated(p) => p.run(arena),
+        }
+    }
 }

@@ -1,0 +1,37 @@
+// Just enough of CUDA C for the kernels in ../kernels to compile as host C++ and run on the
+// CPU: the thread-index builtins become thread-locals, __shared__ arrays become statics (one
+// block runs at a time), __syncthreads is a barrier across the block's threads.
+#pragma once
+
+#include <barrier>
+#include <cmath>
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <math.h>
+
+struct dim3 {
+    unsigned int x, y, z;
+};
+
+static thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+static thread_local std::barrier<>* block_barrier = nullptr;
+
+#define __global__
+#define __device__ static inline
+#define __forceinline__ __attribute__((always_inline))
+#define __shared__ static
+
+static inline void __syncthreads() { block_barrier->arrive_and_wait(); }
+
+static inline float __int_as_float(int bits) {
+    float f;
+    std::memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+static inline unsigned int atomicOr(unsigned int* address, unsigned int value) {
+    return __atomic_fetch_or(address, value, __ATOMIC_RELAXED);
+}
+
+using std::isnan;

@@ -1,0 +1,139 @@
+//! The device-independent form of a prepared plan: a list of kernel launches and copies whose
+//! arguments name arena and weight locations, not addresses.
+//!
+//! [`crate::lower`] builds it once per session; the GPU program resolves each location to a
+//! device pointer and captures the list as a CUDA graph, and the host emulator (feature
+//! `emulator`) resolves them to host pointers and runs the same kernels on the CPU.
+
+use ferrite_hal::Location;
+
+/// A kernel entry point: which module (`kernels/<module>.cu`) and which `extern "C"` function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[allow(missing_docs)]
+pub enum Kernel {
+    Unary,
+    Binary,
+    BatchNorm,
+    Softmax,
+    ArgExtreme,
+    CopyStrided,
+    Gather,
+    Pad,
+    Resample,
+    Reduce,
+    MatMul,
+    Conv,
+    ConvGemm,
+    ConvTranspose,
+    Pool,
+    GlobalAvgPool,
+}
+
+impl Kernel {
+    /// Every kernel.
+    pub const ALL: [Kernel; 16] = [
+        Kernel::Unary,
+        Kernel::Binary,
+        Kernel::BatchNorm,
+        Kernel::Softmax,
+        Kernel::ArgExtreme,
+        Kernel::CopyStrided,
+        Kernel::Gather,
+        Kernel::Pad,
+        Kernel::Resample,
+        Kernel::Reduce,
+        Kernel::MatMul,
+        Kernel::Conv,
+        Kernel::ConvGemm,
+        Kernel::ConvTranspose,
+        Kernel::Pool,
+        Kernel::GlobalAvgPool,
+    ];
+
+    /// The module (`kernels/<module>.cu`) that defines it.
+    pub fn module(self) -> &'static str {
+        use Kernel::*;
+        match self {
+            Unary | Binary | BatchNorm => "elementwise",
+            Softmax | ArgExtreme => "softmax",
+            CopyStrided | Gather | Pad | Resample => "movement",
+            Reduce => "reduce",
+            MatMul => "matmul",
+            Conv | ConvGemm | ConvTranspose => "conv",
+            Pool | GlobalAvgPool => "pool",
+        }
+    }
+
+    /// The `extern "C"` function name.
+    pub fn entry(self) -> &'static str {
+        use Kernel::*;
+        match self {
+            Unary => "unary",
+            Binary => "binary",
+            BatchNorm => "batch_norm",
+            Softmax => "softmax",
+            ArgExtreme => "arg_extreme",
+            CopyStrided => "copy_strided",
+            Gather => "gather",
+            Pad => "pad",
+            Resample => "resample",
+            Reduce => "reduce",
+            MatMul => "matmul",
+            Conv => "conv",
+            ConvGemm => "conv_gemm",
+            ConvTranspose => "conv_transpose",
+            Pool => "pool",
+            GlobalAvgPool => "global_avg_pool",
+        }
+    }
+
+    /// Whether its threads cooperate through shared memory and `__syncthreads` (the emulator
+    /// must then run a block's threads concurrently).
+    pub fn cooperative(self) -> bool {
+        matches!(self, Kernel::MatMul | Kernel::ConvGemm)
+    }
+}
+
+/// One kernel argument, in the order of the kernel's parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg {
+    /// A pointer to a tensor's first byte.
+    Tensor(Location),
+    /// A null pointer: an absent optional operand.
+    Null,
+    /// A pointer to the program's status word (kernels set bit 0 for a run-time index out of
+    /// range, which the host reports as invalid input).
+    Status,
+    /// A value passed by copy: a scalar or a struct whose fields are all 4 bytes wide (so its
+    /// C layout is these words, in order, without padding).
+    Words(Vec<u32>),
+}
+
+/// A kernel launch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Launch {
+    /// The kernel.
+    pub kernel: Kernel,
+    /// Blocks per axis.
+    pub grid: [u32; 3],
+    /// Threads per block per axis.
+    pub block: [u32; 3],
+    /// Arguments.
+    pub args: Vec<Arg>,
+}
+
+/// One command of a prepared plan.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Command {
+    /// Launch a kernel.
+    Launch(Launch),
+    /// Copy `bytes` from `src` to arena byte offset `dst` (device to device).
+    Copy {
+        /// Source.
+        src: Location,
+        /// Destination offset in the arena.
+        dst: usize,
+        /// Length.
+        bytes: usize,
+    },
+}

@@ -1,0 +1,664 @@
+//! Lowers each verified step to CUDA commands: kernel launches whose arguments follow the
+//! kernels' signatures in `kernels/*.cu`, or device-to-device copies.
+//!
+//! Everything here runs once, at session creation. Reshape-like ops never reach a device (the
+//! planner aliases them); ops without a kernel are refused with a reason, and the device's
+//! capabilities leave them out so a session refuses such a model before lowering.
+
+use crate::launch::{Arg, Command, Kernel, Launch};
+use ferrite_hal::geometry::{broadcast_strides, nchw, MatMulGeometry};
+use ferrite_hal::op::{BinaryOp, PadMode, ReduceOp, Window};
+use ferrite_hal::words::WordWriter;
+use ferrite_hal::{Activation, DType, Location, Op, Shape, Step, TensorDesc, MAX_RANK};
+
+/// Why a step cannot be lowered.
+pub type Refusal = &'static str;
+
+/// Threads per block of the grid-stride kernels.
+pub const BLOCK: u32 = 256;
+/// Most blocks of a grid-stride launch: its threads then loop over the rest.
+pub const MAX_BLOCKS: usize = 4096;
+/// Side of the shared-memory tiles (`FERRITE_TILE` in `kernels/common.cuh`).
+pub const TILE: usize = 16;
+/// A grid's y and z extents are at most this (CUDA's limit).
+const MAX_GRID_YZ: usize = 65_535;
+/// Convolutions whose groups have at least this many output channels and this product depth
+/// (input channels × window) run as an implicit GEMM; thinner ones (depthwise) run direct.
+pub const GEMM_MIN: usize = 16;
+
+/// Arguments under construction.
+#[derive(Default)]
+struct Args(Vec<Arg>);
+
+impl Args {
+    fn tensor(&mut self, t: &TensorDesc) -> &mut Self {
+        self.0.push(Arg::Tensor(t.location));
+        self
+    }
+
+    fn optional(&mut self, t: Option<TensorDesc>) -> &mut Self {
+        self.0
+            .push(t.map_or(Arg::Null, |t| Arg::Tensor(t.location)));
+        self
+    }
+
+    fn status(&mut self) -> &mut Self {
+        self.0.push(Arg::Status);
+        self
+    }
+
+    /// A 32-bit unsigned scalar.
+    fn u(&mut self, v: usize) -> Result<&mut Self, Refusal> {
+        self.0.push(Arg::Words(vec![u32_of(v)?]));
+        Ok(self)
+    }
+
+    fn f(&mut self, v: f32) -> &mut Self {
+        self.0.push(Arg::Words(vec![v.to_bits()]));
+        self
+    }
+
+    /// A struct (or scalar) passed by value.
+    fn value(&mut self, words: Words) -> &mut Self {
+        self.0.push(Arg::Words(words.0));
+        self
+    }
+
+    fn activation(&mut self, a: Activation) -> Result<&mut Self, Refusal> {
+        let mut w = Words::default();
+        w.activation(a)?;
+        Ok(self.value(w))
+    }
+
+    /// A grid-stride launch over `work` items.
+    fn launch(self, kernel: Kernel, work: usize) -> Vec<Command> {
+        if work == 0 {
+            return Vec::new();
+        }
+        let blocks = work.div_ceil(BLOCK as usize).min(MAX_BLOCKS) as u32;
+        vec![Command::Launch(Launch {
+            kernel,
+            grid: [blocks, 1, 1],
+            block: [BLOCK, 1, 1],
+            args: self.0,
+        })]
+    }
+
+    /// A tiled launch (`TILE × TILE` threads per block).
+    fn tiled(self, kernel: Kernel, grid: [usize; 3]) -> Result<Vec<Command>, Refusal> {
+        if grid.contains(&0) {
+            return Ok(Vec::new());
+        }
+        if grid[1] > MAX_GRID_YZ || grid[2] > MAX_GRID_YZ {
+            return Err("a product exceeds CUDA's grid limits");
+        }
+        Ok(vec![Command::Launch(Launch {
+            kernel,
+            grid: [u32_of(grid[0])?, grid[1] as u32, grid[2] as u32],
+            block: [TILE as u32, TILE as u32, 1],
+            args: self.0,
+        })])
+    }
+}
+
+fn u32_of(v: usize) -> Result<u32, Refusal> {
+    u32::try_from(v).map_err(|_| "a size exceeds 32-bit GPU indexing")
+}
+
+/// The words of a by-value struct whose fields are all 4 bytes.
+#[derive(Default)]
+struct Words(Vec<u32>);
+
+impl Words {
+    fn u(&mut self, v: usize) -> Result<&mut Self, Refusal> {
+        self.0.push(u32_of(v)?);
+        Ok(self)
+    }
+
+    fn all(&mut self, values: &[usize]) -> Result<&mut Self, Refusal> {
+        for v in values {
+            self.u(*v)?;
+        }
+        Ok(self)
+    }
+
+    fn f(&mut self, v: f32) -> &mut Self {
+        self.0.push(v.to_bits());
+        self
+    }
+
+    /// `FERRITE_MAX_RANK` words: `values`, then zeros.
+    fn axes(&mut self, values: &[usize]) -> Result<&mut Self, Refusal> {
+        for i in 0..MAX_RANK {
+            self.u(values.get(i).copied().unwrap_or(0))?;
+        }
+        Ok(self)
+    }
+
+    /// Signed variant of [`Words::axes`].
+    fn signed_axes(&mut self, values: &[isize]) -> Result<&mut Self, Refusal> {
+        for i in 0..MAX_RANK {
+            let v = values.get(i).copied().unwrap_or(0);
+            let v = i32::try_from(v).map_err(|_| "an offset exceeds 32-bit GPU indexing")?;
+            self.0.push(v as u32);
+        }
+        Ok(self)
+    }
+
+    /// `struct Activation` (common.cuh): hal's encoding, code then two f32 parameters.
+    fn activation(&mut self, a: Activation) -> Result<&mut Self, Refusal> {
+        let mut w = WordWriter::default();
+        a.encode(&mut w);
+        let words = w.words().ok_or("activation encoding")?;
+        if words.len() != 3 {
+            return Err("an activation with more than two parameters");
+        }
+        self.0.extend_from_slice(words);
+        Ok(self)
+    }
+
+    /// `struct Window` (common.cuh).
+    fn window(&mut self, win: &Window) -> Result<&mut Self, Refusal> {
+        self.all(&win.kernel)?
+            .all(&win.stride)?
+            .all(&win.dilation)?
+            .all(&win.pads)
+    }
+}
+
+/// 32-bit words per element for the movement kernels.
+fn element_words(dtype: DType) -> Result<usize, Refusal> {
+    match dtype.size() {
+        4 => Ok(1),
+        8 => Ok(2),
+        _ => Err("the CUDA movement kernels move 4- and 8-byte elements"),
+    }
+}
+
+/// The dtypes whose tensors the movement kernels handle (whole 32-bit words).
+pub const WORD_DTYPES: [DType; 3] = [DType::F32, DType::I32, DType::I64];
+
+/// `[outer, len, inner]` of `shape` around `axis`.
+fn lanes(shape: &Shape, axis: usize) -> [usize; 3] {
+    [
+        shape.product(0..axis),
+        shape.dim(axis),
+        shape.product(axis + 1..shape.rank()),
+    ]
+}
+
+/// Lowers one step to commands (none for a step without work).
+pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
+    let input = |i: usize| step.inputs.get(i).ok_or("missing input");
+    let out = step.outputs.get(0).ok_or("missing output")?;
+    let count = out.elements();
+    let mut a = Args::default();
+    match step.op {
+        Op::Conv(conv) => {
+            let shape = conv_shape(step, conv.group)?;
+            let [n, c, _, _, oc, oh, ow, group] = shape;
+            let (icg, ocg) = (c / group, oc / group);
+            let depth = icg * conv.window.kernel[0] * conv.window.kernel[1];
+            conv_args(&mut a, step, shape, &conv.window, conv.activation)?;
+            if ocg >= GEMM_MIN && depth >= GEMM_MIN {
+                let columns = n * oh * ow;
+                a.tiled(
+                    Kernel::ConvGemm,
+                    [columns.div_ceil(TILE), ocg.div_ceil(TILE), group],
+                )
+            } else {
+                Ok(a.launch(Kernel::Conv, count))
+            }
+        }
+        Op::ConvTranspose(conv) => {
+            let shape = conv_shape(step, conv.group)?;
+            conv_args(&mut a, step, shape, &conv.window, conv.activation)?;
+            Ok(a.launch(Kernel::ConvTranspose, count))
+        }
+        Op::Gemm(g) => {
+            let (x, w) = (input(0)?, input(1)?);
+            let (m, k, n) = (x.shape.dim(0), x.shape.dim(1), w.shape.dim(1));
+            let c = step.inputs.get(2);
+            let [sm, sn] = match c {
+                Some(c) => {
+                    let s = broadcast_strides(&c.shape, &out.shape);
+                    [s[0], s[1]]
+                }
+                None => [0, 0],
+            };
+            let mut p = Words::default();
+            p.all(&[m, k, n])?
+                .f(g.alpha)
+                .f(g.beta)
+                .all(&[sm, sn, 0])?
+                .axes(&[])?
+                .axes(&[])?
+                .axes(&[])?;
+            a.tensor(&x)
+                .tensor(&w)
+                .optional(c)
+                .tensor(&out)
+                .value(p)
+                .activation(g.activation)?;
+            a.tiled(Kernel::MatMul, [n.div_ceil(TILE), m.div_ceil(TILE), 1])
+        }
+        Op::MatMul { activation } => {
+            let (x, w) = (input(0)?, input(1)?);
+            let g = MatMulGeometry::new(&x.shape, &w.shape).ok_or("matmul shapes")?;
+            let batches = g.batch.elements().ok_or("batch size")?;
+            let rank = g.batch.rank();
+            let mut p = Words::default();
+            p.all(&[g.m, g.k, g.n])?
+                .f(1.0)
+                .f(0.0)
+                .all(&[0, 0, rank])?
+                .axes(g.batch.dims())?
+                .axes(&g.a_batch_strides[..rank])?
+                .axes(&g.b_batch_strides[..rank])?;
+            a.tensor(&x)
+                .tensor(&w)
+                .optional(None)
+                .tensor(&out)
+                .value(p)
+                .activation(activation)?;
+            a.tiled(
+                Kernel::MatMul,
+                [g.n.div_ceil(TILE), g.m.div_ceil(TILE), batches],
+            )
+        }
+        Op::Binary { op, activation } => {
+            let (x, y) = (input(0)?, input(1)?);
+            let code = match op {
+                BinaryOp::Add => 0,
+                BinaryOp::Sub => 1,
+                BinaryOp::Mul => 2,
+                BinaryOp::Div => 3,
+                BinaryOp::Pow => 4,
+                BinaryOp::Max => 5,
+                BinaryOp::Min => 6,
+                BinaryOp::PRelu => 7,
+                BinaryOp::Fmod => 8,
+                BinaryOp::Mod => 9,
+                BinaryOp::ShiftLeft | BinaryOp::ShiftRight => {
+                    return Err("integer shifts are not implemented by the CUDA kernels")
+                }
+            };
+            let rank = out.shape.rank();
+            let mut shape = Words::default();
+            shape
+                .u(rank)?
+                .axes(out.shape.dims())?
+                .axes(&broadcast_strides(&x.shape, &out.shape)[..rank])?
+                .axes(&broadcast_strides(&y.shape, &out.shape)[..rank])?;
+            a.tensor(&x)
+                .tensor(&y)
+                .tensor(&out)
+                .u(count)?
+                .u(code)?
+                .value(shape)
+                .activation(activation)?;
+            Ok(a.launch(Kernel::Binary, count))
+        }
+        Op::Unary(activation) => {
+            a.tensor(&input(0)?)
+                .tensor(&out)
+                .u(count)?
+                .activation(activation)?;
+            Ok(a.launch(Kernel::Unary, count))
+        }
+        Op::BatchNorm {
+            epsilon,
+            activation,
+        } => {
+            let x = input(0)?;
+            let rank = x.shape.rank();
+            let channels = if rank > 1 { x.shape.dim(1) } else { 1 };
+            let inner = if rank > 2 {
+                x.shape.product(2..rank)
+            } else {
+                1
+            };
+            for i in 0..5 {
+                a.tensor(&input(i)?);
+            }
+            a.tensor(&out)
+                .u(count)?
+                .u(channels)?
+                .u(inner)?
+                .f(epsilon)
+                .activation(activation)?;
+            Ok(a.launch(Kernel::BatchNorm, count))
+        }
+        Op::Softmax { axis } | Op::LogSoftmax { axis } | Op::Hardmax { axis } => {
+            let [outer, len, inner] = lanes(&out.shape, axis);
+            let mode = match step.op {
+                Op::Softmax { .. } => 0,
+                Op::LogSoftmax { .. } => 1,
+                _ => 2,
+            };
+            a.tensor(&input(0)?)
+                .tensor(&out)
+                .u(outer)?
+                .u(len)?
+                .u(inner)?
+                .u(mode)?;
+            Ok(a.launch(Kernel::Softmax, outer * inner))
+        }
+        Op::ArgMax(arg) | Op::ArgMin(arg) => {
+            let x = input(0)?;
+            let [outer, len, inner] = lanes(&x.shape, arg.axis);
+            let is_max = usize::from(matches!(step.op, Op::ArgMax(_)));
+            a.tensor(&x)
+                .tensor(&out)
+                .u(outer)?
+                .u(len)?
+                .u(inner)?
+                .u(is_max)?
+                .u(usize::from(arg.last))?;
+            Ok(a.launch(Kernel::ArgExtreme, outer * inner))
+        }
+        Op::MaxPool(pool) | Op::AvgPool(pool) => {
+            let x = input(0)?;
+            let [n, c, h, w] = nchw(&x.shape).ok_or("pool input rank")?;
+            let [_, _, oh, ow] = nchw(&out.shape).ok_or("pool output rank")?;
+            let is_max = matches!(step.op, Op::MaxPool(_));
+            let mut shape = Words::default();
+            shape.all(&[
+                n * c,
+                h,
+                w,
+                oh,
+                ow,
+                usize::from(is_max),
+                usize::from(pool.count_include_pad),
+            ])?;
+            let mut win = Words::default();
+            win.window(&pool.window)?;
+            a.tensor(&x).tensor(&out).value(shape).value(win);
+            Ok(a.launch(Kernel::Pool, count))
+        }
+        Op::GlobalAvgPool => {
+            let x = input(0)?;
+            let split = 2.min(x.shape.rank());
+            let planes = x.shape.product(0..split);
+            let plane = x.shape.product(split..x.shape.rank());
+            a.tensor(&x).tensor(&out).u(planes)?.u(plane)?;
+            Ok(a.launch(Kernel::GlobalAvgPool, planes))
+        }
+        Op::Reduce { op, axes } => {
+            let x = input(0)?;
+            let code = match op {
+                ReduceOp::Mean => 0,
+                ReduceOp::Sum => 1,
+                ReduceOp::Max => 2,
+                ReduceOp::Min => 3,
+                ReduceOp::Prod => 4,
+                ReduceOp::L1 => 5,
+                ReduceOp::L2 => 6,
+                ReduceOp::LogSum => 7,
+                ReduceOp::SumSquare => 8,
+            };
+            let mut r = Words::default();
+            r.u(x.shape.rank())?
+                .axes(x.shape.dims())?
+                .u(axes as usize & ((1 << MAX_RANK) - 1))?
+                .u(code)?;
+            a.tensor(&x).tensor(&out).u(count)?.value(r);
+            Ok(a.launch(Kernel::Reduce, count))
+        }
+        Op::Transpose { perm } => {
+            let x = input(0)?;
+            let rank = x.shape.rank();
+            let strides = x.shape.strides();
+            let src: Vec<isize> = perm[..rank].iter().map(|&p| strides[p] as isize).collect();
+            let dst = out.shape.strides();
+            strided_copy(&x, &out, &out.shape, &src, 0, &dst[..rank], 0)
+        }
+        Op::Slice { starts, steps } => {
+            let x = input(0)?;
+            let rank = x.shape.rank();
+            let strides = x.shape.strides();
+            let mut src = Vec::with_capacity(rank);
+            let mut base = 0isize;
+            for axis in 0..rank {
+                src.push(strides[axis] as isize * steps[axis]);
+                base += (starts[axis] * strides[axis]) as isize;
+            }
+            let dst = out.shape.strides();
+            strided_copy(&x, &out, &out.shape, &src, base, &dst[..rank], 0)
+        }
+        Op::Concat { axis } => {
+            let dst = out.shape.strides();
+            let rank = out.shape.rank();
+            let mut offset = 0;
+            let mut commands = Vec::new();
+            for part in step.inputs.iter() {
+                let part = part.ok_or("missing concat input")?;
+                let src: Vec<isize> = part.shape.strides()[..rank]
+                    .iter()
+                    .map(|&s| s as isize)
+                    .collect();
+                let base = offset * dst[axis];
+                commands.extend(strided_copy(
+                    &part,
+                    &out,
+                    &part.shape,
+                    &src,
+                    0,
+                    &dst[..rank],
+                    base,
+                )?);
+                offset += part.shape.dim(axis);
+            }
+            Ok(commands)
+        }
+        Op::Split { axis } => {
+            let x = input(0)?;
+            let rank = x.shape.rank();
+            let src: Vec<isize> = x.shape.strides()[..rank]
+                .iter()
+                .map(|&s| s as isize)
+                .collect();
+            let mut offset = 0;
+            let mut commands = Vec::new();
+            for part in step.outputs.iter() {
+                let part = part.ok_or("missing split output")?;
+                let dst = part.shape.strides();
+                let base = (offset * src[axis] as usize) as isize;
+                commands.extend(strided_copy(
+                    &x,
+                    &part,
+                    &part.shape,
+                    &src,
+                    base,
+                    &dst[..rank],
+                    0,
+                )?);
+                offset += part.shape.dim(axis);
+            }
+            Ok(commands)
+        }
+        Op::Pad {
+            mode,
+            begins,
+            value,
+            ..
+        } => {
+            let x = input(0)?;
+            let words = element_words(x.dtype)?;
+            let fill: u64 = match x.dtype {
+                DType::F32 => value.to_bits() as u64,
+                DType::I32 => (value as i32) as u32 as u64,
+                _ => (value as i64) as u64,
+            };
+            let rank = x.shape.rank();
+            let mut shape = Words::default();
+            shape
+                .u(rank)?
+                .axes(out.shape.dims())?
+                .axes(x.shape.dims())?
+                .axes(&begins[..rank])?;
+            let mode = match mode {
+                PadMode::Constant => 0,
+                PadMode::Reflect => 1,
+                PadMode::Edge => 2,
+            };
+            a.tensor(&x)
+                .tensor(&out)
+                .u(count)?
+                .u(words)?
+                .u(mode)?
+                .value(Words(vec![fill as u32]))
+                .value(Words(vec![(fill >> 32) as u32]))
+                .value(shape);
+            Ok(a.launch(Kernel::Pad, count))
+        }
+        Op::Gather { axis } => {
+            let (x, idx) = (input(0)?, input(1)?);
+            let index_words = match idx.dtype {
+                DType::I32 => 1,
+                DType::I64 => 2,
+                _ => return Err("gather indices must be int32 or int64"),
+            };
+            let [_, len, inner] = lanes(&x.shape, axis);
+            a.tensor(&x)
+                .tensor(&idx)
+                .tensor(&out)
+                .u(count)?
+                .u(len)?
+                .u(idx.elements())?
+                .u(inner)?
+                .u(element_words(x.dtype)?)?
+                .u(index_words)?
+                .status();
+            Ok(a.launch(Kernel::Gather, count))
+        }
+        Op::Resample {
+            axis,
+            extrapolation,
+        } => {
+            let (x, idx, w) = (input(0)?, input(1)?, input(2)?);
+            if idx.dtype != DType::I32 {
+                return Err("resample tables must be int32");
+            }
+            let [_, out_len, inner] = lanes(&out.shape, axis);
+            a.tensor(&x)
+                .tensor(&idx)
+                .tensor(&w)
+                .tensor(&out)
+                .u(count)?
+                .u(out_len)?
+                .u(inner)?
+                .u(x.shape.dim(axis))?
+                .u(idx.shape.dim(1))?
+                .f(extrapolation)
+                .status();
+            Ok(a.launch(Kernel::Resample, count))
+        }
+        Op::Expand => {
+            let x = input(0)?;
+            let rank = out.shape.rank();
+            let from = broadcast_strides(&x.shape, &out.shape);
+            let src: Vec<isize> = from[..rank].iter().map(|&v| v as isize).collect();
+            let dst = out.shape.strides();
+            strided_copy(&x, &out, &out.shape, &src, 0, &dst[..rank], 0)
+        }
+        Op::Copy => Ok(vec![Command::Copy {
+            src: input(0)?.location,
+            dst: match out.location {
+                Location::Arena(o) => o,
+                Location::Weights(_) => return Err("an output in the weights"),
+            },
+            bytes: out.bytes,
+        }]),
+        Op::Quantize { .. }
+        | Op::Dequantize { .. }
+        | Op::QConv(_)
+        | Op::QGemm(_)
+        | Op::QAdd(_)
+        | Op::QGlobalAvgPool(_)
+        | Op::QLookup
+        | Op::QMul(_)
+        | Op::MatMulInteger
+        | Op::ConvInteger(_)
+        | Op::DynamicQuantize
+        | Op::QSoftmax(_)
+        | Op::QAvgPool(_) => Err("quantized ops are not implemented by the CUDA kernels"),
+        Op::Compare(_) | Op::Logical(_) | Op::Not | Op::Where | Op::Classify(_) => {
+            Err("ops on bool tensors are not implemented by the CUDA kernels")
+        }
+        Op::Trilu { .. }
+        | Op::Convert
+        | Op::GatherElements { .. }
+        | Op::ScatterElements { .. }
+        | Op::GatherNd { .. }
+        | Op::ScatterNd { .. }
+        | Op::TopK { .. }
+        | Op::CumSum { .. }
+        | Op::Recurrent(_)
+        | Op::Det => Err("not implemented by the CUDA kernels"),
+    }
+}
+
+/// `[n, c, h, w, oc, oh, ow, group]` of a convolution step.
+fn conv_shape(step: &Step<'_>, group: usize) -> Result<[usize; 8], Refusal> {
+    let x = step.inputs.get(0).ok_or("missing input")?;
+    let y = step.outputs.get(0).ok_or("missing output")?;
+    let [n, c, h, w] = nchw(&x.shape).ok_or("convolution input rank")?;
+    let [_, oc, oh, ow] = nchw(&y.shape).ok_or("convolution output rank")?;
+    Ok([n, c, h, w, oc, oh, ow, group.max(1)])
+}
+
+/// The arguments every convolution kernel takes: `x, weight, bias, y, ConvShape, Window,
+/// Activation`.
+fn conv_args(
+    a: &mut Args,
+    step: &Step<'_>,
+    shape: [usize; 8],
+    win: &Window,
+    activation: Activation,
+) -> Result<(), Refusal> {
+    let x = step.inputs.get(0).ok_or("missing input")?;
+    let weight = step.inputs.get(1).ok_or("missing weights")?;
+    let y = step.outputs.get(0).ok_or("missing output")?;
+    let mut s = Words::default();
+    s.all(&shape)?;
+    let mut w = Words::default();
+    w.window(win)?;
+    a.tensor(&x)
+        .tensor(&weight)
+        .optional(step.inputs.get(2))
+        .tensor(&y)
+        .value(s)
+        .value(w)
+        .activation(activation)?;
+    Ok(())
+}
+
+/// A `copy_strided` launch over `dims` from `src` to `dst` (element strides and bases).
+fn strided_copy(
+    src: &TensorDesc,
+    dst: &TensorDesc,
+    dims: &Shape,
+    src_strides: &[isize],
+    src_base: isize,
+    dst_strides: &[usize],
+    dst_base: usize,
+) -> Result<Vec<Command>, Refusal> {
+    let count = dims.elements().ok_or("copy size")?;
+    let mut walk = Words::default();
+    walk.u(dims.rank())?
+        .axes(dims.dims())?
+        .signed_axes(src_strides)?
+        .axes(dst_strides)?;
+    let src_base = i32::try_from(src_base).map_err(|_| "an offset exceeds 32-bit GPU indexing")?;
+    let mut a = Args::default();
+    a.tensor(src)
+        .tensor(dst)
+        .u(count)?
+        .u(element_words(src.dtype)?)?
+        .value(Words(vec![src_base as u32]))
+        .u(dst_base)?
+        .value(walk);
+    Ok(a.launch(Kernel::CopyStrided, count))
+}
