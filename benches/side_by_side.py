@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Ferrite vs onnxruntime (one thread), side by side in one run.
+"""Ferrite vs onnxruntime, side by side in one run.
 
 For each generated test model (and the int8 QDQ ones), alternates rounds of `ferrite bench --json` and onnxruntime runs
 (so both see the same machine noise) and prints the medians and their ratio. Speed is only ever
 measured here, never asserted in tests.
 
     python benches/side_by_side.py [--models target/test-models] [--rounds 5] [--runs 200]
+    python benches/side_by_side.py --device cuda --provider cuda   # a GPU: Ferrite's CUDA device
+                                                                     # vs onnxruntime-gpu's CUDA EP
+
+The CPU comparison pins onnxruntime to one thread (Ferrite's CPU device runs on one core); a GPU
+comparison leaves onnxruntime's defaults and skips the int8 models (Ferrite's GPU devices run f32).
 """
 import argparse
 import json
@@ -33,14 +38,27 @@ def main():
     parser.add_argument("--ferrite", default="target/release/ferrite")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--runs", type=int, default=200)
+    parser.add_argument("--device", default="cpu", help="ferrite's device (cpu, vulkan, cuda:N, ...)")
+    parser.add_argument("--provider", default="cpu", choices=["cpu", "cuda"],
+                        help="onnxruntime's execution provider")
     args = parser.parse_args()
+    gpu = args.provider == "cuda"
+    provider = "CUDAExecutionProvider" if gpu else "CPUExecutionProvider"
+    if gpu and hasattr(ort, "preload_dlls"):
+        ort.preload_dlls()  # the CUDA/cuDNN libraries of the nvidia-* wheels
+    if provider not in ort.get_available_providers():
+        sys.exit(f"error: onnxruntime {ort.__version__} has no {provider} "
+                 f"(install onnxruntime-gpu for CUDA; available: {ort.get_available_providers()})")
     manifest = json.load(open(os.path.join(args.models, "manifest.json")))
     # The int8 models quantized by onnxruntime (QDQ form): onnxruntime runs them with its int8
     # kernels, Ferrite with its integer ops.
     quantized = json.load(open(os.path.join(args.models, "quantized.json")))
-    manifest.update({name: entry for name, entry in quantized.items() if entry["form"] == "qdq"})
+    if not gpu:
+        manifest.update({name: entry for name, entry in quantized.items() if entry["form"] == "qdq"})
     os.makedirs("target/bench", exist_ok=True)
-    print(f"onnxruntime {ort.__version__}, 1 thread; ferrite CPU device; median of {args.rounds} rounds x {args.runs} runs")
+    threads = "default threads" if gpu else "1 thread"
+    print(f"onnxruntime {ort.__version__} ({provider}, {threads}); ferrite device {args.device}; "
+          f"median of {args.rounds} rounds x {args.runs} runs")
     print(f"{'model':<18} {'ferrite us':>11} {'onnxruntime us':>15} {'ratio (ort/ferrite)':>20}")
     rows = []
     for name, entry in sorted(manifest.items()):
@@ -52,17 +70,27 @@ def main():
         subprocess.run([args.ferrite, "pack", onnx_path, "-o", frt, *shape_args], check=True, capture_output=True)
         x = np.load(os.path.join(args.models, f"{name}.input_0.npy"))
         options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
+        if not gpu:
+            options.intra_op_num_threads = 1
+            options.inter_op_num_threads = 1
+        session = ort.InferenceSession(onnx_path, options, providers=[provider])
         feed = {session.get_inputs()[0].name: x}
         # Warm up for at least 100 ms, as `ferrite bench` does.
         warm = time.perf_counter()
         while time.perf_counter() - warm < 0.1:
             session.run(None, feed)
+        if args.device != "cpu":
+            # A model the device refuses (an op it lacks) is a row saying so, not the end.
+            probe = subprocess.run([args.ferrite, "bench", frt, "--runs", "1", "--json", "--device", args.device,
+                                    "--input", os.path.join(args.models, f"{name}.input_0.npy")],
+                                   capture_output=True, text=True)
+            if probe.returncode != 0:
+                print(f"{name:<18} {'refused':>11} {'':>15} {'':>20}  {probe.stderr.strip()}")
+                continue
         ferrite_rounds, ort_rounds = [], []
         for _ in range(args.rounds):
             out = subprocess.run([args.ferrite, "bench", frt, "--runs", str(args.runs), "--json",
+                                  "--device", args.device,
                                   "--input", os.path.join(args.models, f"{name}.input_0.npy")],
                                  check=True, capture_output=True, text=True)
             ferrite_rounds.append(json.loads(out.stdout)["median_us"])

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything Ferrite's demo and tests need, idempotently: Rust components and targets,
 # the Vulkan loader with Mesa's lavapipe (a CPU Vulkan driver) and the validation layer, QEMU and
-# gcc (apt, when run as root), and a Python virtual environment (.venv) with onnx, onnxruntime,
-# numpy and scikit-learn.
+# gcc (apt, when run as root), g++ (the CUDA kernels' host emulator), the aarch64 cross compiler
+# and qemu-user (the Jetson cross-build check), and a Python virtual environment (.venv) with
+# onnx, onnxruntime, numpy and scikit-learn.
 # Usage: source scripts/setup.sh   (exports FERRITE_PYTHON)
 set -euo pipefail
 FERRITE_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,14 +15,15 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 if command -v rustup >/dev/null 2>&1; then
     rustup component add rustfmt clippy >/dev/null 2>&1 || true
-    for target in thumbv7em-none-eabihf thumbv6m-none-eabi thumbv8m.main-none-eabihf; do
+    for target in thumbv7em-none-eabihf thumbv6m-none-eabi thumbv8m.main-none-eabihf aarch64-unknown-linux-gnu; do
         rustup target list --installed | grep -qx "$target" || rustup target add "$target"
     done
 fi
 
 # Vulkan: the loader, lavapipe, the Khronos validation layer and spirv-val; QEMU for the Cortex-M
-# firmware and gcc for its instruction-count plugin (Debian package names).
-SYSTEM_PACKAGES="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers spirv-tools qemu-system-arm gcc"
+# firmware and gcc for its instruction-count plugin; g++ for the CUDA kernels' host emulator; the
+# aarch64 cross compiler and qemu-user for the Jetson cross-build (Debian package names).
+SYSTEM_PACKAGES="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers spirv-tools qemu-system-arm gcc g++ gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
 missing=""
 for package in $SYSTEM_PACKAGES; do
     dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"

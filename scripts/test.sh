@@ -12,14 +12,7 @@ FERRITE_NODE_TESTS="$("$FERRITE_PYTHON" -c 'import onnx, os; print(os.path.join(
 export FERRITE_NODE_TESTS
 
 echo "== NVRTC and ptxas for the CUDA kernel checks (PyPI wheels)"
-CUDA_REQS="$FERRITE_ROOT/scripts/requirements-cuda.txt"
-if ! cmp -s "$CUDA_REQS" "$FERRITE_ROOT/.venv/.requirements-cuda"; then
-    "$FERRITE_PYTHON" -m pip install --quiet -r "$CUDA_REQS"
-    cp "$CUDA_REQS" "$FERRITE_ROOT/.venv/.requirements-cuda"
-fi
-NVIDIA="$("$FERRITE_PYTHON" -c 'import nvidia, os; print(os.path.dirname(nvidia.__path__[0] + "/x"))')"
-export LD_LIBRARY_PATH="$NVIDIA/cuda_nvrtc/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export FERRITE_PTXAS="$NVIDIA/cuda_nvcc/bin/ptxas"
+source scripts/cuda-tools.sh
 export FERRITE_REQUIRE_NVRTC="${FERRITE_REQUIRE_NVRTC:-1}"
 
 echo "== build the Cortex-M firmware, the QEMU instruction-count plugin and the real-board crate"
@@ -46,6 +39,8 @@ cargo build -q -p ferrite-core -p ferrite-cortex-m --features ferrite-core/defmt
 cargo build -q -p ferrite-cpu --features fast-math --target thumbv7em-none-eabihf
 # Float-only builds (no integer kernels), as the micro:bit firmware links them.
 cargo build -q -p ferrite-cpu -p ferrite-cortex-m --no-default-features --target thumbv6m-none-eabi
+echo "== aarch64 (Jetson) cross-build of the host parts, run under qemu-user"
+bash scripts/cross-aarch64.sh
 echo "== tests"
 # Lavapipe and QEMU are installed by setup.sh: a missing device is a failure here, not a skip.
 export FERRITE_REQUIRE_VULKAN="${FERRITE_REQUIRE_VULKAN:-1}"

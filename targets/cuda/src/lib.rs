@@ -8,7 +8,7 @@
 //! opened at run time, after checking that they exist (cudarc's loaders panic when a library is
 //! missing), and every failure is a [`CudaError`] with a `kind()`.
 //!
-//! [`Device::prepare`] does all the work once ([`gpu`]): the kernels the plan uses are compiled
+//! [`Device::prepare`] does all the work once: the kernels the plan uses are compiled
 //! by NVRTC for the GPU at hand and loaded (once per device), one allocation holds the arena at
 //! the planned offsets, the weights are uploaded once, and the whole run is captured as a CUDA
 //! graph, inputs and outputs moving through pinned host buffers. [`Device::execute`] copies the
