@@ -11,12 +11,14 @@
 #include <vector>
 
 #include "../kernels/elementwise.cu"
-#include "../kernels/softmax.cu"
+#include "../kernels/lanes.cu"
 #include "../kernels/movement.cu"
 #include "../kernels/reduce.cu"
 #include "../kernels/matmul.cu"
 #include "../kernels/conv.cu"
 #include "../kernels/pool.cu"
+#include "../kernels/recurrent.cu"
+#include "../kernels/logic.cu"
 
 namespace {
 
@@ -65,6 +67,8 @@ const Entry ENTRIES[] = {
     ENTRY(arg_extreme), ENTRY(copy_strided),   ENTRY(gather),     ENTRY(pad),
     ENTRY(resample),    ENTRY(reduce),         ENTRY(matmul),     ENTRY(conv),
     ENTRY(conv_gemm),   ENTRY(conv_transpose), ENTRY(pool),       ENTRY(global_avg_pool),
+    ENTRY(cumsum),      ENTRY(recurrent_gates), ENTRY(recurrent_cell), ENTRY(compare),
+    ENTRY(logical),     ENTRY(choose),         ENTRY(trilu),
 };
 
 // __shared__ arrays are statics: cooperative launches run one at a time.

@@ -85,6 +85,9 @@ impl EmulatedProgram {
         for command in &self.lowered.commands {
             match command {
                 Command::Launch(launch) => memory.launch(launch)?,
+                Command::Zero { dst, bytes } => {
+                    bytes_mut(&mut memory.arena)[*dst..*dst + *bytes].fill(0)
+                }
                 Command::Copy { src, dst, bytes } => {
                     let (dst, bytes) = (*dst, *bytes);
                     match *src {

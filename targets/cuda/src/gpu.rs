@@ -345,6 +345,10 @@ fn record(
                     )
                     .map_err(CudaError::during("cuLaunchKernel"))?;
                 }
+                Command::Zero { dst, bytes } => {
+                    driver::memset_d8_async(at.arena + *dst as u64, 0, *bytes, s)
+                        .map_err(CudaError::during("cuMemsetD8Async"))?;
+                }
                 Command::Copy { src, dst, bytes } => {
                     driver::memcpy_dtod_async(at.arena + *dst as u64, at.device(*src), *bytes, s)
                         .map_err(CudaError::during("cuMemcpyDtoDAsync"))?;

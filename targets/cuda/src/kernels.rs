@@ -21,16 +21,16 @@ pub struct Module {
 pub const COMMON_HEADER: (&str, &str) = ("common.cuh", include_str!("../kernels/common.cuh"));
 
 /// Every kernel module.
-pub const MODULES: [Module; 7] = [
+pub const MODULES: [Module; 9] = [
     Module {
         name: "elementwise",
         source: include_str!("../kernels/elementwise.cu"),
         entries: &["unary", "binary", "batch_norm"],
     },
     Module {
-        name: "softmax",
-        source: include_str!("../kernels/softmax.cu"),
-        entries: &["softmax", "arg_extreme"],
+        name: "lanes",
+        source: include_str!("../kernels/lanes.cu"),
+        entries: &["softmax", "arg_extreme", "cumsum"],
     },
     Module {
         name: "movement",
@@ -56,6 +56,16 @@ pub const MODULES: [Module; 7] = [
         name: "pool",
         source: include_str!("../kernels/pool.cu"),
         entries: &["pool", "global_avg_pool"],
+    },
+    Module {
+        name: "recurrent",
+        source: include_str!("../kernels/recurrent.cu"),
+        entries: &["recurrent_gates", "recurrent_cell"],
+    },
+    Module {
+        name: "logic",
+        source: include_str!("../kernels/logic.cu"),
+        entries: &["compare", "logical", "choose", "trilu"],
     },
 ];
 

@@ -27,11 +27,18 @@ pub enum Kernel {
     ConvTranspose,
     Pool,
     GlobalAvgPool,
+    CumSum,
+    RecurrentGates,
+    RecurrentCell,
+    Compare,
+    Logical,
+    Choose,
+    Trilu,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 16] = [
+    pub const ALL: [Kernel; 23] = [
         Kernel::Unary,
         Kernel::Binary,
         Kernel::BatchNorm,
@@ -48,6 +55,13 @@ impl Kernel {
         Kernel::ConvTranspose,
         Kernel::Pool,
         Kernel::GlobalAvgPool,
+        Kernel::CumSum,
+        Kernel::RecurrentGates,
+        Kernel::RecurrentCell,
+        Kernel::Compare,
+        Kernel::Logical,
+        Kernel::Choose,
+        Kernel::Trilu,
     ];
 
     /// The module (`kernels/<module>.cu`) that defines it.
@@ -55,12 +69,14 @@ impl Kernel {
         use Kernel::*;
         match self {
             Unary | Binary | BatchNorm => "elementwise",
-            Softmax | ArgExtreme => "softmax",
+            Softmax | ArgExtreme | CumSum => "lanes",
             CopyStrided | Gather | Pad | Resample => "movement",
             Reduce => "reduce",
             MatMul => "matmul",
             Conv | ConvGemm | ConvTranspose => "conv",
             Pool | GlobalAvgPool => "pool",
+            RecurrentGates | RecurrentCell => "recurrent",
+            Compare | Logical | Choose | Trilu => "logic",
         }
     }
 
@@ -84,6 +100,13 @@ impl Kernel {
             ConvTranspose => "conv_transpose",
             Pool => "pool",
             GlobalAvgPool => "global_avg_pool",
+            CumSum => "cumsum",
+            RecurrentGates => "recurrent_gates",
+            RecurrentCell => "recurrent_cell",
+            Compare => "compare",
+            Logical => "logical",
+            Choose => "choose",
+            Trilu => "trilu",
         }
     }
 
@@ -127,6 +150,13 @@ pub struct Launch {
 pub enum Command {
     /// Launch a kernel.
     Launch(Launch),
+    /// Zero `bytes` at arena byte offset `dst`.
+    Zero {
+        /// Destination offset in the arena.
+        dst: usize,
+        /// Length.
+        bytes: usize,
+    },
     /// Copy `bytes` from `src` to arena byte offset `dst` (device to device).
     Copy {
         /// Source.

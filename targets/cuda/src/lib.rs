@@ -198,8 +198,9 @@ impl CudaDevice {
         self.timeout = timeout;
     }
 
-    /// The (op, dtype) pairs the kernels implement: every f32 op the CPU runs, data movement
-    /// on 4- and 8-byte elements, byte copies of any type.
+    /// The (op, dtype) pairs the kernels implement (keyed, as the core checks them, by a
+    /// step's first input): the f32 compute ops, recurrent layers, data movement on 4- and
+    /// 8-byte elements, comparisons, running sums, bool logic, Where, Trilu and byte copies.
     pub fn supported_ops() -> OpSet {
         use OpKind::*;
         let float = [DType::F32];
@@ -210,11 +211,19 @@ impl CudaDevice {
         for kind in OpKind::MOVEMENT {
             set = set.with(kind, &lower::WORD_DTYPES);
         }
+        let numbers = [DType::F32, DType::I32, DType::I64];
         set.with(Copy, &DType::ALL)
             .with(ArgMax, &float)
             .with(ArgMin, &float)
             .with(Resample, &float)
             .with(Expand, &lower::WORD_DTYPES)
+            .with(Recurrent, &float)
+            .with(CumSum, &numbers)
+            .with(Compare, &numbers)
+            .with(Logical, &[DType::Bool])
+            .with(Not, &[DType::Bool])
+            .with(Where, &[DType::Bool])
+            .with(Trilu, &DType::ALL)
     }
 }
 

@@ -7,7 +7,7 @@
 
 use crate::launch::{Arg, Command, Kernel, Launch};
 use ferrite_hal::geometry::{broadcast_strides, nchw, MatMulGeometry};
-use ferrite_hal::op::{BinaryOp, PadMode, ReduceOp, Window};
+use ferrite_hal::op::{BinaryOp, Cell, CompareOp, LogicalOp, PadMode, Recurrent, ReduceOp, Window};
 use ferrite_hal::words::WordWriter;
 use ferrite_hal::{Activation, DType, Location, Op, Shape, Step, TensorDesc, MAX_RANK};
 
@@ -33,6 +33,11 @@ struct Args(Vec<Arg>);
 impl Args {
     fn tensor(&mut self, t: &TensorDesc) -> &mut Self {
         self.0.push(Arg::Tensor(t.location));
+        self
+    }
+
+    fn at(&mut self, location: Location) -> &mut Self {
+        self.0.push(Arg::Tensor(location));
         self
     }
 
@@ -584,20 +589,258 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         | Op::DynamicQuantize
         | Op::QSoftmax(_)
         | Op::QAvgPool(_) => Err("quantized ops are not implemented by the CUDA kernels"),
-        Op::Compare(_) | Op::Logical(_) | Op::Not | Op::Where | Op::Classify(_) => {
-            Err("ops on bool tensors are not implemented by the CUDA kernels")
+        Op::Compare(op) => {
+            let (x, y) = (input(0)?, input(1)?);
+            let code = match op {
+                CompareOp::Equal => 0,
+                CompareOp::Less => 1,
+                CompareOp::LessOrEqual => 2,
+                CompareOp::Greater => 3,
+                CompareOp::GreaterOrEqual => 4,
+            };
+            a.tensor(&x)
+                .tensor(&y)
+                .tensor(&out)
+                .u(count)?
+                .u(code)?
+                .u(number_kind(x.dtype)?)?
+                .value(broadcast3(&out.shape, [Some(&x), Some(&y), None])?);
+            Ok(a.launch(Kernel::Compare, count))
         }
-        Op::Trilu { .. }
+        Op::Logical(op) => {
+            let (x, y) = (input(0)?, input(1)?);
+            let code = match op {
+                LogicalOp::And => 0,
+                LogicalOp::Or => 1,
+                LogicalOp::Xor => 2,
+            };
+            a.tensor(&x)
+                .tensor(&y)
+                .tensor(&out)
+                .u(count)?
+                .u(code)?
+                .value(broadcast3(&out.shape, [Some(&x), Some(&y), None])?);
+            Ok(a.launch(Kernel::Logical, count))
+        }
+        Op::Not => {
+            let x = input(0)?;
+            a.tensor(&x)
+                .tensor(&x)
+                .tensor(&out)
+                .u(count)?
+                .u(3)?
+                .value(broadcast3(&out.shape, [Some(&x), Some(&x), None])?);
+            Ok(a.launch(Kernel::Logical, count))
+        }
+        Op::Where => {
+            let (c, x, y) = (input(0)?, input(1)?, input(2)?);
+            a.tensor(&c)
+                .tensor(&x)
+                .tensor(&y)
+                .tensor(&out)
+                .u(count)?
+                .u(out.dtype.size())?
+                .value(broadcast3(&out.shape, [Some(&c), Some(&x), Some(&y)])?);
+            Ok(a.launch(Kernel::Choose, count))
+        }
+        Op::Trilu { upper, k } => {
+            let x = input(0)?;
+            let rank = x.shape.rank();
+            if rank < 2 {
+                return Err("Trilu needs a matrix");
+            }
+            a.tensor(&x)
+                .tensor(&out)
+                .u(count)?
+                .u(x.dtype.size())?
+                .u(x.shape.dim(rank - 2))?
+                .u(x.shape.dim(rank - 1))?
+                .u(usize::from(upper))?
+                .value(Words(vec![k as u32]));
+            Ok(a.launch(Kernel::Trilu, count))
+        }
+        Op::CumSum {
+            axis,
+            exclusive,
+            reverse,
+        } => {
+            let x = input(0)?;
+            let [outer, len, inner] = lanes(&x.shape, axis);
+            a.tensor(&x)
+                .tensor(&out)
+                .u(outer)?
+                .u(len)?
+                .u(inner)?
+                .u(number_kind(x.dtype)?)?
+                .u(usize::from(exclusive))?
+                .u(usize::from(reverse))?;
+            Ok(a.launch(Kernel::CumSum, outer * inner))
+        }
+        Op::Recurrent(rec) => lower_recurrent(step, &rec),
+        Op::Classify(_)
         | Op::Convert
         | Op::GatherElements { .. }
         | Op::ScatterElements { .. }
         | Op::GatherNd { .. }
         | Op::ScatterNd { .. }
         | Op::TopK { .. }
-        | Op::CumSum { .. }
-        | Op::Recurrent(_)
         | Op::Det => Err("not implemented by the CUDA kernels"),
     }
+}
+
+/// The kernels' code for an element type they compute on: f32 0, int32 1, int64 2.
+fn number_kind(dtype: DType) -> Result<usize, Refusal> {
+    match dtype {
+        DType::F32 => Ok(0),
+        DType::I32 => Ok(1),
+        DType::I64 => Ok(2),
+        _ => Err("the CUDA kernels compare and sum float32, int32 and int64"),
+    }
+}
+
+/// `struct Broadcast3` (logic.cu): the output's dims and up to three operands' strides.
+fn broadcast3(out: &Shape, operands: [Option<&TensorDesc>; 3]) -> Result<Words, Refusal> {
+    let rank = out.rank();
+    let mut w = Words::default();
+    w.u(rank)?.axes(out.dims())?;
+    for t in operands {
+        match t {
+            Some(t) => w.axes(&broadcast_strides(&t.shape, out)[..rank])?,
+            None => w.axes(&[])?,
+        };
+    }
+    Ok(w)
+}
+
+/// `location` moved on by `bytes`.
+fn offset(location: Location, bytes: usize) -> Location {
+    match location {
+        Location::Arena(o) => Location::Arena(o + bytes),
+        Location::Weights(o) => Location::Weights(o + bytes),
+    }
+}
+
+/// One recurrent direction: its initial state, then per time step a `recurrent_gates` launch
+/// and one `recurrent_cell` launch (two for a GRU: its z and r gates first) that writes the
+/// step's H into its slot of Y; finally the last H copied to Y_h. Y_c holds the running cell
+/// state; the scratch holds the two gate products.
+fn lower_recurrent(step: &Step<'_>, rec: &Recurrent) -> Result<Vec<Command>, Refusal> {
+    let input = |i: usize| step.inputs.get(i).ok_or("missing input");
+    let output = |i: usize| step.outputs.get(i).ok_or("missing output");
+    let in_arena = |t: &TensorDesc| match t.location {
+        Location::Arena(o) => Ok(o),
+        Location::Weights(_) => Err("a recurrent output in the weights"),
+    };
+    let (x, w, r) = (input(0)?, input(1)?, input(2)?);
+    let (bias, initial_h, initial_c, peep) = (
+        step.inputs.get(3),
+        step.inputs.get(4),
+        step.inputs.get(5),
+        step.inputs.get(6),
+    );
+    let scratch = step.scratch.ok_or("a recurrent step without scratch")?;
+    let (seq, batch, features) = (x.shape.dim(0), x.shape.dim(1), x.shape.dim(2));
+    let hidden = r.shape.dim(1);
+    let rows = rec.cell.gates() * hidden;
+    let state = batch * hidden * 4;
+    let y = in_arena(&output(0)?)?;
+    let y_h = in_arena(&output(1)?)?;
+    let (kind, flag) = match rec.cell {
+        Cell::Rnn => (0, false),
+        Cell::Gru {
+            linear_before_reset,
+        } => (1, linear_before_reset),
+        Cell::Lstm { input_forget } => (2, input_forget),
+    };
+    let mut commands = Vec::new();
+    let h0 = match initial_h {
+        Some(t) => t.location,
+        None => {
+            commands.push(Command::Zero {
+                dst: y_h,
+                bytes: state,
+            });
+            Location::Arena(y_h)
+        }
+    };
+    let c = if kind == 2 {
+        let y_c = in_arena(&output(2)?)?;
+        commands.push(match initial_c {
+            Some(t) => Command::Copy {
+                src: t.location,
+                dst: y_c,
+                bytes: state,
+            },
+            None => Command::Zero {
+                dst: y_c,
+                bytes: state,
+            },
+        });
+        Some(Location::Arena(y_c))
+    } else {
+        None
+    };
+    let from_x = scratch.location;
+    let from_h = offset(scratch.location, batch * rows * 4);
+    let mut shape = Words::default();
+    shape.all(&[batch, features, hidden, rows])?;
+    let shape = shape.0;
+    let time = |step: usize| if rec.reverse { seq - 1 - step } else { step };
+    for s in 0..seq {
+        let t = time(s);
+        let previous = if s == 0 {
+            h0
+        } else {
+            Location::Arena(y + time(s - 1) * state)
+        };
+        let mut gates = Args::default();
+        gates
+            .at(offset(x.location, t * batch * features * 4))
+            .tensor(&w)
+            .tensor(&r)
+            .optional(bias)
+            .at(previous)
+            .at(from_x)
+            .at(from_h)
+            .value(Words(shape.clone()));
+        commands.extend(gates.launch(Kernel::RecurrentGates, 2 * batch * rows));
+        let phases: &[usize] = if kind == 1 { &[0, 1] } else { &[1] };
+        for &phase in phases {
+            let mut cell = Args::default();
+            cell.at(from_x).at(from_h).at(previous);
+            match c {
+                Some(c) => cell.at(c),
+                None => cell.optional(None),
+            };
+            let mut settings = Words::default();
+            settings.all(&[kind, usize::from(flag), phase])?.f(rec.clip);
+            cell.optional(peep)
+                .tensor(&r)
+                .optional(bias)
+                .at(Location::Arena(y + t * state))
+                .value(Words(shape.clone()))
+                .value(settings);
+            for act in rec.activations {
+                cell.activation(act)?;
+            }
+            let work = batch * hidden * if phase == 0 { 2 } else { 1 };
+            commands.extend(cell.launch(Kernel::RecurrentCell, work));
+        }
+    }
+    if seq > 0 {
+        commands.push(Command::Copy {
+            src: Location::Arena(y + time(seq - 1) * state),
+            dst: y_h,
+            bytes: state,
+        });
+    } else if let Some(h) = initial_h {
+        commands.push(Command::Copy {
+            src: h.location,
+            dst: y_h,
+            bytes: state,
+        });
+    }
+    Ok(commands)
 }
 
 /// `[n, c, h, w, oc, oh, ow, group]` of a convolution step.
@@ -661,4 +904,104 @@ fn strided_copy(
         .u(dst_base)?
         .value(walk);
     Ok(a.launch(Kernel::CopyStrided, count))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_hal::op::Conv;
+    use ferrite_hal::{TensorList, Tensors};
+
+    /// Tensors by index, for hand-built steps.
+    struct Table(Vec<TensorDesc>);
+
+    impl Tensors for Table {
+        fn tensor(&self, index: u32) -> Option<TensorDesc> {
+            self.0.get(index as usize).copied()
+        }
+    }
+
+    fn f32_tensor(dims: &[usize], offset: usize) -> TensorDesc {
+        let shape = Shape::new(dims).unwrap();
+        TensorDesc {
+            dtype: DType::F32,
+            bytes: shape.elements().unwrap() * 4,
+            shape,
+            location: Location::Arena(offset),
+        }
+    }
+
+    fn indices(list: &[u32]) -> Vec<u8> {
+        list.iter().flat_map(|i| i.to_le_bytes()).collect()
+    }
+
+    fn lowered(op: Op, table: &Table, inputs: &[u32], outputs: &[u32]) -> Vec<Command> {
+        let (i, o) = (indices(inputs), indices(outputs));
+        let step = Step {
+            index: 0,
+            op,
+            inputs: TensorList::new(&i, table),
+            outputs: TensorList::new(&o, table),
+            scratch: None,
+        };
+        lower(&step).unwrap()
+    }
+
+    fn launch(commands: &[Command]) -> &Launch {
+        match commands {
+            [Command::Launch(l)] => l,
+            other => panic!("expected one launch, got {other:?}"),
+        }
+    }
+
+    fn conv(c: usize, oc: usize, group: usize) -> Vec<Command> {
+        let table = Table(vec![
+            f32_tensor(&[1, c, 8, 8], 0),
+            f32_tensor(&[oc, c / group, 3, 3], 1 << 20),
+            f32_tensor(&[1, oc, 8, 8], 2 << 20),
+        ]);
+        let window = Window {
+            kernel: [3, 3],
+            stride: [1, 1],
+            dilation: [1, 1],
+            pads: [1, 1, 1, 1],
+        };
+        let op = Op::Conv(Conv {
+            window,
+            group,
+            activation: Activation::Relu,
+        });
+        lowered(op, &table, &[0, 1, ferrite_hal::device::ABSENT], &[2])
+    }
+
+    #[test]
+    fn wide_convolutions_run_as_implicit_gemm_thin_ones_direct() {
+        let gemm = conv(16, 32, 1);
+        let l = launch(&gemm);
+        assert_eq!(l.kernel, Kernel::ConvGemm);
+        // 64 output positions / 16, 32 channels / 16, one group.
+        assert_eq!(l.grid, [4, 2, 1]);
+        assert_eq!(l.block, [16, 16, 1]);
+        // x, weight, bias (absent), y, ConvShape (8 words), Window (10), Activation (3).
+        assert_eq!(l.args.len(), 7);
+        assert_eq!(l.args[2], Arg::Null);
+        assert!(matches!(&l.args[4], Arg::Words(w) if w.len() == 8));
+        assert!(matches!(&l.args[5], Arg::Words(w) if w.len() == 10));
+        assert!(matches!(&l.args[6], Arg::Words(w) if w.len() == 3));
+        let depthwise = conv(16, 16, 16);
+        assert_eq!(launch(&depthwise).kernel, Kernel::Conv);
+    }
+
+    #[test]
+    fn grids_are_clamped_and_empty_steps_launch_nothing() {
+        let big = Table(vec![
+            f32_tensor(&[1 << 24], 0),
+            f32_tensor(&[1 << 24], 1 << 26),
+        ]);
+        let unary = Op::Unary(Activation::Relu);
+        let l = lowered(unary, &big, &[0], &[1]);
+        assert_eq!(launch(&l).grid, [MAX_BLOCKS as u32, 1, 1]);
+        let empty = Table(vec![f32_tensor(&[0], 0), f32_tensor(&[0], 0)]);
+        assert!(lowered(unary, &empty, &[0], &[1]).is_empty());
+    }
 }

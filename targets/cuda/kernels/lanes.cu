@@ -1,4 +1,5 @@
-// Softmax, LogSoftmax and Hardmax along one axis of [outer, len, inner]: one lane per thread.
+// Kernels along one axis of a tensor viewed as [outer, len, inner], one lane (o, ·, r) per
+// thread: Softmax, LogSoftmax and Hardmax; ArgMax and ArgMin; CumSum.
 
 extern "C" __global__ void softmax(const float* x, float* y, unsigned int outer, unsigned int len,
                                    unsigned int inner, unsigned int mode) {
@@ -53,5 +54,41 @@ extern "C" __global__ void arg_extreme(const float* x, long long* y, unsigned in
             }
         }
         y[lane] = best;
+    }
+}
+
+// Running sums along the lanes of f32 (kind 0), int32 (1) or int64 (2) elements; `exclusive`
+// leaves each element out of its own sum, `reverse` runs from the end.
+template <typename T>
+__device__ void running_sums(const T* x, T* y, unsigned int lane, unsigned int len,
+                             unsigned int inner, unsigned int exclusive, unsigned int reverse) {
+    size_t base = (size_t)(lane / inner) * len * inner + lane % inner;
+    T acc = 0;
+    for (unsigned int step = 0; step < len; step++) {
+        unsigned int j = reverse ? len - 1 - step : step;
+        T v = x[base + (size_t)j * inner];
+        if (exclusive) {
+            y[base + (size_t)j * inner] = acc;
+            acc += v;
+        } else {
+            acc += v;
+            y[base + (size_t)j * inner] = acc;
+        }
+    }
+}
+
+extern "C" __global__ void cumsum(const void* x, void* y, unsigned int outer, unsigned int len,
+                                  unsigned int inner, unsigned int kind, unsigned int exclusive,
+                                  unsigned int reverse) {
+    unsigned int lanes = outer * inner;
+    for (unsigned int lane = blockIdx.x * blockDim.x + threadIdx.x; lane < lanes;
+         lane += blockDim.x * gridDim.x) {
+        if (kind == 0) {
+            running_sums((const float*)x, (float*)y, lane, len, inner, exclusive, reverse);
+        } else if (kind == 1) {
+            running_sums((const int*)x, (int*)y, lane, len, inner, exclusive, reverse);
+        } else {
+            running_sums((const long long*)x, (long long*)y, lane, len, inner, exclusive, reverse);
+        }
     }
 }
