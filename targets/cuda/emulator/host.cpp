@@ -34,106 +34,110 @@ void call(void (*kernel)(A...), void** args, std::index_sequence<I...>) {
     kernel(read_arg<A>(args[I])...);
 }
 
-// 0 when `sizes` match the kernel's parameters, else 1 + the first mismatching parameter.
 template <typename... A>
-int check(void (*)(A...), const std::size_t* sizes, std::size_t count) {
-    const std::size_t expected[] = {sizeof(A)...};
-    if (count != sizeof...(A)) return int(sizeof...(A) + 1);
-    for (std::size_t i = 0; i < count; i++) {
-        if (sizes[i] != expected[i]) return int(i + 1);
-    }
-    return 0;
-}
-
-struct Entry {
-    const char* name;
-    int (*check)(const std::size_t*, std::size_t);
-    void (*run)(void**);
-};
-
-#define ENTRY(f)                                                                   \
-    Entry {                                                                        \
-        #f, [](const std::size_t* s, std::size_t n) { return check(f, s, n); },    \
-            [](void** a) { call(f, a, std::make_index_sequence<sizeof_params(f)>{}); } \
-    }
-
-template <typename... A>
-constexpr std::size_t sizeof_params(void (*)(A...)) {
+constexpr std::size_t param_count(void (*)(A...)) {
     return sizeof...(A);
 }
 
-const Entry ENTRIES[] = {
-    ENTRY(unary),       ENTRY(binary),         ENTRY(batch_norm), ENTRY(softmax),
-    ENTRY(arg_extreme), ENTRY(copy_strided),   ENTRY(gather),     ENTRY(pad),
-    ENTRY(resample),    ENTRY(reduce),         ENTRY(matmul),     ENTRY(conv),
-    ENTRY(conv_gemm),   ENTRY(conv_transpose), ENTRY(pool),       ENTRY(global_avg_pool),
-    ENTRY(cumsum),      ENTRY(recurrent_gates), ENTRY(recurrent_cell), ENTRY(compare),
-    ENTRY(logical),     ENTRY(choose),         ENTRY(trilu),
-};
-
-// __shared__ arrays are statics: cooperative launches run one at a time.
-std::mutex cooperative_lock;
-
-void run_blocks(const Entry& e, void** args, dim3 grid, dim3 block, unsigned int thread) {
-    blockDim = block;
-    gridDim = grid;
-    threadIdx = {thread % block.x, (thread / block.x) % block.y, thread / (block.x * block.y)};
-    for (unsigned int z = 0; z < grid.z; z++)
-        for (unsigned int y = 0; y < grid.y; y++)
-            for (unsigned int x = 0; x < grid.x; x++) {
-                blockIdx = {x, y, z};
-                e.run(args);
-                if (block_barrier != nullptr) block_barrier->arrive_and_wait();
-            }
+// The byte size of each parameter of a kernel, in order.
+template <typename... A>
+const std::size_t* param_sizes(void (*)(A...)) {
+    static const std::size_t sizes[] = {sizeof(A)..., 0};
+    return sizes;
 }
 
 }  // namespace
 
+// One kernel the emulator can launch.
+struct FerriteKernel {
+    const char* name;
+    std::size_t params;
+    const std::size_t* sizes;
+    // Its threads meet at __syncthreads (shared-memory tiles): a block's threads run concurrently.
+    bool cooperative;
+    void (*run)(void**);
+};
+
+#define ENTRY(f, coop)                                                                    \
+    FerriteKernel {                                                                       \
+        #f, param_count(f), param_sizes(f), coop,                                         \
+            [](void** a) { call(f, a, std::make_index_sequence<param_count(f)>{}); }     \
+    }
+
+static const FerriteKernel KERNELS[] = {
+    ENTRY(unary, false),           ENTRY(binary, false),          ENTRY(batch_norm, false),
+    ENTRY(softmax, false),         ENTRY(arg_extreme, false),     ENTRY(copy_strided, false),
+    ENTRY(gather, false),          ENTRY(pad, false),             ENTRY(resample, false),
+    ENTRY(reduce, false),          ENTRY(matmul, true),           ENTRY(conv, false),
+    ENTRY(conv_gemm, true),        ENTRY(conv_transpose, false),  ENTRY(pool, false),
+    ENTRY(global_avg_pool, false), ENTRY(cumsum, false),          ENTRY(recurrent_gates, false),
+    ENTRY(recurrent_cell, false),  ENTRY(compare, false),         ENTRY(logical, false),
+    ENTRY(choose, false),          ENTRY(trilu, false),
+};
+
+// The kernel named `name`, or null.
+static const FerriteKernel* ferrite_find_kernel(const char* name) {
+    for (const FerriteKernel& k : KERNELS) {
+        if (std::strcmp(k.name, name) == 0) return &k;
+    }
+    return nullptr;
+}
+
+// __shared__ arrays are statics: cooperative launches run one at a time.
+static std::mutex cooperative_lock;
+
+// Runs `kernel` over the grid with the argument array cuLaunchKernel takes.
+static void ferrite_run_kernel(const FerriteKernel& kernel, const unsigned int* grid3,
+                               const unsigned int* block3, void** args) {
+    dim3 grid{grid3[0], grid3[1], grid3[2]}, block{block3[0], block3[1], block3[2]};
+    unsigned int threads = block.x * block.y * block.z;
+    auto walk = [&](unsigned int first, unsigned int step, std::barrier<>* barrier) {
+        blockDim = block;
+        gridDim = grid;
+        block_barrier = barrier;
+        for (unsigned int z = 0; z < grid.z; z++)
+            for (unsigned int y = 0; y < grid.y; y++)
+                for (unsigned int x = 0; x < grid.x; x++) {
+                    blockIdx = {x, y, z};
+                    for (unsigned int t = first; t < threads; t += step) {
+                        threadIdx = {t % block.x, (t / block.x) % block.y,
+                                     t / (block.x * block.y)};
+                        kernel.run(args);
+                    }
+                    if (barrier != nullptr) barrier->arrive_and_wait();
+                }
+    };
+    if (!kernel.cooperative) {
+        // Independent threads: one after another on the caller's thread.
+        walk(0, 1, nullptr);
+        return;
+    }
+    // Threads that meet at __syncthreads: one OS thread each, walking the blocks in step.
+    std::lock_guard<std::mutex> guard(cooperative_lock);
+    std::barrier<> barrier(threads);
+    std::vector<std::thread> workers;
+    for (unsigned int t = 0; t < threads; t++) {
+        workers.emplace_back([&, t] { walk(t, threads, &barrier); });
+    }
+    for (auto& w : workers) w.join();
+}
+
 // Launches kernel `name`. Returns 0, -1 for an unknown kernel, or 1 + the index of the first
 // argument whose size differs from the kernel's parameter (count + 1: wrong argument count).
-extern "C" int ferrite_emulate(const char* name, const unsigned int* grid3,
-                               const unsigned int* block3, void** args,
-                               const std::size_t* sizes, std::size_t count, int cooperative) {
-    for (const Entry& e : ENTRIES) {
-        if (std::strcmp(e.name, name) != 0) continue;
-        if (int bad = e.check(sizes, count)) return bad;
-        dim3 grid{grid3[0], grid3[1], grid3[2]}, block{block3[0], block3[1], block3[2]};
-        unsigned int threads = block.x * block.y * block.z;
-        if (!cooperative) {
-            // Independent threads: run them one after another on the caller's thread.
-            blockDim = block;
-            gridDim = grid;
-            block_barrier = nullptr;
-            for (unsigned int z = 0; z < grid.z; z++)
-                for (unsigned int y = 0; y < grid.y; y++)
-                    for (unsigned int x = 0; x < grid.x; x++) {
-                        blockIdx = {x, y, z};
-                        for (unsigned int t = 0; t < threads; t++) {
-                            threadIdx = {t % block.x, (t / block.x) % block.y,
-                                         t / (block.x * block.y)};
-                            e.run(args);
-                        }
-                    }
-            return 0;
-        }
-        // Threads that meet at __syncthreads: one OS thread each, walking the blocks in step.
-        std::lock_guard<std::mutex> guard(cooperative_lock);
-        std::barrier<> barrier(threads);
-        std::vector<std::thread> workers;
-        for (unsigned int t = 0; t < threads; t++) {
-            workers.emplace_back([&, t] {
-                block_barrier = &barrier;
-                run_blocks(e, args, grid, block, t);
-            });
-        }
-        for (auto& w : workers) w.join();
-        return 0;
+extern "C" int ferrite_emulate(const char* name, const unsigned int* grid, const unsigned int* block,
+                               void** args, const std::size_t* sizes, std::size_t count) {
+    const FerriteKernel* kernel = ferrite_find_kernel(name);
+    if (kernel == nullptr) return -1;
+    if (count != kernel->params) return int(kernel->params + 1);
+    for (std::size_t i = 0; i < count; i++) {
+        if (sizes[i] != kernel->sizes[i]) return int(i + 1);
     }
-    return -1;
+    ferrite_run_kernel(*kernel, grid, block, args);
+    return 0;
 }
 
 // The kernels the emulator knows, for a test that every CUDA entry is emulated.
-extern "C" std::size_t ferrite_emulated_count() { return sizeof ENTRIES / sizeof ENTRIES[0]; }
+extern "C" std::size_t ferrite_emulated_count() { return sizeof KERNELS / sizeof KERNELS[0]; }
 extern "C" const char* ferrite_emulated_name(std::size_t i) {
-    return i < ferrite_emulated_count() ? ENTRIES[i].name : nullptr;
+    return i < ferrite_emulated_count() ? KERNELS[i].name : nullptr;
 }

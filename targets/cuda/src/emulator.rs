@@ -21,7 +21,6 @@ extern "C" {
         args: *const *mut c_void,
         sizes: *const usize,
         count: usize,
-        cooperative: c_int,
     ) -> c_int;
     fn ferrite_emulated_count() -> usize;
     fn ferrite_emulated_name(index: usize) -> *const c_char;
@@ -146,7 +145,6 @@ impl Memory {
                 pointers.as_ptr(),
                 sizes.as_ptr(),
                 sizes.len(),
-                c_int::from(kernel.cooperative()),
             )
         };
         match result {

@@ -109,12 +109,6 @@ impl Kernel {
             Trilu => "trilu",
         }
     }
-
-    /// Whether its threads cooperate through shared memory and `__syncthreads` (the emulator
-    /// must then run a block's threads concurrently).
-    pub fn cooperative(self) -> bool {
-        matches!(self, Kernel::MatMul | Kernel::ConvGemm)
-    }
 }
 
 /// One kernel argument, in the order of the kernel's parameters.
