@@ -17,7 +17,8 @@ file_info="$(od -An -tx1 -j18 -N2 "target/$TARGET/cross/ferrite-jetson" | tr -d 
 
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-cargo build -q -p ferrite-tools --bin ferrite -p ferrite-jetson
+cargo build -q -p ferrite-tools --bin ferrite
+cargo build -q -p ferrite-jetson
 target/debug/ferrite pack demo/digits.onnx -o "$WORK/digits.frt" >/dev/null
 "$PYTHON" - "$WORK" <<'PY'
 import json, subprocess, sys, numpy as np
