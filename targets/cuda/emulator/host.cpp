@@ -72,7 +72,8 @@ static const FerriteKernel KERNELS[] = {
     ENTRY(conv_gemm, true),        ENTRY(conv_transpose, false),  ENTRY(pool, false),
     ENTRY(global_avg_pool, false), ENTRY(cumsum, false),          ENTRY(recurrent_gates, false),
     ENTRY(recurrent_cell, false),  ENTRY(compare, false),         ENTRY(logical, false),
-    ENTRY(choose, false),          ENTRY(trilu, false),
+    ENTRY(choose, false),          ENTRY(trilu, false),           ENTRY(convert, false),
+    ENTRY(classify, false),        ENTRY(gather_elements, false),
 };
 
 // The kernel named `name`, or null.

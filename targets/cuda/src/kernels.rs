@@ -65,7 +65,15 @@ pub const MODULES: [Module; 9] = [
     Module {
         name: "logic",
         source: include_str!("../kernels/logic.cu"),
-        entries: &["compare", "logical", "choose", "trilu"],
+        entries: &[
+            "compare",
+            "logical",
+            "choose",
+            "trilu",
+            "convert",
+            "classify",
+            "gather_elements",
+        ],
     },
 ];
 

@@ -34,11 +34,14 @@ pub enum Kernel {
     Logical,
     Choose,
     Trilu,
+    Convert,
+    Classify,
+    GatherElements,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 23] = [
+    pub const ALL: [Kernel; 26] = [
         Kernel::Unary,
         Kernel::Binary,
         Kernel::BatchNorm,
@@ -62,6 +65,9 @@ impl Kernel {
         Kernel::Logical,
         Kernel::Choose,
         Kernel::Trilu,
+        Kernel::Convert,
+        Kernel::Classify,
+        Kernel::GatherElements,
     ];
 
     /// The module (`kernels/<module>.cu`) that defines it.
@@ -76,7 +82,7 @@ impl Kernel {
             Conv | ConvGemm | ConvTranspose => "conv",
             Pool | GlobalAvgPool => "pool",
             RecurrentGates | RecurrentCell => "recurrent",
-            Compare | Logical | Choose | Trilu => "logic",
+            Compare | Logical | Choose | Trilu | Convert | Classify | GatherElements => "logic",
         }
     }
 
@@ -107,6 +113,9 @@ impl Kernel {
             Logical => "logical",
             Choose => "choose",
             Trilu => "trilu",
+            Convert => "convert",
+            Classify => "classify",
+            GatherElements => "gather_elements",
         }
     }
 }

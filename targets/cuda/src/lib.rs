@@ -200,7 +200,8 @@ impl CudaDevice {
 
     /// The (op, dtype) pairs the kernels implement (keyed, as the core checks them, by a
     /// step's first input): the f32 compute ops, recurrent layers, data movement on 4- and
-    /// 8-byte elements, comparisons, running sums, bool logic, Where, Trilu and byte copies.
+    /// 8-byte elements, comparisons, running sums, bool logic, Where, Trilu, Cast between the
+    /// common types, IsNaN/IsInf, GatherElements and byte copies.
     pub fn supported_ops() -> OpSet {
         use OpKind::*;
         let float = [DType::F32];
@@ -212,6 +213,14 @@ impl CudaDevice {
             set = set.with(kind, &lower::WORD_DTYPES);
         }
         let numbers = [DType::F32, DType::I32, DType::I64];
+        let cast = [
+            DType::F32,
+            DType::I32,
+            DType::I64,
+            DType::Bool,
+            DType::U8,
+            DType::I8,
+        ];
         set.with(Copy, &DType::ALL)
             .with(ArgMax, &float)
             .with(ArgMin, &float)
@@ -224,6 +233,9 @@ impl CudaDevice {
             .with(Not, &[DType::Bool])
             .with(Where, &[DType::Bool])
             .with(Trilu, &DType::ALL)
+            .with(Convert, &cast)
+            .with(Classify, &float)
+            .with(GatherElements, &lower::WORD_DTYPES)
     }
 }
 

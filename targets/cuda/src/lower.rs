@@ -677,10 +677,47 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
             Ok(a.launch(Kernel::CumSum, outer * inner))
         }
         Op::Recurrent(rec) => lower_recurrent(step, &rec),
-        Op::Classify(_)
-        | Op::Convert
-        | Op::GatherElements { .. }
-        | Op::ScatterElements { .. }
+        Op::Convert => {
+            let x = input(0)?;
+            a.tensor(&x)
+                .tensor(&out)
+                .u(count)?
+                .u(cast_kind(x.dtype)?)?
+                .u(cast_kind(out.dtype)?)?;
+            Ok(a.launch(Kernel::Convert, count))
+        }
+        Op::Classify(detect) => {
+            a.tensor(&input(0)?)
+                .tensor(&out)
+                .u(count)?
+                .u(usize::from(detect.nan))?
+                .u(usize::from(detect.positive_infinity))?
+                .u(usize::from(detect.negative_infinity))?;
+            Ok(a.launch(Kernel::Classify, count))
+        }
+        Op::GatherElements { axis } => {
+            let (x, idx) = (input(0)?, input(1)?);
+            let index_words = match idx.dtype {
+                DType::I32 => 1,
+                DType::I64 => 2,
+                _ => return Err("gather indices must be int32 or int64"),
+            };
+            let rank = out.shape.rank();
+            let mut walk = Words::default();
+            walk.all(&[rank, axis, x.shape.dim(axis)])?
+                .axes(out.shape.dims())?
+                .axes(&x.shape.strides()[..rank])?;
+            a.tensor(&x)
+                .tensor(&idx)
+                .tensor(&out)
+                .u(count)?
+                .u(element_words(x.dtype)?)?
+                .u(index_words)?
+                .value(walk)
+                .status();
+            Ok(a.launch(Kernel::GatherElements, count))
+        }
+        Op::ScatterElements { .. }
         | Op::GatherNd { .. }
         | Op::ScatterNd { .. }
         | Op::TopK { .. }
@@ -695,6 +732,19 @@ fn number_kind(dtype: DType) -> Result<usize, Refusal> {
         DType::I32 => Ok(1),
         DType::I64 => Ok(2),
         _ => Err("the CUDA kernels compare and sum float32, int32 and int64"),
+    }
+}
+
+/// The `convert` kernel's code for an element type.
+fn cast_kind(dtype: DType) -> Result<usize, Refusal> {
+    match dtype {
+        DType::F32 => Ok(0),
+        DType::I32 => Ok(1),
+        DType::I64 => Ok(2),
+        DType::Bool => Ok(3),
+        DType::U8 => Ok(4),
+        DType::I8 => Ok(5),
+        _ => Err("the CUDA Cast converts between float32, int32, int64, bool, uint8 and int8"),
     }
 }
 
