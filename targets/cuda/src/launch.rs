@@ -9,33 +9,58 @@ use ferrite_hal::Location;
 
 /// A kernel entry point: which module (`kernels/<module>.cu`) and which `extern "C"` function.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[allow(missing_docs)]
 pub enum Kernel {
+    /// An activation per element.
     Unary,
+    /// Broadcasting f32 arithmetic.
     Binary,
+    /// Inference batch normalisation.
     BatchNorm,
+    /// Softmax, LogSoftmax, Hardmax along an axis.
     Softmax,
+    /// ArgMax / ArgMin.
     ArgExtreme,
+    /// Transpose, Slice, Expand, Concat, Split.
     CopyStrided,
+    /// Gather along an axis.
     Gather,
+    /// Constant, reflect or edge padding.
     Pad,
+    /// Resize from pack-time tables.
     Resample,
+    /// The nine reductions.
     Reduce,
+    /// Tiled Gemm / batched MatMul.
     MatMul,
+    /// Direct (and depthwise) convolution.
     Conv,
+    /// Implicit-GEMM convolution.
     ConvGemm,
+    /// Transposed convolution.
     ConvTranspose,
+    /// Max and average pooling.
     Pool,
+    /// Global average pooling.
     GlobalAvgPool,
+    /// Running sums.
     CumSum,
+    /// A recurrent step's two gate products.
     RecurrentGates,
+    /// A recurrent step's cell equations.
     RecurrentCell,
+    /// Comparisons into bool.
     Compare,
+    /// And, Or, Xor, Not.
     Logical,
+    /// Where.
     Choose,
+    /// Trilu.
     Trilu,
+    /// Cast.
     Convert,
+    /// IsNaN / IsInf.
     Classify,
+    /// GatherElements.
     GatherElements,
 }
 
