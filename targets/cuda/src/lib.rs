@@ -14,7 +14,7 @@
 //! graph, inputs and outputs moving through pinned host buffers. [`Device::execute`] copies the
 //! inputs in, launches the graph, waits with a timeout and copies the outputs out.
 //!
-//! With feature `emulator`, [`CudaDevice::emulated`] runs the same lowering and the same
+//! With feature `emulator`, `CudaDevice::emulated()` runs the same lowering and the same
 //! kernels, compiled as C++, on the CPU: that is how CI, which has no GPU, tests them.
 #![deny(missing_docs)]
 
