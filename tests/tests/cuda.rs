@@ -168,11 +168,17 @@ fn a_host_arena_shorter_than_the_plan_is_refused() {
 fn a_model_with_ops_the_device_lacks_is_refused_naming_every_one() {
     let onnx = ModelBuilder::new(13)
         .input("flags", data_type::BOOL, &[D::N(2), D::N(3)])
-        .input("x", data_type::FLOAT, &[D::N(3), D::N(3)])
+        .input("bytes", data_type::UINT8, &[D::N(4)])
         .node("Transpose", "t", &["flags"], &["flags_t"], vec![])
-        .node("Det", "d", &["x"], &["det"], vec![])
+        .node(
+            "Concat",
+            "c",
+            &["bytes", "bytes"],
+            &["twice"],
+            vec![attr_int("axis", 0)],
+        )
         .output("flags_t")
-        .output("det")
+        .output("twice")
         .encode();
     let bytes = packed(&onnx);
     let model = Model::load(bytes.as_bytes()).expect("load");
@@ -182,7 +188,7 @@ fn a_model_with_ops_the_device_lacks_is_refused_naming_every_one() {
             assert_eq!(e.kind(), ErrorKind::Unsupported);
             let text = e.to_string();
             assert!(text.contains("Transpose(bool)"), "{text}");
-            assert!(text.contains("Det(float32)"), "{text}");
+            assert!(text.contains("Concat(uint8)"), "{text}");
         }
         Ok(_) => panic!("a session with unsupported ops was created"),
     }

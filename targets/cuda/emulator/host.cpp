@@ -19,6 +19,7 @@
 #include "../kernels/pool.cu"
 #include "../kernels/recurrent.cu"
 #include "../kernels/logic.cu"
+#include "../kernels/indexing.cu"
 
 namespace {
 
@@ -73,7 +74,9 @@ static const FerriteKernel KERNELS[] = {
     ENTRY(global_avg_pool, false), ENTRY(cumsum, false),          ENTRY(recurrent_gates, false),
     ENTRY(recurrent_cell, false),  ENTRY(compare, false),         ENTRY(logical, false),
     ENTRY(choose, false),          ENTRY(trilu, false),           ENTRY(convert, false),
-    ENTRY(classify, false),        ENTRY(gather_elements, false),
+    ENTRY(classify, false),        ENTRY(gather_elements, false), ENTRY(top_k, false),
+    ENTRY(scatter_elements, false), ENTRY(gather_nd, false),      ENTRY(scatter_nd, false),
+    ENTRY(det, false),
 };
 
 // The kernel named `name`, or null.

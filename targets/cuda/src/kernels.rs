@@ -21,7 +21,7 @@ pub struct Module {
 pub const COMMON_HEADER: (&str, &str) = ("common.cuh", include_str!("../kernels/common.cuh"));
 
 /// Every kernel module.
-pub const MODULES: [Module; 9] = [
+pub const MODULES: [Module; 10] = [
     Module {
         name: "elementwise",
         source: include_str!("../kernels/elementwise.cu"),
@@ -73,6 +73,17 @@ pub const MODULES: [Module; 9] = [
             "convert",
             "classify",
             "gather_elements",
+        ],
+    },
+    Module {
+        name: "indexing",
+        source: include_str!("../kernels/indexing.cu"),
+        entries: &[
+            "top_k",
+            "scatter_elements",
+            "gather_nd",
+            "scatter_nd",
+            "det",
         ],
     },
 ];

@@ -62,11 +62,21 @@ pub enum Kernel {
     Classify,
     /// GatherElements.
     GatherElements,
+    /// TopK.
+    TopK,
+    /// ScatterElements.
+    ScatterElements,
+    /// GatherND.
+    GatherNd,
+    /// ScatterND.
+    ScatterNd,
+    /// Det.
+    Det,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 26] = [
+    pub const ALL: [Kernel; 31] = [
         Kernel::Unary,
         Kernel::Binary,
         Kernel::BatchNorm,
@@ -93,6 +103,11 @@ impl Kernel {
         Kernel::Convert,
         Kernel::Classify,
         Kernel::GatherElements,
+        Kernel::TopK,
+        Kernel::ScatterElements,
+        Kernel::GatherNd,
+        Kernel::ScatterNd,
+        Kernel::Det,
     ];
 
     /// The module (`kernels/<module>.cu`) that defines it.
@@ -108,6 +123,7 @@ impl Kernel {
             Pool | GlobalAvgPool => "pool",
             RecurrentGates | RecurrentCell => "recurrent",
             Compare | Logical | Choose | Trilu | Convert | Classify | GatherElements => "logic",
+            TopK | ScatterElements | GatherNd | ScatterNd | Det => "indexing",
         }
     }
 
@@ -141,6 +157,11 @@ impl Kernel {
             Convert => "convert",
             Classify => "classify",
             GatherElements => "gather_elements",
+            TopK => "top_k",
+            ScatterElements => "scatter_elements",
+            GatherNd => "gather_nd",
+            ScatterNd => "scatter_nd",
+            Det => "det",
         }
     }
 }

@@ -201,7 +201,7 @@ impl CudaDevice {
     /// The (op, dtype) pairs the kernels implement (keyed, as the core checks them, by a
     /// step's first input): the f32 compute ops, recurrent layers, data movement on 4- and
     /// 8-byte elements, comparisons, running sums, bool logic, Where, Trilu, Cast between the
-    /// common types, IsNaN/IsInf, GatherElements and byte copies.
+    /// common types, IsNaN/IsInf, the gathers and scatters, TopK, Det and byte copies.
     pub fn supported_ops() -> OpSet {
         use OpKind::*;
         let float = [DType::F32];
@@ -236,6 +236,11 @@ impl CudaDevice {
             .with(Convert, &cast)
             .with(Classify, &float)
             .with(GatherElements, &lower::WORD_DTYPES)
+            .with(TopK, &numbers)
+            .with(ScatterElements, &numbers)
+            .with(GatherNd, &lower::WORD_DTYPES)
+            .with(ScatterNd, &numbers)
+            .with(Det, &float)
     }
 }
 

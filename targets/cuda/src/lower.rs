@@ -7,7 +7,9 @@
 
 use crate::launch::{Arg, Command, Kernel, Launch};
 use ferrite_hal::geometry::{broadcast_strides, nchw, MatMulGeometry};
-use ferrite_hal::op::{BinaryOp, Cell, CompareOp, LogicalOp, PadMode, Recurrent, ReduceOp, Window};
+use ferrite_hal::op::{
+    BinaryOp, Cell, CompareOp, LogicalOp, PadMode, Recurrent, ReduceOp, Reduction, Window,
+};
 use ferrite_hal::words::WordWriter;
 use ferrite_hal::{Activation, DType, Location, Op, Shape, Step, TensorDesc, MAX_RANK};
 
@@ -717,12 +719,156 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
                 .status();
             Ok(a.launch(Kernel::GatherElements, count))
         }
-        Op::ScatterElements { .. }
-        | Op::GatherNd { .. }
-        | Op::ScatterNd { .. }
-        | Op::TopK { .. }
-        | Op::Det => Err("not implemented by the CUDA kernels"),
+        Op::TopK { axis, largest } => {
+            let x = input(0)?;
+            let indices = step.outputs.get(1).ok_or("missing output")?;
+            let [outer, len, inner] = lanes(&x.shape, axis);
+            a.tensor(&x)
+                .tensor(&out)
+                .tensor(&indices)
+                .u(outer)?
+                .u(len)?
+                .u(inner)?
+                .u(out.shape.dim(axis))?
+                .u(usize::from(largest))?
+                .u(number_kind(x.dtype)?)?;
+            Ok(a.launch(Kernel::TopK, outer * inner))
+        }
+        Op::ScatterElements { axis, reduction } => {
+            let (data, idx, updates) = (input(0)?, input(1)?, input(2)?);
+            let rank = updates.shape.rank();
+            let mut walk = Words::default();
+            walk.all(&[rank, axis, data.shape.dim(axis)])?
+                .axes(updates.shape.dims())?
+                .axes(&out.shape.strides()[..rank])?;
+            let along = updates.shape.dim(axis);
+            let fibers = updates.elements().checked_div(along).unwrap_or(0);
+            let mut commands = copy_into(&data, &out)?;
+            a.tensor(&out)
+                .tensor(&idx)
+                .tensor(&updates)
+                .u(fibers)?
+                .u(reduction_code(reduction))?
+                .u(number_kind(data.dtype)?)?
+                .u(index_words(idx.dtype)?)?
+                .value(walk)
+                .status();
+            commands.extend(a.launch(Kernel::ScatterElements, fibers));
+            Ok(commands)
+        }
+        Op::GatherNd { batch_dims } => {
+            let (data, idx) = (input(0)?, input(1)?);
+            let walk = tuple_walk(&data.shape, &idx.shape, batch_dims)?;
+            a.tensor(&data)
+                .tensor(&idx)
+                .tensor(&out)
+                .u(count)?
+                .u(element_words(data.dtype)?)?
+                .u(index_words(idx.dtype)?)?
+                .value(walk)
+                .status();
+            Ok(a.launch(Kernel::GatherNd, count))
+        }
+        Op::ScatterNd { reduction } => {
+            let (data, idx, updates) = (input(0)?, input(1)?, input(2)?);
+            let walk = tuple_walk(&data.shape, &idx.shape, 0)?;
+            let r = idx.shape.rank();
+            let tuples = idx.shape.product(0..r - 1);
+            let q = idx.shape.dim(r - 1);
+            let slice = data.shape.product(q..data.shape.rank());
+            let mut commands = copy_into(&data, &out)?;
+            a.tensor(&out)
+                .tensor(&idx)
+                .tensor(&updates)
+                .u(tuples)?
+                .u(reduction_code(reduction))?
+                .u(number_kind(data.dtype)?)?
+                .u(index_words(idx.dtype)?)?
+                .value(walk)
+                .status();
+            if tuples > 0 {
+                commands.extend(a.launch(Kernel::ScatterNd, slice));
+            }
+            Ok(commands)
+        }
+        Op::Det => {
+            let x = input(0)?;
+            let n = x.shape.dim(x.shape.rank() - 1);
+            let scratch = step.scratch.ok_or("a determinant without scratch")?;
+            a.tensor(&x)
+                .tensor(&out)
+                .at(scratch.location)
+                .u(count)?
+                .u(n)?;
+            // One thread: the matrices share the scratch, one after another.
+            Ok(if count == 0 {
+                Vec::new()
+            } else {
+                a.launch(Kernel::Det, 1)
+            })
+        }
     }
+}
+
+/// Words per index: int32 1, int64 2.
+fn index_words(dtype: DType) -> Result<usize, Refusal> {
+    match dtype {
+        DType::I32 => Ok(1),
+        DType::I64 => Ok(2),
+        _ => Err("indices must be int32 or int64"),
+    }
+}
+
+/// The kernels' code for a scatter's reduction.
+fn reduction_code(reduction: Reduction) -> usize {
+    match reduction {
+        Reduction::None => 0,
+        Reduction::Add => 1,
+        Reduction::Mul => 2,
+        Reduction::Max => 3,
+        Reduction::Min => 4,
+    }
+}
+
+/// A copy of `data` into `out` (scatters start from it), unless they are the same bytes.
+fn copy_into(data: &TensorDesc, out: &TensorDesc) -> Result<Vec<Command>, Refusal> {
+    let dst = match out.location {
+        Location::Arena(o) => o,
+        Location::Weights(_) => return Err("an output in the weights"),
+    };
+    Ok(if data.location == out.location || out.bytes == 0 {
+        Vec::new()
+    } else {
+        vec![Command::Copy {
+            src: data.location,
+            dst,
+            bytes: out.bytes,
+        }]
+    })
+}
+
+/// `struct TupleWalk` (indexing.cu) for index tuples `indices` `[..., q]` into `data` after
+/// `batch` shared leading axes.
+fn tuple_walk(data: &Shape, indices: &Shape, batch: usize) -> Result<Words, Refusal> {
+    let r = indices.rank();
+    if r == 0 {
+        return Err("index tuples need a last axis");
+    }
+    let q = indices.dim(r - 1);
+    if batch + q > data.rank() || batch > r - 1 {
+        return Err("index tuples longer than the data's rank");
+    }
+    let strides = data.strides();
+    let mut w = Words::default();
+    w.all(&[
+        q,
+        indices.product(batch..r - 1),
+        data.product(batch + q..data.rank()),
+        data.product(batch..data.rank()),
+    ])?
+    .axes(&data.dims()[batch..batch + q])?
+    .axes(&strides[batch..batch + q])?;
+    Ok(w)
 }
 
 /// The kernels' code for an element type they compute on: f32 0, int32 1, int64 2.
