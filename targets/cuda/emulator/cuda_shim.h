@@ -30,8 +30,16 @@ static inline float __int_as_float(int bits) {
     return f;
 }
 
+static inline double __longlong_as_double(long long bits) {
+    double d;
+    std::memcpy(&d, &bits, sizeof d);
+    return d;
+}
+
 static inline unsigned int atomicOr(unsigned int* address, unsigned int value) {
     return __atomic_fetch_or(address, value, __ATOMIC_RELAXED);
 }
 
+using std::isinf;
 using std::isnan;
+using std::signbit;

@@ -30,8 +30,8 @@ __device__ bool compared(unsigned int op, T a, T b) {
     }
 }
 
-// y = a op b (0 ==, 1 <, 2 <=, 3 >, 4 >=) on f32 (kind 0), int32 (1) or int64 (2) operands
-// (strides[0] and [1]).
+// y = a op b (0 ==, 1 <, 2 <=, 3 >, 4 >=) on operands of `kind` (f32 0, int32 1, int64 2,
+// bool/uint8 4, int8 5, int16 6, uint16 7, uint32 8, uint64 9), strides[0] and [1].
 extern "C" __global__ void compare(const void* a, const void* b, unsigned char* y,
                                    unsigned int count, unsigned int op, unsigned int kind,
                                    Broadcast3 s) {
@@ -40,9 +40,22 @@ extern "C" __global__ void compare(const void* a, const void* b, unsigned char* 
         unsigned int at[3];
         offsets(s, i, at);
         bool v;
-        if (kind == 0) v = compared(op, ((const float*)a)[at[0]], ((const float*)b)[at[1]]);
-        else if (kind == 1) v = compared(op, ((const int*)a)[at[0]], ((const int*)b)[at[1]]);
-        else v = compared(op, ((const long long*)a)[at[0]], ((const long long*)b)[at[1]]);
+        switch (kind) {
+#define FERRITE_COMPARE_CASE(code, T)                                                 \
+    case code: v = compared(op, ((const T*)a)[at[0]], ((const T*)b)[at[1]]); break;
+            FERRITE_COMPARE_CASE(0, float)
+            FERRITE_COMPARE_CASE(1, int)
+            FERRITE_COMPARE_CASE(2, long long)
+            FERRITE_COMPARE_CASE(4, unsigned char)
+            FERRITE_COMPARE_CASE(5, signed char)
+            FERRITE_COMPARE_CASE(6, short)
+            FERRITE_COMPARE_CASE(7, unsigned short)
+            FERRITE_COMPARE_CASE(8, unsigned int)
+            default: v = compared(op, ((const unsigned long long*)a)[at[0]],
+                                  ((const unsigned long long*)b)[at[1]]);
+                break;
+#undef FERRITE_COMPARE_CASE
+        }
         y[i] = v ? 1 : 0;
     }
 }
@@ -90,37 +103,85 @@ extern "C" __global__ void trilu(const unsigned char* x, unsigned char* y, unsig
     }
 }
 
-// Element types of Cast: f32 0, int32 1, int64 2, bool 3, uint8 4, int8 5.
-__device__ bool load_number(const void* x, unsigned int kind, size_t i, float* f, long long* n) {
+// A 16-bit float (IEEE half: 5 exponent bits; bfloat16: 8) as a double, exactly.
+__device__ double from_16_bits(unsigned short bits, bool brain) {
+    int exponent_bits = brain ? 8 : 5, mantissa_bits = 15 - exponent_bits;
+    int bias = (1 << (exponent_bits - 1)) - 1;
+    unsigned int e = (bits >> mantissa_bits) & ((1u << exponent_bits) - 1);
+    unsigned int m = bits & ((1u << mantissa_bits) - 1);
+    double sign = (bits & 0x8000) ? -1.0 : 1.0;
+    if (e == (1u << exponent_bits) - 1) return m != 0 ? __longlong_as_double(0x7ff8000000000000LL) : sign * __longlong_as_double(0x7ff0000000000000LL);
+    if (e == 0) return sign * ldexp((double)m, 1 - bias - mantissa_bits);
+    return sign * ldexp((double)(m | (1u << mantissa_bits)), (int)e - bias - mantissa_bits);
+}
+
+// A double rounded to the nearest 16-bit float (ties to even), as the `half` crate's from_f64:
+// scaling by powers of two is exact, so the one rint is the only rounding.
+__device__ unsigned short to_16_bits(double d, bool brain) {
+    int exponent_bits = brain ? 8 : 5, mantissa_bits = 15 - exponent_bits;
+    int bias = (1 << (exponent_bits - 1)) - 1;
+    unsigned short sign = signbit(d) ? 0x8000 : 0;
+    unsigned short infinity = (unsigned short)(((1u << exponent_bits) - 1) << mantissa_bits);
+    if (isnan(d)) return sign | infinity | (unsigned short)(1u << (mantissa_bits - 1));
+    double a = fabs(d);
+    if (isinf(a)) return sign | infinity;
+    int min_exponent = 1 - bias;
+    if (a < ldexp(1.0, min_exponent)) { // subnormal (or rounds up to the smallest normal)
+        double q = rint(a / ldexp(1.0, min_exponent - mantissa_bits));
+        return sign | (unsigned short)q;
+    }
+    int e = ilogb(a);
+    double q = rint(a / ldexp(1.0, e - mantissa_bits));
+    if (q == ldexp(1.0, mantissa_bits + 1)) {
+        q /= 2.0;
+        e += 1;
+    }
+    if (e > bias) return sign | infinity;
+    unsigned int mantissa = (unsigned int)q - (1u << mantissa_bits);
+    return sign | (unsigned short)(((unsigned int)(e + bias) << mantissa_bits) | mantissa);
+}
+
+// Element types of Cast: f32 0, int32 1, int64 2, bool 3, uint8 4, int8 5, f64 6, f16 7,
+// bf16 8, int16 9, uint16 10, uint32 11.
+__device__ bool load_number(const void* x, unsigned int kind, size_t i, double* f, long long* n) {
     switch (kind) {
         case 0: *f = ((const float*)x)[i]; return true;
+        case 6: *f = ((const double*)x)[i]; return true;
+        case 7: *f = from_16_bits(((const unsigned short*)x)[i], false); return true;
+        case 8: *f = from_16_bits(((const unsigned short*)x)[i], true); return true;
         case 1: *n = ((const int*)x)[i]; return false;
         case 2: *n = ((const long long*)x)[i]; return false;
         case 3: *n = ((const unsigned char*)x)[i] != 0; return false;
         case 4: *n = ((const unsigned char*)x)[i]; return false;
+        case 9: *n = ((const short*)x)[i]; return false;
+        case 10: *n = ((const unsigned short*)x)[i]; return false;
+        case 11: *n = ((const unsigned int*)x)[i]; return false;
         default: *n = ((const signed char*)x)[i]; return false;
     }
 }
 
 // A float truncated toward zero into [lo, hi] (NaN: 0), as ONNX Cast (and Rust's `as`) do.
-__device__ long long saturated(float f, long long lo, long long hi) {
+__device__ long long saturated(double f, long long lo, long long hi) {
     if (isnan(f)) return 0;
-    if (f <= (float)lo) return lo;
-    if (f >= (float)hi) return hi;
+    if (f <= (double)lo) return lo;
+    if (f >= (double)hi) return hi;
     return (long long)f;
 }
 
 // y = Cast(x): floats to integers truncate toward zero, saturating; integers to narrower
-// integers wrap; anything to bool tests != 0.
+// integers wrap; anything to bool tests != 0; f64 to f32 rounds to nearest even.
 extern "C" __global__ void convert(const void* x, void* y, unsigned int count, unsigned int from,
                                    unsigned int to) {
     for (unsigned int i = blockIdx.x * blockDim.x + threadIdx.x; i < count;
          i += blockDim.x * gridDim.x) {
-        float f = 0.0f;
+        double f = 0.0;
         long long n = 0;
         bool is_float = load_number(x, from, i, &f, &n);
         switch (to) {
-            case 0: ((float*)y)[i] = is_float ? f : (float)n; break;
+            case 0: ((float*)y)[i] = is_float ? (float)f : (float)n; break;
+            case 6: ((double*)y)[i] = is_float ? f : (double)n; break;
+            case 7: ((unsigned short*)y)[i] = to_16_bits(is_float ? f : (double)n, false); break;
+            case 8: ((unsigned short*)y)[i] = to_16_bits(is_float ? f : (double)n, true); break;
             case 1:
                 ((int*)y)[i] = is_float ? (int)saturated(f, -2147483647LL - 1, 2147483647LL) : (int)n;
                 break;
@@ -128,10 +189,17 @@ extern "C" __global__ void convert(const void* x, void* y, unsigned int count, u
                 ((long long*)y)[i] =
                     is_float ? saturated(f, -9223372036854775807LL - 1, 9223372036854775807LL) : n;
                 break;
-            case 3: ((unsigned char*)y)[i] = (is_float ? f != 0.0f : n != 0) ? 1 : 0; break;
+            case 3: ((unsigned char*)y)[i] = (is_float ? f != 0.0 : n != 0) ? 1 : 0; break;
             case 4:
                 ((unsigned char*)y)[i] =
                     (unsigned char)(is_float ? saturated(f, 0, 255) : n);
+                break;
+            case 9: ((short*)y)[i] = (short)(is_float ? saturated(f, -32768, 32767) : n); break;
+            case 10:
+                ((unsigned short*)y)[i] = (unsigned short)(is_float ? saturated(f, 0, 65535) : n);
+                break;
+            case 11:
+                ((unsigned int*)y)[i] = (unsigned int)(is_float ? saturated(f, 0, 4294967295LL) : n);
                 break;
             default:
                 ((signed char*)y)[i] = (signed char)(is_float ? saturated(f, -128, 127) : n);

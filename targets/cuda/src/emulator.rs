@@ -8,7 +8,7 @@
 //! races; `scripts/gpu-check.sh` covers real GPUs.
 
 use crate::launch::{Arg, Command, Kernel};
-use crate::plan::{check_host_arena, Lowered};
+use crate::plan::{check_host_arena, check_status, Lowered};
 use crate::CudaError;
 use ferrite_hal::{Location, Plan};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -99,9 +99,7 @@ impl EmulatedProgram {
                 }
             }
         }
-        if *memory.status != 0 {
-            return Err(CudaError::IndexOutOfRange);
-        }
+        check_status(*memory.status)?;
         for &(offset, bytes) in &self.lowered.outputs {
             arena[offset..offset + bytes]
                 .copy_from_slice(&bytes_mut(&mut memory.arena)[offset..offset + bytes]);

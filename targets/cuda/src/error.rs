@@ -76,6 +76,9 @@ pub enum CudaError {
     /// A gather or resample index in the run's data is out of range.
     #[error("a gather index is out of range")]
     IndexOutOfRange,
+    /// An integer division or remainder by zero in the run's data.
+    #[error("integer division by zero")]
+    DivisionByZero,
     /// A run did not finish in time; the program waits for it before the next run.
     #[error("the CUDA device did not finish within {millis} ms")]
     Timeout {
@@ -144,7 +147,9 @@ impl ferrite_hal::Error for CudaError {
             CudaError::Driver { kind, .. } => *kind,
             CudaError::OutOfMemory { .. } => ErrorKind::OutOfMemory,
             CudaError::CorruptPlan(_) => ErrorKind::InvalidModel,
-            CudaError::HostArena { .. } | CudaError::IndexOutOfRange => ErrorKind::InvalidInput,
+            CudaError::HostArena { .. }
+            | CudaError::IndexOutOfRange
+            | CudaError::DivisionByZero => ErrorKind::InvalidInput,
             CudaError::Timeout { .. } => ErrorKind::Timeout,
             CudaError::Compile { .. } | CudaError::Emulator { .. } => ErrorKind::Other,
         }

@@ -6,7 +6,7 @@
 //! launch-argument encoding per run.
 
 use crate::launch::{Arg, Command, Kernel};
-use crate::plan::{check_host_arena, Lowered};
+use crate::plan::{check_host_arena, check_status, Lowered};
 use crate::{kernels, CudaError};
 use cudarc::driver::result as driver;
 use cudarc::driver::sys::{self, CUdeviceptr};
@@ -261,9 +261,7 @@ impl GpuProgram {
                 std::thread::sleep(Duration::from_micros(50));
             }
         }
-        if self.status_host.as_slice().map_err(&sync)?[0] != 0 {
-            return Err(CudaError::IndexOutOfRange);
-        }
+        check_status(self.status_host.as_slice().map_err(&sync)?[0])?;
         let results = self.pinned_out.as_slice().map_err(&sync)?;
         for &(offset, at, bytes) in &self.outputs {
             arena[offset..offset + bytes].copy_from_slice(&results[at..at + bytes]);

@@ -25,7 +25,7 @@ pub const MODULES: [Module; 10] = [
     Module {
         name: "elementwise",
         source: include_str!("../kernels/elementwise.cu"),
-        entries: &["unary", "binary", "batch_norm"],
+        entries: &["unary", "binary", "batch_norm", "binary_integer"],
     },
     Module {
         name: "lanes",

@@ -72,11 +72,13 @@ pub enum Kernel {
     ScatterNd,
     /// Det.
     Det,
+    /// Broadcasting arithmetic on integer tensors.
+    BinaryInteger,
 }
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 31] = [
+    pub const ALL: [Kernel; 32] = [
         Kernel::Unary,
         Kernel::Binary,
         Kernel::BatchNorm,
@@ -108,13 +110,14 @@ impl Kernel {
         Kernel::GatherNd,
         Kernel::ScatterNd,
         Kernel::Det,
+        Kernel::BinaryInteger,
     ];
 
     /// The module (`kernels/<module>.cu`) that defines it.
     pub fn module(self) -> &'static str {
         use Kernel::*;
         match self {
-            Unary | Binary | BatchNorm => "elementwise",
+            Unary | Binary | BatchNorm | BinaryInteger => "elementwise",
             Softmax | ArgExtreme | CumSum => "lanes",
             CopyStrided | Gather | Pad | Resample => "movement",
             Reduce => "reduce",
@@ -162,6 +165,7 @@ impl Kernel {
             GatherNd => "gather_nd",
             ScatterNd => "scatter_nd",
             Det => "det",
+            BinaryInteger => "binary_integer",
         }
     }
 }
@@ -174,7 +178,7 @@ pub enum Arg {
     /// A null pointer: an absent optional operand.
     Null,
     /// A pointer to the program's status word (kernels set bit 0 for a run-time index out of
-    /// range, which the host reports as invalid input).
+    /// range, bit 1 for an integer division by zero; the host reports either as invalid input).
     Status,
     /// A value passed by copy: a scalar or a struct whose fields are all 4 bytes wide (so its
     /// C layout is these words, in order, without padding).

@@ -209,6 +209,17 @@ impl CudaDevice {
         for kind in OpKind::F32_COMPUTE {
             set = set.with(kind, &float);
         }
+        let integers = [
+            DType::I32,
+            DType::I64,
+            DType::U8,
+            DType::I8,
+            DType::I16,
+            DType::U16,
+            DType::U32,
+            DType::U64,
+        ];
+        set = set.with(Binary, &integers);
         for kind in OpKind::MOVEMENT {
             set = set.with(kind, &lower::WORD_DTYPES);
         }
@@ -220,6 +231,12 @@ impl CudaDevice {
             DType::Bool,
             DType::U8,
             DType::I8,
+            DType::F64,
+            DType::F16,
+            DType::BF16,
+            DType::I16,
+            DType::U16,
+            DType::U32,
         ];
         set.with(Copy, &DType::ALL)
             .with(ArgMax, &float)
@@ -228,7 +245,9 @@ impl CudaDevice {
             .with(Expand, &lower::WORD_DTYPES)
             .with(Recurrent, &float)
             .with(CumSum, &numbers)
-            .with(Compare, &numbers)
+            .with(Compare, &float)
+            .with(Compare, &integers)
+            .with(Compare, &[DType::Bool])
             .with(Logical, &[DType::Bool])
             .with(Not, &[DType::Bool])
             .with(Where, &[DType::Bool])

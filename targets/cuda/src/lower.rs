@@ -286,9 +286,8 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
                 BinaryOp::PRelu => 7,
                 BinaryOp::Fmod => 8,
                 BinaryOp::Mod => 9,
-                BinaryOp::ShiftLeft | BinaryOp::ShiftRight => {
-                    return Err("integer shifts are not implemented by the CUDA kernels")
-                }
+                BinaryOp::ShiftLeft => 10,
+                BinaryOp::ShiftRight => 11,
             };
             let rank = out.shape.rank();
             let mut shape = Words::default();
@@ -297,14 +296,16 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
                 .axes(out.shape.dims())?
                 .axes(&broadcast_strides(&x.shape, &out.shape)[..rank])?
                 .axes(&broadcast_strides(&y.shape, &out.shape)[..rank])?;
-            a.tensor(&x)
-                .tensor(&y)
-                .tensor(&out)
-                .u(count)?
-                .u(code)?
-                .value(shape)
-                .activation(activation)?;
-            Ok(a.launch(Kernel::Binary, count))
+            a.tensor(&x).tensor(&y).tensor(&out).u(count)?.u(code)?;
+            if x.dtype == DType::F32 {
+                if code > 9 {
+                    return Err("shifts need integer operands");
+                }
+                a.value(shape).activation(activation)?;
+                return Ok(a.launch(Kernel::Binary, count));
+            }
+            a.u(integer_kind(x.dtype)?)?.value(shape).status();
+            Ok(a.launch(Kernel::BinaryInteger, count))
         }
         Op::Unary(activation) => {
             a.tensor(&input(0)?)
@@ -605,7 +606,7 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
                 .tensor(&out)
                 .u(count)?
                 .u(code)?
-                .u(number_kind(x.dtype)?)?
+                .u(compare_kind(x.dtype)?)?
                 .value(broadcast3(&out.shape, [Some(&x), Some(&y), None])?);
             Ok(a.launch(Kernel::Compare, count))
         }
@@ -810,6 +811,31 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
     }
 }
 
+/// The `compare` kernel's code for an element type: f32 0, bool as uint8, integers as
+/// [`integer_kind`].
+fn compare_kind(dtype: DType) -> Result<usize, Refusal> {
+    match dtype {
+        DType::F32 => Ok(0),
+        DType::Bool => Ok(4),
+        other => integer_kind(other),
+    }
+}
+
+/// The `binary_integer` kernel's code for an integer type.
+fn integer_kind(dtype: DType) -> Result<usize, Refusal> {
+    match dtype {
+        DType::I32 => Ok(1),
+        DType::I64 => Ok(2),
+        DType::U8 => Ok(4),
+        DType::I8 => Ok(5),
+        DType::I16 => Ok(6),
+        DType::U16 => Ok(7),
+        DType::U32 => Ok(8),
+        DType::U64 => Ok(9),
+        _ => Err("integer arithmetic needs an integer type"),
+    }
+}
+
 /// Words per index: int32 1, int64 2.
 fn index_words(dtype: DType) -> Result<usize, Refusal> {
     match dtype {
@@ -890,7 +916,13 @@ fn cast_kind(dtype: DType) -> Result<usize, Refusal> {
         DType::Bool => Ok(3),
         DType::U8 => Ok(4),
         DType::I8 => Ok(5),
-        _ => Err("the CUDA Cast converts between float32, int32, int64, bool, uint8 and int8"),
+        DType::F64 => Ok(6),
+        DType::F16 => Ok(7),
+        DType::BF16 => Ok(8),
+        DType::I16 => Ok(9),
+        DType::U16 => Ok(10),
+        DType::U32 => Ok(11),
+        _ => Err("the CUDA Cast does not convert uint64"),
     }
 }
 

@@ -52,6 +52,18 @@ impl Lowered {
     }
 }
 
+/// The error a run's status word reports, if any (bit 0: an index out of range; bit 1: an
+/// integer division by zero).
+pub(crate) fn check_status(status: u32) -> Result<(), CudaError> {
+    if status & 1 != 0 {
+        return Err(CudaError::IndexOutOfRange);
+    }
+    if status != 0 {
+        return Err(CudaError::DivisionByZero);
+    }
+    Ok(())
+}
+
 /// Checks the caller's host arena before a run.
 pub(crate) fn check_host_arena(arena: &[u8], needed: usize) -> Result<(), CudaError> {
     if arena.len() < needed {
