@@ -2,8 +2,10 @@
 //! same lowering and kernels, compiled as C++; every machine, so CI runs them) and on a real
 //! NVIDIA GPU where there is one (else `SKIPPED:`; `FERRITE_REQUIRE_CUDA=1` makes that a
 //! failure). Both read the same expectations (`tests/expectations/cuda-*.txt`): a GPU must pass
-//! exactly what the emulator passes. Then the device's own faults: bad run-time data, a host
-//! arena too small, ops it lacks, and on a GPU a timeout and a missing device index.
+//! exactly what the emulator passes. The GPU tests run a third time against a fake NVIDIA
+//! driver built on the emulator, so the real GPU program is exercised in CI too. Then the
+//! device's own faults: bad run-time data, a host arena too small, ops it lacks, a timeout and
+//! a missing device index.
 
 use ferrite_core::{Model, Session};
 use ferrite_cuda::launch::Kernel;
@@ -276,6 +278,54 @@ fn a_gpu_timeout_is_reported_and_the_next_run_recovers() {
         );
         assert!(err <= models::TOLERANCE, "relative error {err:e}");
     });
+}
+
+/// The GPU tests of this file (`*_on_a_gpu`, `gpu_*`) once more, in a child process of this
+/// test binary whose library path starts with the fake NVIDIA driver
+/// (`targets/cuda/emulator/fake_libcuda.cpp`): the real GPU program — allocation, upload,
+/// NVRTC, graph capture and replay — runs the model suite, the node tests against the same
+/// expectations, bad indices, and a timeout (the fake reports every run "not ready" to its
+/// first polls) followed by a run that recovers.
+#[test]
+fn the_gpu_tests_pass_on_a_fake_driver() {
+    if std::env::var_os("FERRITE_FAKE_CUDA_CHILD").is_some() {
+        return;
+    }
+    let required = std::env::var("FERRITE_REQUIRE_NVRTC").is_ok_and(|v| v == "1");
+    let skip = |why: &str| {
+        assert!(!required, "fake CUDA driver: {why}");
+        ferrite_tests::report_skip(&format!("GPU tests on the fake CUDA driver: {why}"));
+    };
+    if !ferrite_cuda::compiler_present() {
+        return skip("libnvrtc is not on the library path");
+    }
+    let dir = std::env::temp_dir().join(format!("ferrite-fake-gpu-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    if let Err(why) = ferrite_cuda::build_fake_driver(&dir) {
+        if why.starts_with("no g++") {
+            return skip(&why);
+        }
+        panic!("{why}");
+    }
+    let path = match std::env::var("LD_LIBRARY_PATH") {
+        Ok(rest) if !rest.is_empty() => format!("{}:{rest}", dir.display()),
+        _ => dir.display().to_string(),
+    };
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["on_a_gpu", "gpu_", "--test-threads", "2"])
+        .env("LD_LIBRARY_PATH", path)
+        .env("FERRITE_FAKE_CUDA_CHILD", "1")
+        .env("FERRITE_FAKE_CUDA_POLLS", "3")
+        .env("FERRITE_REQUIRE_CUDA", "1")
+        .output()
+        .expect("the test binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("SKIPPED"), "{stderr}");
+    // Four GPU tests ran (and this one, returning at once).
+    assert!(stdout.contains("test result: ok. 5 passed"), "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

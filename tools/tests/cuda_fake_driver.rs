@@ -1,5 +1,5 @@
 //! `--device cuda` end to end on a machine without a GPU: a fake NVIDIA driver
-//! (`targets/cuda/tests/fake_libcuda.cpp`, compiled here with g++) implements the driver calls
+//! (`targets/cuda/emulator/fake_libcuda.cpp`, compiled here with g++) implements the driver calls
 //! Ferrite makes on the CPU, running launches with the host emulator of the kernels. So the
 //! CUDA device's real GPU program — context, one arena allocation, weight upload, pinned
 //! buffers, NVRTC compilation (the real libnvrtc), graph capture with the launch argument
@@ -70,21 +70,11 @@ fn the_cuda_device_runs_end_to_end_on_a_fake_driver() {
     let work = std::env::temp_dir().join(format!("ferrite-fake-cuda-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&work);
     std::fs::create_dir_all(&work).unwrap();
-    let source =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../targets/cuda/tests/fake_libcuda.cpp");
-    let built = Command::new("g++")
-        .args(["-std=c++20", "-O2", "-shared", "-fPIC", "-pthread"])
-        .arg("-o")
-        .arg(work.join("libcuda.so"))
-        .arg(&source)
-        .output();
-    match built {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => panic!(
-            "fake_libcuda.cpp does not compile: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ),
-        Err(e) => return skip_or_fail(&format!("no g++ ({e})")),
+    if let Err(why) = ferrite_cuda::build_fake_driver(&work) {
+        if why.starts_with("no g++") {
+            return skip_or_fail(&why);
+        }
+        panic!("{why}");
     }
     let fake = Fake {
         lib_dir: work.clone(),

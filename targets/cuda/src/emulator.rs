@@ -176,3 +176,26 @@ fn bytes_mut(words: &mut [u64]) -> &mut [u8] {
     // SAFETY: u8 has no alignment or validity requirements; the length covers the same bytes.
     unsafe { std::slice::from_raw_parts_mut(words.as_mut_ptr() as *mut u8, words.len() * 8) }
 }
+
+/// Builds the fake NVIDIA driver (`emulator/fake_libcuda.cpp`: the driver calls Ferrite makes,
+/// implemented on the CPU with this emulator running the launches) as `dir/libcuda.so` with
+/// g++, for tests that run the real GPU program without a GPU: a process whose library path
+/// starts with `dir` opens it as the driver. Returns why not when there is no g++.
+pub fn build_fake_driver(dir: &std::path::Path) -> Result<std::path::PathBuf, String> {
+    let source = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("emulator/fake_libcuda.cpp");
+    let library = dir.join("libcuda.so");
+    let out = std::process::Command::new("g++")
+        .args(["-std=c++20", "-O2", "-shared", "-fPIC", "-pthread"])
+        .arg("-o")
+        .arg(&library)
+        .arg(&source)
+        .output()
+        .map_err(|e| format!("no g++ ({e})"))?;
+    if !out.status.success() {
+        return Err(format!(
+            "fake_libcuda.cpp does not compile: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(library)
+}

@@ -219,17 +219,9 @@ impl GpuProgram {
     /// One inference: inputs in, the graph, outputs out, within `timeout`.
     pub fn run(&mut self, arena: &mut [u8], timeout: Duration) -> Result<(), CudaError> {
         check_host_arena(arena, self.arena_bytes)?;
-        let millis = timeout.as_millis();
         if self.pending {
             // The last run timed out: it must finish before its buffers are touched again.
-            if !self
-                .done
-                .try_is_complete()
-                .map_err(CudaError::during("cuEventQuery"))?
-            {
-                return Err(CudaError::Timeout { millis });
-            }
-            self.pending = false;
+            self.wait(timeout)?;
         }
         let sync = CudaError::during("cuEventSynchronize");
         let staged = self.pinned_in.as_mut_slice().map_err(&sync)?;
@@ -242,6 +234,19 @@ impl GpuProgram {
         self.done
             .record(&self.stream)
             .map_err(CudaError::during("cuEventRecord"))?;
+        self.pending = true;
+        self.wait(timeout)?;
+        check_status(self.status_host.as_slice().map_err(&sync)?[0])?;
+        let results = self.pinned_out.as_slice().map_err(&sync)?;
+        for &(offset, at, bytes) in &self.outputs {
+            arena[offset..offset + bytes].copy_from_slice(&results[at..at + bytes]);
+        }
+        Ok(())
+    }
+
+    /// Waits up to `timeout` for the run in flight; on success nothing is pending. A launch
+    /// that failed on the device (an illegal address, ...) surfaces here as a driver error.
+    fn wait(&mut self, timeout: Duration) -> Result<(), CudaError> {
         let start = Instant::now();
         let mut polls = 0u32;
         while !self
@@ -250,8 +255,9 @@ impl GpuProgram {
             .map_err(CudaError::during("cuGraphLaunch"))?
         {
             if start.elapsed() > timeout {
-                self.pending = true;
-                return Err(CudaError::Timeout { millis });
+                return Err(CudaError::Timeout {
+                    millis: timeout.as_millis(),
+                });
             }
             // Spin briefly (small models finish in microseconds), then sleep between polls.
             polls += 1;
@@ -261,11 +267,7 @@ impl GpuProgram {
                 std::thread::sleep(Duration::from_micros(50));
             }
         }
-        check_status(self.status_host.as_slice().map_err(&sync)?[0])?;
-        let results = self.pinned_out.as_slice().map_err(&sync)?;
-        for &(offset, at, bytes) in &self.outputs {
-            arena[offset..offset + bytes].copy_from_slice(&results[at..at + bytes]);
-        }
+        self.pending = false;
         Ok(())
     }
 }

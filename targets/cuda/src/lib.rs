@@ -28,7 +28,7 @@ pub mod lower;
 mod plan;
 
 #[cfg(feature = "emulator")]
-pub use emulator::emulated_kernels;
+pub use emulator::{build_fake_driver, emulated_kernels};
 pub use error::CudaError;
 
 use cudarc::driver::{result as driver, sys, CudaContext};

@@ -4,13 +4,16 @@
 // kernel). Everything is synchronous; stream capture records the calls into a graph that
 // cuGraphLaunch replays. NVRTC is the real one (the module's PTX is accepted and ignored).
 //
-// tools/tests/cli.rs builds it and runs `ferrite run/bench --device cuda` against it, so the
+// `ferrite_cuda::build_fake_driver` builds it; tools/tests/cuda_fake_driver.rs runs `ferrite
+// run/bench --device cuda` against it and tests/tests/cuda.rs the GPU conformance suites, so the
 // GPU program's real code (context, allocations, pinned buffers, graph capture, launch argument
 // arrays, replay, status word, errors) runs in CI. What it cannot show: real GPU behaviour
 // (concurrency, memory ordering, launch limits). FERRITE_FAKE_CUDA_FREE sets the free memory
-// it reports (bytes), to exercise the out-of-memory path.
+// it reports (bytes), to exercise the out-of-memory path; FERRITE_FAKE_CUDA_POLLS=N makes
+// every recorded event report "not ready" to its first N queries, like a slow GPU, to
+// exercise timeouts.
 
-#include "../emulator/host.cpp"
+#include "host.cpp"
 
 #include <cstdint>
 #include <cstdio>
@@ -163,16 +166,28 @@ CUresult cuGraphDestroy(void* graph) {
     return SUCCESS;
 }
 
+// An event is the number of queries it still answers "not ready" to.
 CUresult cuEventCreate(void** event, unsigned int) {
-    *event = new int(0);
+    *event = new long(0);
     return SUCCESS;
 }
 CUresult cuEventDestroy_v2(void* event) {
-    delete static_cast<int*>(event);
+    delete static_cast<long*>(event);
     return SUCCESS;
 }
-CUresult cuEventRecord(void*, void*) { return SUCCESS; }
-CUresult cuEventQuery(void*) { return SUCCESS; }
+CUresult cuEventRecord(void* event, void*) {
+    const char* polls = std::getenv("FERRITE_FAKE_CUDA_POLLS");
+    *static_cast<long*>(event) = polls != nullptr ? std::strtol(polls, nullptr, 10) : 0;
+    return SUCCESS;
+}
+CUresult cuEventQuery(void* event) {
+    long* left = static_cast<long*>(event);
+    if (*left > 0) {
+        --*left;
+        return 600; // CUDA_ERROR_NOT_READY
+    }
+    return SUCCESS;
+}
 CUresult cuEventSynchronize(void*) { return SUCCESS; }
 CUresult cuStreamWaitEvent(void*, void*, unsigned int) { return SUCCESS; }
 
