@@ -3,7 +3,8 @@
 //! Ferrite makes on the CPU, running launches with the host emulator of the kernels. So the
 //! CUDA device's real GPU program — context, one arena allocation, weight upload, pinned
 //! buffers, NVRTC compilation (the real libnvrtc), graph capture with the launch argument
-//! arrays, replay, status word, error paths — runs in CI. Real GPU behaviour (concurrency,
+//! arrays, replay, status word, error paths — runs in CI, and the fake driver checks that every
+//! run frees every allocation, stream, event, graph, module and context retain it made. Real GPU behaviour (concurrency,
 //! limits, speed) needs `scripts/gpu-check.sh` on a GPU.
 //!
 //! Needs g++ and libnvrtc (CI has both; `FERRITE_REQUIRE_NVRTC=1` makes their absence a
@@ -50,7 +51,14 @@ impl Fake {
         for (k, v) in env {
             command.env(k, v);
         }
-        command.output().expect("the binary runs")
+        let out = command.output().expect("the binary runs");
+        // The fake driver reports, at exit, anything not freed: every run must free it all.
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("fake libcuda: leaked"),
+            "{args:?}: {stderr}"
+        );
+        out
     }
 }
 

@@ -11,10 +11,12 @@
 // (concurrency, memory ordering, launch limits). FERRITE_FAKE_CUDA_FREE sets the free memory
 // it reports (bytes), to exercise the out-of-memory path; FERRITE_FAKE_CUDA_POLLS=N makes
 // every recorded event report "not ready" to its first N queries, like a slow GPU, to
-// exercise timeouts.
+// exercise timeouts. At exit it reports on stderr anything still held (device or pinned memory,
+// streams, events, graphs, modules, context retains): the tests require none.
 
 #include "host.cpp"
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -39,6 +41,21 @@ struct Graph {
 
 int context_token = 1;
 int module_token = 1;
+
+// What is held now, per kind; anything left when the process exits is reported on stderr
+// ("fake libcuda: leaked ..."), which the tests look for.
+struct Held {
+    std::atomic<long> device_memory{0}, pinned_memory{0}, streams{0}, events{0}, graphs{0},
+        contexts{0}, modules{0};
+    ~Held() {
+        long counts[] = {device_memory, pinned_memory, streams, events, graphs, contexts, modules};
+        const char* names[] = {"device allocations", "pinned allocations", "streams", "events",
+                               "graphs", "context retains", "modules"};
+        for (int i = 0; i < 7; i++) {
+            if (counts[i] != 0) std::fprintf(stderr, "fake libcuda: leaked %ld %s\n", counts[i], names[i]);
+        }
+    }
+} held;
 
 // Runs `op` now, or records it when `stream` is capturing.
 CUresult enqueue(void* stream, std::function<void()> op) {
@@ -96,10 +113,14 @@ CUresult cuMemGetInfo_v2(std::size_t* free, std::size_t* total) {
 }
 
 CUresult cuDevicePrimaryCtxRetain(void** ctx, int) {
+    held.contexts++;
     *ctx = &context_token;
     return SUCCESS;
 }
-CUresult cuDevicePrimaryCtxRelease_v2(int) { return SUCCESS; }
+CUresult cuDevicePrimaryCtxRelease_v2(int) {
+    held.contexts--;
+    return SUCCESS;
+}
 static thread_local void* current_context = nullptr;
 CUresult cuCtxGetCurrent(void** ctx) {
     *ctx = current_context;
@@ -112,10 +133,14 @@ CUresult cuCtxSetCurrent(void* ctx) {
 CUresult cuCtxSynchronize() { return SUCCESS; }
 
 CUresult cuModuleLoadData(void** module, const void*) {
+    held.modules++;
     *module = &module_token;
     return SUCCESS;
 }
-CUresult cuModuleUnload(void*) { return SUCCESS; }
+CUresult cuModuleUnload(void*) {
+    held.modules--;
+    return SUCCESS;
+}
 CUresult cuModuleGetFunction(void** function, void*, const char* name) {
     const FerriteKernel* kernel = ferrite_find_kernel(name);
     if (kernel == nullptr) return NOT_FOUND;
@@ -124,10 +149,12 @@ CUresult cuModuleGetFunction(void** function, void*, const char* name) {
 }
 
 CUresult cuStreamCreate(void** stream, unsigned int) {
+    held.streams++;
     *stream = new Stream();
     return SUCCESS;
 }
 CUresult cuStreamDestroy_v2(void* stream) {
+    held.streams--;
     delete static_cast<Stream*>(stream);
     return SUCCESS;
 }
@@ -142,11 +169,13 @@ CUresult cuStreamBeginCapture_v2(void* stream, int) {
 CUresult cuStreamEndCapture(void* stream, void** graph) {
     Stream* s = static_cast<Stream*>(stream);
     s->capturing = false;
+    held.graphs++;
     *graph = new Graph{std::move(s->captured)};
     s->captured.clear();
     return SUCCESS;
 }
 CUresult cuGraphInstantiateWithFlags(void** exec, void* graph, unsigned long long) {
+    held.graphs++;
     *exec = new Graph(*static_cast<Graph*>(graph));
     return SUCCESS;
 }
@@ -158,20 +187,24 @@ CUresult cuGraphLaunch(void* exec, void* stream) {
     });
 }
 CUresult cuGraphExecDestroy(void* exec) {
+    held.graphs--;
     delete static_cast<Graph*>(exec);
     return SUCCESS;
 }
 CUresult cuGraphDestroy(void* graph) {
+    held.graphs--;
     delete static_cast<Graph*>(graph);
     return SUCCESS;
 }
 
 // An event is the number of queries it still answers "not ready" to.
 CUresult cuEventCreate(void** event, unsigned int) {
+    held.events++;
     *event = new long(0);
     return SUCCESS;
 }
 CUresult cuEventDestroy_v2(void* event) {
+    held.events--;
     delete static_cast<long*>(event);
     return SUCCESS;
 }
@@ -195,18 +228,22 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, std::size_t bytes) {
     if (bytes > free_bytes()) return 2; // CUDA_ERROR_OUT_OF_MEMORY
     void* p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
     if (p == nullptr) return 2;
+    held.device_memory++;
     *ptr = reinterpret_cast<CUdeviceptr>(p);
     return SUCCESS;
 }
 CUresult cuMemFree_v2(CUdeviceptr ptr) {
+    held.device_memory--;
     std::free(reinterpret_cast<void*>(ptr));
     return SUCCESS;
 }
 CUresult cuMemHostAlloc(void** ptr, std::size_t bytes, unsigned int) {
     *ptr = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (*ptr != nullptr) held.pinned_memory++;
     return *ptr != nullptr ? SUCCESS : 2;
 }
 CUresult cuMemFreeHost(void* ptr) {
+    held.pinned_memory--;
     std::free(ptr);
     return SUCCESS;
 }
