@@ -361,6 +361,52 @@ pub fn qadd_scratch_elements(elements: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+
+    /// Runs `copy` on `src` into a destination of `len` elements (reference semantics).
+    fn apply(copy: &StridedCopy, src: &[i32], len: usize) -> [i32; 8] {
+        let mut dst = [-1; 8];
+        assert!(len <= 8);
+        let count = copy.dims.elements().unwrap();
+        for i in 0..count {
+            let (mut rest, mut s, mut d) = (i, copy.src_base, copy.dst_base);
+            for axis in (0..copy.dims.rank()).rev() {
+                let c = rest % copy.dims.dim(axis);
+                rest /= copy.dims.dim(axis);
+                s += c as isize * copy.src_strides[axis];
+                d += c * copy.dst_strides[axis];
+            }
+            dst[d] = src[s as usize];
+        }
+        dst
+    }
+
+    fn shape(dims: &[usize]) -> Shape {
+        Shape::new(dims).unwrap()
+    }
+
+    #[test]
+    fn strided_copies_move_data_as_the_ops_do() {
+        let x = [0, 1, 2, 3, 4, 5]; // [[0, 1, 2], [3, 4, 5]]
+        let mut perm = [0usize; MAX_RANK];
+        perm[..2].copy_from_slice(&[1, 0]);
+        let t = StridedCopy::transpose(&shape(&[2, 3]), &shape(&[3, 2]), &perm);
+        assert_eq!(apply(&t, &x, 6)[..6], [0, 3, 1, 4, 2, 5]);
+        // x[:, ::-2] starting at column 2: [[2, 0], [5, 3]].
+        let (mut starts, mut steps) = ([0usize; MAX_RANK], [1isize; MAX_RANK]);
+        starts[1] = 2;
+        steps[1] = -2;
+        let s = StridedCopy::slice(&shape(&[2, 3]), &shape(&[2, 2]), &starts, &steps);
+        assert_eq!(apply(&s, &x, 4)[..4], [2, 0, 5, 3]);
+        let e = StridedCopy::expand(&shape(&[3]), &shape(&[2, 3]));
+        assert_eq!(apply(&e, &x, 6)[..6], [0, 1, 2, 0, 1, 2]);
+        // The second input of a concat along axis 1: [2, 1] into [2, 4] at column 3.
+        let c = StridedCopy::concat_part(&shape(&[2, 1]), &shape(&[2, 4]), 1, 3);
+        assert_eq!(apply(&c, &[7, 8], 8), [-1, -1, -1, 7, -1, -1, -1, 8]);
+        // The second output of a split along axis 1: columns 1..3 of x.
+        let p = StridedCopy::split_part(&shape(&[2, 3]), &shape(&[2, 2]), 1, 1);
+        assert_eq!(apply(&p, &x, 4)[..4], [1, 2, 4, 5]);
+    }
+
     use super::*;
 
     fn s(d: &[usize]) -> Shape {
@@ -394,5 +440,101 @@ mod tests {
         assert_eq!((g.m, g.k, g.n), (3, 4, 6));
         let v = MatMulGeometry::new(&s(&[4]), &s(&[4, 6])).unwrap();
         assert_eq!(v.output, s(&[6]));
+    }
+}
+
+/// Data movement as one strided copy: for every index `c` of `dims`, destination element
+/// `dst_base + Σ c·dst_strides` receives source element `src_base + Σ c·src_strides`. GPU
+/// devices run Transpose, Slice, Expand, and each part of a Concat or Split as one of these.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StridedCopy {
+    /// The index space walked (the destination part's shape).
+    pub dims: Shape,
+    /// Source element strides per axis (negative for reversed slices).
+    pub src_strides: [isize; MAX_RANK],
+    /// First source element.
+    pub src_base: isize,
+    /// Destination element strides per axis.
+    pub dst_strides: [usize; MAX_RANK],
+    /// First destination element.
+    pub dst_base: usize,
+}
+
+fn signed(strides: [usize; MAX_RANK]) -> [isize; MAX_RANK] {
+    strides.map(|s| s as isize)
+}
+
+impl StridedCopy {
+    /// `out = transpose(x, perm)`.
+    pub fn transpose(x: &Shape, out: &Shape, perm: &[usize; MAX_RANK]) -> StridedCopy {
+        let strides = x.strides();
+        let mut src_strides = [0isize; MAX_RANK];
+        for (axis, s) in src_strides.iter_mut().enumerate().take(x.rank()) {
+            *s = strides.get(perm[axis]).copied().unwrap_or(0) as isize;
+        }
+        StridedCopy {
+            dims: *out,
+            src_strides,
+            src_base: 0,
+            dst_strides: out.strides(),
+            dst_base: 0,
+        }
+    }
+
+    /// `out = x[starts[a] + i·steps[a], ...]`.
+    pub fn slice(
+        x: &Shape,
+        out: &Shape,
+        starts: &[usize; MAX_RANK],
+        steps: &[isize; MAX_RANK],
+    ) -> StridedCopy {
+        let strides = x.strides();
+        let (mut src_strides, mut src_base) = ([0isize; MAX_RANK], 0isize);
+        for axis in 0..x.rank() {
+            src_strides[axis] = strides[axis] as isize * steps[axis];
+            src_base += (starts[axis] * strides[axis]) as isize;
+        }
+        StridedCopy {
+            dims: *out,
+            src_strides,
+            src_base,
+            dst_strides: out.strides(),
+            dst_base: 0,
+        }
+    }
+
+    /// `out = x` broadcast to `out`'s shape (numpy rules: stride 0 on broadcast axes).
+    pub fn expand(x: &Shape, out: &Shape) -> StridedCopy {
+        StridedCopy {
+            dims: *out,
+            src_strides: signed(broadcast_strides(x, out)),
+            src_base: 0,
+            dst_strides: out.strides(),
+            dst_base: 0,
+        }
+    }
+
+    /// One input of a Concat: `part` lands in `out` at `offset` along `axis`.
+    pub fn concat_part(part: &Shape, out: &Shape, axis: usize, offset: usize) -> StridedCopy {
+        let dst_strides = out.strides();
+        StridedCopy {
+            dims: *part,
+            src_strides: signed(part.strides()),
+            src_base: 0,
+            dst_strides,
+            dst_base: offset * dst_strides.get(axis).copied().unwrap_or(0),
+        }
+    }
+
+    /// One output of a Split: `part` is taken from `x` at `offset` along `axis`.
+    pub fn split_part(x: &Shape, part: &Shape, axis: usize, offset: usize) -> StridedCopy {
+        let src_strides = signed(x.strides());
+        StridedCopy {
+            dims: *part,
+            src_strides,
+            src_base: offset as isize * src_strides.get(axis).copied().unwrap_or(0),
+            dst_strides: part.strides(),
+            dst_base: 0,
+        }
     }
 }

@@ -6,7 +6,7 @@
 //! capabilities leave them out so a session refuses such a model before lowering.
 
 use crate::launch::{Arg, Command, Kernel, Launch};
-use ferrite_hal::geometry::{broadcast_strides, nchw, MatMulGeometry};
+use ferrite_hal::geometry::{broadcast_strides, nchw, MatMulGeometry, StridedCopy};
 use ferrite_hal::op::{
     BinaryOp, Cell, CompareOp, LogicalOp, PadMode, Recurrent, ReduceOp, Reduction, Window,
 };
@@ -416,72 +416,39 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         }
         Op::Transpose { perm } => {
             let x = input(0)?;
-            let rank = x.shape.rank();
-            let strides = x.shape.strides();
-            let src: Vec<isize> = perm[..rank].iter().map(|&p| strides[p] as isize).collect();
-            let dst = out.shape.strides();
-            strided_copy(&x, &out, &out.shape, &src, 0, &dst[..rank], 0)
+            strided_copy(
+                &x,
+                &out,
+                &StridedCopy::transpose(&x.shape, &out.shape, &perm),
+            )
         }
         Op::Slice { starts, steps } => {
             let x = input(0)?;
-            let rank = x.shape.rank();
-            let strides = x.shape.strides();
-            let mut src = Vec::with_capacity(rank);
-            let mut base = 0isize;
-            for axis in 0..rank {
-                src.push(strides[axis] as isize * steps[axis]);
-                base += (starts[axis] * strides[axis]) as isize;
-            }
-            let dst = out.shape.strides();
-            strided_copy(&x, &out, &out.shape, &src, base, &dst[..rank], 0)
+            strided_copy(
+                &x,
+                &out,
+                &StridedCopy::slice(&x.shape, &out.shape, &starts, &steps),
+            )
         }
         Op::Concat { axis } => {
-            let dst = out.shape.strides();
-            let rank = out.shape.rank();
             let mut offset = 0;
             let mut commands = Vec::new();
             for part in step.inputs.iter() {
                 let part = part.ok_or("missing concat input")?;
-                let src: Vec<isize> = part.shape.strides()[..rank]
-                    .iter()
-                    .map(|&s| s as isize)
-                    .collect();
-                let base = offset * dst[axis];
-                commands.extend(strided_copy(
-                    &part,
-                    &out,
-                    &part.shape,
-                    &src,
-                    0,
-                    &dst[..rank],
-                    base,
-                )?);
+                let copy = StridedCopy::concat_part(&part.shape, &out.shape, axis, offset);
+                commands.extend(strided_copy(&part, &out, &copy)?);
                 offset += part.shape.dim(axis);
             }
             Ok(commands)
         }
         Op::Split { axis } => {
             let x = input(0)?;
-            let rank = x.shape.rank();
-            let src: Vec<isize> = x.shape.strides()[..rank]
-                .iter()
-                .map(|&s| s as isize)
-                .collect();
             let mut offset = 0;
             let mut commands = Vec::new();
             for part in step.outputs.iter() {
                 let part = part.ok_or("missing split output")?;
-                let dst = part.shape.strides();
-                let base = (offset * src[axis] as usize) as isize;
-                commands.extend(strided_copy(
-                    &x,
-                    &part,
-                    &part.shape,
-                    &src,
-                    base,
-                    &dst[..rank],
-                    0,
-                )?);
+                let copy = StridedCopy::split_part(&x.shape, &part.shape, axis, offset);
+                commands.extend(strided_copy(&x, &part, &copy)?);
                 offset += part.shape.dim(axis);
             }
             Ok(commands)
@@ -565,11 +532,7 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         }
         Op::Expand => {
             let x = input(0)?;
-            let rank = out.shape.rank();
-            let from = broadcast_strides(&x.shape, &out.shape);
-            let src: Vec<isize> = from[..rank].iter().map(|&v| v as isize).collect();
-            let dst = out.shape.strides();
-            strided_copy(&x, &out, &out.shape, &src, 0, &dst[..rank], 0)
+            strided_copy(&x, &out, &StridedCopy::expand(&x.shape, &out.shape))
         }
         Op::Copy => Ok(vec![Command::Copy {
             src: input(0)?.location,
@@ -1106,30 +1069,29 @@ fn conv_args(
     Ok(())
 }
 
-/// A `copy_strided` launch over `dims` from `src` to `dst` (element strides and bases).
+/// A `copy_strided` launch running `copy` from `src` to `dst`.
 fn strided_copy(
     src: &TensorDesc,
     dst: &TensorDesc,
-    dims: &Shape,
-    src_strides: &[isize],
-    src_base: isize,
-    dst_strides: &[usize],
-    dst_base: usize,
+    copy: &StridedCopy,
 ) -> Result<Vec<Command>, Refusal> {
+    let dims = &copy.dims;
     let count = dims.elements().ok_or("copy size")?;
+    let rank = dims.rank();
     let mut walk = Words::default();
-    walk.u(dims.rank())?
+    walk.u(rank)?
         .axes(dims.dims())?
-        .signed_axes(src_strides)?
-        .axes(dst_strides)?;
-    let src_base = i32::try_from(src_base).map_err(|_| "an offset exceeds 32-bit GPU indexing")?;
+        .signed_axes(&copy.src_strides[..rank])?
+        .axes(&copy.dst_strides[..rank])?;
+    let src_base =
+        i32::try_from(copy.src_base).map_err(|_| "an offset exceeds 32-bit GPU indexing")?;
     let mut a = Args::default();
     a.tensor(src)
         .tensor(dst)
         .u(count)?
         .u(element_words(src.dtype)?)?
         .value(Words(vec![src_base as u32]))
-        .u(dst_base)?
+        .u(copy.dst_base)?
         .value(walk);
     Ok(a.launch(Kernel::CopyStrided, count))
 }

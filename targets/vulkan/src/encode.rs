@@ -4,10 +4,10 @@
 //! Everything here runs once, at session creation; a run replays the recorded result.
 
 use crate::shaders::Kernel;
-use ferrite_hal::geometry::{broadcast_strides, nchw, MatMulGeometry};
+use ferrite_hal::geometry::{broadcast_strides, nchw, MatMulGeometry, StridedCopy};
 use ferrite_hal::op::{BinaryOp, PadMode, ReduceOp};
 use ferrite_hal::words::WordWriter;
-use ferrite_hal::{Activation, DType, Location, Op, Shape, Step, TensorDesc, MAX_RANK};
+use ferrite_hal::{Activation, DType, Location, Op, Step, TensorDesc, MAX_RANK};
 
 /// Marks a word address in the weights buffer (the shaders' `IN_WEIGHTS`).
 const IN_WEIGHTS: u32 = 0x8000_0000;
@@ -368,88 +368,39 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         }
         Op::Transpose { perm } => {
             let x = input(0)?;
-            let rank = x.shape.rank();
-            let strides = x.shape.strides();
-            let src: Vec<isize> = perm[..rank].iter().map(|&a| strides[a] as isize).collect();
-            let dst = out.shape.strides();
             one(strided_copy(
                 &x,
                 &out,
-                &out.shape,
-                &src,
-                0,
-                &dst[..rank],
-                0,
+                &StridedCopy::transpose(&x.shape, &out.shape, &perm),
             )?)
         }
         Op::Slice { starts, steps } => {
             let x = input(0)?;
-            let rank = x.shape.rank();
-            let strides = x.shape.strides();
-            let mut src = Vec::with_capacity(rank);
-            let mut base = 0isize;
-            for a in 0..rank {
-                src.push(strides[a] as isize * steps[a]);
-                base += (starts[a] * strides[a]) as isize;
-            }
-            let dst = out.shape.strides();
             one(strided_copy(
                 &x,
                 &out,
-                &out.shape,
-                &src,
-                base,
-                &dst[..rank],
-                0,
+                &StridedCopy::slice(&x.shape, &out.shape, &starts, &steps),
             )?)
         }
         Op::Concat { axis } => {
-            let dst = out.shape.strides();
-            let rank = out.shape.rank();
             let mut offset = 0;
             let mut commands = Vec::new();
             for part in step.inputs.iter() {
                 let part = part.ok_or("missing concat input")?;
-                let src: Vec<isize> = part.shape.strides()[..rank]
-                    .iter()
-                    .map(|&s| s as isize)
-                    .collect();
-                let base = offset * dst[axis];
-                commands.push(strided_copy(
-                    &part,
-                    &out,
-                    &part.shape,
-                    &src,
-                    0,
-                    &dst[..rank],
-                    base,
-                )?);
+                let copy = StridedCopy::concat_part(&part.shape, &out.shape, axis, offset);
+                commands.push(strided_copy(&part, &out, &copy)?);
                 offset += part.shape.dim(axis);
             }
             Ok(commands)
         }
         Op::Split { axis } => {
             let x = input(0)?;
-            let rank = x.shape.rank();
-            let src: Vec<isize> = x.shape.strides()[..rank]
-                .iter()
-                .map(|&s| s as isize)
-                .collect();
             let mut offset = 0;
             let mut commands = Vec::new();
             for part in step.outputs.iter() {
                 let part = part.ok_or("missing split output")?;
-                let dst = part.shape.strides();
-                let base = (offset * src[axis] as usize) as isize;
-                commands.push(strided_copy(
-                    &x,
-                    &part,
-                    &part.shape,
-                    &src,
-                    base,
-                    &dst[..rank],
-                    0,
-                )?);
+                let copy = StridedCopy::split_part(&x.shape, &part.shape, axis, offset);
+                commands.push(strided_copy(&x, &part, &copy)?);
                 offset += part.shape.dim(axis);
             }
             Ok(commands)
@@ -545,18 +496,10 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         }
         Op::Expand => {
             let x = input(0)?;
-            let rank = out.shape.rank();
-            let from = ferrite_hal::geometry::broadcast_strides(&x.shape, &out.shape);
-            let src: Vec<isize> = from[..rank].iter().map(|&v| v as isize).collect();
-            let dst = out.shape.strides();
             one(strided_copy(
                 &x,
                 &out,
-                &out.shape,
-                &src,
-                0,
-                &dst[..rank],
-                0,
+                &StridedCopy::expand(&x.shape, &out.shape),
             )?)
         }
         Op::GatherElements { .. }
@@ -623,25 +566,23 @@ fn matmul_dispatch(p: Params, m: usize, n: usize, batches: usize) -> Command {
     }
 }
 
-/// A `copy_strided` dispatch over `dims` from `src` to `dst` (element strides and bases).
+/// A `copy_strided` dispatch running `copy` from `src` to `dst`.
 fn strided_copy(
     src: &TensorDesc,
     dst: &TensorDesc,
-    dims: &Shape,
-    src_strides: &[isize],
-    src_base: isize,
-    dst_strides: &[usize],
-    dst_base: usize,
+    copy: &StridedCopy,
 ) -> Result<Command, Refusal> {
+    let dims = &copy.dims;
     let count = dims.elements().ok_or("copy size")?;
+    let rank = dims.rank();
     let mut p = Params::default();
-    p.all(&[count, dims.rank(), element_words(src.dtype)?])?
+    p.all(&[count, rank, element_words(src.dtype)?])?
         .tensor(src)?
-        .i(src_base)?
+        .i(copy.src_base)?
         .tensor(dst)?
-        .u(dst_base)?
+        .u(copy.dst_base)?
         .axes(dims.dims())?
-        .signed_axes(src_strides)?
-        .axes(dst_strides)?;
+        .signed_axes(&copy.src_strides[..rank])?
+        .axes(&copy.dst_strides[..rank])?;
     Ok(p.dispatch(Kernel::CopyStrided, count))
 }
