@@ -6,6 +6,7 @@
 //! expectations file. Adding a device = one `Backend` impl + one test file + its expectations.
 
 pub mod compare;
+pub mod fixtures;
 pub mod models;
 pub mod node_tests;
 pub mod ptq;

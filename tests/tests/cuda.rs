@@ -11,51 +11,14 @@ use ferrite_core::{Model, Session};
 use ferrite_cuda::launch::Kernel;
 use ferrite_cuda::{kernels, CudaDevice, CudaError, Options};
 use ferrite_hal::{Device, Error as _, ErrorKind};
-use ferrite_tests::CudaEmulated;
-use ferrite_tests::{models, node_tests, unless_missing, workspace_root, Backend, Cpu, Cuda};
+use ferrite_tests::fixtures::{byte_movement_model, floats, gather_model, i64_array, packed};
+use ferrite_tests::{
+    models, node_tests, unless_missing, workspace_root, Backend, Cpu, Cuda, CudaEmulated,
+};
 use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::npy::NpyArray;
-use ferrite_tools::onnx::build::{attr_int, ModelBuilder, D};
-use ferrite_tools::onnx::proto::data_type;
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::pack::pack;
 use std::time::Duration;
-
-fn packed(onnx: &[u8]) -> AlignedBytes {
-    let p = pack(onnx, &PackOptions::default()).expect("pack");
-    AlignedBytes::from(&p.bytes[..])
-}
-
-fn floats(a: &NpyArray) -> Vec<f32> {
-    a.bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
-fn i64_array(values: &[i64]) -> NpyArray {
-    NpyArray {
-        dtype: ferrite_hal::DType::I64,
-        shape: vec![values.len()],
-        bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    }
-}
-
-/// `y = Gather(table, indices)` with int64 indices as a graph input.
-fn gather_model() -> Vec<u8> {
-    let table: Vec<f32> = (0..12).map(|i| i as f32).collect();
-    ModelBuilder::new(13)
-        .input("indices", data_type::INT64, &[D::N(2)])
-        .init_f32("table", &[4, 3], &table)
-        .node(
-            "Gather",
-            "g",
-            &["table", "indices"],
-            &["y"],
-            vec![attr_int("axis", 0)],
-        )
-        .output("y")
-        .encode()
-}
 
 #[test]
 fn every_kernel_is_in_its_module_and_in_the_emulator() {
@@ -168,20 +131,7 @@ fn a_host_arena_shorter_than_the_plan_is_refused() {
 
 #[test]
 fn a_model_with_ops_the_device_lacks_is_refused_naming_every_one() {
-    let onnx = ModelBuilder::new(13)
-        .input("flags", data_type::BOOL, &[D::N(2), D::N(3)])
-        .input("bytes", data_type::UINT8, &[D::N(4)])
-        .node("Transpose", "t", &["flags"], &["flags_t"], vec![])
-        .node(
-            "Concat",
-            "c",
-            &["bytes", "bytes"],
-            &["twice"],
-            vec![attr_int("axis", 0)],
-        )
-        .output("flags_t")
-        .output("twice")
-        .encode();
+    let onnx = byte_movement_model();
     let bytes = packed(&onnx);
     let model = Model::load(bytes.as_bytes()).expect("load");
     let mut arena = ferrite_tools::runner::arena_for(&model);

@@ -7,34 +7,17 @@
 
 use ferrite_core::{Model, Session};
 use ferrite_hal::{Error as _, ErrorKind};
+use ferrite_tests::fixtures::{
+    byte_movement_model, f32_array, floats, gather_model, i64_array, packed,
+};
 use ferrite_tests::{models, node_tests, unless_missing, workspace_root, Backend, Cpu, Vulkan};
 use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::npy::NpyArray;
-use ferrite_tools::onnx::build::{attr_int, ModelBuilder, D};
+use ferrite_tools::onnx::build::{ModelBuilder, D};
 use ferrite_tools::onnx::proto::data_type;
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::pack::pack;
 use ferrite_vulkan::{Options, VulkanDevice, VulkanError};
 use std::time::Duration;
-
-fn packed(onnx: &[u8]) -> AlignedBytes {
-    let p = pack(onnx, &PackOptions::default()).expect("pack");
-    AlignedBytes::from(&p.bytes[..])
-}
-
-fn f32_array(shape: &[usize], values: &[f32]) -> NpyArray {
-    NpyArray {
-        dtype: ferrite_hal::DType::F32,
-        shape: shape.to_vec(),
-        bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    }
-}
-
-fn floats(a: &NpyArray) -> Vec<f32> {
-    a.bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
 
 /// Within 1e-4 of the CPU, relative to the largest CPU magnitude (the model suite's measure).
 fn assert_close(gpu: &[f32], cpu: &[f32]) {
@@ -44,31 +27,6 @@ fn assert_close(gpu: &[f32], cpu: &[f32]) {
         err <= models::TOLERANCE,
         "relative error {err:e} against the cpu device"
     );
-}
-
-/// `y = Gather(table, indices)` with int64 indices as a graph input.
-fn gather_model() -> Vec<u8> {
-    let table: Vec<f32> = (0..12).map(|i| i as f32).collect();
-    ModelBuilder::new(13)
-        .input("indices", data_type::INT64, &[D::N(2)])
-        .init_f32("table", &[4, 3], &table)
-        .node(
-            "Gather",
-            "g",
-            &["table", "indices"],
-            &["y"],
-            vec![attr_int("axis", 0)],
-        )
-        .output("y")
-        .encode()
-}
-
-fn i64_array(values: &[i64]) -> NpyArray {
-    NpyArray {
-        dtype: ferrite_hal::DType::I64,
-        shape: vec![values.len()],
-        bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    }
 }
 
 #[test]
@@ -211,20 +169,7 @@ fn a_gather_index_out_of_range_is_invalid_input_and_the_session_recovers() {
 fn a_model_with_ops_the_device_lacks_is_refused_naming_every_one() {
     unless_missing::<Vulkan>("capabilities", || {
         // Byte-sized movement runs on the CPU but not in the Vulkan kernels (32-bit words).
-        let onnx = ModelBuilder::new(13)
-            .input("flags", data_type::BOOL, &[D::N(2), D::N(3)])
-            .input("bytes", data_type::UINT8, &[D::N(4)])
-            .node("Transpose", "t", &["flags"], &["flags_t"], vec![])
-            .node(
-                "Concat",
-                "c",
-                &["bytes", "bytes"],
-                &["twice"],
-                vec![attr_int("axis", 0)],
-            )
-            .output("flags_t")
-            .output("twice")
-            .encode();
+        let onnx = byte_movement_model();
         let bytes = packed(&onnx);
         let model = Model::load(bytes.as_bytes()).expect("load");
         let mut arena = ferrite_tools::runner::arena_for(&model);
