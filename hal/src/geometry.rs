@@ -1,7 +1,7 @@
 //! Shape rules shared by the planner, the verifier and the devices: output sizes of windows,
 //! numpy broadcasting and batched-matmul geometry. All arithmetic is checked.
 
-use crate::{Shape, MAX_RANK};
+use crate::{Op, Shape, Step, TensorDesc, MAX_RANK};
 
 /// Output length of a convolution window along one axis, or `None` if the window does not fit.
 pub fn conv_out(
@@ -536,5 +536,49 @@ impl StridedCopy {
             dst_strides: part.strides(),
             dst_base: 0,
         }
+    }
+
+    /// The strided copies a data-movement step runs as, in order, each with its source and
+    /// destination tensor: one for Transpose, Slice and Expand, one per input of a Concat and
+    /// per output of a Split. `Ok(false)` for any other op.
+    pub fn of_step(
+        step: &Step<'_>,
+        each: &mut dyn FnMut(TensorDesc, TensorDesc, StridedCopy) -> Result<(), &'static str>,
+    ) -> Result<bool, &'static str> {
+        let x = step.inputs.get(0).ok_or("missing input")?;
+        let out = step.outputs.get(0).ok_or("missing output")?;
+        match step.op {
+            Op::Transpose { perm } => each(x, out, Self::transpose(&x.shape, &out.shape, &perm))?,
+            Op::Slice { starts, steps } => {
+                each(x, out, Self::slice(&x.shape, &out.shape, &starts, &steps))?
+            }
+            Op::Expand => each(x, out, Self::expand(&x.shape, &out.shape))?,
+            Op::Concat { axis } => {
+                let mut offset = 0;
+                for part in step.inputs.iter() {
+                    let part = part.ok_or("missing concat input")?;
+                    each(
+                        part,
+                        out,
+                        Self::concat_part(&part.shape, &out.shape, axis, offset),
+                    )?;
+                    offset += part.shape.dim(axis);
+                }
+            }
+            Op::Split { axis } => {
+                let mut offset = 0;
+                for part in step.outputs.iter() {
+                    let part = part.ok_or("missing split output")?;
+                    each(
+                        x,
+                        part,
+                        Self::split_part(&x.shape, &part.shape, axis, offset),
+                    )?;
+                    offset += part.shape.dim(axis);
+                }
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 }

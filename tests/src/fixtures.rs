@@ -2,6 +2,7 @@
 
 use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::npy::NpyArray;
+pub use ferrite_tools::onnx::build::gather_model;
 use ferrite_tools::onnx::build::{attr_int, ModelBuilder, D};
 use ferrite_tools::onnx::proto::data_type;
 use ferrite_tools::pack::{pack, PackOptions};
@@ -36,24 +37,6 @@ pub fn floats(a: &NpyArray) -> Vec<f32> {
         .chunks_exact(4)
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
-}
-
-/// `y = Gather(table, indices)`: a 4 × 3 table of 0..12, int64 indices `[2]` as the input —
-/// for run-time index checks (`[3, -4]` gives `[9, 10, 11, 0, 1, 2]`).
-pub fn gather_model() -> Vec<u8> {
-    let table: Vec<f32> = (0..12).map(|i| i as f32).collect();
-    ModelBuilder::new(13)
-        .input("indices", data_type::INT64, &[D::N(2)])
-        .init_f32("table", &[4, 3], &table)
-        .node(
-            "Gather",
-            "g",
-            &["table", "indices"],
-            &["y"],
-            vec![attr_int("axis", 0)],
-        )
-        .output("y")
-        .encode()
 }
 
 /// Bool Transpose and uint8 Concat: byte-sized data movement, which the GPU devices refuse.

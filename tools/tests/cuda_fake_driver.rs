@@ -11,8 +11,6 @@
 //! failure, otherwise the test prints `SKIPPED:`).
 
 use ferrite_tools::npy::{self, NpyArray};
-use ferrite_tools::onnx::build::{attr_int, ModelBuilder, D};
-use ferrite_tools::onnx::proto::data_type;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -214,19 +212,7 @@ fn the_cuda_device_runs_end_to_end_on_a_fake_driver() {
     );
     assert_one_line_error(&out, "bytes of GPU memory, the GPU has 1000 bytes free");
 
-    let table: Vec<f32> = (0..12).map(|i| i as f32).collect();
-    let gather = ModelBuilder::new(13)
-        .input("indices", data_type::INT64, &[D::N(2)])
-        .init_f32("table", &[4, 3], &table)
-        .node(
-            "Gather",
-            "g",
-            &["table", "indices"],
-            &["y"],
-            vec![attr_int("axis", 0)],
-        )
-        .output("y")
-        .encode();
+    let gather = ferrite_tools::onnx::build::gather_model();
     let onnx = work.join("gather.onnx");
     std::fs::write(&onnx, gather).unwrap();
     let frt = work.join("gather.frt");

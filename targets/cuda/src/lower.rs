@@ -414,45 +414,6 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
             a.tensor(&x).tensor(&out).u(count)?.value(r);
             Ok(a.launch(Kernel::Reduce, count))
         }
-        Op::Transpose { perm } => {
-            let x = input(0)?;
-            strided_copy(
-                &x,
-                &out,
-                &StridedCopy::transpose(&x.shape, &out.shape, &perm),
-            )
-        }
-        Op::Slice { starts, steps } => {
-            let x = input(0)?;
-            strided_copy(
-                &x,
-                &out,
-                &StridedCopy::slice(&x.shape, &out.shape, &starts, &steps),
-            )
-        }
-        Op::Concat { axis } => {
-            let mut offset = 0;
-            let mut commands = Vec::new();
-            for part in step.inputs.iter() {
-                let part = part.ok_or("missing concat input")?;
-                let copy = StridedCopy::concat_part(&part.shape, &out.shape, axis, offset);
-                commands.extend(strided_copy(&part, &out, &copy)?);
-                offset += part.shape.dim(axis);
-            }
-            Ok(commands)
-        }
-        Op::Split { axis } => {
-            let x = input(0)?;
-            let mut offset = 0;
-            let mut commands = Vec::new();
-            for part in step.outputs.iter() {
-                let part = part.ok_or("missing split output")?;
-                let copy = StridedCopy::split_part(&x.shape, &part.shape, axis, offset);
-                commands.extend(strided_copy(&x, &part, &copy)?);
-                offset += part.shape.dim(axis);
-            }
-            Ok(commands)
-        }
         Op::Pad {
             mode,
             begins,
@@ -530,9 +491,17 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
                 .status();
             Ok(a.launch(Kernel::Resample, count))
         }
-        Op::Expand => {
-            let x = input(0)?;
-            strided_copy(&x, &out, &StridedCopy::expand(&x.shape, &out.shape))
+        Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Expand
+        | Op::Concat { .. }
+        | Op::Split { .. } => {
+            let mut commands = Vec::new();
+            StridedCopy::of_step(step, &mut |src, dst, copy| {
+                commands.extend(strided_copy(&src, &dst, &copy)?);
+                Ok(())
+            })?;
+            Ok(commands)
         }
         Op::Copy => Ok(vec![Command::Copy {
             src: input(0)?.location,

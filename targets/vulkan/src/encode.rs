@@ -366,45 +366,6 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
                 .axes(&reduced_strides)?;
             one(p.dispatch(Kernel::Reduce, count))
         }
-        Op::Transpose { perm } => {
-            let x = input(0)?;
-            one(strided_copy(
-                &x,
-                &out,
-                &StridedCopy::transpose(&x.shape, &out.shape, &perm),
-            )?)
-        }
-        Op::Slice { starts, steps } => {
-            let x = input(0)?;
-            one(strided_copy(
-                &x,
-                &out,
-                &StridedCopy::slice(&x.shape, &out.shape, &starts, &steps),
-            )?)
-        }
-        Op::Concat { axis } => {
-            let mut offset = 0;
-            let mut commands = Vec::new();
-            for part in step.inputs.iter() {
-                let part = part.ok_or("missing concat input")?;
-                let copy = StridedCopy::concat_part(&part.shape, &out.shape, axis, offset);
-                commands.push(strided_copy(&part, &out, &copy)?);
-                offset += part.shape.dim(axis);
-            }
-            Ok(commands)
-        }
-        Op::Split { axis } => {
-            let x = input(0)?;
-            let mut offset = 0;
-            let mut commands = Vec::new();
-            for part in step.outputs.iter() {
-                let part = part.ok_or("missing split output")?;
-                let copy = StridedCopy::split_part(&x.shape, &part.shape, axis, offset);
-                commands.push(strided_copy(&x, &part, &copy)?);
-                offset += part.shape.dim(axis);
-            }
-            Ok(commands)
-        }
         Op::Pad {
             mode,
             begins,
@@ -494,14 +455,6 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
             .u(extrapolation.to_bits() as usize)?;
             one(p.dispatch(Kernel::Resample, count))
         }
-        Op::Expand => {
-            let x = input(0)?;
-            one(strided_copy(
-                &x,
-                &out,
-                &StridedCopy::expand(&x.shape, &out.shape),
-            )?)
-        }
         Op::GatherElements { .. }
         | Op::ScatterElements { .. }
         | Op::GatherNd { .. }
@@ -510,6 +463,18 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         | Op::CumSum { .. }
         | Op::Recurrent(_)
         | Op::Det => Err("not implemented by the Vulkan kernels"),
+        Op::Transpose { .. }
+        | Op::Slice { .. }
+        | Op::Expand
+        | Op::Concat { .. }
+        | Op::Split { .. } => {
+            let mut commands = Vec::new();
+            StridedCopy::of_step(step, &mut |src, dst, copy| {
+                commands.push(strided_copy(&src, &dst, &copy)?);
+                Ok(())
+            })?;
+            Ok(commands)
+        }
         Op::Copy => one(Command::Copy {
             src: input(0)?.location,
             dst: match out.location {

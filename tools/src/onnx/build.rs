@@ -202,6 +202,24 @@ pub fn attr_string(name: &str, v: &str) -> AttributeProto {
     }
 }
 
+/// `y = Gather(table, indices)`: a 4 × 3 table of 0..12 and int64 `indices` `[2]` as the graph
+/// input — for tests of run-time index checks (`[3, -4]` gives `[9, 10, 11, 0, 1, 2]`).
+pub fn gather_model() -> Vec<u8> {
+    let table: Vec<f32> = (0..12).map(|i| i as f32).collect();
+    ModelBuilder::new(13)
+        .input("indices", super::proto::data_type::INT64, &[D::N(2)])
+        .init_f32("table", &[4, 3], &table)
+        .node(
+            "Gather",
+            "g",
+            &["table", "indices"],
+            &["y"],
+            vec![attr_int("axis", 0)],
+        )
+        .output("y")
+        .encode()
+}
+
 /// A tiny dense model used by tests and examples: `y = relu(x · W + b)` with `x: [1, 4]`,
 /// `W: [4, 3]`, followed by a softmax — small, but it exercises Gemm, fusion and the plan.
 pub fn tiny_mlp() -> Vec<u8> {
