@@ -10,6 +10,7 @@
 pub mod aligned;
 pub mod emit;
 pub mod error;
+pub mod files;
 pub mod fold;
 pub mod ir;
 pub mod lower;

@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use ferrite_core::Model;
 use ferrite_hal::{Location, Plan};
 use ferrite_tools::aligned::AlignedBytes;
+use ferrite_tools::files;
 use ferrite_tools::npy::{self, NpyArray};
 use ferrite_tools::pack::{self, op_label, parse_input_shape, PackOptions};
 use ferrite_tools::ptq;
@@ -72,8 +73,8 @@ enum Command {
     Run {
         /// The model.
         model: PathBuf,
-        /// Inputs in graph-input order, or NAME=FILE.npy.
-        #[arg(long = "input", num_args = 1.., required = true)]
+        /// Inputs in graph-input order, or NAME=FILE.npy (none for a model without inputs).
+        #[arg(long = "input", num_args = 1..)]
         inputs: Vec<String>,
         /// Device to run on.
         #[arg(long, default_value = "cpu")]
@@ -212,7 +213,7 @@ fn main() -> ExitCode {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {
-    std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))
+    files::read_bounded(path, files::MODEL_LIMIT, "a model").map_err(|e| e.to_string())
 }
 
 fn device_spec(device: &str) -> Result<DeviceSpec, String> {
@@ -388,6 +389,12 @@ fn cmd_pack(
         Some(other) => return Err(format!("--emit {other}: the only language is `rust`")),
     };
     let opts = plan.options()?;
+    // Refuse an output over the input before any work (it is checked again when written).
+    files::check_not_input(output, &[input]).map_err(|e| e.to_string())?;
+    if emit_rust {
+        files::check_not_input(&output.with_extension("rs"), &[input])
+            .map_err(|e| e.to_string())?;
+    }
     let onnx = read(input)?;
     let (packed, quantization_report) = match &quantization {
         None => (pack::pack(&onnx, &opts).map_err(|e| e.to_string())?, None),
@@ -407,7 +414,7 @@ fn cmd_pack(
             ));
         }
     }
-    std::fs::write(output, &packed.bytes).map_err(|e| format!("{}: {e}", output.display()))?;
+    files::write_atomic(output, &packed.bytes, &[input]).map_err(|e| e.to_string())?;
     if emit_rust {
         let module = output.with_extension("rs");
         let aligned = AlignedBytes::from(&packed.bytes[..]);
@@ -418,7 +425,8 @@ fn cmd_pack(
                 .unwrap_or_default()
         };
         let text = ferrite_tools::emit::rust_module(&model, &name(output), &name(input));
-        std::fs::write(&module, text).map_err(|e| format!("{}: {e}", module.display()))?;
+        files::write_atomic(&module, text.as_bytes(), &[input, output])
+            .map_err(|e| e.to_string())?;
         println!(
             "rust module {} (includes {})",
             module.display(),
@@ -521,7 +529,14 @@ fn cmd_run(
     std::fs::create_dir_all(out_dir).map_err(|e| format!("{}: {e}", out_dir.display()))?;
     for (i, out) in outputs.iter().enumerate() {
         let path = out_dir.join(format!("output_{i}.npy"));
-        npy::write(&path, out).map_err(|e| e.to_string())?;
+        // The given inputs, as files (`NAME=FILE` or `FILE`): never overwritten by an output.
+        let input_paths: Vec<&Path> = inputs
+            .iter()
+            .flat_map(|a| [Some(a.as_str()), a.split_once('=').map(|(_, f)| f)])
+            .flatten()
+            .map(Path::new)
+            .collect();
+        npy::write_excluding(&path, out, &input_paths).map_err(|e| e.to_string())?;
         println!("{}  {} {:?}", path.display(), out.dtype, out.shape);
     }
     Ok(ExitCode::SUCCESS)

@@ -1,7 +1,9 @@
 //! `.npy` input and output for the CLI, via the `npyz` crate.
 //!
-//! Inputs are untrusted: the header is parsed by `npyz`, then exactly the number of bytes the
-//! header promises is read (never more), after the shape has been checked against the model.
+//! Inputs are untrusted: a file is read only if it is a regular file within
+//! [`crate::files::ARRAY_LIMIT`]; its header length is checked against the bytes there before
+//! `npyz` parses the header, and the data must be exactly what the header's shape promises.
+//! Fortran-order arrays (numpy writes them for transposed views) are reordered to C order.
 
 use ferrite_hal::DType;
 use std::io::Read;
@@ -79,26 +81,64 @@ fn descr_of(dtype: DType) -> &'static str {
 /// Reads an `.npy` file.
 pub fn read(path: &Path) -> Result<NpyArray, NpyError> {
     let p = path.display().to_string();
-    let file = std::fs::File::open(path).map_err(|source| NpyError::Io {
-        path: p.clone(),
-        source,
-    })?;
-    from_reader(std::io::BufReader::new(file), &p)
+    let bytes = crate::files::read_bounded(path, crate::files::ARRAY_LIMIT, "an array")
+        .map_err(|e| file_error(&p, e))?;
+    from_bytes(&bytes, &p)
 }
 
-/// Parses `.npy` bytes from `reader`; `path` names it in errors.
+/// Parses `.npy` bytes from `reader` (at most [`crate::files::ARRAY_LIMIT`] of them); `path`
+/// names it in errors.
 pub fn from_reader(reader: impl Read, path: &str) -> Result<NpyArray, NpyError> {
+    let mut bytes = Vec::new();
+    reader
+        .take(crate::files::ARRAY_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|source| NpyError::Io {
+            path: path.to_string(),
+            source,
+        })?;
+    if bytes.len() as u64 > crate::files::ARRAY_LIMIT {
+        return Err(NpyError::Format {
+            path: path.to_string(),
+            reason: "the array is too large".into(),
+        });
+    }
+    from_bytes(&bytes, path)
+}
+
+/// The header's length field (format 1.x: two bytes; 2.x and 3.x: four) and where the header
+/// starts, checked against the file's length before anything is allocated for it.
+fn header_extent(bytes: &[u8]) -> Result<(), String> {
+    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+        return Err("not a .npy file (no \\x93NUMPY magic)".into());
+    }
+    let (start, len) = match bytes[6] {
+        1 => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
+        2 | 3 => match bytes.get(8..12) {
+            Some(b) => (12, u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize),
+            None => return Err("the header is truncated".into()),
+        },
+        v => return Err(format!(".npy format version {v} is not supported")),
+    };
+    if len > bytes.len() - start {
+        return Err(format!(
+            "the header claims {len} bytes but the file has {} after the preamble",
+            bytes.len() - start
+        ));
+    }
+    Ok(())
+}
+
+/// Parses an `.npy` file held in memory; `path` names it in errors.
+pub fn from_bytes(bytes: &[u8], path: &str) -> Result<NpyArray, NpyError> {
     let fmt = |reason: String| NpyError::Format {
         path: path.to_string(),
         reason,
     };
+    header_extent(bytes).map_err(fmt)?;
     let file =
-        npyz::NpyFile::new(reader).map_err(|e| fmt(format!("not a valid .npy file ({e})")))?;
-    if file.order() != npyz::Order::C {
-        return Err(fmt(
-            "Fortran-order arrays are not supported; save with np.ascontiguousarray".into(),
-        ));
-    }
+        npyz::NpyFile::new(bytes).map_err(|e| fmt(format!("not a valid .npy file ({e})")))?;
+    let fortran = file.order() == npyz::Order::Fortran;
     let descr = file.dtype().descr().trim_matches('\'').to_string();
     let dtype = dtype_from_descr(&descr).ok_or_else(|| {
         fmt(format!(
@@ -111,25 +151,55 @@ pub fn from_reader(reader: impl Read, path: &str) -> Result<NpyArray, NpyError> 
         .try_fold(dtype.size(), |a, &d| a.checked_mul(d))
         .filter(|&n| n <= 1 << 32)
         .ok_or_else(|| fmt("the array is too large".into()))?;
-    let mut bytes = Vec::new();
+    let mut data = Vec::new();
     file.into_inner()
         .take(bytes_len as u64)
-        .read_to_end(&mut bytes)
+        .read_to_end(&mut data)
         .map_err(|source| NpyError::Io {
             path: path.to_string(),
             source,
         })?;
-    if bytes.len() != bytes_len {
+    if data.len() != bytes_len {
         return Err(fmt(format!(
             "the file is truncated ({} of {bytes_len} data bytes)",
-            bytes.len()
+            data.len()
         )));
+    }
+    if fortran {
+        data = fortran_to_c(&data, &shape, dtype.size());
     }
     Ok(NpyArray {
         dtype,
         shape,
-        bytes,
+        bytes: data,
     })
+}
+
+/// Reorders column-major (Fortran) element bytes to row-major (C) order.
+fn fortran_to_c(data: &[u8], shape: &[usize], size: usize) -> Vec<u8> {
+    // Element strides of the Fortran layout: the first axis varies fastest.
+    let mut strides = Vec::with_capacity(shape.len());
+    let mut stride = 1usize;
+    for &d in shape {
+        strides.push(stride);
+        stride = stride.saturating_mul(d);
+    }
+    let count = data.len() / size.max(1);
+    let mut out = Vec::with_capacity(data.len());
+    let mut index = vec![0usize; shape.len()];
+    for _ in 0..count {
+        let at: usize = index.iter().zip(&strides).map(|(i, s)| i * s).sum();
+        out.extend_from_slice(data.get(at * size..(at + 1) * size).unwrap_or(&[]));
+        // Advance the C-order index (last axis fastest).
+        for axis in (0..shape.len()).rev() {
+            index[axis] += 1;
+            if index[axis] < shape[axis] {
+                break;
+            }
+            index[axis] = 0;
+        }
+    }
+    out
 }
 
 /// Encodes an array as `.npy` bytes (format version 1.0).
@@ -162,12 +232,29 @@ pub fn to_bytes(array: &NpyArray) -> Vec<u8> {
     out
 }
 
-/// Writes an `.npy` file.
+/// Writes an `.npy` file (atomically: see [`crate::files::write_atomic`]).
 pub fn write(path: &Path, array: &NpyArray) -> Result<(), NpyError> {
-    std::fs::write(path, to_bytes(array)).map_err(|source| NpyError::Io {
-        path: path.display().to_string(),
-        source,
-    })
+    write_excluding(path, array, &[])
+}
+
+/// [`write`], refusing a path that is one of `inputs`.
+pub fn write_excluding(path: &Path, array: &NpyArray, inputs: &[&Path]) -> Result<(), NpyError> {
+    crate::files::write_atomic(path, &to_bytes(array), inputs)
+        .map_err(|e| file_error(&path.display().to_string(), e))
+}
+
+/// A file error as an `NpyError` naming the file once.
+fn file_error(path: &str, e: crate::files::FileError) -> NpyError {
+    match e {
+        crate::files::FileError::Io { source, .. } => NpyError::Io {
+            path: path.to_string(),
+            source,
+        },
+        other => NpyError::Format {
+            path: path.to_string(),
+            reason: other.reason(),
+        },
+    }
 }
 
 #[cfg(test)]

@@ -257,9 +257,19 @@ pub fn to_plan(
     }
     let mut outputs = Vec::new();
     for (name, &declared) in graph.outputs.iter().zip(&graph.output_types) {
-        outputs.push(lw.graph_output(name, declared).ok_or_else(|| {
-            PackError::Invalid(format!("graph output '{name}' was not computed"))
-        })?);
+        let id = lw
+            .graph_output(name, declared)
+            .ok_or_else(|| PackError::Invalid(format!("graph output '{name}' was not computed")))?;
+        // A declared type must be what the graph computes (onnxruntime refuses a mismatch).
+        if let Some(want) = crate::tensor::dtype_from_onnx(declared) {
+            let got = lw.graph.tensors[id].dtype;
+            if got != want {
+                return Err(PackError::Invalid(format!(
+                    "graph output '{name}' is declared {want} but the graph computes {got}"
+                )));
+            }
+        }
+        outputs.push(id);
     }
     let mut plan = lw.graph;
     plan.outputs = outputs;

@@ -142,10 +142,15 @@ fn no_vulkan() -> RunError {
 
 /// Loads a model file: `.frt` as is, `.onnx` packed in memory with `options`.
 pub fn load_model_bytes(path: &Path, options: &PackOptions) -> Result<AlignedBytes, RunError> {
-    let bytes = std::fs::read(path).map_err(|source| RunError::Io {
-        path: path.display().to_string(),
-        source,
-    })?;
+    let bytes = crate::files::read_bounded(path, crate::files::MODEL_LIMIT, "a model").map_err(
+        |e| match e {
+            crate::files::FileError::Io { source, .. } => RunError::Io {
+                path: path.display().to_string(),
+                source,
+            },
+            other => RunError::Input(other.to_string()),
+        },
+    )?;
     let is_onnx = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
@@ -262,6 +267,38 @@ pub fn run_with<D: Device>(
             })
         })
         .collect()
+}
+
+/// Runs the model `runs` times on one session of `device` (inputs written before every run, as
+/// firmware does) and returns every run's outputs: for determinism checks.
+pub fn run_repeatedly_with<D: Device>(
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    device: D,
+    runs: usize,
+) -> Result<Vec<Vec<NpyArray>>, RunError> {
+    check_inputs(model, inputs)?;
+    let mut arena = arena_for(model);
+    let mut session = Session::new(model, device, arena.as_mut_bytes())?;
+    let mut all = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        for (i, a) in inputs.iter().enumerate() {
+            session.set_input(i, &a.bytes)?;
+        }
+        session.run()?;
+        let outputs = (0..model.output_count())
+            .map(|i| {
+                let info = session.output_info(i)?;
+                Ok(NpyArray {
+                    dtype: info.desc.dtype,
+                    shape: info.desc.shape.dims().to_vec(),
+                    bytes: session.output(i)?.to_vec(),
+                })
+            })
+            .collect::<Result<Vec<_>, RunError>>()?;
+        all.push(outputs);
+    }
+    Ok(all)
 }
 
 /// Latency statistics of repeated runs, in microseconds.

@@ -316,6 +316,16 @@ impl Lowerer {
         } else if !is_default_domain(&node.domain) {
             return Err(format!("domain '{}' is not supported", node.domain));
         } else {
+            if let Some(first) = crate::onnx::since::first_opset(&node.op_type) {
+                if first > self.opset() {
+                    return Err(format!(
+                        "{} was added in opset {first}; the model imports opset {} \
+                         (onnxruntime refuses it too)",
+                        node.op_type,
+                        self.opset()
+                    ));
+                }
+            }
             self.lower_op(node)?;
         }
         for o in node.outputs.iter().filter(|o| !o.is_empty()) {

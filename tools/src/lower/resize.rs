@@ -97,9 +97,10 @@ fn axis_taps(s: &Settings, in_len: usize, out_len: usize, scale: f64, roi: (f64,
         let mut coeffs = coefficients(s, ratio, scale);
         let n = coeffs.len() as i64;
         let pad = (n + 1) / 2;
-        let x_padded = x_ori + pad as f64;
-        let p = x_padded.floor();
-        let frac = x_padded - p;
+        // `floor(x_ori + pad)` and its fraction, without the addition's rounding (3 + 4e-16
+        // plus 1 rounds to 4.0, which would move the taps one position left).
+        let p = floor + pad as f64;
+        let frac = x_ori - floor;
         let offset = if n % 2 == 0 {
             if frac == 0.0 {
                 -(n / 2)

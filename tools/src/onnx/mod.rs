@@ -3,6 +3,7 @@
 
 pub mod build;
 pub mod proto;
+pub mod since;
 
 use crate::error::PackError;
 use crate::tensor::HostTensor;
@@ -172,6 +173,14 @@ pub fn import(bytes: &[u8]) -> Result<Graph, PackError> {
         .collect();
     if outputs.is_empty() {
         return Err(PackError::Invalid("the graph has no outputs".into()));
+    }
+    let mut seen = HashSet::new();
+    for o in &outputs {
+        if !seen.insert(o.as_str()) {
+            return Err(PackError::Invalid(format!(
+                "the graph lists output '{o}' twice"
+            )));
+        }
     }
     let nodes = topological_order(nodes, &inputs, &initializers)?;
     let produced: HashSet<&str> = nodes
