@@ -27,6 +27,7 @@ import sys
 
 import numpy as np
 import onnx
+import onnx.utils
 import onnx.version_converter
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
@@ -261,11 +262,19 @@ class Calibration(CalibrationDataReader):
         return next(self.batches, None)
 
 
-def run(path, x):
+def session(path, definitional=False):
+    """A one-thread onnxruntime session; `definitional`: no graph optimizations, so a QDQ model
+    runs as its definition (DequantizeLinear, the float op, QuantizeLinear) and not through
+    onnxruntime's fused int8 kernels, whose rounding differs from one CPU to another."""
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    return session.run(None, {"input": x})[0]
+    if definitional:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+def run(path, x, definitional=False):
+    return session(path, definitional).run(None, {"input": x})[0]
 
 
 def output_step(model):
@@ -295,7 +304,13 @@ def quantize(out, name, shape):
         quantize_static(pre, path, Calibration(shape), quant_format=form, per_channel=True,
                         activation_type=QuantType.QInt8, weight_type=QuantType.QInt8)
         np.save(os.path.join(out, f"{qname}.input_0.npy"), x)
-        np.save(os.path.join(out, f"{qname}.output_0.npy"), run(path, x))
+        # The reference of both forms is the QDQ model's definitional run: the QOperator nodes
+        # (QLinearConv, ...) are defined as the QDQ nodes they stand for, with the same
+        # quantization parameters (one calibration), and onnxruntime runs them with its own
+        # CPU-dependent integer kernels.
+        qdq = os.path.join(out, f"{name}_qdq.onnx")
+        np.save(os.path.join(out, f"{qname}.output_0.npy"), run(qdq, x, definitional=True))
+        bracket(onnx.load(qdq), {"input": x}, os.path.join(out, f"{qname}.output_0"))
         rows[qname] = {"input_shapes": {"input": shape}, "float_model": name, "form": tag,
                        "output_step": output_step(onnx.load(path))}
         print(f"{qname}: {os.path.getsize(path)} bytes")
@@ -305,12 +320,180 @@ def quantize(out, name, shape):
     path = os.path.join(out, f"{qname}.onnx")
     quantize_dynamic(pre, path, weight_type=QuantType.QInt8)
     np.save(os.path.join(out, f"{qname}.input_0.npy"), x)
-    np.save(os.path.join(out, f"{qname}.output_0.npy"), run(path, x))
+    np.save(os.path.join(out, f"{qname}.output_0.npy"), run(path, x, definitional=True))
     rows[qname] = {"input_shapes": {"input": shape}, "float_model": name, "form": "dyn"}
     print(f"{qname}: {os.path.getsize(path)} bytes")
     for f in (tmp, pre):
         os.remove(f)
     return rows
+
+
+# The relative change of every QuantizeLinear scale in the two bracketing runs (see `bracket`).
+TIE_BRACKET = 2e-6
+
+
+def with_quantize_scales(model, factor):
+    """A copy of `model` whose QuantizeLinear nodes divide by their scale times `factor` (the
+    DequantizeLinear nodes keep theirs)."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    inits = {i.name: i for i in model.graph.initializer}
+    for k, node in enumerate(model.graph.node):
+        if node.op_type == "QuantizeLinear" and node.input[1] in inits:
+            scale = numpy_helper.to_array(inits[node.input[1]]).astype(np.float64) * factor
+            name = f"{node.input[1]}__bracket{k}"
+            model.graph.initializer.append(numpy_helper.from_array(scale.astype(np.float32), name))
+            node.input[1] = name
+    return model
+
+
+def bracket(model, feeds, prefix):
+    """Writes PREFIX.lo.npy and PREFIX.hi.npy: the definitional run of `model` with every
+    QuantizeLinear scale enlarged, then shrunk, by TIE_BRACKET. An exact tie (x / s = n + 1/2,
+    frequent with power-of-two or equal scales) is broken by onnxruntime's float32 arithmetic
+    either way, where Ferrite's integers round it to even; the two runs give both outcomes of
+    every such tie, and the tests accept an element equal to either (or to the plain run)."""
+    for factor, tag in [(1 + TIE_BRACKET, "lo"), (1 - TIE_BRACKET, "hi")]:
+        perturbed = with_quantize_scales(model, factor)
+        sess = ort.InferenceSession(perturbed.SerializeToString(), _definitional_options(),
+                                    providers=["CPUExecutionProvider"])
+        np.save(f"{prefix}.{tag}.npy", sess.run(None, feeds)[0])
+
+
+MLPERF_TINY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mlperf_tiny")
+
+
+def fixed_batch(model):
+    """`model` with its inputs' symbolic batch dimension set to 1 and shapes inferred."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    for value in model.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if dims and not dims[0].HasField("dim_value"):
+            dims[0].Clear()
+            dims[0].dim_value = 1
+    return onnx.shape_inference.infer_shapes(model)
+
+
+def input_samples(value, count, seed):
+    """`count` int8 inputs for an int8 model input: half uniform over the whole range, half
+    smooth (a blurred random field at a realistic amplitude, as features and images are)."""
+    shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
+    rng = np.random.default_rng(seed)
+    samples = []
+    for k in range(count):
+        if k % 2 == 0:
+            x = rng.integers(-128, 128, size=shape)
+        else:
+            field = rng.standard_normal(shape)
+            for axis in range(1, len(shape)):
+                if shape[axis] > 2:
+                    field = (np.roll(field, 1, axis) + 2 * field + np.roll(field, -1, axis)) / 4
+            x = np.round(field / field.std() * 40 + rng.integers(-30, 30))
+        samples.append(np.clip(x, -128, 127).astype(np.int8))
+    return samples
+
+
+def quantize_cuts(model):
+    """For each QuantizeLinear Q of `model` (shapes fixed): the tensors the integer op ending in
+    Q reads — the nearest QuantizeLinear outputs or graph inputs upstream — and Q's output."""
+    producer = {o: n for n in model.graph.node for o in n.output}
+    inits = {i.name for i in model.graph.initializer}
+    graph_inputs = {i.name for i in model.graph.input}
+    cuts = []
+    for node in model.graph.node:
+        if node.op_type != "QuantizeLinear" or node.input[0] in graph_inputs:
+            continue
+        inputs, stack, seen = [], [node.input[0]], set()
+        while stack:
+            t = stack.pop()
+            if t in seen or t in inits or not t:
+                continue
+            seen.add(t)
+            if t in graph_inputs or producer[t].op_type == "QuantizeLinear":
+                inputs.append(t)
+            else:
+                stack.extend(producer[t].input)
+        cuts.append((sorted(inputs), node.output[0]))
+    return cuts
+
+
+def definitional_values(model, feeds, names):
+    """The values of tensors `names` in onnxruntime's definitional run of `model`."""
+    model = onnx.ModelProto.FromString(model.SerializeToString())
+    typed = {v.name: v for v in list(model.graph.value_info) + list(model.graph.input)}
+    known = {o.name for o in model.graph.output}
+    for name in names:
+        if name not in known:
+            model.graph.output.append(typed[name])
+    sess = ort.InferenceSession(model.SerializeToString(), _definitional_options(),
+                                providers=["CPUExecutionProvider"])
+    wanted = [o.name for o in sess.get_outputs()]
+    values = dict(zip(wanted, sess.run(None, feeds)))
+    return {n: values[n] for n in names}
+
+
+def _definitional_options():
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.log_severity_level = 3  # the bracketing copies leave unused scales behind
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return options
+
+
+def write_layer_cuts(out, name, model, feeds, rows):
+    """Cuts `model` (shapes fixed) after each QuantizeLinear: one small model per integer op,
+    fed the exact int8 tensors the definitional run gives it, with that run's output."""
+    cuts = quantize_cuts(model)
+    names = sorted({t for ins, q in cuts for t in ins + [q]})
+    values = definitional_values(model, feeds, names)
+    values.update(feeds)
+    folder = os.path.join(out, "layers")
+    os.makedirs(folder, exist_ok=True)
+    for k, (inputs, q) in enumerate(cuts):
+        cut = f"{name}.cut{k:02d}"
+        path = os.path.join(folder, f"{cut}.onnx")
+        sub = onnx.utils.Extractor(model).extract_model(inputs, [q])
+        onnx.save(sub, path)
+        files = []
+        for i, t in enumerate(inputs):
+            np.save(os.path.join(folder, f"{cut}.input_{i}.npy"), values[t])
+            files.append(f"layers/{cut}.input_{i}.npy")
+        np.save(os.path.join(folder, f"{cut}.output_0.npy"), values[q])
+        bracket(sub, {t: values[t] for t in inputs}, os.path.join(folder, f"{cut}.output_0"))
+        ops = sorted({n.op_type for n in sub.graph.node} - {"QuantizeLinear", "DequantizeLinear"})
+        rows.append({"model": name, "cut": cut, "onnx": f"layers/{cut}.onnx", "inputs": files,
+                     "output": f"layers/{cut}.output_0.npy", "tensor": q, "ops": ops})
+    print(f"{name}: {len(cuts)} layer cuts")
+
+
+def mlperf_tiny(out, rows, layer_rows):
+    """The four MLPerf Tiny int8 models (tf2onnx from TFLite, int8 in and out), each with six
+    inputs and their definitional onnxruntime outputs, and cut after each QuantizeLinear."""
+    for file in sorted(os.listdir(MLPERF_TINY)):
+        if not file.endswith(".onnx"):
+            continue
+        name = file[: -len(".onnx")]
+        model = fixed_batch(onnx.load(os.path.join(MLPERF_TINY, file)))
+        onnx.save(model, os.path.join(out, file))
+        (value,) = model.graph.input
+        shape = [d.dim_value for d in value.type.tensor_type.shape.dim]
+        sess = ort.InferenceSession(os.path.join(out, file), _definitional_options(),
+                                    providers=["CPUExecutionProvider"])
+        samples = []
+        for k, x in enumerate(input_samples(value, 8, seed=hash_seed(name))):
+            (y,) = sess.run(None, {value.name: x})
+            np.save(os.path.join(out, f"{name}.sample{k}.input_0.npy"), x)
+            np.save(os.path.join(out, f"{name}.sample{k}.output_0.npy"), y)
+            bracket(model, {value.name: x}, os.path.join(out, f"{name}.sample{k}.output_0"))
+            samples.append([f"{name}.sample{k}.input_0.npy", f"{name}.sample{k}.output_0.npy"])
+        rows[name] = {"input_shapes": {value.name: shape}, "form": "qdq", "output_step": 1.0,
+                      "samples": samples}
+        write_layer_cuts(out, name, model, {value.name: input_samples(value, 2, 5)[1]}, layer_rows)
+        print(f"{name}: {os.path.getsize(os.path.join(out, file))} bytes, {len(samples)} samples")
+
+
+def hash_seed(name):
+    """A seed from a name, stable across runs (Python's hash() is not)."""
+    return sum((i + 1) * ord(c) for i, c in enumerate(name))
 
 
 def main():
@@ -339,10 +522,17 @@ def main():
     with open(os.path.join(out, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)
     quantized = {}
+    layers = []
     for name in QUANTIZED:
         quantized.update(quantize(out, name, manifest[name]["input_shapes"]["input"]))
+        qdq = fixed_batch(onnx.load(os.path.join(out, f"{name}_qdq.onnx")))
+        x = np.load(os.path.join(out, f"{name}.input_0.npy"))
+        write_layer_cuts(out, f"{name}_qdq", qdq, {"input": x}, layers)
+    mlperf_tiny(out, quantized, layers)
     with open(os.path.join(out, "quantized.json"), "w") as f:
         json.dump(quantized, f, indent=1)
+    with open(os.path.join(out, "layers.json"), "w") as f:
+        json.dump(layers, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,9 @@
 //! expectations file. Adding a device = one `Backend` impl + one test file + its expectations.
 
 pub mod compare;
+pub mod determinism;
 pub mod fixtures;
+pub mod geometry;
 pub mod models;
 pub mod node_tests;
 pub mod ptq;
@@ -29,6 +31,17 @@ pub trait Backend {
     }
     /// Runs a verified model once.
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError>;
+
+    /// Runs a verified model `runs` times (on one session where the device keeps one) and
+    /// returns the outputs of each run; devices that cannot return every run's outputs return
+    /// some of them (see [`QemuM4`]).
+    fn run_repeatedly(
+        model: &Model<'_>,
+        inputs: &[NpyArray],
+        runs: usize,
+    ) -> Result<Vec<Vec<NpyArray>>, RunError> {
+        (0..runs).map(|_| Self::run(model, inputs)).collect()
+    }
 }
 
 /// The portable CPU device.
@@ -39,6 +52,15 @@ impl Backend for Cpu {
 
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
         ferrite_tools::runner::run_cpu(model, inputs)
+    }
+
+    fn run_repeatedly(
+        model: &Model<'_>,
+        inputs: &[NpyArray],
+        runs: usize,
+    ) -> Result<Vec<Vec<NpyArray>>, RunError> {
+        let device = ferrite_cpu::CpuDevice::new();
+        ferrite_tools::runner::run_repeatedly_with(model, inputs, device, runs)
     }
 }
 
@@ -73,6 +95,15 @@ impl Backend for Vulkan {
 
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
         Vulkan::with(|d| ferrite_tools::runner::run_with(model, inputs, d))
+            .map_err(RunError::Device)?
+    }
+
+    fn run_repeatedly(
+        model: &Model<'_>,
+        inputs: &[NpyArray],
+        runs: usize,
+    ) -> Result<Vec<Vec<NpyArray>>, RunError> {
+        Vulkan::with(|d| ferrite_tools::runner::run_repeatedly_with(model, inputs, d, runs))
             .map_err(RunError::Device)?
     }
 }
@@ -122,6 +153,15 @@ impl Backend for CudaEmulated {
         let mut device = ferrite_cuda::CudaDevice::emulated();
         ferrite_tools::runner::run_with(model, inputs, &mut device)
     }
+
+    fn run_repeatedly(
+        model: &Model<'_>,
+        inputs: &[NpyArray],
+        runs: usize,
+    ) -> Result<Vec<Vec<NpyArray>>, RunError> {
+        let mut device = ferrite_cuda::CudaDevice::emulated();
+        ferrite_tools::runner::run_repeatedly_with(model, inputs, &mut device, runs)
+    }
 }
 
 /// The real firmware on QEMU's emulated Cortex-M4F (`qemu-m4`): one QEMU run per call.
@@ -140,6 +180,26 @@ impl Backend for QemuM4 {
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
         let board = ferrite_tools::qemu::Board::M4;
         Ok(ferrite_tools::qemu::run(board, model.as_bytes(), model, inputs, 1)?.outputs)
+    }
+
+    /// The firmware runs the model `runs` times in one QEMU process and reports the last
+    /// run's outputs and every run's instruction count: returns the outputs of a one-run
+    /// process and of the `runs`-run one, and fails if the instruction counts differ.
+    fn run_repeatedly(
+        model: &Model<'_>,
+        inputs: &[NpyArray],
+        runs: usize,
+    ) -> Result<Vec<Vec<NpyArray>>, RunError> {
+        let board = ferrite_tools::qemu::Board::M4;
+        let once = ferrite_tools::qemu::run(board, model.as_bytes(), model, inputs, 1)?;
+        let many = ferrite_tools::qemu::run(board, model.as_bytes(), model, inputs, runs)?;
+        if many.instructions.windows(2).any(|w| w[0] != w[1]) {
+            return Err(RunError::Input(format!(
+                "instruction counts differ between runs: {:?}",
+                many.instructions
+            )));
+        }
+        Ok(vec![once.outputs, many.outputs])
     }
 }
 

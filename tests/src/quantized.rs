@@ -1,12 +1,23 @@
 //! The int8 model suite: the MLP, DS-CNN and ResNet-8 quantized by onnxruntime's
-//! `quantize_static` (QDQ and QOperator forms, per-channel int8 weights, int8 activations), run on
-//! a device and compared with onnxruntime's own int8 outputs in units of the output's
-//! quantization step.
+//! `quantize_static` (QDQ and QOperator forms, per-channel int8 weights, int8 activations) and
+//! the four MLPerf Tiny reference models (tf2onnx from TFLite, int8 in and out, six inputs each),
+//! run on a device and compared in units of the output's quantization step.
 //!
-//! Bound: at least 99 % of output elements within one step of onnxruntime's, none more than
+//! The reference is onnxruntime's *definitional* run (`ORT_DISABLE_ALL`: DequantizeLinear, the
+//! float op, QuantizeLinear — the ONNX definition), never its optimized one: its fused int8
+//! kernels round differently on AVX2, AVX-512 and Arm machines (two steps apart on DS-CNN), so a
+//! reference made with them would depend on the CI host. The float op's own rounding (its
+//! summation order per SIMD level) can move a value across a rounding boundary, which the
+//! bounds allow for.
+//!
+//! Bound: at least 99 % of output elements within one step of the reference, none more than
 //! [`MAX_STEPS`] off. Both forms pack to the same integer ops (QOperator nodes are lowered as the
-//! QDQ nodes they stand for); what the integer pass does not cover runs in float between
-//! QuantizeLinear and DequantizeLinear.
+//! QDQ nodes they stand for, and their reference is the QDQ model's); what the integer pass does
+//! not cover runs in float between QuantizeLinear and DequantizeLinear.
+//!
+//! [`run_layers`] checks each integer op alone: the QDQ models cut after each QuantizeLinear,
+//! each cut fed the exact int8 tensors the definitional run gives it; at least
+//! [`LAYER_EXACT`] of each cut's elements must equal the reference, none more than one step off.
 //!
 //! The same models quantized dynamically (`quantize_dynamic`: DynamicQuantizeLinear,
 //! MatMulInteger, ConvInteger, float outputs) must match onnxruntime to
@@ -23,7 +34,14 @@ use ferrite_tools::pack::{pack, PackOptions};
 /// Fraction of output elements that must be within one quantization step.
 pub const WITHIN_ONE_STEP: f64 = 0.99;
 /// Largest accepted difference, in quantization steps.
-pub const MAX_STEPS: f32 = 3.0;
+pub const MAX_STEPS: f32 = 2.0;
+
+/// The relative change of the QuantizeLinear scales in the reference's tie brackets
+/// (`TIE_BRACKET` in `tests/models/generate.py`).
+pub const TIE_BRACKET: f32 = 2e-6;
+
+/// Fraction of a layer cut's elements that must equal the definitional output exactly.
+pub const LAYER_EXACT: f64 = 0.999;
 
 /// Bound for dynamically quantized models: largest difference over the largest expected
 /// magnitude.
@@ -50,6 +68,8 @@ struct Entry {
     options: PackOptions,
     /// The output's quantization step; `None` for a float output (dynamic quantization).
     step: Option<f32>,
+    /// `(input, expected output)` files, relative to the test-model folder.
+    samples: Vec<(String, String)>,
 }
 
 fn manifest() -> Result<Vec<Entry>, String> {
@@ -83,10 +103,65 @@ fn manifest() -> Result<Vec<Entry>, String> {
                 Some("dyn") => None,
                 _ => Some(entry["output_step"].as_f64().ok_or("missing output_step")? as f32),
             },
+            samples: match entry["samples"].as_array() {
+                Some(pairs) => pairs
+                    .iter()
+                    .map(|p| {
+                        let file = |i: usize| p[i].as_str().unwrap_or_default().to_string();
+                        (file(0), file(1))
+                    })
+                    .collect(),
+                None => vec![(
+                    format!("{name}.input_0.npy"),
+                    format!("{name}.output_0.npy"),
+                )],
+            },
         });
     }
     out.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(out)
+}
+
+/// The reference output at `path` (`NAME.npy`), element by element the point nearest to
+/// `actual` of the interval it spans with its tie brackets (`NAME.lo.npy`, `NAME.hi.npy`,
+/// written by `generate.py` where the model has QuantizeLinear nodes: the definitional run with
+/// every QuantizeLinear scale moved by ±2e-6). onnxruntime's float32 arithmetic breaks exact
+/// ties either way where Ferrite's integers round them to even, and on some inputs (uniform
+/// noise into ResNet-8) those ties decide the output by tens of steps: the definition is only
+/// determined to within that interval there. Where no tie is near, the interval is one value.
+///
+/// Also returns the interval's largest width (in output units): how far the definition itself
+/// moves under the brackets.
+fn nearest_reference(actual: &[f32], path: &std::path::Path) -> Result<(Vec<f32>, f32), String> {
+    let read = |p: &std::path::Path| -> Result<Vec<f32>, String> {
+        Ok(floats(
+            &npy::read(p).map_err(|e| format!("{}: {e}", p.display()))?,
+        ))
+    };
+    let plain = read(path)?;
+    let (mut lo, mut hi) = (plain.clone(), plain);
+    for tag in ["lo", "hi"] {
+        let bracket = path.with_extension(format!("{tag}.npy"));
+        if !bracket.exists() {
+            continue;
+        }
+        let other = read(&bracket)?;
+        if other.len() != lo.len() {
+            return Err(format!("{}: wrong length", bracket.display()));
+        }
+        for ((l, h), o) in lo.iter_mut().zip(hi.iter_mut()).zip(other) {
+            *l = l.min(o);
+            *h = h.max(o);
+        }
+    }
+    let spread = lo.iter().zip(&hi).fold(0f32, |m, (l, h)| m.max(h - l));
+    let nearest = actual
+        .iter()
+        .zip(lo.iter().zip(&hi))
+        .map(|(a, (l, h))| if a.is_nan() { *l } else { a.clamp(*l, *h) })
+        .chain(lo.iter().skip(actual.len()).copied())
+        .collect();
+    Ok((nearest, spread))
 }
 
 fn run_one<B: Backend>(entry: &Entry) -> Result<QuantizedResult, String> {
@@ -98,14 +173,46 @@ fn run_one<B: Backend>(entry: &Entry) -> Result<QuantizedResult, String> {
     check_no_overlap(&packed).map_err(|e| format!("{name}: {e}"))?;
     let bytes = AlignedBytes::from(&packed.bytes[..]);
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
-    let input = npy::read(&dir.join(format!("{name}.input_0.npy"))).map_err(|e| e.to_string())?;
-    let expected =
-        npy::read(&dir.join(format!("{name}.output_0.npy"))).map_err(|e| e.to_string())?;
-    let outputs = B::run(&model, &[input]).map_err(|e| format!("{name}: {e}"))?;
-    let actual = outputs.first().ok_or("no output")?;
-    let (a, e) = (floats(actual), floats(&expected));
-    if a.len() != e.len() {
-        return Err(format!("{name}: {} outputs, expected {}", a.len(), e.len()));
+    let (mut a, mut e) = (Vec::new(), Vec::new());
+    let mut ill_conditioned = 0;
+    for (input_file, output) in &entry.samples {
+        let input = npy::read(&dir.join(input_file)).map_err(|e| e.to_string())?;
+        let outputs = B::run(&model, &[input]).map_err(|e| format!("{name}: {e}"))?;
+        let actual = outputs.first().ok_or("no output")?;
+        let sa = floats(actual);
+        let (se, spread) = nearest_reference(&sa, &dir.join(output))?;
+        if sa.len() != se.len() {
+            return Err(format!(
+                "{name}: {} outputs, expected {}",
+                sa.len(),
+                se.len()
+            ));
+        }
+        if let Some(step) = entry.step {
+            if spread > MAX_STEPS * step {
+                // Ill-conditioned: the definition itself moves by more than the bound.
+                let off = sa
+                    .iter()
+                    .zip(&se)
+                    .fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+                println!(
+                    "{name}: {input_file}: ill-conditioned (the definition moves {} steps under \
+                     ±{TIE_BRACKET:e} of its scales), not counted; {} steps off",
+                    spread / step,
+                    off / step
+                );
+                ill_conditioned += 1;
+                continue;
+            }
+        }
+        a.extend(sa);
+        e.extend(se);
+    }
+    if 2 * ill_conditioned > entry.samples.len() {
+        return Err(format!(
+            "{name}: {ill_conditioned} of {} samples ill-conditioned: too few to judge",
+            entry.samples.len()
+        ));
     }
     let Some(step) = entry.step else {
         let largest = e
@@ -137,7 +244,7 @@ fn run_one<B: Backend>(entry: &Entry) -> Result<QuantizedResult, String> {
     // A hair of slack: "one step" computed in f32 from dequantized values.
     let within = steps.iter().filter(|s| **s <= 1.0 + 1e-3).count() as f64 / steps.len() as f64;
     let max = steps.iter().fold(0f32, |m, s| m.max(*s));
-    if within < WITHIN_ONE_STEP || max.is_nan() || max > MAX_STEPS {
+    if within < WITHIN_ONE_STEP || max.is_nan() || max > MAX_STEPS + 1e-3 {
         return Err(format!(
             "{name}: {:.1} % within one step (need {:.0} %), max {max} steps (bound {MAX_STEPS})",
             within * 100.0,
@@ -179,6 +286,106 @@ pub fn run_all<B: Backend>() -> Result<Vec<QuantizedResult>, String> {
             Err(e) => failures.push(e),
         }
     }
+    if failures.is_empty() {
+        Ok(results)
+    } else {
+        Err(failures.join("\n"))
+    }
+}
+
+/// One layer cut's result: how many of its elements equal the definitional output.
+#[derive(Debug)]
+pub struct LayerResult {
+    /// The model it was cut from.
+    pub model: String,
+    /// The cut (`NAME.cutKK`).
+    pub cut: String,
+    /// The ops between its inputs and its QuantizeLinear.
+    pub ops: String,
+    /// Elements compared.
+    pub elements: usize,
+    /// Elements that differ from the reference.
+    pub mismatched: usize,
+    /// Largest difference, in steps.
+    pub max_steps: f32,
+}
+
+fn run_layer<B: Backend>(entry: &serde_json::Value) -> Result<LayerResult, String> {
+    let dir = test_models_dir();
+    let field = |k: &str| entry[k].as_str().unwrap_or_default().to_string();
+    let cut = field("cut");
+    let onnx = std::fs::read(dir.join(field("onnx"))).map_err(|e| format!("{cut}: {e}"))?;
+    let packed = pack(&onnx, &PackOptions::default()).map_err(|e| format!("{cut}: {e}"))?;
+    let bytes = AlignedBytes::from(&packed.bytes[..]);
+    let model = Model::load(bytes.as_bytes()).map_err(|e| format!("{cut}: {e}"))?;
+    let mut inputs = Vec::new();
+    for file in entry["inputs"].as_array().into_iter().flatten() {
+        let path = dir.join(file.as_str().unwrap_or_default());
+        inputs.push(npy::read(&path).map_err(|e| format!("{cut}: {e}"))?);
+    }
+    let outputs = B::run(&model, &inputs).map_err(|e| format!("{cut}: {e}"))?;
+    let actual = outputs.first().ok_or("no output")?;
+    let a = floats(actual);
+    let (e, _) =
+        nearest_reference(&a, &dir.join(field("output"))).map_err(|e| format!("{cut}: {e}"))?;
+    if a.len() != e.len() || a.is_empty() {
+        return Err(format!("{cut}: {} outputs, expected {}", a.len(), e.len()));
+    }
+    let diffs: Vec<f32> = a.iter().zip(&e).map(|(x, y)| (x - y).abs()).collect();
+    let ops = entry["ops"].as_array().into_iter().flatten();
+    Ok(LayerResult {
+        model: field("model"),
+        cut,
+        ops: ops.filter_map(|o| o.as_str()).collect::<Vec<_>>().join("+"),
+        elements: diffs.len(),
+        mismatched: diffs.iter().filter(|d| **d != 0.0).count(),
+        max_steps: diffs
+            .iter()
+            .fold(0f32, |m, d| if d.is_nan() { f32::NAN } else { m.max(*d) }),
+    })
+}
+
+/// Runs every layer cut (`layers.json`) on backend `B`, prints each one's mismatch rate and
+/// fails when a cut has more than `1 − LAYER_EXACT` of its elements off or any off by more
+/// than one step.
+pub fn run_layers<B: Backend>() -> Result<Vec<LayerResult>, String> {
+    let path = test_models_dir().join("layers.json");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    let mut results = Vec::new();
+    let mut failures = Vec::new();
+    for entry in doc.as_array().ok_or("layers.json is not a list")? {
+        match run_layer::<B>(entry) {
+            Ok(r) => {
+                let rate = r.mismatched as f64 / r.elements as f64;
+                println!(
+                    "{:<26} {:<28} {:>7} elements, {:>5} off ({:.3} %), max {} steps",
+                    r.cut,
+                    r.ops,
+                    r.elements,
+                    r.mismatched,
+                    rate * 100.0,
+                    r.max_steps
+                );
+                if rate > 1.0 - LAYER_EXACT || r.max_steps.is_nan() || r.max_steps > 1.0 {
+                    failures.push(format!(
+                        "{}: {} of {} elements differ from the definitional output, max {} steps",
+                        r.cut, r.mismatched, r.elements, r.max_steps
+                    ));
+                }
+                results.push(r);
+            }
+            Err(e) => failures.push(e),
+        }
+    }
+    let (elements, mismatched) = results
+        .iter()
+        .fold((0, 0), |(e, m), r| (e + r.elements, m + r.mismatched));
+    println!(
+        "layer cuts: {} cuts, {mismatched} of {elements} elements differ ({:.4} %)",
+        results.len(),
+        mismatched as f64 * 100.0 / elements.max(1) as f64
+    );
     if failures.is_empty() {
         Ok(results)
     } else {

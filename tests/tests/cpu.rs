@@ -33,7 +33,19 @@ fn onnx_pytorch_models_on_cpu() {
 #[test]
 fn int8_models_match_onnxruntime_on_cpu() {
     match ferrite_tests::quantized::run_all::<Cpu>() {
-        Ok(results) => assert_eq!(results.len(), 9, "three models: QDQ, QOperator, dynamic"),
+        Ok(results) => assert_eq!(
+            results.len(),
+            13,
+            "three models as QDQ, QOperator and dynamic; the four MLPerf Tiny models"
+        ),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn each_int8_layer_matches_the_definition_on_cpu() {
+    match ferrite_tests::quantized::run_layers::<Cpu>() {
+        Ok(results) => assert!(results.len() >= 90, "{} layer cuts", results.len()),
         Err(e) => panic!("{e}"),
     }
 }
@@ -60,4 +72,21 @@ fn quantized_by_ferrite_tracks_float_on_cpu() {
     if let Err(e) = run_all::<Cpu>(&FLOAT_MODELS, settings) {
         panic!("{e}");
     }
+}
+
+#[test]
+fn every_random_geometry_runs_on_cpu() {
+    // The host's best SIMD build (AVX-512 where the CPU has it).
+    let budget = ferrite_tests::geometry::Budget::from_env();
+    match ferrite_tests::geometry::run_all::<Cpu>(budget) {
+        Ok(coverage) => println!("best build: {coverage}"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn every_model_is_deterministic_on_cpu() {
+    let checked = ferrite_tests::determinism::run_all::<Cpu>(ferrite_tests::determinism::RUNS)
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(checked >= 21, "{checked} models");
 }

@@ -11,3 +11,13 @@ fn avx2_kernels_pass_the_same_suites() {
     let expectations = workspace_root().join("tests/expectations/cpu-node.txt");
     node_tests::run_suite::<Cpu>(&expectations).unwrap_or_else(|e| panic!("{e}"));
 }
+
+#[test]
+fn avx2_kernels_run_every_random_geometry() {
+    std::env::set_var("FERRITE_CPU_SIMD", "avx2");
+    let budget = ferrite_tests::geometry::Budget::from_env();
+    match ferrite_tests::geometry::run_all::<Cpu>(budget) {
+        Ok(coverage) => println!("avx2: {coverage}"),
+        Err(e) => panic!("{e}"),
+    }
+}

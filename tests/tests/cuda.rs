@@ -294,3 +294,22 @@ fn errors_are_one_line_with_both_sizes() {
     );
     assert!(!text.contains('\n'));
 }
+
+/// The emulator runs each GPU thread on the CPU (about 0.6 s per model run): 5 runs here, the
+/// full [`ferrite_tests::determinism::RUNS`] on a real GPU (`scripts/gpu-check.sh`).
+#[test]
+fn every_model_is_deterministic_on_the_cuda_emulator() {
+    let checked =
+        ferrite_tests::determinism::run_all::<CudaEmulated>(5).unwrap_or_else(|e| panic!("{e}"));
+    assert!(checked >= 8, "{checked} models");
+}
+
+#[test]
+fn every_model_is_deterministic_on_a_gpu() {
+    unless_missing::<Cuda>("cuda determinism", || {
+        let runs = ferrite_tests::determinism::RUNS;
+        let checked =
+            ferrite_tests::determinism::run_all::<Cuda>(runs).unwrap_or_else(|e| panic!("{e}"));
+        assert!(checked >= 8, "{checked} models");
+    });
+}

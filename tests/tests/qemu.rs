@@ -262,10 +262,24 @@ fn int8_models_match_onnxruntime_on_qemu_m4() {
     unless_missing::<QemuM4>(
         "qemu-m4 int8 models",
         || match ferrite_tests::quantized::run_all::<QemuM4>() {
-            Ok(results) => assert_eq!(results.len(), 9, "three models: QDQ, QOperator, dynamic"),
+            Ok(results) => assert_eq!(
+                results.len(),
+                13,
+                "three models as QDQ, QOperator and dynamic; the four MLPerf Tiny models"
+            ),
             Err(e) => panic!("{e}"),
         },
     );
+}
+
+#[test]
+fn each_int8_layer_matches_the_definition_on_qemu_m4() {
+    unless_missing::<QemuM4>("qemu-m4 int8 layer cuts", || {
+        match ferrite_tests::quantized::run_layers::<QemuM4>() {
+            Ok(results) => assert!(results.len() >= 90, "{} layer cuts", results.len()),
+            Err(e) => panic!("{e}"),
+        }
+    });
 }
 
 #[test]
@@ -480,5 +494,31 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
                 );
             }
         }
+    });
+}
+
+/// The int8 geometry families (`ferrite_tests::geometry`) on the firmware's DSP kernels; each
+/// case is one QEMU run, so the budget is a quarter of the host's.
+#[test]
+fn every_random_int8_geometry_runs_on_qemu_m4() {
+    unless_missing::<QemuM4>("qemu-m4 int8 geometries", || {
+        let host = ferrite_tests::geometry::Budget::from_env();
+        let budget = ferrite_tests::geometry::Budget {
+            cases: (host.cases / 4).max(1),
+        };
+        match ferrite_tests::geometry::run_integer::<QemuM4>(budget) {
+            Ok(coverage) => println!("qemu-m4: {coverage}"),
+            Err(e) => panic!("{e}"),
+        }
+    });
+}
+
+#[test]
+fn every_model_is_deterministic_on_qemu_m4() {
+    unless_missing::<QemuM4>("qemu-m4 determinism", || {
+        let checked =
+            ferrite_tests::determinism::run_all::<QemuM4>(ferrite_tests::determinism::RUNS)
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert!(checked >= 21, "{checked} models");
     });
 }

@@ -279,3 +279,13 @@ fn the_validation_layer_reports_nothing() {
         );
     });
 }
+
+#[test]
+fn every_model_is_deterministic_on_vulkan() {
+    unless_missing::<Vulkan>("vulkan determinism", || {
+        let checked =
+            ferrite_tests::determinism::run_all::<Vulkan>(ferrite_tests::determinism::RUNS)
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert!(checked >= 6, "{checked} models");
+    });
+}

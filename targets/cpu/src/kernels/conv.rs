@@ -332,10 +332,13 @@ fn depthwise_masked(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32])
                     - (pt * d.w + pl) as isize;
                 // Clip the flat range so the shifted index stays inside the input plane; the
                 // positions dropped are exactly wrapped columns (masked anyway).
-                let lo = ((oy0 * d.ow) as isize).max(-shift).max(0) as usize;
-                let hi = ((oy1 * d.ow) as isize)
-                    .min(in_plane as isize - shift)
-                    .max(lo as isize) as usize;
+                let lo = ((oy0 * d.ow) as isize).max(-shift).max(0);
+                let hi = ((oy1 * d.ow) as isize).min(in_plane as isize - shift);
+                if lo >= hi {
+                    // No output row reads this tap (a plane smaller than the kernel).
+                    continue;
+                }
+                let (lo, hi) = (lo as usize, hi as usize);
                 let src = &x_c[(lo as isize + shift) as usize..(hi as isize + shift) as usize];
                 let mask = &masks[kx * plane + lo..kx * plane + hi];
                 for ((o, v), m) in out_c[lo..hi].iter_mut().zip(src).zip(mask) {
@@ -599,6 +602,8 @@ mod strategy_tests {
             (3, 1, 9, 9, [3, 3], [2, 2], [1, 1], [0, 0, 1, 1]),   // padded phases (stride 2)
             (2, 2, 11, 10, [3, 3], [2, 3], [2, 1], [2, 1, 1, 2]), // phases, mixed strides, dilated
             (2, 1, 200, 200, [3, 3], [2, 2], [1, 1], [1, 1, 1, 1]), // direct (phases over budget)
+            (8, 1, 2, 12, [5, 5], [1, 1], [1, 1], [2, 2, 2, 2]), // masked, plane under the kernel (OCR)
+            (2, 1, 1, 1, [3, 2], [1, 1], [1, 1], [0, 1, 2, 0]),  // masked, 1×1 plane
         ];
         let mut seen = vec![];
         for (c, mult, h, w, kernel, stride, dilation, pads) in cases {
