@@ -18,12 +18,14 @@ export FERRITE_REQUIRE_NVRTC="${FERRITE_REQUIRE_NVRTC:-1}"
 echo "== build the Cortex-M firmware, the QEMU instruction-count plugin and the real-board crate"
 bash scripts/build-firmware.sh
 (cd boards/nrf52840-dk && cargo build --release -q)
+echo "== link-time proof: no panic path in Model::load, nor in a run of the digits MLP's kernels"
+bash scripts/panic-free.sh
 echo "== cargo fmt --check"
 cargo fmt --all --check
 (cd boards && cargo fmt --all --check)
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -q -- -D warnings
-for board in qemu-mps2-an386 qemu-mps2-an500 qemu-microbit nrf52840-dk; do
+for board in qemu-mps2-an386 qemu-mps2-an500 qemu-microbit nrf52840-dk panic-free; do
     (cd "boards/$board" && cargo clippy --release -q -- -D warnings)
 done
 echo "== cargo doc (warnings are errors)"

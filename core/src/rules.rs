@@ -9,6 +9,16 @@ use ferrite_hal::{DType, Location, Op, Step, TensorDesc, MAX_RANK};
 
 type Rule = Result<(), &'static str>;
 
+/// Element `i` of `d`, `None` past its end (no panicking index on untrusted shapes).
+fn at(d: &[usize], i: usize) -> Option<usize> {
+    d.get(i).copied()
+}
+
+/// Whether two sub-slices both exist and are equal.
+fn same(a: Option<&[usize]>, b: Option<&[usize]>) -> bool {
+    matches!((a, b), (Some(x), Some(y)) if x == y)
+}
+
 fn ensure(cond: bool, rule: &'static str) -> Rule {
     if cond {
         Ok(())
@@ -65,9 +75,13 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                 a.shape.rank() == 2 && b.shape.rank() == 2,
                 "Gemm operands are matrices",
             )?;
-            let (m, k, n) = (a.shape.dim(0), a.shape.dim(1), b.shape.dim(1));
-            ensure(b.shape.dim(0) == k, "Gemm inner dimensions differ")?;
-            ensure(y.shape.dims() == [m, n], "Gemm output shape")?;
+            let (m, k, n) = (
+                a.shape.dim_checked(0),
+                a.shape.dim_checked(1),
+                b.shape.dim_checked(1),
+            );
+            ensure(b.shape.dim_checked(0) == k, "Gemm inner dimensions differ")?;
+            ensure(y.shape.dims_checked() == [m, n], "Gemm output shape")?;
             if let Some(c) = step.inputs.get(2) {
                 all_f32(&[c])?;
                 ensure(
@@ -133,16 +147,18 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             ensure(y.dtype == DType::I64, "ArgMax/ArgMin write int64")?;
             let rank = x.shape.rank();
             ensure(a.axis < rank, "ArgMax/ArgMin axis")?;
-            let d = x.shape.dims();
+            let d = x.shape.dims_checked();
             let kept = y.shape.rank() == rank
-                && (0..rank).all(|i| y.shape.dim(i) == if i == a.axis { 1 } else { d[i] });
+                && (0..rank).all(|i| {
+                    Some(y.shape.dim_checked(i)) == if i == a.axis { Some(1) } else { at(d, i) }
+                });
             let removed = y.shape.rank() + 1 == rank
-                && d[..a.axis] == y.shape.dims()[..a.axis]
-                && d[a.axis + 1..] == y.shape.dims()[a.axis..];
+                && same(d.get(..a.axis), y.shape.dims_checked().get(..a.axis))
+                && same(d.get(a.axis + 1..), y.shape.dims_checked().get(a.axis..));
             ensure(kept || removed, "ArgMax/ArgMin output shape")?;
             // An empty axis has no index to report.
             ensure(
-                d[a.axis] > 0 || y.elements() == 0,
+                at(d, a.axis).is_some_and(|n| n > 0) || y.elements() == 0,
                 "ArgMax/ArgMin of an empty axis",
             )
         }
@@ -164,8 +180,11 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             all_f32(&[x, y])?;
             ensure(x.shape.rank() >= 3, "GlobalAveragePool input rank")?;
             let ok = y.shape.rank() == x.shape.rank()
-                && y.shape.dims()[..2] == x.shape.dims()[..2]
-                && y.shape.dims()[2..].iter().all(|&d| d == 1);
+                && same(
+                    y.shape.dims_checked().get(..2),
+                    x.shape.dims_checked().get(..2),
+                )
+                && y.shape.dims_checked().iter().skip(2).all(|&d| d == 1);
             ensure(ok, "GlobalAveragePool output shape")
         }
         Op::BatchNorm { .. } => {
@@ -180,7 +199,7 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                 let p = input(i)?;
                 all_f32(&[p])?;
                 ensure(
-                    p.shape.dims() == [x.shape.dim(1)],
+                    p.shape.dims_checked() == [x.shape.dim_checked(1)],
                     "BatchNormalization parameter shape",
                 )?;
             }
@@ -194,10 +213,11 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             ensure(y.shape.rank() == rank, "Transpose rank")?;
             let mut seen = [false; MAX_RANK];
             for (axis, &p) in perm.iter().enumerate().take(rank) {
-                ensure(p < rank && !seen[p], "Transpose perm is not a permutation")?;
-                seen[p] = true;
+                let slot = seen.get_mut(p).filter(|s| p < rank && !**s);
+                *slot.ok_or("Transpose perm is not a permutation")? = true;
                 ensure(
-                    y.shape.dims()[axis] == x.shape.dims()[p],
+                    at(y.shape.dims_checked(), axis).is_some()
+                        && at(y.shape.dims_checked(), axis) == at(x.shape.dims_checked(), p),
                     "Transpose output shape",
                 )?;
             }
@@ -218,15 +238,15 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             let (x, y) = (input(0)?, output(0)?);
             same_dtype(&[x, y])?;
             ensure(x.shape.rank() == y.shape.rank(), "Slice rank")?;
-            for axis in 0..x.shape.rank() {
-                let count = y.shape.dims()[axis];
+            let axes = x.shape.dims_checked().iter().zip(y.shape.dims_checked());
+            for ((&dim, &count), (&start, &step)) in axes.zip(starts.iter().zip(&steps)) {
                 if count == 0 {
                     continue;
                 }
-                let dim = x.shape.dims()[axis] as isize;
-                let first = starts[axis] as isize;
+                let dim = dim as isize;
+                let first = start as isize;
                 let last = (count as isize - 1)
-                    .checked_mul(steps[axis])
+                    .checked_mul(step)
                     .and_then(|d| d.checked_add(first))
                     .ok_or("Slice overflows")?;
                 ensure(
@@ -243,19 +263,28 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             let (x, y) = (input(0)?, output(0)?);
             same_dtype(&[x, y])?;
             ensure(x.shape.rank() == y.shape.rank(), "Pad rank")?;
-            for axis in 0..x.shape.rank() {
-                let d = x.shape.dims()[axis];
+            for (axis, (&d, &want)) in x
+                .shape
+                .dims_checked()
+                .iter()
+                .zip(y.shape.dims_checked())
+                .enumerate()
+            {
+                let (begin, end) = (
+                    *begins.get(axis).ok_or("Pad rank")?,
+                    *ends.get(axis).ok_or("Pad rank")?,
+                );
                 let out = d
-                    .checked_add(begins[axis])
-                    .and_then(|v| v.checked_add(ends[axis]))
+                    .checked_add(begin)
+                    .and_then(|v| v.checked_add(end))
                     .ok_or("Pad overflows")?;
-                ensure(out == y.shape.dims()[axis], "Pad output shape")?;
-                let padded = begins[axis] + ends[axis] > 0;
+                ensure(out == want, "Pad output shape")?;
+                let padded = begin + end > 0;
                 match mode {
                     PadMode::Constant => {}
                     PadMode::Edge => ensure(!padded || d > 0, "edge padding of an empty axis")?,
                     PadMode::Reflect => ensure(
-                        !padded || (begins[axis] < d && ends[axis] < d),
+                        !padded || (begin < d && end < d),
                         "reflect padding larger than the axis",
                     )?,
                 }
@@ -272,14 +301,16 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             )?;
             let r = data.shape.rank();
             ensure(axis < r, "Gather axis")?;
-            let d = data.shape.dims();
-            let expected = d[..axis]
+            let d = data.shape.dims_checked();
+            let expected = d
+                .get(..axis)
+                .unwrap_or(&[])
                 .iter()
-                .chain(idx.shape.dims())
-                .chain(&d[axis + 1..]);
+                .chain(idx.shape.dims_checked())
+                .chain(d.get(axis + 1..).unwrap_or(&[]));
             ensure(
                 y.shape.rank() == r - 1 + idx.shape.rank()
-                    && expected.zip(y.shape.dims()).all(|(a, b)| a == b),
+                    && expected.zip(y.shape.dims_checked()).all(|(a, b)| a == b),
                 "Gather output shape",
             )
         }
@@ -291,21 +322,22 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             ensure(rank < 32 && axes >> rank == 0, "Reduce axes")?;
             let kept = x
                 .shape
-                .dims()
+                .dims_checked()
                 .iter()
                 .enumerate()
                 .filter(|(i, _)| axes & (1 << i) == 0)
                 .map(|(_, d)| *d);
-            let keep_dims =
-                x.shape
-                    .dims()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, d)| if axes & (1 << i) != 0 { 1 } else { *d });
+            let keep_dims = x.shape.dims_checked().iter().enumerate().map(|(i, d)| {
+                if axes & (1 << i) != 0 {
+                    1
+                } else {
+                    *d
+                }
+            });
             let squeezed = y.shape.rank() == kept.clone().count()
-                && kept.zip(y.shape.dims()).all(|(a, b)| a == *b);
-            let kept_form =
-                y.shape.rank() == rank && keep_dims.zip(y.shape.dims()).all(|(a, b)| a == *b);
+                && kept.zip(y.shape.dims_checked()).all(|(a, b)| a == *b);
+            let kept_form = y.shape.rank() == rank
+                && keep_dims.zip(y.shape.dims_checked()).all(|(a, b)| a == *b);
             ensure(squeezed || kept_form, "Reduce output shape")
         }
         Op::Copy => {
@@ -331,10 +363,14 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
                 a.shape.rank() == 2 && b.shape.rank() == 2 && y.shape.rank() == 2,
                 "QGemm operands are matrices",
             )?;
-            let (m, k, n) = (a.shape.dim(0), a.shape.dim(1), b.shape.dim(0));
-            ensure(b.shape.dim(1) == k, "QGemm inner dimensions differ")?;
-            ensure(y.shape.dims() == [m, n], "QGemm output shape")?;
-            ensure(bias.shape.dims() == [n], "QGemm bias shape")?;
+            let (m, k, n) = (
+                a.shape.dim_checked(0),
+                a.shape.dim_checked(1),
+                b.shape.dim_checked(0),
+            );
+            ensure(b.shape.dim_checked(1) == k, "QGemm inner dimensions differ")?;
+            ensure(y.shape.dims_checked() == [m, n], "QGemm output shape")?;
+            ensure(bias.shape.dims_checked() == [n], "QGemm bias shape")?;
             check_integer_operands(&a, &b, &bias, &requant, &y, &q, n)
         }
         Op::QAdd(q) => {
@@ -368,8 +404,8 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             )?;
             let plane = x.shape.product(2..rank);
             ensure(
-                y.shape.dim(0) == x.shape.dim(0)
-                    && y.shape.dim(1) == x.shape.dim(1)
+                y.shape.dim_checked(0) == x.shape.dim_checked(0)
+                    && y.shape.dim_checked(1) == x.shape.dim_checked(1)
                     && y.shape.product(2..rank) == 1,
                 "QGlobalAveragePool output shape",
             )?;
@@ -576,14 +612,23 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             let (r, m) = (data.shape.rank(), idx.shape.rank());
             let mut want = [0usize; MAX_RANK];
             let mut n = 0;
-            for d in idx.shape.dims()[..m - 1]
+            let outer = idx
+                .shape
+                .dims_checked()
+                .get(..m - 1)
+                .ok_or("GatherND index rank")?;
+            let inner = data.shape.dims_checked().get(batch_dims + q..r);
+            for d in outer
                 .iter()
-                .chain(&data.shape.dims()[batch_dims + q..r])
+                .chain(inner.ok_or("GatherND index tuple length")?)
             {
                 *want.get_mut(n).ok_or("GatherND output rank")? = *d;
                 n += 1;
             }
-            ensure(y.shape.dims() == &want[..n], "GatherND output shape")
+            ensure(
+                y.shape.dims_checked() == &want[..n],
+                "GatherND output shape",
+            )
         }
         Op::ScatterNd { reduction } => {
             ensure(n_in == 3 && n_out == 1, "ScatterND takes 3 inputs")?;
@@ -596,8 +641,14 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             let want_rank = m - 1 + data.shape.rank() - q;
             ensure(
                 up.shape.rank() == want_rank
-                    && up.shape.dims()[..m - 1] == idx.shape.dims()[..m - 1]
-                    && up.shape.dims()[m - 1..] == data.shape.dims()[q..],
+                    && same(
+                        up.shape.dims_checked().get(..m - 1),
+                        idx.shape.dims_checked().get(..m - 1),
+                    )
+                    && same(
+                        up.shape.dims_checked().get(m - 1..),
+                        data.shape.dims_checked().get(q..),
+                    ),
                 "ScatterND updates shape",
             )?;
             ensure(y.shape == data.shape, "ScatterND output shape")
@@ -616,8 +667,10 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             ensure(
                 values.shape == indices.shape
                     && values.shape.rank() == rank
-                    && values.shape.dim(axis) <= x.shape.dim(axis)
-                    && (0..rank).all(|d| d == axis || values.shape.dim(d) == x.shape.dim(d)),
+                    && values.shape.dim_checked(axis) <= x.shape.dim_checked(axis)
+                    && (0..rank).all(|d| {
+                        d == axis || values.shape.dim_checked(d) == x.shape.dim_checked(d)
+                    }),
                 "TopK output shapes",
             )
         }
@@ -638,14 +691,15 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             all_f32(&[x, y])?;
             let r = x.shape.rank();
             ensure(
-                r >= 2 && x.shape.dim(r - 1) == x.shape.dim(r - 2),
+                r >= 2 && x.shape.dim_checked(r - 1) == x.shape.dim_checked(r - 2),
                 "Det input is square",
             )?;
             ensure(
-                y.shape.rank() == r - 2 && y.shape.dims() == &x.shape.dims()[..r - 2],
+                y.shape.rank() == r - 2
+                    && Some(y.shape.dims_checked()) == x.shape.dims_checked().get(..r - 2),
                 "Det output shape",
             )?;
-            let n = x.shape.dim(r - 1);
+            let n = x.shape.dim_checked(r - 1);
             require_scratch(step.scratch, 2 * n * n, "Det needs a scratch of 2·n·n")
         }
         Op::Resample { axis, .. } => {
@@ -656,12 +710,13 @@ pub(crate) fn check_step(step: &Step<'_>) -> Rule {
             let rank = x.shape.rank();
             ensure(axis < rank && y.shape.rank() == rank, "Resample axis")?;
             ensure(
-                idx.shape.rank() == 2 && idx.shape == w.shape && idx.shape.dim(1) >= 1,
+                idx.shape.rank() == 2 && idx.shape == w.shape && idx.shape.dim_checked(1) >= 1,
                 "Resample tap tables are [n, taps]",
             )?;
             ensure(
-                idx.shape.dim(0) == y.shape.dim(axis)
-                    && (0..rank).all(|d| d == axis || x.shape.dim(d) == y.shape.dim(d)),
+                idx.shape.dim_checked(0) == y.shape.dim_checked(axis)
+                    && (0..rank)
+                        .all(|d| d == axis || x.shape.dim_checked(d) == y.shape.dim_checked(d)),
                 "Resample output shape",
             )
         }
@@ -747,7 +802,7 @@ fn check_quantization_parameters(
         "quantization scale is a scalar or a vector",
     )?;
     ensure(
-        n == 1 || (axis < x.shape.rank() && n == x.shape.dim(axis)),
+        n == 1 || (axis < x.shape.rank() && n == x.shape.dim_checked(axis)),
         "quantization scale length",
     )?;
     if let Some(z) = zero {
@@ -786,17 +841,18 @@ fn check_parts(
         for a in 0..rank {
             if a != axis {
                 ensure(
-                    part.shape.dims()[a] == whole.shape.dims()[a],
+                    at(part.shape.dims_checked(), a).is_some()
+                        && at(part.shape.dims_checked(), a) == at(whole.shape.dims_checked(), a),
                     "shapes differ off the axis",
                 )?;
             }
         }
         total = total
-            .checked_add(part.shape.dims()[axis])
+            .checked_add(at(part.shape.dims_checked(), axis).ok_or("part rank")?)
             .ok_or("overflow")?;
     }
     ensure(
-        total == whole.shape.dims()[axis],
+        Some(total) == at(whole.shape.dims_checked(), axis),
         "parts do not add up along the axis",
     )
 }
@@ -853,11 +909,11 @@ fn check_conv_geometry(
         "Conv kernel differs from weight shape",
     )?;
     ensure(
-        icg.checked_mul(group) == Some(ch) && oc % group == 0,
+        icg.checked_mul(group) == Some(ch) && oc.checked_rem(group) == Some(0),
         "Conv groups do not divide channels",
     )?;
     if let Some(b) = b {
-        ensure(b.shape.dims() == [oc], "Conv bias shape")?;
+        ensure(b.shape.dims_checked() == [oc], "Conv bias shape")?;
     }
     let oh = conv_out(
         h,
@@ -914,18 +970,24 @@ fn check_recurrent(r: &ferrite_hal::op::Recurrent, step: &Step<'_>) -> Rule {
         x.shape.rank() == 3 && w.shape.rank() == 2 && rec.shape.rank() == 2,
         "Recurrent ranks",
     )?;
-    let (seq, batch, features) = (x.shape.dim(0), x.shape.dim(1), x.shape.dim(2));
-    let hidden = rec.shape.dim(1);
+    let (seq, batch, features) = (
+        x.shape.dim_checked(0),
+        x.shape.dim_checked(1),
+        x.shape.dim_checked(2),
+    );
+    let hidden = rec.shape.dim_checked(1);
     let gates = r.cell.gates();
     let rows = gates * hidden;
     ensure(
-        hidden > 0 && w.shape.dims() == [rows, features] && rec.shape.dim(0) == rows,
+        hidden > 0
+            && w.shape.dims_checked() == [rows, features]
+            && rec.shape.dim_checked(0) == rows,
         "Recurrent weight shapes",
     )?;
     let mut all = [x, w, rec];
     all_f32(&all)?;
-    let vector = |t: &TensorDesc, n: usize| t.shape.rank() == 1 && t.shape.dim(0) == n;
-    let state = |t: &TensorDesc| t.shape.dims() == [batch, hidden];
+    let vector = |t: &TensorDesc, n: usize| t.shape.rank() == 1 && t.shape.dim_checked(0) == n;
+    let state = |t: &TensorDesc| t.shape.dims_checked() == [batch, hidden];
     if let Some(b) = step.inputs.get(3) {
         ensure(
             vector(&b, 2 * rows) && b.dtype == DType::F32,
@@ -951,7 +1013,10 @@ fn check_recurrent(r: &ferrite_hal::op::Recurrent, step: &Step<'_>) -> Rule {
         )?;
     }
     let y = output(0)?;
-    ensure(y.shape.dims() == [seq, batch, hidden], "Recurrent Y shape")?;
+    ensure(
+        y.shape.dims_checked() == [seq, batch, hidden],
+        "Recurrent Y shape",
+    )?;
     for i in 1..n_out {
         let t = output(i)?;
         ensure(state(&t), "Recurrent state output shape")?;
@@ -969,7 +1034,8 @@ fn check_recurrent(r: &ferrite_hal::op::Recurrent, step: &Step<'_>) -> Rule {
 /// Element-wise indices are no larger than the data on every axis but `axis`.
 fn within(idx: &TensorDesc, data: &TensorDesc, axis: usize) -> Rule {
     ensure(
-        (0..data.shape.rank()).all(|d| d == axis || idx.shape.dim(d) <= data.shape.dim(d)),
+        (0..data.shape.rank())
+            .all(|d| d == axis || idx.shape.dim_checked(d) <= data.shape.dim_checked(d)),
         "indices are larger than the data",
     )
 }
@@ -997,10 +1063,13 @@ fn nd_depth(data: &TensorDesc, idx: &TensorDesc, batch_dims: usize) -> Result<us
         m >= 1 && batch_dims < m && batch_dims < r.max(1),
         "ND index ranks",
     )?;
-    let q = idx.shape.dim(m - 1);
+    let q = idx.shape.dim_checked(m - 1);
     ensure(q >= 1 && batch_dims + q <= r, "ND index tuple length")?;
     ensure(
-        data.shape.dims()[..batch_dims] == idx.shape.dims()[..batch_dims],
+        same(
+            data.shape.dims_checked().get(..batch_dims),
+            idx.shape.dims_checked().get(..batch_dims),
+        ),
         "ND batch dims differ",
     )?;
     Ok(q)
@@ -1048,7 +1117,7 @@ fn check_integer_operands(
     let channels = requant.elements() / 2;
     ensure(
         requant.shape.rank() == 2
-            && requant.shape.dim(1) == 2
+            && requant.shape.dim_checked(1) == 2
             && (channels == 1 || channels == per_channel),
         "requantization shape",
     )?;
@@ -1091,13 +1160,16 @@ fn check_conv_transpose(
         [kh, kw] == c.window.kernel,
         "ConvTranspose kernel differs from weight",
     )?;
-    ensure(wc == ch && ch % c.group == 0, "ConvTranspose groups")?;
+    ensure(
+        wc == ch && ch.checked_rem(c.group) == Some(0),
+        "ConvTranspose groups",
+    )?;
     let oc = ocg
         .checked_mul(c.group)
         .ok_or("ConvTranspose channels overflow")?;
     if let Some(b) = b {
         all_f32(&[*b])?;
-        ensure(b.shape.dims() == [oc], "ConvTranspose bias shape")?;
+        ensure(b.shape.dims_checked() == [oc], "ConvTranspose bias shape")?;
     }
     let win = &c.window;
     let out = |i: usize, len: usize, k: usize| {

@@ -131,14 +131,15 @@ impl<'m, 'a, D: Device> Session<'m, 'a, D> {
     /// Copies `bytes` (little-endian elements) into input `index`.
     pub fn set_input(&mut self, index: usize, bytes: &[u8]) -> Result<(), Error<D::Error>> {
         let expected = self.input_info(index)?.desc.bytes;
-        if bytes.len() != expected {
+        let slot = self.input_mut(index)?;
+        if bytes.len() != expected || slot.len() != bytes.len() {
             return Err(Error::InputSize {
                 index,
                 expected,
                 got: bytes.len(),
             });
         }
-        self.input_mut(index)?.copy_from_slice(bytes);
+        slot.copy_from_slice(bytes);
         Ok(())
     }
 

@@ -78,14 +78,17 @@ pub fn broadcast(a: &Shape, b: &Shape) -> Option<Shape> {
             _ => return None,
         };
     }
-    Shape::new(&dims[..rank])
+    Shape::new(dims.get(..rank)?)
 }
 
 fn dim_from_right(s: &Shape, from_right: usize) -> usize {
-    if from_right < s.rank() {
-        s.dims()[s.rank() - 1 - from_right]
-    } else {
-        1
+    let dims = s.dims_checked();
+    match from_right
+        .checked_add(1)
+        .and_then(|k| dims.len().checked_sub(k))
+    {
+        Some(i) => dims.get(i).copied().unwrap_or(1),
+        None => 1,
     }
 }
 
@@ -97,10 +100,10 @@ pub fn broadcasts_to(input: &Shape, output: &Shape) -> bool {
 /// Strides (in elements) to read `input` while iterating over `output`, aligned to the output's
 /// axes: 0 on broadcast axes. `input` must broadcast to `output`.
 pub fn broadcast_strides(input: &Shape, output: &Shape) -> [usize; MAX_RANK] {
-    let own = input.strides();
+    let own = input.strides_checked();
     let mut strides = [0usize; MAX_RANK];
     let offset = output.rank().saturating_sub(input.rank());
-    for (axis, (&dim, &stride)) in input.dims().iter().zip(&own).enumerate() {
+    for (axis, (&dim, &stride)) in input.dims_checked().iter().zip(&own).enumerate() {
         if dim != 1 {
             if let Some(slot) = strides.get_mut(axis + offset) {
                 *slot = stride;
@@ -112,7 +115,7 @@ pub fn broadcast_strides(input: &Shape, output: &Shape) -> [usize; MAX_RANK] {
 
 /// A 4-D `[N, C, H, W]` view of a rank-3 (`[N, C, L]` as `H = 1`) or rank-4 tensor.
 pub fn nchw(shape: &Shape) -> Option<[usize; 4]> {
-    match *shape.dims() {
+    match *shape.dims_checked() {
         [n, c, l] => Some([n, c, 1, l]),
         [n, c, h, w] => Some([n, c, h, w]),
         _ => None,
@@ -144,19 +147,19 @@ impl MatMulGeometry {
         if a.rank() == 0 || b.rank() == 0 {
             return None;
         }
-        let (m, k) = match *a.dims() {
+        let (m, k) = match *a.dims_checked() {
             [k] => (1, k),
-            _ => (a.dim(a.rank() - 2), a.dim(a.rank() - 1)),
+            _ => (a.dim_checked(a.rank() - 2), a.dim_checked(a.rank() - 1)),
         };
-        let (kb, n) = match *b.dims() {
+        let (kb, n) = match *b.dims_checked() {
             [k] => (k, 1),
-            _ => (b.dim(b.rank() - 2), b.dim(b.rank() - 1)),
+            _ => (b.dim_checked(b.rank() - 2), b.dim_checked(b.rank() - 1)),
         };
         if k != kb {
             return None;
         }
-        let a_batch = Shape::new(&a.dims()[..a.rank().saturating_sub(2)])?;
-        let b_batch = Shape::new(&b.dims()[..b.rank().saturating_sub(2)])?;
+        let a_batch = Shape::new(a.dims_checked().get(..a.rank().saturating_sub(2))?)?;
+        let b_batch = Shape::new(b.dims_checked().get(..b.rank().saturating_sub(2))?)?;
         let batch = broadcast(&a_batch, &b_batch)?;
         let a_matrix = m.checked_mul(k)?;
         let b_matrix = k.checked_mul(n)?;
@@ -170,8 +173,8 @@ impl MatMulGeometry {
         }
         let mut out = [0usize; MAX_RANK];
         let mut rank = 0;
-        for &d in batch.dims() {
-            out[rank] = d;
+        for (slot, &d) in out.iter_mut().zip(batch.dims_checked()) {
+            *slot = d;
             rank += 1;
         }
         if a.rank() > 1 {
@@ -222,11 +225,14 @@ pub fn depthwise_phases(w: &crate::op::Window, out_h: usize, out_w: usize) -> Op
             .checked_add(1)
     };
     let (padded_h, padded_w) = (span(out_h, 0)?, span(out_w, 1)?);
-    let phases = w.stride[0].checked_mul(w.stride[1])?;
+    let [sh, sw] = w.stride;
+    if sh == 0 || sw == 0 {
+        return None;
+    }
     Some([
-        phases,
-        padded_h.div_ceil(w.stride[0]),
-        padded_w.div_ceil(w.stride[1]),
+        sh.checked_mul(sw)?,
+        padded_h.div_ceil(sh),
+        padded_w.div_ceil(sw),
     ])
 }
 
@@ -370,8 +376,8 @@ mod tests {
         for i in 0..count {
             let (mut rest, mut s, mut d) = (i, copy.src_base, copy.dst_base);
             for axis in (0..copy.dims.rank()).rev() {
-                let c = rest % copy.dims.dim(axis);
-                rest /= copy.dims.dim(axis);
+                let c = rest % copy.dims.dim_checked(axis);
+                rest /= copy.dims.dim_checked(axis);
                 s += c as isize * copy.src_strides[axis];
                 d += c * copy.dst_strides[axis];
             }
@@ -467,7 +473,7 @@ fn signed(strides: [usize; MAX_RANK]) -> [isize; MAX_RANK] {
 impl StridedCopy {
     /// `out = transpose(x, perm)`.
     pub fn transpose(x: &Shape, out: &Shape, perm: &[usize; MAX_RANK]) -> StridedCopy {
-        let strides = x.strides();
+        let strides = x.strides_checked();
         let mut src_strides = [0isize; MAX_RANK];
         for (axis, s) in src_strides.iter_mut().enumerate().take(x.rank()) {
             *s = strides.get(perm[axis]).copied().unwrap_or(0) as isize;
@@ -476,7 +482,7 @@ impl StridedCopy {
             dims: *out,
             src_strides,
             src_base: 0,
-            dst_strides: out.strides(),
+            dst_strides: out.strides_checked(),
             dst_base: 0,
         }
     }
@@ -488,7 +494,7 @@ impl StridedCopy {
         starts: &[usize; MAX_RANK],
         steps: &[isize; MAX_RANK],
     ) -> StridedCopy {
-        let strides = x.strides();
+        let strides = x.strides_checked();
         let (mut src_strides, mut src_base) = ([0isize; MAX_RANK], 0isize);
         for axis in 0..x.rank() {
             src_strides[axis] = strides[axis] as isize * steps[axis];
@@ -498,7 +504,7 @@ impl StridedCopy {
             dims: *out,
             src_strides,
             src_base,
-            dst_strides: out.strides(),
+            dst_strides: out.strides_checked(),
             dst_base: 0,
         }
     }
@@ -509,17 +515,17 @@ impl StridedCopy {
             dims: *out,
             src_strides: signed(broadcast_strides(x, out)),
             src_base: 0,
-            dst_strides: out.strides(),
+            dst_strides: out.strides_checked(),
             dst_base: 0,
         }
     }
 
     /// One input of a Concat: `part` lands in `out` at `offset` along `axis`.
     pub fn concat_part(part: &Shape, out: &Shape, axis: usize, offset: usize) -> StridedCopy {
-        let dst_strides = out.strides();
+        let dst_strides = out.strides_checked();
         StridedCopy {
             dims: *part,
-            src_strides: signed(part.strides()),
+            src_strides: signed(part.strides_checked()),
             src_base: 0,
             dst_strides,
             dst_base: offset * dst_strides.get(axis).copied().unwrap_or(0),
@@ -528,12 +534,12 @@ impl StridedCopy {
 
     /// One output of a Split: `part` is taken from `x` at `offset` along `axis`.
     pub fn split_part(x: &Shape, part: &Shape, axis: usize, offset: usize) -> StridedCopy {
-        let src_strides = signed(x.strides());
+        let src_strides = signed(x.strides_checked());
         StridedCopy {
             dims: *part,
             src_strides,
             src_base: offset as isize * src_strides.get(axis).copied().unwrap_or(0),
-            dst_strides: part.strides(),
+            dst_strides: part.strides_checked(),
             dst_base: 0,
         }
     }
@@ -562,7 +568,7 @@ impl StridedCopy {
                         out,
                         Self::concat_part(&part.shape, &out.shape, axis, offset),
                     )?;
-                    offset += part.shape.dim(axis);
+                    offset += part.shape.dim_checked(axis);
                 }
             }
             Op::Split { axis } => {
@@ -574,7 +580,7 @@ impl StridedCopy {
                         part,
                         Self::split_part(&x.shape, &part.shape, axis, offset),
                     )?;
-                    offset += part.shape.dim(axis);
+                    offset += part.shape.dim_checked(axis);
                 }
             }
             _ => return Ok(false),

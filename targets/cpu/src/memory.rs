@@ -52,7 +52,9 @@ impl<'x> Readable<'x> {
                 }
                 for (base, seg) in self.segments {
                     if o >= base && end <= base + seg.len() {
-                        return Ok(Src::Bytes(&seg[o - base..end - base]));
+                        if let Some(bytes) = seg.get(o - base..end - base) {
+                            return Ok(Src::Bytes(bytes));
+                        }
                     }
                 }
                 Err(CpuError::CorruptPlan)
@@ -114,8 +116,12 @@ pub(crate) fn carve_spans<'x, const N: usize>(
         if start < at || end < start || end - at > rest.len() {
             return Err(bad);
         }
-        let (before, tail) = core::mem::take(&mut rest).split_at_mut(start - at);
-        let (part, tail) = tail.split_at_mut(end - start);
+        let (before, tail) = core::mem::take(&mut rest)
+            .split_at_mut_checked(start - at)
+            .ok_or(CpuError::CorruptPlan)?;
+        let (part, tail) = tail
+            .split_at_mut_checked(end - start)
+            .ok_or(CpuError::CorruptPlan)?;
         segments[k] = (at, &*before);
         parts[i] = Some(part);
         rest = tail;

@@ -299,26 +299,39 @@ pub fn batch_norm(
 #[inline(always)]
 pub fn softmax(x: Option<&[f32]>, shape: &Shape, axis: usize, out: &mut [f32]) {
     if let Some(x) = x {
+        if x.len() != out.len() {
+            return;
+        }
         out.copy_from_slice(x);
     }
     let len = shape.dim(axis);
     let inner = shape.product(axis + 1..shape.rank());
     let outer = shape.product(0..axis);
-    if len == 0 || inner == 0 {
+    let Some(size) = len.checked_mul(inner).filter(|&n| n > 0) else {
         return;
-    }
-    for block in out.chunks_exact_mut(len * inner).take(outer) {
+    };
+    for block in out.chunks_exact_mut(size.max(1)).take(outer) {
         for i in 0..inner {
             // The `len` values of one softmax, `inner` apart (contiguous when inner == 1).
-            let lane = || block[i..].iter().step_by(inner);
+            let lane = || block.get(i..).unwrap_or(&[]).iter().step_by(inner);
             let max = lane().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
             let mut sum = 0.0;
-            for v in block[i..].iter_mut().step_by(inner) {
+            for v in block
+                .get_mut(i..)
+                .unwrap_or(&mut [])
+                .iter_mut()
+                .step_by(inner)
+            {
                 *v = math::exp(*v - max);
                 sum += *v;
             }
             let inv = 1.0 / sum;
-            for v in block[i..].iter_mut().step_by(inner) {
+            for v in block
+                .get_mut(i..)
+                .unwrap_or(&mut [])
+                .iter_mut()
+                .step_by(inner)
+            {
                 *v *= inv;
             }
         }
@@ -338,19 +351,27 @@ fn lanes(shape: &Shape, axis: usize) -> [usize; 3] {
 /// `x − max − ln Σ e^(x − max)` along `axis` (in place when `x` is `None`).
 pub fn log_softmax(x: Option<&[f32]>, shape: &Shape, axis: usize, out: &mut [f32]) {
     if let Some(x) = x {
+        if x.len() != out.len() {
+            return;
+        }
         out.copy_from_slice(x);
     }
     let [outer, len, inner] = lanes(shape, axis);
     if len == 0 || inner == 0 {
         return;
     }
-    for block in out.chunks_exact_mut(len * inner).take(outer) {
+    for block in out.chunks_exact_mut((len * inner).max(1)).take(outer) {
         for i in 0..inner {
-            let lane = || block[i..].iter().step_by(inner);
+            let lane = || block.get(i..).unwrap_or(&[]).iter().step_by(inner);
             let max = lane().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
             let sum: f32 = lane().map(|&v| math::exp(v - max)).sum();
             let shift = max + math::ln(sum);
-            for v in block[i..].iter_mut().step_by(inner) {
+            for v in block
+                .get_mut(i..)
+                .unwrap_or(&mut [])
+                .iter_mut()
+                .step_by(inner)
+            {
                 *v -= shift;
             }
         }
@@ -365,8 +386,8 @@ pub fn hardmax(x: &[f32], shape: &Shape, axis: usize, out: &mut [f32]) {
         return;
     }
     for (block, xs) in out
-        .chunks_exact_mut(len * inner)
-        .zip(x.chunks_exact(len * inner))
+        .chunks_exact_mut((len * inner).max(1))
+        .zip(x.chunks_exact((len * inner).max(1)))
         .take(outer)
     {
         for i in 0..inner {

@@ -126,8 +126,15 @@ fn block<const MR: usize, const NR: usize, const FMA: bool>(
 ) {
     let (k, a, b) = (p.k, p.a, p.b);
     let mut acc = [[0.0f32; NR]; MR];
-    let a_rows: [&[f32]; MR] =
-        core::array::from_fn(|r| &a.data[(i + r) * a.stride..(i + r) * a.stride + k]);
+    // Each row exactly `k` long (the verifier guarantees it; a short one computes nothing).
+    let mut a_rows: [&[f32]; MR] = [&[]; MR];
+    for (r, row) in a_rows.iter_mut().enumerate() {
+        let start = (i + r) * a.stride;
+        match a.data.get(start..start + k) {
+            Some(s) => *row = s,
+            None => return,
+        }
+    }
     for q in 0..k {
         let start = q * b.stride + j;
         let Some(bv) = b.data.get(start..start + NR) else {
@@ -137,14 +144,19 @@ fn block<const MR: usize, const NR: usize, const FMA: bool>(
             return;
         };
         for (acc_row, a_row) in acc.iter_mut().zip(&a_rows) {
-            let av = a_row[q];
+            let Some(&av) = a_row.get(q) else {
+                return;
+            };
             for (acc, bv) in acc_row.iter_mut().zip(bv) {
                 *acc = madd::<FMA>(av, *bv, *acc);
             }
         }
     }
     for (r, acc) in acc.iter().enumerate() {
-        let row = &mut c[(i + r) * ldc + j..(i + r) * ldc + j + NR];
+        let start = (i + r) * ldc + j;
+        let Some(row) = c.get_mut(start..start + NR) else {
+            return;
+        };
         for (c, v) in row.iter_mut().zip(acc) {
             *c = madd::<FMA>(p.alpha, *v, *c);
         }
@@ -165,11 +177,17 @@ fn row_tail<const FMA: bool>(
         return;
     }
     let (k, a, b) = (p.k, p.a, p.b);
-    let c_row = &mut c[r * ldc + j0..r * ldc + n];
-    let a_row = &a.data[r * a.stride..r * a.stride + k];
+    let (Some(c_row), Some(a_row)) = (
+        c.get_mut(r * ldc + j0..r * ldc + n),
+        a.data.get(r * a.stride..r * a.stride + k),
+    ) else {
+        return;
+    };
     for (q, &av) in a_row.iter().enumerate() {
         let av = p.alpha * av;
-        let b_row = &b.data[q * b.stride + j0..q * b.stride + n];
+        let Some(b_row) = b.data.get(q * b.stride + j0..q * b.stride + n) else {
+            return;
+        };
         for (c, bv) in c_row.iter_mut().zip(b_row) {
             *c = madd::<FMA>(av, *bv, *c);
         }

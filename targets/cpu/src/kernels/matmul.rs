@@ -28,11 +28,12 @@ pub fn gemm(
             for (i, row) in out.chunks_exact_mut(n.max(1)).take(m).enumerate() {
                 let start = i * s[0];
                 if s[1] == 1 {
-                    for (o, v) in row.iter_mut().zip(&c[start..start + n]) {
+                    let from = c.get(start..start + n).unwrap_or(&[]);
+                    for (o, v) in row.iter_mut().zip(from) {
                         *o = p.beta * v;
                     }
                 } else {
-                    row.fill(p.beta * c[start]);
+                    row.fill(p.beta * c.get(start).copied().unwrap_or(0.0));
                 }
             }
         }
