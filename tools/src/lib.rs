@@ -12,6 +12,7 @@ pub mod emit;
 pub mod error;
 pub mod files;
 pub mod fold;
+pub mod fuzzing;
 pub mod ir;
 pub mod lower;
 pub mod npy;

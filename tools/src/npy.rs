@@ -126,6 +126,20 @@ fn header_extent(bytes: &[u8]) -> Result<(), String> {
             bytes.len() - start
         ));
     }
+    // The header is a Python literal: a dict holding a shape tuple (two levels). Structured
+    // dtypes nest deeper and are not supported; refusing deep nesting here keeps the literal
+    // parser from taking exponential time on `[[[[...` (found by fuzzing).
+    let mut depth = 0usize;
+    for &b in &bytes[start..start + len] {
+        match b {
+            b'(' | b'[' | b'{' => depth += 1,
+            b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth > 3 {
+            return Err("the header nests too deeply (structured dtypes are not supported)".into());
+        }
+    }
     Ok(())
 }
 
@@ -237,7 +251,7 @@ pub fn write(path: &Path, array: &NpyArray) -> Result<(), NpyError> {
     write_excluding(path, array, &[])
 }
 
-/// [`write`], refusing a path that is one of `inputs`.
+/// [`write()`], refusing a path that is one of `inputs`.
 pub fn write_excluding(path: &Path, array: &NpyArray, inputs: &[&Path]) -> Result<(), NpyError> {
     crate::files::write_atomic(path, &to_bytes(array), inputs)
         .map_err(|e| file_error(&path.display().to_string(), e))

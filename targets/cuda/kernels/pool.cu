@@ -16,7 +16,8 @@ extern "C" __global__ void pool(const float* x, float* y, PoolShape s, Window wi
          i += blockDim.x * gridDim.x) {
         unsigned int ox = i % s.ow, oy = (i / s.ow) % s.oh, plane = i / (s.ow * s.oh);
         const float* xp = x + (size_t)plane * s.h * s.w;
-        float acc = s.is_max ? __int_as_float(0xff800000) : 0.0f;
+        // A window wholly in the padding gives the lowest float, as onnxruntime does.
+        float acc = s.is_max ? __int_as_float(0xff7fffff) : 0.0f;
         unsigned int inside = 0, padded = 0;
         for (unsigned int ky = 0; ky < win.kernel[0]; ky++) {
             int iy = (int)(oy * win.stride[0] + ky * win.dilation[0]) - (int)win.pads[0];

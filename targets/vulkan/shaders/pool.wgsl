@@ -19,7 +19,7 @@ fn pool(gid: vec3<u32>, groups: vec3<u32>, is_max: bool) {
         let base = plane * u32(h * w);
         let y0 = oy * sh - pt;
         let x0 = ox * sw - pl;
-        var best = bitcast<f32>(0xff800000u); // -inf
+        var best = bitcast<f32>(0xff7fffffu); // the lowest float (onnxruntime's start)
         var sum = 0.0;
         var n = 0u;
         for (var ky = 0u; ky < kh; ky++) {

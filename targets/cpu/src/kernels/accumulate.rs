@@ -116,7 +116,11 @@ pub fn conv_integer(
     let (plane, out_plane) = (d.h * d.w, d.oh * d.ow);
     let filter = icg * kh * kw;
     let x_shift = x.offset + zero_at(&x_zero, 0);
-    for (n, y_image) in y.chunks_exact_mut(d.oc * out_plane).enumerate().take(d.n) {
+    for (n, y_image) in y
+        .chunks_exact_mut((d.oc * out_plane).max(1))
+        .enumerate()
+        .take(d.n)
+    {
         let image = &x.bytes[n * d.c * plane..(n + 1) * d.c * plane];
         for (oc, y_plane) in y_image.chunks_exact_mut(out_plane.max(1)).enumerate() {
             let w_shift = w.offset + zero_at(&w_zero, oc);

@@ -160,7 +160,8 @@ pub fn conv(
                         data: cols,
                         stride: p1 - p0,
                     },
-                    &mut out_g[p0..],
+                    // Empty when the group has no output channels (a zero-size tensor).
+                    out_g.get_mut(p0..).unwrap_or(&mut []),
                     plane,
                     true,
                 );

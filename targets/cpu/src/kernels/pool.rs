@@ -30,7 +30,7 @@ pub fn pool(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
             let y0 = (oy * sh) as isize - pt as isize;
             for ox in 0..ow {
                 let x0 = (ox * sw) as isize - pl as isize;
-                let mut max = f32::NEG_INFINITY;
+                let mut max = f32::MIN;
                 let mut sum = 0.0f32;
                 let mut count = 0usize;
                 for ky in 0..kh {
@@ -95,11 +95,13 @@ fn pool_dense(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
                 let (x_lo, y_lo) = (x_lo.min(x_hi), y_lo.min(y_hi));
                 let rows = (y_lo..y_hi).map(|iy| &src[iy * w + x_lo..iy * w + x_hi]);
                 dst[oy * ow + ox] = if is_max {
-                    rows.flat_map(|r| r.iter())
-                        .fold(
-                            f32::NEG_INFINITY,
-                            |m, &v| if v > m || v.is_nan() { v } else { m },
-                        )
+                    rows.flat_map(|r| r.iter()).fold(f32::MIN, |m, &v| {
+                        if v > m || v.is_nan() {
+                            v
+                        } else {
+                            m
+                        }
+                    })
                 } else {
                     let sum: f32 = rows.map(|r| r.iter().sum::<f32>()).sum();
                     let divisor = if p.count_include_pad {
@@ -128,8 +130,8 @@ pub fn max_pool_integer<T: Copy + Ord>(p: &Pool, d: PoolDims, x: &[T], out: &mut
     let [oh, ow] = d.output;
     let win = &p.window;
     for (src, dst) in x
-        .chunks_exact(h * w)
-        .zip(out.chunks_exact_mut(oh * ow))
+        .chunks_exact((h * w).max(1))
+        .zip(out.chunks_exact_mut((oh * ow).max(1)))
         .take(n * c)
     {
         for (i, slot) in dst.iter_mut().enumerate() {

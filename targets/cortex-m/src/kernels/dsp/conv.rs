@@ -148,7 +148,7 @@ fn unfold(
     }
     let full = column.len() & !3;
     let mut j = 0;
-    for plane in xg.chunks_exact(d.h * d.w).take(d.c / g.group) {
+    for plane in xg.chunks_exact((d.h * d.w).max(1)).take(d.c / g.group) {
         for ky in 0..kh {
             let iy = iy0.wrapping_add(ky * g.dilation[0]);
             let row = if iy < d.h {
@@ -234,7 +234,7 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                 .ok_or(CpuError::CorruptPlan)?;
             for p in (0..positions).step_by(BLOCK) {
                 let n = BLOCK.min(positions - p);
-                for (t, column) in cols.chunks_exact_mut(stride).take(n).enumerate() {
+                for (t, column) in cols.chunks_exact_mut(stride.max(1)).take(n).enumerate() {
                     unfold(&g, xg, offsets, p + t, &mut column[..k])?;
                 }
                 let cols = &*cols;
@@ -250,7 +250,11 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                 let biases = bias
                     .get(4 * grp * ocg..4 * (grp + 1) * ocg)
                     .ok_or(CpuError::CorruptPlan)?;
-                for (i, (row, b4)) in rows.chunks_exact(k).zip(biases.chunks_exact(4)).enumerate() {
+                for (i, (row, b4)) in rows
+                    .chunks_exact(k.max(1))
+                    .zip(biases.chunks_exact(4))
+                    .enumerate()
+                {
                     let o = grp * ocg + i;
                     let bias = i32::from_le_bytes([b4[0], b4[1], b4[2], b4[3]]);
                     let acc = dot4(row, block, bias);
@@ -343,7 +347,7 @@ pub fn depthwise(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<()
             let fill = zx as i8 as u8;
             let left = g.pad[1].min(pw);
             let copied = d.w.min(pw - left);
-            for (py, row) in padded.chunks_exact_mut(pw).enumerate() {
+            for (py, row) in padded.chunks_exact_mut(pw.max(1)).enumerate() {
                 let iy = py.wrapping_sub(g.pad[0]);
                 match plane.get(iy.wrapping_mul(d.w)..).filter(|_| iy < d.h) {
                     Some(src) => {
@@ -372,7 +376,7 @@ pub fn depthwise(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<()
                     .ok_or(CpuError::CorruptPlan)?;
                 let finish_into =
                     |slot: &mut u8, acc: i32| *slot = byte(rq.apply(acc), g.signed_output);
-                for (oy, out_row) in out_rows.chunks_exact_mut(d.ow).enumerate() {
+                for (oy, out_row) in out_rows.chunks_exact_mut(d.ow.max(1)).enumerate() {
                     let y0 = oy * sh;
                     if fast3x3 && sw == 1 {
                         let row = |r: usize| {
