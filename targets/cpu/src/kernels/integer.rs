@@ -17,16 +17,6 @@ use ferrite_hal::op::{
     QSOFTMAX_TABLE_BITS,
 };
 
-/// `x / 2^right` rounded to nearest, ties to even, for `right` in `1..=62`.
-#[inline(always)]
-fn shift_half_even(x: i64, right: u32) -> i64 {
-    let mask = (1i64 << right) - 1;
-    let half = 1i64 << (right - 1);
-    let q = x >> right;
-    // A remainder above one half rounds up; exactly one half rounds up only to an even result.
-    q + (((x & mask) + (q & 1)) > half) as i64
-}
-
 /// `x / 2^right` with the dropped bits folded into the lowest kept one (round to odd): the
 /// result keeps whether `x` was exact, so a later rounding to fewer bits is still correct.
 #[inline(always)]
@@ -50,7 +40,10 @@ pub fn requantize(acc: i32, multiplier: i32, shift: i32) -> i32 {
 #[derive(Clone, Copy, Debug)]
 pub struct Requantizer {
     multiplier: i64,
+    /// The right shift, in `1..=62`.
     right: u32,
+    /// `2^(right − 1)`: added before the shift, it makes the floor a round-half-up.
+    half: i64,
     zero: i32,
     min: i32,
     max: i32,
@@ -60,10 +53,12 @@ impl Requantizer {
     /// From a `(multiplier, shift)` pair and the op's zero point and clamp.
     #[inline(always)]
     pub fn new([multiplier, shift]: [i32; 2], q: &Requantize) -> Requantizer {
+        // The verifier keeps `shift` in `-31..=30`; the clamp keeps the shift defined anyway.
+        let right = (31 - shift.clamp(-31, 30)) as u32;
         Requantizer {
             multiplier: multiplier as i64,
-            // The verifier keeps `shift` in `-31..=30`; the clamp keeps the shift defined anyway.
-            right: (31 - shift.clamp(-31, 30)) as u32,
+            right,
+            half: 1i64 << (right - 1),
             zero: q.output_zero,
             min: q.min,
             max: q.max,
@@ -79,10 +74,24 @@ impl Requantizer {
 
     /// `acc × multiplier × 2^(shift − 31)` rounded once to nearest, ties to even: the product is
     /// exact in 64 bits (`|acc|, |multiplier| ≤ 2^31`), saturated to int32.
+    ///
+    /// Computed as a round-half-up (`(p + half) >> right`, one multiply-accumulate and a shift)
+    /// corrected at exact ties: `p` is a tie exactly when `p + half` has its low `right` bits
+    /// clear, and the tie then goes to the even neighbour by clearing bit 0. For the usual
+    /// multipliers below one half (`right ≥ 32`) everything is on the high word: on a Cortex-M4
+    /// an `SMLAL`, an `ASR`, a mask test and a conditional `BIC`.
     #[inline(always)]
     pub fn scale(&self, acc: i32) -> i32 {
-        let q = shift_half_even(acc as i64 * self.multiplier, self.right);
-        q.clamp(i32::MIN as i64, i32::MAX as i64) as i32
+        let p = acc as i64 * self.multiplier + self.half;
+        if self.right >= 32 {
+            let (hi, lo) = ((p >> 32) as i32, p as u32);
+            let up = hi >> (self.right - 32);
+            let low_clear = lo == 0 && hi & ((1i32 << (self.right - 32)) - 1) == 0;
+            return up & !(low_clear as i32);
+        }
+        let up = p >> self.right;
+        let low_clear = p & ((1i64 << self.right) - 1) == 0;
+        (up & !(low_clear as i64)).clamp(i32::MIN as i64, i32::MAX as i64) as i32
     }
 
     /// The output integer of `acc`: requantized, offset by the output zero point, clamped.
@@ -157,8 +166,11 @@ fn unfold_window<X: QuantInt>(c: &QConv, d: &ConvDims, xg: &[X], p: usize, colum
     let iy0 = (oy * c.window.stride[0]).wrapping_sub(c.window.pads[0]);
     let ix0 = (ox * c.window.stride[1]).wrapping_sub(c.window.pads[1]);
     let plane = d.h * d.w;
-    for (rows, xp) in column.chunks_exact_mut(kh * kw).zip(xg.chunks_exact(plane)) {
-        for (ky, row_out) in rows.chunks_exact_mut(kw).enumerate() {
+    for (rows, xp) in column
+        .chunks_exact_mut((kh * kw).max(1))
+        .zip(xg.chunks_exact(plane.max(1)))
+    {
+        for (ky, row_out) in rows.chunks_exact_mut(kw.max(1)).enumerate() {
             let iy = iy0.wrapping_add(ky * c.window.dilation[0]);
             if iy >= d.h {
                 row_out.fill(0);
@@ -245,7 +257,7 @@ fn qconv_depthwise<X: QuantInt, Y: QuantInt>(
             let plane = &x[(b * d.c + ch) * d.h * d.w..][..d.h * d.w];
             // Values minus the zero point (0 in the padding), as bytes: |x − zx| may not fit i8,
             // so the padded plane holds x and the correction is folded into the bias.
-            for (py, row) in padded.chunks_exact_mut(pw).enumerate() {
+            for (py, row) in padded.chunks_exact_mut(pw.max(1)).enumerate() {
                 let iy = py.wrapping_sub(win.pads[0]);
                 for (px, slot) in row.iter_mut().enumerate() {
                     let ix = px.wrapping_sub(win.pads[1]);
@@ -451,19 +463,22 @@ impl AddTerms {
         }
     }
 
-    /// The rounded sum of two terms (before the output zero point).
+    /// The rounded sum of two terms (before the output zero point), in int32 arithmetic.
     #[inline(always)]
     fn round(&self, sum: i32) -> i32 {
         if self.frac == 0 {
-            sum
-        } else {
-            shift_half_even(sum as i64, self.frac) as i32
+            return sum;
         }
+        // `frac` is in `1..=30`: the remainder plus one stays within int32.
+        let q = sum >> self.frac;
+        let rest = sum & ((1i32 << self.frac) - 1);
+        q + ((rest + (q & 1)) > (1i32 << (self.frac - 1))) as i32
     }
 }
 
-/// Integer addition: `(a − za)·s_a/s_y + (b − zb)·s_b/s_y` in fixed point, rounded once as the
-/// definition does (see [`AddTerms`]). With `tables` (512 entries of scratch, see
+/// Integer addition: `(a − za)·s_a/s_y + (b − zb)·s_b/s_y` in fixed point (each term exact or
+/// rounded to odd, with as many fraction bits as keep two 8-bit terms in int32), rounded once,
+/// ties to even, as the definition does. With `tables` (512 entries of scratch, see
 /// `ferrite_hal::geometry::qadd_scratch_elements`) each input's term is looked up by its byte
 /// instead of computed per element (the same integers either way).
 #[inline(always)]
