@@ -1215,116 +1215,82 @@ fn family<S: Strategy>(
     }
 }
 
+/// A runner's state: what was covered and what failed.
+struct Suite {
+    budget: Budget,
+    coverage: Coverage,
+    failures: Vec<String>,
+}
+
+impl Suite {
+    fn new(budget: Budget) -> Suite {
+        Suite {
+            budget,
+            coverage: Coverage::default(),
+            failures: Vec::new(),
+        }
+    }
+
+    fn run<S: Strategy>(
+        &mut self,
+        name: &'static str,
+        seed: u8,
+        strategy: S,
+        run: impl Fn(&S::Value, &mut Coverage) -> Result<(), TestCaseError>,
+    ) where
+        S::Value: std::fmt::Debug,
+    {
+        let (cov, fails) = (&mut self.coverage, &mut self.failures);
+        family(name, seed, self.budget, strategy, cov, fails, run);
+    }
+
+    /// The int8 families.
+    fn integer<B: Backend>(&mut self) {
+        self.run("qconv", 5, conv_case(), run_qconv::<B>);
+        let pointwise_cases = conv_case().prop_map(pointwise);
+        self.run("qconv-pointwise", 6, pointwise_cases, run_qconv::<B>);
+        let depthwise_cases = conv_case().prop_map(depthwise);
+        self.run("qconv-depthwise", 11, depthwise_cases, run_qconv::<B>);
+        self.run("qgemm", 7, gemm_case(), run_qgemm::<B>);
+    }
+
+    fn finish(self) -> Result<Coverage, String> {
+        if self.failures.is_empty() {
+            Ok(self.coverage)
+        } else {
+            Err(self.failures.join("\n"))
+        }
+    }
+}
+
 /// Runs every family on backend `B` with `budget` cases each; returns what was covered, or
 /// every family's minimal failing geometry.
 pub fn run_all<B: Backend>(budget: Budget) -> Result<Coverage, String> {
-    let mut coverage = Coverage::default();
-    let mut failures = Vec::new();
-    let cov = &mut coverage;
-    let fails = &mut failures;
-    family("conv", 1, budget, conv_case(), cov, fails, run_conv::<B>);
-    family(
+    let mut suite = Suite::new(budget);
+    suite.run("conv", 1, conv_case(), run_conv::<B>);
+    suite.run(
         "conv-pointwise",
         2,
-        budget,
         conv_case().prop_map(pointwise),
-        cov,
-        fails,
         run_conv::<B>,
     );
-    family(
+    suite.run(
         "conv-depthwise",
         10,
-        budget,
         conv_case().prop_map(depthwise),
-        cov,
-        fails,
         run_conv::<B>,
     );
-    family(
-        "conv-transpose",
-        3,
-        budget,
-        conv_case(),
-        cov,
-        fails,
-        run_conv_transpose::<B>,
-    );
-    family("pool", 4, budget, pool_case(), cov, fails, run_pool::<B>);
-    family("qconv", 5, budget, conv_case(), cov, fails, run_qconv::<B>);
-    family(
-        "qconv-pointwise",
-        6,
-        budget,
-        conv_case().prop_map(pointwise),
-        cov,
-        fails,
-        run_qconv::<B>,
-    );
-    family(
-        "qconv-depthwise",
-        11,
-        budget,
-        conv_case().prop_map(depthwise),
-        cov,
-        fails,
-        run_qconv::<B>,
-    );
-    family("qgemm", 7, budget, gemm_case(), cov, fails, run_qgemm::<B>);
-    family(
-        "resize",
-        8,
-        budget,
-        resize_case(),
-        cov,
-        fails,
-        run_resize::<B>,
-    );
-    family(
-        "transpose-slice",
-        9,
-        budget,
-        copy_case(),
-        cov,
-        fails,
-        run_copy::<B>,
-    );
-    if failures.is_empty() {
-        Ok(coverage)
-    } else {
-        Err(failures.join("\n"))
-    }
+    suite.run("conv-transpose", 3, conv_case(), run_conv_transpose::<B>);
+    suite.run("pool", 4, pool_case(), run_pool::<B>);
+    suite.integer::<B>();
+    suite.run("resize", 8, resize_case(), run_resize::<B>);
+    suite.run("transpose-slice", 9, copy_case(), run_copy::<B>);
+    suite.finish()
 }
 
 /// The int8 families only (for devices where each case is costly, as QEMU).
 pub fn run_integer<B: Backend>(budget: Budget) -> Result<Coverage, String> {
-    let mut coverage = Coverage::default();
-    let mut failures = Vec::new();
-    let cov = &mut coverage;
-    let fails = &mut failures;
-    family("qconv", 5, budget, conv_case(), cov, fails, run_qconv::<B>);
-    family(
-        "qconv-pointwise",
-        6,
-        budget,
-        conv_case().prop_map(pointwise),
-        cov,
-        fails,
-        run_qconv::<B>,
-    );
-    family(
-        "qconv-depthwise",
-        11,
-        budget,
-        conv_case().prop_map(depthwise),
-        cov,
-        fails,
-        run_qconv::<B>,
-    );
-    family("qgemm", 7, budget, gemm_case(), cov, fails, run_qgemm::<B>);
-    if failures.is_empty() {
-        Ok(coverage)
-    } else {
-        Err(failures.join("\n"))
-    }
+    let mut suite = Suite::new(budget);
+    suite.integer::<B>();
+    suite.finish()
 }

@@ -110,7 +110,7 @@ pub fn from_reader(reader: impl Read, path: &str) -> Result<NpyArray, NpyError> 
 /// starts, checked against the file's length before anything is allocated for it.
 fn header_extent(bytes: &[u8]) -> Result<(), String> {
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
-        return Err("not a .npy file (no \\x93NUMPY magic)".into());
+        return Err("not a valid .npy file (no \\x93NUMPY magic)".into());
     }
     let (start, len) = match bytes[6] {
         1 => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
@@ -138,6 +138,30 @@ fn header_extent(bytes: &[u8]) -> Result<(), String> {
         }
         if depth > 3 {
             return Err("the header nests too deeply (structured dtypes are not supported)".into());
+        }
+    }
+    // The shape's element count must fit (npyz multiplies the dimensions unchecked).
+    let header = &bytes[start..start + len];
+    if let Some(at) = header.windows(5).position(|w| w == b"shape") {
+        let tail = &header[at..];
+        let open = tail.iter().position(|&b| b == b'(').unwrap_or(tail.len());
+        let inside = tail.get(open..).unwrap_or(&[]);
+        let close = inside
+            .iter()
+            .position(|&b| b == b')')
+            .unwrap_or(inside.len());
+        let mut count: u64 = 1;
+        for digits in inside[..close].split(|b| !b.is_ascii_digit()) {
+            if digits.is_empty() {
+                continue;
+            }
+            let d = std::str::from_utf8(digits)
+                .ok()
+                .and_then(|t| t.parse::<u64>().ok());
+            count = match d.and_then(|d| count.checked_mul(d)) {
+                Some(c) if c <= 1 << 40 => c,
+                _ => return Err("the array is too large".into()),
+            };
         }
     }
     Ok(())

@@ -250,23 +250,8 @@ pub fn run_with<D: Device>(
     inputs: &[NpyArray],
     device: D,
 ) -> Result<Vec<NpyArray>, RunError> {
-    check_inputs(model, inputs)?;
-    let mut arena = arena_for(model);
-    let mut session = Session::new(model, device, arena.as_mut_bytes())?;
-    for (i, a) in inputs.iter().enumerate() {
-        session.set_input(i, &a.bytes)?;
-    }
-    session.run()?;
-    (0..model.output_count())
-        .map(|i| {
-            let info = session.output_info(i)?;
-            Ok(NpyArray {
-                dtype: info.desc.dtype,
-                shape: info.desc.shape.dims().to_vec(),
-                bytes: session.output(i)?.to_vec(),
-            })
-        })
-        .collect()
+    let mut runs = run_repeatedly_with(model, inputs, device, 1)?;
+    Ok(runs.pop().unwrap_or_default())
 }
 
 /// Runs the model `runs` times on one session of `device` (inputs written before every run, as

@@ -6,39 +6,10 @@ use ferrite_tools::npy::{self, NpyArray};
 use ferrite_tools::onnx::build::{attr_int, tiny_mlp, ModelBuilder, D};
 use ferrite_tools::onnx::proto::{data_type, TensorProto};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 
-fn ferrite(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ferrite"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ferrite-cli-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// Asserts a failed command: non-zero exit, one `error:` line on stderr containing `needle`.
-fn assert_error(out: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "expected failure, got success; stderr: {stderr}"
-    );
-    assert!(!stderr.contains("panicked"), "panicked: {stderr}");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "expected one line, got: {stderr}");
-    assert!(lines[0].starts_with("error: "), "{stderr}");
-    assert!(lines[0].contains(needle), "'{needle}' not in: {stderr}");
-}
+mod common;
+use common::{assert_error, ferrite, s, temp_dir};
 
 /// A fresh directory holding the tiny MLP as `mlp.onnx` and packed as `mlp.frt`.
 fn packed_mlp(name: &str) -> (PathBuf, PathBuf) {

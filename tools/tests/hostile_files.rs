@@ -6,15 +6,15 @@ use ferrite_hal::DType;
 use ferrite_tools::npy::{self, NpyArray};
 use ferrite_tools::onnx::build::{tiny_mlp, ModelBuilder, D};
 use ferrite_tools::onnx::proto::data_type;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
 
-fn ferrite(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_ferrite"))
-        .args(args)
-        .output()
-        .expect("the binary runs")
+mod common;
+use common::{assert_error, ferrite, s};
+
+fn temp_dir(name: &str) -> PathBuf {
+    common::temp_dir(&format!("hostile-{name}"))
 }
 
 /// Runs the CLI with a deadline: reading `/dev/zero` used to never end.
@@ -33,28 +33,6 @@ fn ferrite_within(args: &[&str], limit: Duration) -> Output {
             panic!("ferrite {args:?} did not finish within {limit:?}");
         }
     }
-}
-
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("ferrite-hostile-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-/// Asserts a failed command: non-zero exit, one `error:` line on stderr containing `needle`.
-fn assert_error(out: &Output, needle: &str) {
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "expected failure; stderr: {stderr}");
-    assert!(!stderr.contains("panicked"), "panicked: {stderr}");
-    let lines: Vec<&str> = stderr.lines().collect();
-    assert_eq!(lines.len(), 1, "expected one line, got: {stderr}");
-    assert!(lines[0].starts_with("error: "), "{stderr}");
-    assert!(lines[0].contains(needle), "'{needle}' not in: {stderr}");
 }
 
 #[test]
@@ -79,7 +57,7 @@ fn an_npy_header_claiming_4_gib_is_refused_without_allocating() {
     let junk = dir.join("junk.npy");
     std::fs::write(&junk, b"hello").unwrap();
     let out = ferrite(&["run", s(&model), "--input", s(&junk), "--out-dir", s(&dir)]);
-    assert_error(&out, "not a .npy file");
+    assert_error(&out, "not a valid .npy file");
 }
 
 #[cfg(unix)]

@@ -21,6 +21,24 @@ pub fn model_bytes() -> &'static [u8] {
     }
 }
 
+/// Loads the model from [`model_bytes`], runs it once on `device` in `arena` and keeps the
+/// first output's length: every step a firmware takes, each of which must stay panic-free.
+pub fn load_and_run<D: ferrite_hal::Device>(device: D, arena: &mut [u8]) {
+    let Ok(model) = ferrite_core::Model::load(model_bytes()) else {
+        return;
+    };
+    let Ok(mut session) = ferrite_core::Session::new(&model, device, arena) else {
+        return;
+    };
+    let _ = session.set_input(0, &[0u8; 256]);
+    let _ = session.run();
+    core::hint::black_box(session.output(0).ok().map(|o| o.len()));
+}
+
+/// A 16-byte aligned arena for the proofs.
+#[repr(C, align(16))]
+pub struct Arena(pub [u8; 4096]);
+
 #[panic_handler]
 fn panic(_: &PanicInfo) -> ! {
     extern "C" {

@@ -11,12 +11,8 @@ mod digits {
 
 use core::mem::MaybeUninit;
 use cortex_m_rt::entry;
-use ferrite_core::{Model, Session};
 use ferrite_cpu::CpuDevice;
-use panic_free as _;
-
-#[repr(C, align(16))]
-struct Arena([u8; 4096]);
+use panic_free::Arena;
 
 static mut ARENA: MaybeUninit<Arena> = MaybeUninit::uninit();
 
@@ -25,16 +21,6 @@ fn main() -> ! {
     // SAFETY: `main` runs once and is the only user of the static.
     let arena = unsafe { &mut (*(&raw mut ARENA).cast::<Arena>()).0 };
     loop {
-        let Ok(model) = Model::load(panic_free::model_bytes()) else {
-            continue;
-        };
-        let device = CpuDevice::<{ digits::OPS }>::selected();
-        let Ok(mut session) = Session::new(&model, device, &mut arena[..]) else {
-            continue;
-        };
-        let input = [0u8; 256];
-        let _ = session.set_input(0, &input);
-        let _ = session.run();
-        core::hint::black_box(session.output(0).ok().map(|o| o.len()));
+        panic_free::load_and_run(CpuDevice::<{ digits::OPS }>::selected(), &mut arena[..]);
     }
 }
