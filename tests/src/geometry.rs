@@ -1,6 +1,6 @@
 //! Property tests over random geometries: every kernel strategy — pointwise GEMM, im2col,
 //! depthwise masked / padded / direct, transposed convolution, max and average pooling, the
-//! int8 QConv and QGemm paths, Resize and the strided copies (Transpose, Slice) — run through
+//! int8 QConv and QGemm paths, Resize and the strided copies (Transpose, Slice, Expand, Concat) — run through
 //! the whole pipeline (ONNX → pack → verify → device) over thousands of seeded random
 //! geometries and compared with a naive reference written here.
 //!
@@ -33,7 +33,7 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// What CI runs per family and build (6,600 geometries in all, seconds on the host).
+    /// What CI runs per family and build (7,200 geometries in all, seconds on the host).
     pub const CI: Budget = Budget { cases: 600 };
 
     /// [`Budget::CI`], or `FERRITE_GEOMETRY_CASES` cases per family.
@@ -1153,6 +1153,118 @@ fn run_copy<B: Backend>(case: &CopyCase, cov: &mut Coverage) -> Result<(), TestC
     close(&actual, &y, &scale)
 }
 
+#[derive(Clone, Debug)]
+/// An Expand (broadcasting some axes of a random rank-1…4 tensor) then a Concat of the result
+/// with itself and a second input along a random axis: the other strided copies.
+pub struct ExpandConcatCase {
+    shape: Vec<usize>,
+    /// The expanded shape (each axis of `shape` kept, or grown from 1).
+    target: Vec<usize>,
+    axis: usize,
+    /// The second Concat input's length along `axis`.
+    other: usize,
+    seed: u64,
+}
+
+fn expand_concat_case() -> impl Strategy<Value = ExpandConcatCase> {
+    proptest::collection::vec((1usize..=5, 1usize..=4, any::<bool>()), 1..=4)
+        .prop_flat_map(|axes| {
+            let rank = axes.len();
+            (Just(axes), 0..rank, 1usize..=3, any::<u64>())
+        })
+        .prop_map(|(axes, axis, other, seed)| {
+            // A broadcast axis is 1 in the input and `grow` in the target.
+            let shape = axes
+                .iter()
+                .map(|&(n, _, b)| if b { 1 } else { n })
+                .collect();
+            let target = axes
+                .iter()
+                .map(|&(n, g, b)| if b { g } else { n })
+                .collect();
+            ExpandConcatCase {
+                shape,
+                target,
+                axis,
+                other,
+                seed,
+            }
+        })
+}
+
+/// Row-major strides of `shape`.
+fn strides_of(shape: &[usize]) -> Vec<usize> {
+    let mut strides = vec![1usize; shape.len()];
+    for a in (0..shape.len().saturating_sub(1)).rev() {
+        strides[a] = strides[a + 1] * shape[a + 1];
+    }
+    strides
+}
+
+fn run_expand_concat<B: Backend>(
+    case: &ExpandConcatCase,
+    cov: &mut Coverage,
+) -> Result<(), TestCaseError> {
+    let mut v = Values(case.seed);
+    let rank = case.shape.len();
+    let x = v.f32s(case.shape.iter().product());
+    let mut other_shape = case.target.clone();
+    other_shape[case.axis] = case.other;
+    let z = v.f32s(other_shape.iter().product());
+    let onnx = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &dims(&case.shape))
+        .input("z", data_type::FLOAT, &dims(&other_shape))
+        .init_i64("target", &[rank as i64], &i64s(&case.target))
+        .node("Expand", "e", &["x", "target"], &["xe"], vec![])
+        .node(
+            "Concat",
+            "c",
+            &["xe", "z", "xe"],
+            &["y"],
+            vec![attr_int("axis", case.axis as i64)],
+        )
+        .output("y")
+        .encode();
+    let inputs = [f32_array(&case.shape, &x), f32_array(&other_shape, &z)];
+    let Some(actual) = pack_and_run::<B>(&onnx, &inputs, Expect::Valid, cov)? else {
+        return Ok(());
+    };
+    let mut out_shape = case.target.clone();
+    out_shape[case.axis] = 2 * case.target[case.axis] + case.other;
+    let (xs, zs) = (strides_of(&case.shape), strides_of(&other_shape));
+    let total: usize = out_shape.iter().product();
+    let mut y = Vec::with_capacity(total);
+    for flat in 0..total {
+        let mut index = vec![0usize; rank];
+        let mut rest = flat;
+        for a in (0..rank).rev() {
+            index[a] = rest % out_shape[a];
+            rest /= out_shape[a];
+        }
+        let (t, along) = (case.target[case.axis], index[case.axis]);
+        let from_z = along >= t && along < t + case.other;
+        if from_z {
+            index[case.axis] = along - t;
+            let at: usize = index.iter().zip(&zs).map(|(i, s)| i * s).sum();
+            y.push(z[at] as f64);
+        } else {
+            if along >= t {
+                index[case.axis] = along - t - case.other;
+            }
+            // Broadcast axes read index 0 of the input.
+            let at: usize = index
+                .iter()
+                .zip(&case.shape)
+                .zip(&xs)
+                .map(|((i, &n), s)| if n == 1 { 0 } else { i * s })
+                .sum();
+            y.push(x[at] as f64);
+        }
+    }
+    let scale = vec![0.0; y.len()];
+    close(&actual, &y, &scale)
+}
+
 // ---------------------------------------------------------------- the suite
 
 fn runner(cases: u32, seed: u8) -> TestRunner {
@@ -1285,6 +1397,12 @@ pub fn run_all<B: Backend>(budget: Budget) -> Result<Coverage, String> {
     suite.integer::<B>();
     suite.run("resize", 8, resize_case(), run_resize::<B>);
     suite.run("transpose-slice", 9, copy_case(), run_copy::<B>);
+    suite.run(
+        "expand-concat",
+        12,
+        expand_concat_case(),
+        run_expand_concat::<B>,
+    );
     suite.finish()
 }
 
