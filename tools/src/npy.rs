@@ -116,13 +116,17 @@ fn header_extent(bytes: &[u8]) -> Result<(), String> {
         1 => (10, u16::from_le_bytes([bytes[8], bytes[9]]) as usize),
         2 | 3 => match bytes.get(8..12) {
             Some(b) => (12, u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize),
-            None => return Err("the header is truncated".into()),
+            None => return Err("not a valid .npy file (its header is truncated)".into()),
         },
-        v => return Err(format!(".npy format version {v} is not supported")),
+        v => {
+            return Err(format!(
+                "not a valid .npy file (format version {v} is not supported)"
+            ))
+        }
     };
     if len > bytes.len() - start {
         return Err(format!(
-            "the header claims {len} bytes but the file has {} after the preamble",
+            "not a valid .npy file: the header claims {len} bytes but the file has {} after the preamble",
             bytes.len() - start
         ));
     }

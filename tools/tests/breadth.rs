@@ -10,10 +10,13 @@ use ferrite_tools::onnx::proto::{data_type, AttributeProto};
 use ferrite_tools::pack::{pack, PackOptions};
 use ferrite_tools::runner::run_cpu;
 
-/// x [2, 3] → `op` → y.
+/// x [2, 3] → `op` → y, at opset 13 or the op's first opset if that is later.
 fn one_op(op: &str, attrs: Vec<AttributeProto>, shape: &[i64]) -> Vec<u8> {
     let dims: Vec<D> = shape.iter().map(|&d| D::N(d)).collect();
-    ModelBuilder::new(13)
+    let opset = ferrite_tools::onnx::since::first_opset(op)
+        .unwrap_or(13)
+        .max(13);
+    ModelBuilder::new(opset)
         .input("x", data_type::FLOAT, &dims)
         .node(op, "the_node", &["x"], &["y"], attrs)
         .output("y")
