@@ -20,25 +20,13 @@ fn models() -> Result<Vec<(String, PackOptions, Vec<String>)>, String> {
         let input = format!("{name}.input_0.npy");
         out.push((name, options, vec![input]));
     }
-    let path = test_models_dir().join("quantized.json");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let doc: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-    for (name, entry) in doc.as_object().ok_or("quantized.json is not an object")? {
-        let mut input_shapes = Vec::new();
-        for (input, dims) in entry["input_shapes"].as_object().ok_or("bad entry")? {
-            let dims = dims.as_array().ok_or("bad entry")?;
-            let dims = dims.iter().map(|d| d.as_u64().unwrap_or(0) as usize);
-            input_shapes.push((input.clone(), dims.collect()));
-        }
-        let input = match entry["samples"].as_array().and_then(|s| s.first()) {
-            Some(pair) => pair[0].as_str().unwrap_or_default().to_string(),
-            None => format!("{name}.input_0.npy"),
-        };
-        let options = PackOptions {
-            input_shapes,
-            ..PackOptions::default()
-        };
-        out.push((name.clone(), options, vec![input]));
+    for entry in crate::quantized::manifest()? {
+        let input = entry
+            .samples
+            .first()
+            .map(|(i, _)| i.clone())
+            .unwrap_or_default();
+        out.push((entry.name, entry.options, vec![input]));
     }
     Ok(out)
 }

@@ -161,6 +161,21 @@ impl From<bool> for Expect {
     }
 }
 
+/// A float32 scalar initializer (a quantization scale).
+fn scalar(name: &str, v: f32) -> TensorProto {
+    TensorProto {
+        name: name.into(),
+        data_type: data_type::FLOAT,
+        float_data: vec![v],
+        ..Default::default()
+    }
+}
+
+/// An int8 scalar initializer (a zero point).
+fn zero8(name: &str, v: i32) -> TensorProto {
+    raw_tensor(name, &[], data_type::INT8, vec![v as i8 as u8])
+}
+
 /// Packs `onnx`, runs it on `B` and returns its first output as floats, or `Ok(None)` when pack
 /// refused the model (a typed error, which `expect` decides is right or wrong).
 fn pack_and_run<B: Backend>(
@@ -514,13 +529,6 @@ fn run_qconv<B: Backend>(case: &ConvCase, cov: &mut Coverage) -> Result<(), Test
     // Typical |acc| ≈ 74·73·√K: map it to about ±60 output steps.
     let sy = sx * 0.004 * 90.0 * (k as f32).sqrt();
     let wshape = [case.oc(), case.icg, case.kernel[0], case.kernel[1]];
-    let scalar = |name: &str, v: f32| TensorProto {
-        name: name.into(),
-        data_type: data_type::FLOAT,
-        float_data: vec![v],
-        ..Default::default()
-    };
-    let zero8 = |name: &str, v: i32| raw_tensor(name, &[], data_type::INT8, vec![v as i8 as u8]);
     let bias_scale: Vec<f32> = sw.iter().map(|s| sx * s).collect();
     let mut m = ModelBuilder::new(13)
         .input("xq", data_type::INT8, &dims(&xs))
@@ -643,13 +651,6 @@ fn run_qgemm<B: Backend>(case: &GemmCase, cov: &mut Coverage) -> Result<(), Test
     let wq = v.i8s(case.k * case.n, -127, 127);
     let (sx, sw) = (0.03f32, 0.005f32);
     let sy = sx * sw * 90.0 * (case.k as f32).sqrt();
-    let scalar = |name: &str, v: f32| TensorProto {
-        name: name.into(),
-        data_type: data_type::FLOAT,
-        float_data: vec![v],
-        ..Default::default()
-    };
-    let zero8 = |name: &str, v: i32| raw_tensor(name, &[], data_type::INT8, vec![v as i8 as u8]);
     let onnx = ModelBuilder::new(13)
         .input("xq", data_type::INT8, &dims(&[case.m, case.k]))
         .init(scalar("sx", sx))

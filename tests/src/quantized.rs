@@ -63,16 +63,19 @@ pub struct QuantizedResult {
 }
 
 /// One entry of `quantized.json`.
-struct Entry {
-    name: String,
-    options: PackOptions,
+pub(crate) struct Entry {
+    /// Model name (`mlp_qdq`, `mlperf_kws_ds_cnn`, ...).
+    pub(crate) name: String,
+    /// Pack options (input shapes).
+    pub(crate) options: PackOptions,
     /// The output's quantization step; `None` for a float output (dynamic quantization).
     step: Option<f32>,
     /// `(input, expected output)` files, relative to the test-model folder.
-    samples: Vec<(String, String)>,
+    pub(crate) samples: Vec<(String, String)>,
 }
 
-fn manifest() -> Result<Vec<Entry>, String> {
+/// The entries of `quantized.json`, sorted by name.
+pub(crate) fn manifest() -> Result<Vec<Entry>, String> {
     let path = test_models_dir().join("quantized.json");
     let text = std::fs::read_to_string(&path).map_err(|e| {
         format!(
