@@ -1,7 +1,7 @@
 //! Typed errors of loading and running a model; each prints as one line and has a `kind()`.
 
 use core::fmt;
-use ferrite_hal::{DType, ErrorKind, OpKind, OpSet};
+use ferrite_hal::{DType, ErrorKind, Message, OpKind, OpSet, Piece};
 
 /// What is wrong with a model file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,36 +68,62 @@ impl FormatError {
     }
 }
 
-impl fmt::Display for FormatError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("invalid model: ")?;
+impl FormatErrorKind {
+    /// The kind's message, without the numbers some kinds carry.
+    pub fn describe(&self) -> &'static str {
+        match self {
+            FormatErrorKind::BadMagic => "not a .frt file (bad magic)",
+            FormatErrorKind::UnsupportedVersion { .. } => "format version is not supported",
+            FormatErrorKind::Truncated => "file is truncated",
+            FormatErrorKind::ChecksumMismatch { .. } => "checksum mismatch: file is corrupt",
+            FormatErrorKind::OutOfRange => "value out of range",
+            FormatErrorKind::Overflow => "size overflows",
+            FormatErrorKind::InvalidValue => "invalid value",
+            FormatErrorKind::Misaligned => "misaligned data",
+            FormatErrorKind::MissingSection => "missing section",
+            FormatErrorKind::DuplicateSection => "duplicate section",
+            FormatErrorKind::InvalidOp => "op is inconsistent with its tensors",
+        }
+    }
+}
+
+impl Message for FormatError {
+    fn write_message(&self, out: &mut dyn FnMut(Piece<'_>)) {
+        out(Piece::Text("invalid model: "));
         match self.kind {
-            FormatErrorKind::BadMagic => f.write_str("not a .frt file (bad magic)")?,
-            FormatErrorKind::UnsupportedVersion { major, minor } => write!(
-                f,
-                "format version {major}.{minor} is not supported (this reader reads {}.x)",
-                crate::format::VERSION_MAJOR
-            )?,
-            FormatErrorKind::Truncated => f.write_str("file is truncated")?,
-            FormatErrorKind::ChecksumMismatch { stored, computed } => write!(
-                f,
-                "checksum mismatch (stored {stored:#010x}, computed {computed:#010x}): file is corrupt"
-            )?,
-            FormatErrorKind::OutOfRange => f.write_str("value out of range")?,
-            FormatErrorKind::Overflow => f.write_str("size overflows")?,
-            FormatErrorKind::InvalidValue => f.write_str("invalid value")?,
-            FormatErrorKind::Misaligned => f.write_str("misaligned data")?,
-            FormatErrorKind::MissingSection => f.write_str("missing section")?,
-            FormatErrorKind::DuplicateSection => f.write_str("duplicate section")?,
-            FormatErrorKind::InvalidOp => f.write_str("op is inconsistent with its tensors")?,
+            FormatErrorKind::UnsupportedVersion { major, minor } => {
+                out(Piece::Text("format version "));
+                out(Piece::Unsigned(major.into()));
+                out(Piece::Text("."));
+                out(Piece::Unsigned(minor.into()));
+                out(Piece::Text(" is not supported (this reader reads "));
+                out(Piece::Unsigned(crate::format::VERSION_MAJOR.into()));
+                out(Piece::Text(".x)"));
+            }
+            FormatErrorKind::ChecksumMismatch { stored, computed } => {
+                out(Piece::Text("checksum mismatch (stored "));
+                out(Piece::Hex(stored));
+                out(Piece::Text(", computed "));
+                out(Piece::Hex(computed));
+                out(Piece::Text("): file is corrupt"));
+            }
+            kind => out(Piece::Text(kind.describe())),
         }
         if !self.context.is_empty() {
-            write!(f, " ({})", self.context)?;
+            out(Piece::Text(" ("));
+            out(Piece::Text(self.context));
+            out(Piece::Text(")"));
         }
         if let Some(i) = self.index {
-            write!(f, " at #{i}")?;
+            out(Piece::Text(" at #"));
+            out(Piece::Unsigned(i as u64));
         }
-        Ok(())
+    }
+}
+
+impl fmt::Display for FormatError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        ferrite_hal::message::display(self, f)
     }
 }
 
@@ -118,21 +144,29 @@ impl defmt::Format for MissingOps {
     }
 }
 
-impl fmt::Display for MissingOps {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Message for MissingOps {
+    fn write_message(&self, out: &mut dyn FnMut(Piece<'_>)) {
         let mut first = true;
         for kind in OpKind::ALL {
             for dtype in DType::ALL {
                 if self.0.contains(kind, dtype) {
                     if !first {
-                        f.write_str(", ")?;
+                        out(Piece::Text(", "));
                     }
                     first = false;
-                    write!(f, "{}({})", kind.name(), dtype)?;
+                    out(Piece::Text(kind.name()));
+                    out(Piece::Text("("));
+                    out(Piece::Text(dtype.name()));
+                    out(Piece::Text(")"));
                 }
             }
         }
-        Ok(())
+    }
+}
+
+impl fmt::Display for MissingOps {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        ferrite_hal::message::display(self, f)
     }
 }
 
@@ -226,38 +260,96 @@ impl ferrite_hal::Error for FormatError {
     }
 }
 
-impl<E: fmt::Display> fmt::Display for Error<E> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl<E> Error<E> {
+    /// Writes the message's pieces; for a device error, only its prefix, returning the device's
+    /// error for the caller to print.
+    fn write_own(&self, out: &mut dyn FnMut(Piece<'_>)) -> Option<&E> {
+        let n = |v: usize| Piece::Unsigned(v as u64);
         match self {
-            Error::Format(e) => e.fmt(f),
-            Error::ArenaTooSmall { needed, got } => write!(
-                f,
-                "arena too small: the model needs {needed} bytes, {got} were given"
-            ),
-            Error::ArenaMisaligned { align } => {
-                write!(f, "arena must start at a multiple of {align} bytes")
+            Error::Format(e) => e.write_message(out),
+            Error::ArenaTooSmall { needed, got } => {
+                out(Piece::Text("arena too small: the model needs "));
+                out(n(*needed));
+                out(Piece::Text(" bytes, "));
+                out(n(*got));
+                out(Piece::Text(" were given"));
             }
-            Error::ArenaTooLarge { needed, max } => write!(
-                f,
-                "the model needs a {needed}-byte arena but the device holds at most {max}"
-            ),
-            Error::Unsupported(m) => write!(f, "device does not support: {m}"),
+            Error::ArenaMisaligned { align } => {
+                out(Piece::Text("arena must start at a multiple of "));
+                out(n(*align));
+                out(Piece::Text(" bytes"));
+            }
+            Error::ArenaTooLarge { needed, max } => {
+                out(Piece::Text("the model needs a "));
+                out(n(*needed));
+                out(Piece::Text("-byte arena but the device holds at most "));
+                out(n(*max));
+            }
+            Error::Unsupported(m) => {
+                out(Piece::Text("device does not support: "));
+                m.write_message(out);
+            }
             Error::NoSuchTensor { index, count } => {
-                write!(f, "no tensor #{index} (there are {count})")
+                out(Piece::Text("no tensor #"));
+                out(n(*index));
+                out(Piece::Text(" (there are "));
+                out(n(*count));
+                out(Piece::Text(")"));
             }
             Error::InputSize {
                 index,
                 expected,
                 got,
-            } => write!(f, "input #{index} needs {expected} bytes, {got} were given"),
+            } => {
+                out(Piece::Text("input #"));
+                out(n(*index));
+                out(Piece::Text(" needs "));
+                out(n(*expected));
+                out(Piece::Text(" bytes, "));
+                out(n(*got));
+                out(Piece::Text(" were given"));
+            }
             Error::DTypeMismatch { expected, got } => {
-                write!(f, "tensor is {expected}, accessed as {got}")
+                out(Piece::Text("tensor is "));
+                out(Piece::Text(expected.name()));
+                out(Piece::Text(", accessed as "));
+                out(Piece::Text(got.name()));
             }
             Error::InputNotSet { index } => {
-                write!(f, "input #{index} was not written before run")
+                out(Piece::Text("input #"));
+                out(n(*index));
+                out(Piece::Text(" was not written before run"));
             }
-            Error::NotRun => f.write_str("outputs read before a successful run"),
-            Error::Device(e) => write!(f, "device error: {e}"),
+            Error::NotRun => out(Piece::Text("outputs read before a successful run")),
+            Error::Device(e) => {
+                out(Piece::Text("device error: "));
+                return Some(e);
+            }
+        }
+        None
+    }
+}
+
+impl<E: Message> Message for Error<E> {
+    fn write_message(&self, out: &mut dyn FnMut(Piece<'_>)) {
+        if let Some(device) = self.write_own(out) {
+            device.write_message(out);
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for Error<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut result = Ok(());
+        let device = self.write_own(&mut |piece| {
+            if result.is_ok() {
+                result = ferrite_hal::message::write_piece(f, piece);
+            }
+        });
+        result?;
+        match device {
+            Some(e) => write!(f, "{e}"),
+            None => Ok(()),
         }
     }
 }

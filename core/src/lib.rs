@@ -24,6 +24,7 @@
 pub mod arena;
 mod bytes;
 mod cast;
+pub mod crc;
 pub mod error;
 pub mod format;
 pub mod model;
@@ -38,5 +39,5 @@ pub use session::Session;
 /// Checks one step against its op's rules (operand counts, dtypes, shapes, overlap): what
 /// [`Model::load`] runs for every step, exposed so tools can check steps they build themselves.
 pub fn verify_step(step: &ferrite_hal::Step<'_>) -> Result<(), &'static str> {
-    rules::check_step(step)
+    rules::check_step::<{ ferrite_hal::ALL_OPS }>(step)
 }

@@ -7,7 +7,8 @@ use crate::format::{self, section};
 use crate::rules;
 use ferrite_hal::words::WordReader;
 use ferrite_hal::{
-    DType, Location, Op, OpKind, Plan, Shape, Step, TensorDesc, TensorList, Tensors,
+    selects, DType, Location, Op, OpKind, Plan, Shape, Step, TensorDesc, TensorList, Tensors,
+    ALL_OPS,
 };
 
 /// A tensor's description together with its name.
@@ -20,8 +21,11 @@ pub struct TensorInfo<'a> {
 }
 
 /// A packed model, verified and ready to run. Borrows the file's bytes (e.g. in flash).
+///
+/// `OPS` is the kind mask of the op kinds this build decodes and verifies ([`ALL_OPS`] unless a
+/// firmware loads with [`Model::load_selected`]); the others' code is not linked.
 #[derive(Clone, Copy, Debug)]
-pub struct Model<'a> {
+pub struct Model<'a, const OPS: u64 = ALL_OPS> {
     strings: &'a [u8],
     tensors: &'a [u8],
     ops: &'a [u8],
@@ -44,6 +48,15 @@ impl<'a> Model<'a> {
     /// Verifies `bytes` as a `.frt` model. The weights must be 16-byte aligned in memory, which
     /// holds when the file itself starts at a 16-byte boundary.
     pub fn load(bytes: &'a [u8]) -> Result<Model<'a>, FormatError> {
+        Model::load_selected(bytes)
+    }
+}
+
+impl<'a, const OPS: u64> Model<'a, OPS> {
+    /// As [`Model::load`], in a build that links the decoding and verification of only the op
+    /// kinds in kind mask `OPS` (a firmware's selection: the `OPS` of the module
+    /// `ferrite pack --emit rust` writes). A model with any other kind is refused.
+    pub fn load_selected(bytes: &'a [u8]) -> Result<Model<'a, OPS>, FormatError> {
         let model = Self::parse_structure(bytes)?;
         model.verify_tensors()?;
         model.verify_io()?;
@@ -51,7 +64,7 @@ impl<'a> Model<'a> {
         Ok(model)
     }
 
-    fn parse_structure(bytes: &'a [u8]) -> Result<Model<'a>, FormatError> {
+    fn parse_structure(bytes: &'a [u8]) -> Result<Model<'a, OPS>, FormatError> {
         let header = bytes
             .get(..format::HEADER_BYTES)
             .ok_or(err(K::Truncated, "header"))?;
@@ -71,7 +84,7 @@ impl<'a> Model<'a> {
             return Err(err(K::InvalidValue, "file size"));
         }
         let stored = u32_at(header, 12).ok_or(err(K::Truncated, "header"))?;
-        let computed = crc32fast::hash(&file[format::CRC_START..]);
+        let computed = crate::crc::crc32(&file[format::CRC_START..]);
         if stored != computed {
             return Err(err(K::ChecksumMismatch { stored, computed }, ""));
         }
@@ -291,7 +304,7 @@ impl<'a> Model<'a> {
     fn verify_ops(&self) -> Result<(), FormatError> {
         for i in 0..self.len() {
             let step = self.decode_step(i, true)?;
-            rules::check_step(&step).map_err(|rule| err(K::InvalidOp, rule).at(i))?;
+            rules::check_step::<OPS>(&step).map_err(|rule| err(K::InvalidOp, rule).at(i))?;
         }
         Ok(())
     }
@@ -336,7 +349,13 @@ impl<'a> Model<'a> {
                 .ok_or(e(K::Overflow, "op params"))?,
         )
         .ok_or(e(K::OutOfRange, "op params"))?;
-        let op = Op::decode(kind, &mut WordReader::new(params))
+        if !selects(OPS, kind) {
+            return Err(e(
+                K::InvalidOp,
+                "this op kind is not linked into this build",
+            ));
+        }
+        let op = Op::decode_selected::<OPS>(kind, &mut WordReader::new(params))
             .ok_or(e(K::InvalidValue, "op parameters"))?;
         let inputs = TensorList::new(inputs, self);
         let outputs = TensorList::new(outputs, self);
@@ -453,13 +472,13 @@ impl<'a> Model<'a> {
     }
 }
 
-impl Tensors for Model<'_> {
+impl<const OPS: u64> Tensors for Model<'_, OPS> {
     fn tensor(&self, index: u32) -> Option<TensorDesc> {
         self.decode_desc(index as usize).ok()
     }
 }
 
-impl Plan for Model<'_> {
+impl<const OPS: u64> Plan for Model<'_, OPS> {
     fn len(&self) -> usize {
         self.ops.len() / format::OP_RECORD_BYTES
     }

@@ -9,11 +9,12 @@
 use crate::error::{Error, MissingOps};
 use crate::format::ARENA_ALIGN;
 use crate::model::{Model, TensorInfo};
-use ferrite_hal::{DType, Device, Location, OpSet, Plan};
+use ferrite_hal::{DType, Device, Location, OpSet, Plan, ALL_OPS};
 
-/// A model bound to a device and an arena.
-pub struct Session<'m, 'a, D: Device> {
-    model: &'m Model<'m>,
+/// A model bound to a device and an arena. `OPS` is the model's op selection
+/// ([`Model::load_selected`]; every kind by default).
+pub struct Session<'m, 'a, D: Device, const OPS: u64 = ALL_OPS> {
+    model: &'m Model<'m, OPS>,
     device: D,
     program: D::Program,
     arena: &'a mut [u8],
@@ -21,11 +22,11 @@ pub struct Session<'m, 'a, D: Device> {
     has_run: bool,
 }
 
-impl<'m, 'a, D: Device> Session<'m, 'a, D> {
+impl<'m, 'a, D: Device, const OPS: u64> Session<'m, 'a, D, OPS> {
     /// Binds `model` to `device` with `arena` (at least [`Model::arena_bytes`] long, 16-byte
     /// aligned, e.g. an [`crate::Arena`]), and prepares the plan on the device.
     pub fn new(
-        model: &'m Model<'m>,
+        model: &'m Model<'m, OPS>,
         mut device: D,
         arena: &'a mut [u8],
     ) -> Result<Self, Error<D::Error>> {
@@ -76,7 +77,7 @@ impl<'m, 'a, D: Device> Session<'m, 'a, D> {
     }
 
     /// The model this session runs.
-    pub fn model(&self) -> &Model<'m> {
+    pub fn model(&self) -> &Model<'m, OPS> {
         self.model
     }
 

@@ -7,7 +7,7 @@
 //! every value that can be checked without shapes (strides ≥ 1, known enum codes, ...).
 
 use crate::words::{WordReader, WordWriter};
-use crate::{Activation, MAX_RANK};
+use crate::{selects, Activation, ALL_OPS, MAX_RANK};
 
 /// The kind of an operator, with its stable file-format code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -1320,27 +1320,36 @@ impl Op {
     /// Decodes the parameters of an op of kind `kind`; `None` if a value is out of its domain or
     /// the word count is wrong.
     pub fn decode(kind: OpKind, r: &mut WordReader<'_>) -> Option<Op> {
+        Op::decode_selected::<ALL_OPS>(kind, r)
+    }
+
+    /// As [`Op::decode`], for a build that links only the kinds in kind mask `OPS` (a
+    /// firmware's selection, `ferrite pack --emit rust`'s `OPS`): any other kind is `None`, and
+    /// its decoding code is not linked.
+    pub fn decode_selected<const OPS: u64>(kind: OpKind, r: &mut WordReader<'_>) -> Option<Op> {
         let op = match kind {
-            OpKind::Conv => Op::Conv(Conv {
+            OpKind::Conv if selects(OPS, OpKind::Conv) => Op::Conv(Conv {
                 window: Window::decode(r)?,
                 group: positive(r.usize()?)?,
                 activation: Activation::decode(r)?,
             }),
-            OpKind::ConvTranspose => Op::ConvTranspose(ConvTranspose {
-                window: Window::decode(r)?,
-                output_padding: [r.usize()?, r.usize()?],
-                group: positive(r.usize()?)?,
-                activation: Activation::decode(r)?,
-            }),
-            OpKind::Gemm => Op::Gemm(Gemm {
+            OpKind::ConvTranspose if selects(OPS, OpKind::ConvTranspose) => {
+                Op::ConvTranspose(ConvTranspose {
+                    window: Window::decode(r)?,
+                    output_padding: [r.usize()?, r.usize()?],
+                    group: positive(r.usize()?)?,
+                    activation: Activation::decode(r)?,
+                })
+            }
+            OpKind::Gemm if selects(OPS, OpKind::Gemm) => Op::Gemm(Gemm {
                 alpha: finite(r.f32()?)?,
                 beta: finite(r.f32()?)?,
                 activation: Activation::decode(r)?,
             }),
-            OpKind::MatMul => Op::MatMul {
+            OpKind::MatMul if selects(OPS, OpKind::MatMul) => Op::MatMul {
                 activation: Activation::decode(r)?,
             },
-            OpKind::Binary => Op::Binary {
+            OpKind::Binary if selects(OPS, OpKind::Binary) => Op::Binary {
                 op: match r.u32()? {
                     0 => BinaryOp::Add,
                     1 => BinaryOp::Sub,
@@ -1358,11 +1367,15 @@ impl Op {
                 },
                 activation: Activation::decode(r)?,
             },
-            OpKind::Unary => Op::Unary(Activation::decode(r)?),
-            OpKind::Softmax => Op::Softmax { axis: r.usize()? },
-            OpKind::LogSoftmax => Op::LogSoftmax { axis: r.usize()? },
-            OpKind::Hardmax => Op::Hardmax { axis: r.usize()? },
-            OpKind::ArgMax | OpKind::ArgMin => {
+            OpKind::Unary if selects(OPS, OpKind::Unary) => Op::Unary(Activation::decode(r)?),
+            OpKind::Softmax if selects(OPS, OpKind::Softmax) => Op::Softmax { axis: r.usize()? },
+            OpKind::LogSoftmax if selects(OPS, OpKind::LogSoftmax) => {
+                Op::LogSoftmax { axis: r.usize()? }
+            }
+            OpKind::Hardmax if selects(OPS, OpKind::Hardmax) => Op::Hardmax { axis: r.usize()? },
+            OpKind::ArgMax | OpKind::ArgMin
+                if selects(OPS, OpKind::ArgMax) || selects(OPS, OpKind::ArgMin) =>
+            {
                 let a = ArgIndex {
                     axis: r.usize()?,
                     last: r.bool()?,
@@ -1373,10 +1386,12 @@ impl Op {
                     Op::ArgMin(a)
                 }
             }
-            OpKind::Concat => Op::Concat { axis: r.usize()? },
-            OpKind::Split => Op::Split { axis: r.usize()? },
-            OpKind::Gather => Op::Gather { axis: r.usize()? },
-            OpKind::MaxPool | OpKind::AvgPool => {
+            OpKind::Concat if selects(OPS, OpKind::Concat) => Op::Concat { axis: r.usize()? },
+            OpKind::Split if selects(OPS, OpKind::Split) => Op::Split { axis: r.usize()? },
+            OpKind::Gather if selects(OPS, OpKind::Gather) => Op::Gather { axis: r.usize()? },
+            OpKind::MaxPool | OpKind::AvgPool
+                if selects(OPS, OpKind::MaxPool) || selects(OPS, OpKind::AvgPool) =>
+            {
                 let pool = Pool::decode(r)?;
                 if kind == OpKind::MaxPool {
                     Op::MaxPool(pool)
@@ -1384,17 +1399,19 @@ impl Op {
                     Op::AvgPool(pool)
                 }
             }
-            OpKind::GlobalAvgPool => Op::GlobalAvgPool,
-            OpKind::Copy => Op::Copy,
-            OpKind::Quantize => Op::Quantize { axis: r.usize()? },
-            OpKind::Dequantize => Op::Dequantize { axis: r.usize()? },
-            OpKind::QConv => Op::QConv(QConv {
+            OpKind::GlobalAvgPool if selects(OPS, OpKind::GlobalAvgPool) => Op::GlobalAvgPool,
+            OpKind::Copy if selects(OPS, OpKind::Copy) => Op::Copy,
+            OpKind::Quantize if selects(OPS, OpKind::Quantize) => Op::Quantize { axis: r.usize()? },
+            OpKind::Dequantize if selects(OPS, OpKind::Dequantize) => {
+                Op::Dequantize { axis: r.usize()? }
+            }
+            OpKind::QConv if selects(OPS, OpKind::QConv) => Op::QConv(QConv {
                 window: Window::decode(r)?,
                 group: positive(r.usize()?)?,
                 requantize: Requantize::decode(r)?,
             }),
-            OpKind::QGemm => Op::QGemm(Requantize::decode(r)?),
-            OpKind::QAdd => {
+            OpKind::QGemm if selects(OPS, OpKind::QGemm) => Op::QGemm(Requantize::decode(r)?),
+            OpKind::QAdd if selects(OPS, OpKind::QAdd) => {
                 let (a, b, output) = (
                     Rescale::decode(r)?,
                     Rescale::decode(r)?,
@@ -1412,43 +1429,49 @@ impl Op {
                     max,
                 })
             }
-            OpKind::QLookup => Op::QLookup,
-            OpKind::MatMulInteger => Op::MatMulInteger,
-            OpKind::Not => Op::Not,
-            OpKind::Convert => Op::Convert,
-            OpKind::Expand => Op::Expand,
-            OpKind::Det => Op::Det,
-            OpKind::Recurrent => Op::Recurrent(Recurrent::decode(r)?),
-            OpKind::GatherElements => Op::GatherElements { axis: r.usize()? },
-            OpKind::ScatterElements => Op::ScatterElements {
-                axis: r.usize()?,
-                reduction: Reduction::from_code(r.u32()?)?,
-            },
-            OpKind::GatherNd => Op::GatherNd {
+            OpKind::QLookup if selects(OPS, OpKind::QLookup) => Op::QLookup,
+            OpKind::MatMulInteger if selects(OPS, OpKind::MatMulInteger) => Op::MatMulInteger,
+            OpKind::Not if selects(OPS, OpKind::Not) => Op::Not,
+            OpKind::Convert if selects(OPS, OpKind::Convert) => Op::Convert,
+            OpKind::Expand if selects(OPS, OpKind::Expand) => Op::Expand,
+            OpKind::Det if selects(OPS, OpKind::Det) => Op::Det,
+            OpKind::Recurrent if selects(OPS, OpKind::Recurrent) => {
+                Op::Recurrent(Recurrent::decode(r)?)
+            }
+            OpKind::GatherElements if selects(OPS, OpKind::GatherElements) => {
+                Op::GatherElements { axis: r.usize()? }
+            }
+            OpKind::ScatterElements if selects(OPS, OpKind::ScatterElements) => {
+                Op::ScatterElements {
+                    axis: r.usize()?,
+                    reduction: Reduction::from_code(r.u32()?)?,
+                }
+            }
+            OpKind::GatherNd if selects(OPS, OpKind::GatherNd) => Op::GatherNd {
                 batch_dims: r.usize()?,
             },
-            OpKind::ScatterNd => Op::ScatterNd {
+            OpKind::ScatterNd if selects(OPS, OpKind::ScatterNd) => Op::ScatterNd {
                 reduction: Reduction::from_code(r.u32()?)?,
             },
-            OpKind::TopK => Op::TopK {
+            OpKind::TopK if selects(OPS, OpKind::TopK) => Op::TopK {
                 axis: r.usize()?,
                 largest: r.bool()?,
             },
-            OpKind::CumSum => Op::CumSum {
+            OpKind::CumSum if selects(OPS, OpKind::CumSum) => Op::CumSum {
                 axis: r.usize()?,
                 exclusive: r.bool()?,
                 reverse: r.bool()?,
             },
-            OpKind::Resample => Op::Resample {
+            OpKind::Resample if selects(OPS, OpKind::Resample) => Op::Resample {
                 axis: r.usize()?,
                 extrapolation: r.f32()?,
             },
-            OpKind::Trilu => Op::Trilu {
+            OpKind::Trilu if selects(OPS, OpKind::Trilu) => Op::Trilu {
                 upper: r.bool()?,
                 k: r.i32()?,
             },
-            OpKind::Where => Op::Where,
-            OpKind::Compare => Op::Compare(match r.u32()? {
+            OpKind::Where if selects(OPS, OpKind::Where) => Op::Where,
+            OpKind::Compare if selects(OPS, OpKind::Compare) => Op::Compare(match r.u32()? {
                 0 => CompareOp::Equal,
                 1 => CompareOp::Less,
                 2 => CompareOp::LessOrEqual,
@@ -1456,23 +1479,25 @@ impl Op {
                 4 => CompareOp::GreaterOrEqual,
                 _ => return None,
             }),
-            OpKind::Logical => Op::Logical(match r.u32()? {
+            OpKind::Logical if selects(OPS, OpKind::Logical) => Op::Logical(match r.u32()? {
                 0 => LogicalOp::And,
                 1 => LogicalOp::Or,
                 2 => LogicalOp::Xor,
                 _ => return None,
             }),
-            OpKind::Classify => Op::Classify(Detect {
+            OpKind::Classify if selects(OPS, OpKind::Classify) => Op::Classify(Detect {
                 nan: r.bool()?,
                 positive_infinity: r.bool()?,
                 negative_infinity: r.bool()?,
             }),
-            OpKind::DynamicQuantize => Op::DynamicQuantize,
-            OpKind::ConvInteger => Op::ConvInteger(ConvInteger {
-                window: Window::decode(r)?,
-                group: positive(r.usize()?)?,
-            }),
-            OpKind::QSoftmax => {
+            OpKind::DynamicQuantize if selects(OPS, OpKind::DynamicQuantize) => Op::DynamicQuantize,
+            OpKind::ConvInteger if selects(OPS, OpKind::ConvInteger) => {
+                Op::ConvInteger(ConvInteger {
+                    window: Window::decode(r)?,
+                    group: positive(r.usize()?)?,
+                })
+            }
+            OpKind::QSoftmax if selects(OPS, OpKind::QSoftmax) => {
                 let axis = r.usize()?;
                 let rescale = Rescale::decode(r)?;
                 let [output_zero, min, max] = [r.i32()?, r.i32()?, r.i32()?];
@@ -1492,12 +1517,12 @@ impl Op {
                     max,
                 })
             }
-            OpKind::QAvgPool => Op::QAvgPool(QAvgPool {
+            OpKind::QAvgPool if selects(OPS, OpKind::QAvgPool) => Op::QAvgPool(QAvgPool {
                 pool: Pool::decode(r)?,
                 rescale: Rescale::decode(r)?,
                 requantize: Requantize::decode(r)?,
             }),
-            OpKind::QMul => {
+            OpKind::QMul if selects(OPS, OpKind::QMul) => {
                 let rescale = Rescale::decode(r)?;
                 let [a_zero, b_zero, output_zero, min, max] = decode_zeros_and_clamp(r)?;
                 Op::QMul(QMul {
@@ -1509,25 +1534,27 @@ impl Op {
                     max,
                 })
             }
-            OpKind::QGlobalAvgPool => Op::QGlobalAvgPool(QGlobalAvgPool {
-                rescale: Rescale::decode(r)?,
-                requantize: Requantize::decode(r)?,
-            }),
-            OpKind::BatchNorm => Op::BatchNorm {
+            OpKind::QGlobalAvgPool if selects(OPS, OpKind::QGlobalAvgPool) => {
+                Op::QGlobalAvgPool(QGlobalAvgPool {
+                    rescale: Rescale::decode(r)?,
+                    requantize: Requantize::decode(r)?,
+                })
+            }
+            OpKind::BatchNorm if selects(OPS, OpKind::BatchNorm) => Op::BatchNorm {
                 epsilon: finite(r.f32()?)?,
                 activation: Activation::decode(r)?,
             },
-            OpKind::Transpose => Op::Transpose {
+            OpKind::Transpose if selects(OPS, OpKind::Transpose) => Op::Transpose {
                 perm: decode_axes(r, |v| Some(v as usize))?,
             },
-            OpKind::Slice => Op::Slice {
+            OpKind::Slice if selects(OPS, OpKind::Slice) => Op::Slice {
                 starts: decode_axes(r, |v| Some(v as usize))?,
                 steps: decode_axes(r, |v| match v as i32 {
                     0 => None,
                     s => Some(s as isize),
                 })?,
             },
-            OpKind::Pad => Op::Pad {
+            OpKind::Pad if selects(OPS, OpKind::Pad) => Op::Pad {
                 mode: match r.u32()? {
                     0 => PadMode::Constant,
                     1 => PadMode::Reflect,
@@ -1538,7 +1565,7 @@ impl Op {
                 ends: decode_axes(r, |v| Some(v as usize))?,
                 value: r.f32()?,
             },
-            OpKind::Reduce => Op::Reduce {
+            OpKind::Reduce if selects(OPS, OpKind::Reduce) => Op::Reduce {
                 op: match r.u32()? {
                     0 => ReduceOp::Mean,
                     1 => ReduceOp::Sum,
@@ -1553,6 +1580,7 @@ impl Op {
                 },
                 axes: r.u32()?,
             },
+            _ => return None,
         };
         r.is_done().then_some(op)
     }

@@ -104,6 +104,44 @@ fn bad_crc_is_refused() {
     assert!(matches!(kind_of(&b), K::ChecksumMismatch { .. }));
 }
 
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(256))]
+    /// The core's 64-byte-table CRC is the standard CRC-32 on every input.
+    #[test]
+    fn the_cores_crc_is_the_standard_crc32(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4096)) {
+        proptest::prop_assert_eq!(ferrite_core::crc::crc32(&bytes), crc32fast::hash(&bytes));
+    }
+}
+
+/// The tiny MLP's op kinds (MatMul + Add + Relu fuse into one Gemm), and the same without Softmax.
+const TINY_MLP_OPS: u64 = ferrite_hal::op_mask(&[OpKind::Gemm, OpKind::Softmax]);
+const WITHOUT_SOFTMAX: u64 = ferrite_hal::op_mask(&[OpKind::Gemm]);
+
+#[test]
+fn a_build_selecting_other_ops_refuses_the_model_and_runs_its_own() {
+    let b = packed().bytes;
+    let aligned = AlignedBytes::from(&b[..]);
+    let model = Model::load(aligned.as_bytes()).expect("load");
+    let kinds: Vec<OpKind> = (0..model.len())
+        .map(|i| model.step(i).expect("step").op.kind())
+        .collect();
+    assert_eq!(ferrite_hal::op_mask(&kinds), TINY_MLP_OPS, "{kinds:?}");
+    // A build with the model's own kinds loads it, and every step decodes as in the full build.
+    let selected = Model::<TINY_MLP_OPS>::load_selected(aligned.as_bytes())
+        .expect("a build with the model's kinds loads it");
+    for i in 0..model.len() {
+        assert_eq!(selected.step(i).map(|s| s.op), model.step(i).map(|s| s.op));
+    }
+    // Without Softmax: refused at load, naming the step.
+    let err = Model::<WITHOUT_SOFTMAX>::load_selected(aligned.as_bytes())
+        .expect_err("a build without Softmax refuses the model");
+    assert_eq!(err.kind, K::InvalidOp);
+    assert!(
+        err.to_string().contains("not linked into this build"),
+        "{err}"
+    );
+}
+
 #[test]
 fn every_truncation_is_refused() {
     let b = packed().bytes;

@@ -18,9 +18,9 @@ fn call(nr: usize, block: &mut [usize]) -> usize {
 
 impl File {
     /// Opens `path` for reading (`write` false) or writing, in binary mode.
-    pub fn open(path: &str, write: bool) -> Result<File, HostError> {
+    pub fn open(path: &[u8], write: bool) -> Result<File, HostError> {
         let mut name = [0u8; 256];
-        let bytes = path.as_bytes();
+        let bytes = path;
         if bytes.len() >= name.len() {
             return Err(HostError("file path too long"));
         }

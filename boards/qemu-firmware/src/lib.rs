@@ -15,13 +15,13 @@
 mod host;
 mod stack;
 
-use core::fmt::{self, Write};
 use core::mem::MaybeUninit;
 use cortex_m_semihosting::{debug, hio};
 use ferrite_core::{Model, Session};
 use ferrite_cortex_m::{CortexMDevice, CpuError};
 /// Every op kind: the kernel selection of firmware that runs models sent by the host.
 pub use ferrite_hal::ALL_OPS;
+use ferrite_hal::{Line, Message, Piece};
 use host::{File, HostError};
 
 /// 16-byte aligned bytes, as the core requires for models and arenas.
@@ -89,13 +89,18 @@ enum Name {
     Output(usize),
 }
 
-impl fmt::Display for Name {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Name::CommandLine => f.write_str("the command line"),
-            Name::Model => f.write_str("model.frt"),
-            Name::Input(i) => write!(f, "input_{i}.bin"),
-            Name::Output(i) => write!(f, "output_{i}.bin"),
+impl Message for Name {
+    fn write_message(&self, out: &mut dyn FnMut(Piece<'_>)) {
+        let (text, index) = match *self {
+            Name::CommandLine => ("the command line", None),
+            Name::Model => ("model.frt", None),
+            Name::Input(i) => ("input_", Some(i)),
+            Name::Output(i) => ("output_", Some(i)),
+        };
+        out(Piece::Text(text));
+        if let Some(i) = index {
+            out(Piece::Unsigned(i as u64));
+            out(Piece::Text(".bin"));
         }
     }
 }
@@ -107,12 +112,12 @@ enum Region {
     Arena,
 }
 
-impl fmt::Display for Region {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl Region {
+    fn name(self) -> &'static str {
+        match self {
             Region::ModelFile => "model file",
             Region::Arena => "arena",
-        })
+        }
     }
 }
 
@@ -141,41 +146,56 @@ impl From<ferrite_core::Error<CpuError>> for Failure {
     }
 }
 
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+impl Message for Failure {
+    fn write_message(&self, out: &mut dyn FnMut(Piece<'_>)) {
+        let n = |v: usize| Piece::Unsigned(v as u64);
         match self {
-            Failure::Host(e, name) => write!(f, "{}: {name}", e.0),
-            Failure::Usage => f.write_str("usage: ferrite DIR RUNS (semihosting arguments)"),
+            Failure::Host(e, name) => {
+                out(Piece::Text(e.0));
+                out(Piece::Text(": "));
+                name.write_message(out);
+            }
+            Failure::Usage => out(Piece::Text(
+                "usage: ferrite DIR RUNS (semihosting arguments)",
+            )),
             Failure::TooLarge {
                 what,
                 needed,
                 available,
-            } => write!(
-                f,
-                "the {what} needs {needed} bytes, this board has {available}"
-            ),
+            } => {
+                out(Piece::Text("the "));
+                out(Piece::Text(what.name()));
+                out(Piece::Text(" needs "));
+                out(n(*needed));
+                out(Piece::Text(" bytes, this board has "));
+                out(n(*available));
+            }
             Failure::InputSize {
                 index,
                 expected,
                 got,
-            } => write!(
-                f,
-                "input #{index} has {got} bytes, the model expects {expected}"
-            ),
-            Failure::OtherModel => f.write_str(
+            } => {
+                out(Piece::Text("input #"));
+                out(n(*index));
+                out(Piece::Text(" has "));
+                out(n(*got));
+                out(Piece::Text(" bytes, the model expects "));
+                out(n(*expected));
+            }
+            Failure::OtherModel => out(Piece::Text(
                 "this firmware embeds a different model than model.frt (rebuild it for this model)",
-            ),
-            Failure::Model(e) => write!(f, "{e}"),
-            Failure::Session(e) => write!(f, "{e}"),
+            )),
+            Failure::Model(e) => e.write_message(out),
+            Failure::Session(e) => e.write_message(out),
         }
     }
 }
 
 /// Opens `dir/name` on the host.
 fn open(dir: &str, name: Name, write: bool) -> Result<File, Failure> {
-    let mut path = heapless::String::<256>::new();
-    let _ = write!(path, "{dir}/{name}");
-    File::open(&path, write).map_err(|e| Failure::Host(e, name))
+    let mut path = Line::<256>::new();
+    path.text(dir).text("/").message(&name);
+    File::open(path.as_bytes(), write).map_err(|e| Failure::Host(e, name))
 }
 
 fn host(name: Name) -> impl Fn(HostError) -> Failure {
@@ -220,7 +240,7 @@ fn serve<const OPS: u64>(model: ModelSource, arena: Buffer) -> Result<(), Failur
     let runs: u32 = runs.parse().map_err(|_| Failure::Usage)?;
     let profile = words.next() == Some("profile");
 
-    let model = Model::load(model_bytes(model, dir)?).map_err(Failure::Model)?;
+    let model = Model::<OPS>::load_selected(model_bytes(model, dir)?).map_err(Failure::Model)?;
     let capacity = arena.capacity;
     let arena = arena.take(model.arena_bytes().max(16), Region::Arena)?;
     // Two instantiations, so that an unprofiled run has no per-step hook at all.
@@ -256,7 +276,7 @@ impl ferrite_cortex_m::Profiler for StepMarkers {
 /// Runs the model `runs` times on `device` with inputs from `dir`, writes the outputs and
 /// reports sizes and stack depth.
 fn infer<P: ferrite_cortex_m::Profiler, const OPS: u64>(
-    model: &Model<'_>,
+    model: &Model<'_, OPS>,
     device: CortexMDevice<P, OPS>,
     arena: &'static mut [u8],
     dir: &str,
@@ -297,18 +317,24 @@ fn infer<P: ferrite_cortex_m::Profiler, const OPS: u64>(
         let file = open(dir, name, true)?;
         file.write_all(session.output(index)?).map_err(host(name))?;
     }
+    let mut line = Line::<256>::new();
+    line.text("ferrite: ok steps=")
+        .unsigned(ferrite_hal::Plan::len(model) as u64)
+        .text(" arena_bytes=")
+        .unsigned(model.arena_bytes() as u64)
+        .text(" weights_bytes=")
+        .unsigned(model.weights_bytes() as u64)
+        .text(" file_bytes=")
+        .unsigned(model.file_bytes() as u64)
+        .text(" stack_bytes=")
+        .unsigned(firmware_stack as u64)
+        .text(" inference_stack_bytes=")
+        .unsigned(inference_stack as u64)
+        .text(" kernels=")
+        .text(CortexMDevice::<ferrite_cortex_m::NoProfiler>::kernel_set())
+        .text("\n");
     if let Ok(mut out) = hio::hstdout() {
-        let _ = writeln!(
-            out,
-            "ferrite: ok steps={} arena_bytes={} weights_bytes={} file_bytes={} stack_bytes={} inference_stack_bytes={} kernels={}",
-            ferrite_hal::Plan::len(model),
-            model.arena_bytes(),
-            model.weights_bytes(),
-            model.file_bytes(),
-            firmware_stack,
-            inference_stack,
-            CortexMDevice::<ferrite_cortex_m::NoProfiler>::kernel_set(),
-        );
+        let _ = out.write_all(line.as_bytes());
     }
     Ok(())
 }
@@ -349,8 +375,10 @@ pub fn run<const OPS: u64>(model: ModelSource, arena: Buffer) -> ! {
     let status = match serve::<OPS>(model, arena) {
         Ok(()) => debug::EXIT_SUCCESS,
         Err(failure) => {
+            let mut line = Line::<512>::new();
+            line.text("error: ").message(&failure).text("\n");
             if let Ok(mut err) = hio::hstderr() {
-                let _ = writeln!(err, "error: {failure}");
+                let _ = err.write_all(line.as_bytes());
             }
             debug::EXIT_FAILURE
         }
@@ -363,8 +391,18 @@ pub fn run<const OPS: u64>(model: ModelSource, arena: Buffer) -> ! {
 
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
+    // The location only: the message would need `core::fmt`.
+    let mut line = Line::<256>::new();
+    line.text("error: firmware panic");
+    if let Some(at) = info.location() {
+        line.text(" at ")
+            .text(at.file())
+            .text(":")
+            .unsigned(at.line().into());
+    }
+    line.text("\n");
     if let Ok(mut err) = hio::hstderr() {
-        let _ = writeln!(err, "error: firmware panic: {info}");
+        let _ = err.write_all(line.as_bytes());
     }
     debug::exit(debug::EXIT_FAILURE);
     loop {

@@ -1,7 +1,7 @@
 //! Errors the CPU device can report.
 
 use core::fmt;
-use ferrite_hal::ErrorKind;
+use ferrite_hal::{ErrorKind, Message, Piece};
 
 /// A CPU-device error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,20 +24,26 @@ pub enum CpuError {
     Unsupported,
 }
 
+impl Message for CpuError {
+    fn write_message(&self, out: &mut dyn FnMut(Piece<'_>)) {
+        match *self {
+            CpuError::IndexOutOfRange { index, len } => {
+                out(Piece::Text("gather index "));
+                out(Piece::Signed(index));
+                out(Piece::Text(" is out of range for an axis of "));
+                out(Piece::Unsigned(len as u64));
+            }
+            CpuError::DivisionByZero => out(Piece::Text("integer division by zero")),
+            CpuError::CorruptPlan => out(Piece::Text("plan step could not be decoded")),
+            CpuError::Misaligned => out(Piece::Text("operand is misaligned")),
+            CpuError::Unsupported => out(Piece::Text("op/dtype not implemented by the CPU device")),
+        }
+    }
+}
+
 impl fmt::Display for CpuError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CpuError::IndexOutOfRange { index, len } => {
-                write!(
-                    f,
-                    "gather index {index} is out of range for an axis of {len}"
-                )
-            }
-            CpuError::DivisionByZero => f.write_str("integer division by zero"),
-            CpuError::CorruptPlan => f.write_str("plan step could not be decoded"),
-            CpuError::Misaligned => f.write_str("operand is misaligned"),
-            CpuError::Unsupported => f.write_str("op/dtype not implemented by the CPU device"),
-        }
+        ferrite_hal::message::display(self, f)
     }
 }
 
