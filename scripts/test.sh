@@ -28,6 +28,10 @@ cargo clippy --workspace --all-targets -q -- -D warnings
 for board in qemu-mps2-an386 qemu-mps2-an500 qemu-microbit nrf52840-dk panic-free; do
     (cd "boards/$board" && cargo clippy --release -q -- -D warnings)
 done
+# The per-model template, around the digits model (what a user's `model/` folder holds).
+cargo build -q -p ferrite-tools --bin ferrite
+target/debug/ferrite pack demo/digits.onnx -o boards/template/model/model.frt --emit rust >/dev/null
+(cd boards/template && cargo clippy --release -q -- -D warnings)
 echo "== cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace -q
 echo "== no_std builds (core + cpu + cortex-m) for Cortex-M0, M4F/M7 and M33"

@@ -64,6 +64,9 @@ impl<'a, const OPS: u64> Model<'a, OPS> {
         Ok(model)
     }
 
+    // Out of line: run once per load or inference, so inlining only copies it (flash).
+
+    #[inline(never)]
     fn parse_structure(bytes: &'a [u8]) -> Result<Model<'a, OPS>, FormatError> {
         let header = bytes
             .get(..format::HEADER_BYTES)
@@ -277,6 +280,9 @@ impl<'a, const OPS: u64> Model<'a, OPS> {
         core::str::from_utf8(raw).map_err(|_| err(K::InvalidValue, "string is not UTF-8"))
     }
 
+    // Out of line: run once per load or inference, so inlining only copies it (flash).
+
+    #[inline(never)]
     fn verify_tensors(&self) -> Result<(), FormatError> {
         for i in 0..self.tensor_count() {
             self.decode_tensor(i)?;
@@ -284,6 +290,9 @@ impl<'a, const OPS: u64> Model<'a, OPS> {
         Ok(())
     }
 
+    // Out of line: run once per load or inference, so inlining only copies it (flash).
+
+    #[inline(never)]
     fn verify_io(&self) -> Result<(), FormatError> {
         for (list, what) in [(self.inputs, "graph input"), (self.outputs, "graph output")] {
             for i in 0..list.len() / 4 {
@@ -301,6 +310,9 @@ impl<'a, const OPS: u64> Model<'a, OPS> {
         Ok(())
     }
 
+    // Out of line: run once per load or inference, so inlining only copies it (flash).
+
+    #[inline(never)]
     fn verify_ops(&self) -> Result<(), FormatError> {
         for i in 0..self.len() {
             let step = self.decode_step(i, true)?;

@@ -28,6 +28,8 @@ fn ensure(cond: bool, rule: &'static str) -> Rule {
 }
 
 /// Checks one step against its op's rules.
+// Out of line: run once per load or inference, so inlining only copies it (flash).
+#[inline(never)]
 pub(crate) fn check_step<const OPS: u64>(step: &Step<'_>) -> Rule {
     check_overlap(step)?;
     if let Some(a) = step.op.activation() {

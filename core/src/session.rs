@@ -25,6 +25,8 @@ pub struct Session<'m, 'a, D: Device, const OPS: u64 = ALL_OPS> {
 impl<'m, 'a, D: Device, const OPS: u64> Session<'m, 'a, D, OPS> {
     /// Binds `model` to `device` with `arena` (at least [`Model::arena_bytes`] long, 16-byte
     /// aligned, e.g. an [`crate::Arena`]), and prepares the plan on the device.
+    // Out of line: run once per load or inference, so inlining only copies it (flash).
+    #[inline(never)]
     pub fn new(
         model: &'m Model<'m, OPS>,
         mut device: D,
@@ -168,6 +170,8 @@ impl<'m, 'a, D: Device, const OPS: u64> Session<'m, 'a, D, OPS> {
     }
 
     /// Runs the plan once. Every input must have been written since the previous run.
+    // Out of line: run once per load or inference, so inlining only copies it (flash).
+    #[inline(never)]
     pub fn run(&mut self) -> Result<(), Error<D::Error>> {
         for index in 0..self.model.input_count() {
             if self.inputs_written & (1u64 << index) == 0 {

@@ -72,70 +72,40 @@ impl<const N: usize> Line<N> {
 
     /// Appends text.
     pub fn text(&mut self, s: &str) -> &mut Self {
-        for &b in s.as_bytes() {
-            if let Some(slot) = self.bytes.get_mut(self.len) {
-                *slot = b;
-                self.len += 1;
-            }
-        }
+        self.bytes(s.as_bytes())
+    }
+
+    /// Appends raw bytes (e.g. a path that came as bytes).
+    pub fn bytes(&mut self, bytes: &[u8]) -> &mut Self {
+        push(&mut self.bytes, &mut self.len, bytes);
         self
     }
 
     /// Appends `n` in decimal.
-    pub fn unsigned(&mut self, mut n: u64) -> &mut Self {
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            if let Some(d) = digits.get_mut(at) {
-                *d = b'0' + (n % 10) as u8;
-            }
-            n /= 10;
-            if n == 0 || at == 0 {
-                break;
-            }
-        }
-        self.ascii(digits.get(at..).unwrap_or(&[]))
+    pub fn unsigned(&mut self, n: u64) -> &mut Self {
+        self.piece(Piece::Unsigned(n))
     }
 
     /// Appends `n` in decimal, with a `-` when negative.
     pub fn signed(&mut self, n: i64) -> &mut Self {
-        if n < 0 {
-            self.text("-");
-        }
-        self.unsigned(n.unsigned_abs())
+        self.piece(Piece::Signed(n))
     }
 
     /// Appends `0x` and `n` as eight hex digits.
     pub fn hex(&mut self, n: u32) -> &mut Self {
-        self.text("0x");
-        let mut digits = [0u8; 8];
-        for (i, d) in digits.iter_mut().enumerate() {
-            let nibble = (n >> (28 - 4 * i)) & 0xF;
-            *d = if nibble < 10 {
-                b'0' + nibble as u8
-            } else {
-                b'a' + (nibble - 10) as u8
-            };
-        }
-        self.ascii(&digits)
+        self.piece(Piece::Hex(n))
     }
 
     /// Appends one piece.
     pub fn piece(&mut self, piece: Piece<'_>) -> &mut Self {
-        match piece {
-            Piece::Text(s) => self.text(s),
-            Piece::Unsigned(n) => self.unsigned(n),
-            Piece::Signed(n) => self.signed(n),
-            Piece::Hex(n) => self.hex(n),
-        }
+        push_piece(&mut self.bytes, &mut self.len, piece);
+        self
     }
 
     /// Appends a message.
     pub fn message(&mut self, message: &(impl Message + ?Sized)) -> &mut Self {
-        message.write_message(&mut |piece| {
-            self.piece(piece);
-        });
+        let (bytes, len) = (&mut self.bytes, &mut self.len);
+        message.write_message(&mut |piece| push_piece(bytes, len, piece));
         self
     }
 
@@ -143,16 +113,77 @@ impl<const N: usize> Line<N> {
     pub fn as_bytes(&self) -> &[u8] {
         self.bytes.get(..self.len).unwrap_or(&[])
     }
+}
 
-    fn ascii(&mut self, digits: &[u8]) -> &mut Self {
-        for &b in digits {
-            if let Some(slot) = self.bytes.get_mut(self.len) {
-                *slot = b;
-                self.len += 1;
-            }
+/// Appends `bytes` to `buffer[..*len]`, cutting what does not fit. One copy for every `N`.
+fn push(buffer: &mut [u8], len: &mut usize, bytes: &[u8]) {
+    for &b in bytes {
+        if let Some(slot) = buffer.get_mut(*len) {
+            *slot = b;
+            *len += 1;
         }
-        self
     }
+}
+
+/// Appends one piece, formatting numbers by hand.
+#[inline(never)]
+fn push_piece(buffer: &mut [u8], len: &mut usize, piece: Piece<'_>) {
+    let mut digits = [0u8; 21];
+    let text: &[u8] = match piece {
+        Piece::Text(s) => s.as_bytes(),
+        Piece::Unsigned(n) => decimal(&mut digits, n, false),
+        Piece::Signed(n) => decimal(&mut digits, n.unsigned_abs(), n < 0),
+        Piece::Hex(n) => {
+            push(buffer, len, b"0x");
+            for (i, d) in digits.iter_mut().take(8).enumerate() {
+                let nibble = (n >> (28 - 4 * i)) & 0xF;
+                *d = if nibble < 10 {
+                    b'0' + nibble as u8
+                } else {
+                    b'a' + (nibble - 10) as u8
+                };
+            }
+            digits.get(..8).unwrap_or(&[])
+        }
+    };
+    push(buffer, len, text);
+}
+
+/// 10^19 down to 10^0.
+const POWERS_OF_TEN: [u64; 20] = {
+    let mut table = [1u64; 20];
+    let mut i = 19;
+    while i > 0 {
+        table[i - 1] = table[i] * 10;
+        i -= 1;
+    }
+    table
+};
+
+/// `n` in decimal (with a leading `-` when `negative`), at the end of `digits`. By subtracting
+/// powers of ten: a 32-bit core then needs no 64-bit division routine (about 1.5 KB of flash).
+fn decimal(digits: &mut [u8; 21], mut n: u64, negative: bool) -> &[u8] {
+    let mut at = 0;
+    if negative {
+        digits[0] = b'-';
+        at = 1;
+    }
+    let start = at;
+    for power in POWERS_OF_TEN {
+        let mut digit = 0u8;
+        while n >= power {
+            n -= power;
+            digit += 1;
+        }
+        // Leading zeros are skipped; the last digit is always written.
+        if digit != 0 || at > start || power == 1 {
+            if let Some(d) = digits.get_mut(at) {
+                *d = b'0' + digit;
+            }
+            at += 1;
+        }
+    }
+    digits.get(..at).unwrap_or(&[])
 }
 
 #[cfg(test)]

@@ -247,6 +247,61 @@ fn the_m0_firmware_refuses_a_model_other_than_its_own() {
     });
 }
 
+/// Builds the per-model firmware (`boards/template` around `bytes`) and runs it next to the
+/// every-kernel firmware: the same outputs, bit for bit, from a smaller firmware.
+fn per_model_matches_every_kernel(bytes: &AlignedBytes, input: NpyArray) -> qemu::QemuRun {
+    let model = Model::load(bytes.as_bytes()).expect("load");
+    let inputs = [input];
+    let elf = ferrite_tools::firmware::model_firmware(bytes.as_bytes(), &model)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let own = qemu::run_firmware(Board::M4, &elf, bytes.as_bytes(), &model, &inputs, 2)
+        .unwrap_or_else(|e| panic!("per-model firmware: {e}"));
+    let every = qemu::run(Board::M4, bytes.as_bytes(), &model, &inputs, 1).expect("qemu-m4");
+    assert_eq!(own.outputs, every.outputs);
+    assert_eq!(own.instructions[0], own.instructions[1]);
+    assert!(
+        own.firmware.flash_bytes < every.firmware.flash_bytes,
+        "{} vs {}",
+        own.firmware.flash_bytes,
+        every.firmware.flash_bytes
+    );
+    own
+}
+
+#[test]
+fn a_per_model_firmware_runs_its_model_as_the_every_kernel_one_does() {
+    unless_missing::<QemuM4>("qemu-m4 per-model firmware", || {
+        let digits = digits();
+        let model = Model::load(digits.as_bytes()).expect("load");
+        let input = f32_input(&model);
+        per_model_matches_every_kernel(&digits, input.clone());
+        // An int8 model: the DSP kernels, selected per model as well.
+        let onnx = std::fs::read(ferrite_tests::test_models_dir().join("ds_cnn_qdq.onnx"))
+            .expect("ds_cnn_qdq.onnx (tests/models/generate.py)");
+        let int8 = packed(&onnx);
+        let int8_model = Model::load(int8.as_bytes()).expect("load");
+        per_model_matches_every_kernel(&int8, f32_input(&int8_model));
+        // It runs its own model only.
+        let elf =
+            ferrite_tools::firmware::model_firmware(digits.as_bytes(), &model).expect("built");
+        let other = packed(&tiny_mlp());
+        let other_model = Model::load(other.as_bytes()).expect("load");
+        let err = qemu::run_firmware(
+            Board::M4,
+            &elf,
+            other.as_bytes(),
+            &other_model,
+            &[f32_input(&other_model)],
+            1,
+        )
+        .expect_err("the per-model firmware ran another model");
+        assert!(
+            err.to_string().contains("embeds a different model"),
+            "{err}"
+        );
+    });
+}
+
 #[test]
 fn no_firmware_links_a_heap() {
     unless_missing::<QemuM4>("firmware allocator check", || {

@@ -11,6 +11,7 @@ pub mod aligned;
 pub mod emit;
 pub mod error;
 pub mod files;
+pub mod firmware;
 pub mod fold;
 pub mod fuzzing;
 pub mod ir;

@@ -650,6 +650,48 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
 /// `bench --device qemu-m0|m4|m7`: instructions per inference (exact; QEMU is not
 /// cycle-accurate, so no latency), flash and RAM. Runs are capped at 3: every run executes the
 /// same instructions.
+/// The per-model firmware's figures (`boards/template` built around the model).
+struct ModelFirmware {
+    flash_bytes: u64,
+    runtime_flash_bytes: u64,
+    model_bytes: u64,
+    ram_bytes: u64,
+    static_ram_bytes: u64,
+    inference_stack_bytes: u64,
+    stack_bytes: u64,
+    instructions: u64,
+}
+
+impl ModelFirmware {
+    fn of(run: &ferrite_tools::qemu::QemuRun, model: &Model<'_>) -> ModelFirmware {
+        let flash = run.firmware.flash_bytes;
+        // The arena is a static of this firmware: it is in its static RAM already.
+        ModelFirmware {
+            flash_bytes: flash,
+            runtime_flash_bytes: flash.saturating_sub(model.file_bytes() as u64),
+            model_bytes: model.file_bytes() as u64,
+            ram_bytes: run.firmware.static_ram_bytes + run.inference_stack_bytes,
+            static_ram_bytes: run.firmware.static_ram_bytes,
+            inference_stack_bytes: run.inference_stack_bytes,
+            stack_bytes: run.stack_bytes,
+            instructions: run.instructions.first().copied().unwrap_or(0),
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        json!({
+            "flash_bytes": self.flash_bytes,
+            "runtime_flash_bytes": self.runtime_flash_bytes,
+            "model_bytes": self.model_bytes,
+            "ram_bytes": self.ram_bytes,
+            "static_ram_bytes": self.static_ram_bytes,
+            "inference_stack_bytes": self.inference_stack_bytes,
+            "stack_bytes": self.stack_bytes,
+            "instructions_per_inference": self.instructions,
+        })
+    }
+}
+
 /// What `bench` was asked for, besides the model and device.
 #[derive(Clone, Copy)]
 struct BenchFlags {
@@ -703,6 +745,19 @@ fn bench_qemu(
     let flash = fw.flash_bytes + model_flash;
     // What an application needs: the arena, static RAM and the stack inference itself uses.
     let ram = model.arena_bytes() as u64 + fw.static_ram_bytes + result.inference_stack_bytes;
+    // The firmware a user would flash for this model alone (Cortex-M4F): built when needed.
+    let per_model = (board == ferrite_tools::qemu::Board::M4).then(|| {
+        let elf = ferrite_tools::firmware::model_firmware(bytes, model)?;
+        let run = ferrite_tools::qemu::run_firmware(board, &elf, bytes, model, arrays, 1)
+            .map_err(|e| e.to_string())?;
+        if run.outputs != result.outputs {
+            return Err(
+                "the per-model firmware's outputs differ from the every-kernel firmware's"
+                    .to_string(),
+            );
+        }
+        Ok(ModelFirmware::of(&run, model))
+    });
     if as_json {
         let doc = json!({
             "model": model_path.display().to_string(),
@@ -722,6 +777,11 @@ fn bench_qemu(
             "inference_stack_bytes": result.inference_stack_bytes,
             "weights_bytes": model.weights_bytes(),
             "ops": steps.iter().map(|(op, name, n)| json!({"op": op, "name": name, "instructions": n})).collect::<Vec<_>>(),
+            "model_firmware": match &per_model {
+                Some(Ok(m)) => m.json(),
+                Some(Err(e)) => json!({"error": e}),
+                None => serde_json::Value::Null,
+            },
         });
         println!("{doc}");
     } else {
@@ -740,6 +800,14 @@ fn bench_qemu(
             result.inference_stack_bytes,
             result.stack_bytes
         );
+        match &per_model {
+            Some(Ok(m)) => println!(
+                "  this model's own firmware (only its kernels): flash {} B = runtime {} B + model {} B;  RAM {} B = static {} B (arena included) + inference stack {} B;  {} instructions per inference",
+                m.flash_bytes, m.runtime_flash_bytes, m.model_bytes, m.ram_bytes, m.static_ram_bytes, m.inference_stack_bytes, m.instructions
+            ),
+            Some(Err(e)) => println!("  this model's own firmware: not measured: {e}"),
+            None => {}
+        }
         let total: u64 = steps.iter().map(|s| s.2).sum();
         for (i, (op, name, n)) in steps.iter().enumerate() {
             println!(

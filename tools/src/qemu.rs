@@ -235,7 +235,40 @@ pub fn run_with_timeout(
     runs: usize,
     limit: Duration,
 ) -> Result<QemuRun, RunError> {
-    launch(board, model_bytes, model, inputs, runs, limit, false)
+    let firmware = board.firmware_path();
+    launch(
+        board,
+        &firmware,
+        model_bytes,
+        model,
+        inputs,
+        runs,
+        limit,
+        false,
+    )
+}
+
+/// Runs the model `runs` times on `board` with another firmware that speaks the same protocol:
+/// the per-model firmware ([`crate::firmware::model_firmware`], which embeds the model and
+/// checks that `model_bytes` are the same).
+pub fn run_firmware(
+    board: Board,
+    firmware: &Path,
+    model_bytes: &[u8],
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    runs: usize,
+) -> Result<QemuRun, RunError> {
+    launch(
+        board,
+        firmware,
+        model_bytes,
+        model,
+        inputs,
+        runs,
+        timeout(),
+        false,
+    )
 }
 
 /// Runs the model once with a marker around every step: [`QemuRun::step_instructions`] holds
@@ -246,11 +279,23 @@ pub fn run_profiled(
     model: &Model<'_>,
     inputs: &[NpyArray],
 ) -> Result<QemuRun, RunError> {
-    launch(board, model_bytes, model, inputs, 1, timeout(), true)
+    let firmware = board.firmware_path();
+    launch(
+        board,
+        &firmware,
+        model_bytes,
+        model,
+        inputs,
+        1,
+        timeout(),
+        true,
+    )
 }
 
+#[allow(clippy::too_many_arguments)]
 fn launch(
     board: Board,
+    firmware: &Path,
     model_bytes: &[u8],
     model: &Model<'_>,
     inputs: &[NpyArray],
@@ -259,8 +304,7 @@ fn launch(
     profile: bool,
 ) -> Result<QemuRun, RunError> {
     check_inputs(model, inputs)?;
-    let firmware = board.firmware_path();
-    let elf = std::fs::read(&firmware).map_err(|e| {
+    let elf = std::fs::read(firmware).map_err(|e| {
         device_error(format!(
             "firmware {}: {e} (build it with scripts/build-firmware.sh)",
             firmware.display()
@@ -300,7 +344,7 @@ fn launch(
         .args(["-d", "plugin", "-D"])
         .arg(&log)
         .arg("-kernel")
-        .arg(&firmware)
+        .arg(firmware)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -19,6 +19,7 @@ use core::mem::MaybeUninit;
 use cortex_m_semihosting::{debug, hio};
 use ferrite_core::{Model, Session};
 use ferrite_cortex_m::{CortexMDevice, CpuError};
+use ferrite_hal::Device;
 /// Every op kind: the kernel selection of firmware that runs models sent by the host.
 pub use ferrite_hal::ALL_OPS;
 use ferrite_hal::{Line, Message, Piece};
@@ -49,11 +50,11 @@ impl Buffer {
     /// The first `len` bytes, zeroed, or `TooLarge`.
     fn take(self, len: usize, what: Region) -> Result<&'static mut [u8], Failure> {
         if len > self.capacity {
-            return Err(Failure::TooLarge {
+            return Err(Failure(Reason::TooLarge {
                 what,
                 needed: len,
                 available: self.capacity,
-            });
+            }));
         }
         // SAFETY: `from_static`'s contract makes this the only use of the buffer; the first
         // `len` bytes are initialised (zeroed) before the slice is formed.
@@ -121,8 +122,11 @@ impl Region {
     }
 }
 
-/// Why the firmware stopped.
-enum Failure {
+/// Why the firmware stopped: printed as one `error:` line by [`exit`].
+pub struct Failure(Reason);
+
+/// The reasons behind a [`Failure`].
+enum Reason {
     Host(HostError, Name),
     Usage,
     TooLarge {
@@ -140,25 +144,53 @@ enum Failure {
     Session(ferrite_core::Error<CpuError>),
 }
 
+impl From<ferrite_core::FormatError> for Failure {
+    fn from(e: ferrite_core::FormatError) -> Self {
+        Failure(Reason::Model(e))
+    }
+}
+
 impl From<ferrite_core::Error<CpuError>> for Failure {
     fn from(e: ferrite_core::Error<CpuError>) -> Self {
-        Failure::Session(e)
+        Failure(Reason::Session(e))
+    }
+}
+
+impl Failure {
+    /// The message without numbers or context: all a firmware built without the `messages`
+    /// feature prints (its flash holds a few short strings instead of every message).
+    fn short(&self) -> &'static str {
+        match &self.0 {
+            Reason::Host(e, _) => e.0,
+            Reason::Usage => "usage: ferrite DIR RUNS",
+            Reason::TooLarge { .. } => "the model or its arena is too large for this board",
+            Reason::InputSize { .. } => "an input's size differs from the model's",
+            Reason::OtherModel => "this firmware embeds a different model than model.frt",
+            Reason::Model(e) => e.kind.describe(),
+            Reason::Session(e) => ferrite_hal::Error::kind(e).describe(),
+        }
     }
 }
 
 impl Message for Failure {
     fn write_message(&self, out: &mut dyn FnMut(Piece<'_>)) {
+        if !cfg!(feature = "messages") {
+            if let Reason::Model(_) = self.0 {
+                out(Piece::Text("invalid model: "));
+            }
+            return out(Piece::Text(self.short()));
+        }
         let n = |v: usize| Piece::Unsigned(v as u64);
-        match self {
-            Failure::Host(e, name) => {
+        match &self.0 {
+            Reason::Host(e, name) => {
                 out(Piece::Text(e.0));
                 out(Piece::Text(": "));
                 name.write_message(out);
             }
-            Failure::Usage => out(Piece::Text(
+            Reason::Usage => out(Piece::Text(
                 "usage: ferrite DIR RUNS (semihosting arguments)",
             )),
-            Failure::TooLarge {
+            Reason::TooLarge {
                 what,
                 needed,
                 available,
@@ -170,7 +202,7 @@ impl Message for Failure {
                 out(Piece::Text(" bytes, this board has "));
                 out(n(*available));
             }
-            Failure::InputSize {
+            Reason::InputSize {
                 index,
                 expected,
                 got,
@@ -182,79 +214,185 @@ impl Message for Failure {
                 out(Piece::Text(" bytes, the model expects "));
                 out(n(*expected));
             }
-            Failure::OtherModel => out(Piece::Text(
+            Reason::OtherModel => out(Piece::Text(
                 "this firmware embeds a different model than model.frt (rebuild it for this model)",
             )),
-            Failure::Model(e) => e.write_message(out),
-            Failure::Session(e) => e.write_message(out),
+            Reason::Model(e) => e.write_message(out),
+            Reason::Session(e) => e.write_message(out),
         }
     }
 }
 
 /// Opens `dir/name` on the host.
-fn open(dir: &str, name: Name, write: bool) -> Result<File, Failure> {
+fn open(dir: &[u8], name: Name, write: bool) -> Result<File, Failure> {
     let mut path = Line::<256>::new();
-    path.text(dir).text("/").message(&name);
-    File::open(path.as_bytes(), write).map_err(|e| Failure::Host(e, name))
+    path.bytes(dir).text("/").message(&name);
+    File::open(path.as_bytes(), write).map_err(|e| Failure(Reason::Host(e, name)))
 }
 
 fn host(name: Name) -> impl Fn(HostError) -> Failure {
-    move |e| Failure::Host(e, name)
+    move |e| Failure(Reason::Host(e, name))
 }
 
-/// The model's bytes: read from the host, or the embedded ones after checking that the host's
-/// file is identical (in chunks: the board may have less RAM than the model).
-fn model_bytes(source: ModelSource, dir: &str) -> Result<&'static [u8], Failure> {
-    let file = open(dir, Name::Model, false)?;
-    let len = file.len().map_err(host(Name::Model))?;
-    match source {
-        ModelSource::Host(buffer) => {
-            let bytes = buffer.take(len, Region::ModelFile)?;
-            file.read_exact(bytes).map_err(host(Name::Model))?;
-            Ok(bytes)
-        }
-        ModelSource::Embedded(bytes) => {
-            if len != bytes.len() {
-                return Err(Failure::OtherModel);
+/// The host runner's request (its directory of files and how many inferences to run) and
+/// what the firmware measured while serving it.
+pub struct Host {
+    dir: Line<256>,
+    runs: u32,
+    profile: bool,
+    firmware_stack: usize,
+    inference_stack: usize,
+}
+
+impl Host {
+    /// Paints the stack (to measure its depth later) and reads the request from the command
+    /// line: `ferrite DIR RUNS [profile]`.
+    pub fn connect() -> Result<Host, Failure> {
+        stack::paint();
+        let mut line = [0u8; 256];
+        let args = host::command_line(&mut line).map_err(host(Name::CommandLine))?;
+        let mut words = args.split_ascii_whitespace();
+        let (Some(_), Some(dir), Some(runs)) = (words.next(), words.next(), words.next()) else {
+            return Err(Failure(Reason::Usage));
+        };
+        let mut host = Host {
+            dir: Line::new(),
+            runs: runs.parse().map_err(|_| Failure(Reason::Usage))?,
+            profile: words.next() == Some("profile"),
+            firmware_stack: 0,
+            inference_stack: 0,
+        };
+        host.dir.text(dir);
+        Ok(host)
+    }
+
+    /// How many inferences the host asked for (at least one).
+    pub fn runs(&self) -> u32 {
+        self.runs.max(1)
+    }
+
+    /// The model's bytes: read from the host into the buffer, or the embedded ones after
+    /// checking that the host's `model.frt` is identical (in chunks: the board may have less
+    /// RAM than the model).
+    pub fn model(&self, source: ModelSource) -> Result<&'static [u8], Failure> {
+        let file = open(self.dir.as_bytes(), Name::Model, false)?;
+        let len = file.len().map_err(host(Name::Model))?;
+        match source {
+            ModelSource::Host(buffer) => {
+                let bytes = buffer.take(len, Region::ModelFile)?;
+                file.read_exact(bytes).map_err(host(Name::Model))?;
+                Ok(bytes)
             }
-            let mut chunk = [0u8; 256];
-            for expected in bytes.chunks(chunk.len()) {
-                let got = &mut chunk[..expected.len()];
-                file.read_exact(got).map_err(host(Name::Model))?;
-                if got != expected {
-                    return Err(Failure::OtherModel);
+            ModelSource::Embedded(bytes) => {
+                if len != bytes.len() {
+                    return Err(Failure(Reason::OtherModel));
                 }
+                let mut chunk = [0u8; 256];
+                for expected in bytes.chunks(chunk.len()) {
+                    let got = chunk
+                        .get_mut(..expected.len())
+                        .ok_or(Failure(Reason::OtherModel))?;
+                    file.read_exact(got).map_err(host(Name::Model))?;
+                    if got != expected {
+                        return Err(Failure(Reason::OtherModel));
+                    }
+                }
+                Ok(bytes)
             }
-            Ok(bytes)
         }
+    }
+
+    /// Writes every input of `session` from the host's `input_<i>.bin`.
+    pub fn read_inputs<D: Device<Error = CpuError>, const OPS: u64>(
+        &self,
+        session: &mut Session<'_, '_, D, OPS>,
+    ) -> Result<(), Failure> {
+        for index in 0..session.model().input_count() {
+            let name = Name::Input(index);
+            let file = open(self.dir.as_bytes(), name, false)?;
+            let got = file.len().map_err(host(name))?;
+            let slot = session.input_mut(index)?;
+            if got != slot.len() {
+                return Err(Failure(Reason::InputSize {
+                    index,
+                    expected: slot.len(),
+                    got,
+                }));
+            }
+            file.read_exact(slot).map_err(host(name))?;
+        }
+        Ok(())
+    }
+
+    /// Runs one inference (`session.run()` in `infer`) between two [`ferrite_marker`] calls,
+    /// so the plugin counts its instructions, and measures the stack it used.
+    pub fn measure<E>(&mut self, infer: impl FnOnce() -> Result<(), E>) -> Result<(), Failure>
+    where
+        Failure: From<E>,
+    {
+        // The deepest stack so far (boot, file I/O, verification); the inference is then
+        // measured on a fresh paint.
+        self.firmware_stack = self.firmware_stack.max(stack::max_depth());
+        stack::paint();
+        let base = stack::current_depth();
+        ferrite_marker();
+        let result = infer();
+        ferrite_marker();
+        // What the inference itself needs below its caller's frame.
+        self.inference_stack = self
+            .inference_stack
+            .max(stack::max_depth().saturating_sub(base));
+        self.firmware_stack = self.firmware_stack.max(stack::max_depth());
+        Ok(result?)
+    }
+
+    /// Writes every output of `session` to the host's `output_<i>.bin` and reports the model's
+    /// sizes and the measured stack on one `ferrite: ok` line.
+    pub fn finish<D: Device<Error = CpuError>, const OPS: u64>(
+        &self,
+        session: &Session<'_, '_, D, OPS>,
+    ) -> Result<(), Failure> {
+        let model = session.model();
+        for index in 0..model.output_count() {
+            let name = Name::Output(index);
+            let file = open(self.dir.as_bytes(), name, true)?;
+            file.write_all(session.output(index)?).map_err(host(name))?;
+        }
+        let mut line = Line::<256>::new();
+        line.text("ferrite: ok steps=")
+            .unsigned(ferrite_hal::Plan::len(model) as u64)
+            .text(" arena_bytes=")
+            .unsigned(model.arena_bytes() as u64)
+            .text(" weights_bytes=")
+            .unsigned(model.weights_bytes() as u64)
+            .text(" file_bytes=")
+            .unsigned(model.file_bytes() as u64)
+            .text(" stack_bytes=")
+            .unsigned(self.firmware_stack as u64)
+            .text(" inference_stack_bytes=")
+            .unsigned(self.inference_stack as u64)
+            .text(" kernels=")
+            .text(CortexMDevice::<ferrite_cortex_m::NoProfiler>::kernel_set())
+            .text("\n");
+        if let Ok(mut out) = hio::hstdout() {
+            let _ = out.write_all(line.as_bytes());
+        }
+        Ok(())
     }
 }
 
-fn serve<const OPS: u64>(model: ModelSource, arena: Buffer) -> Result<(), Failure> {
-    let mut line = [0u8; 256];
-    let args = host::command_line(&mut line).map_err(host(Name::CommandLine))?;
-    let mut words = args.split_ascii_whitespace();
-    let (Some(_), Some(dir), Some(runs)) = (words.next(), words.next(), words.next()) else {
-        return Err(Failure::Usage);
-    };
-    let runs: u32 = runs.parse().map_err(|_| Failure::Usage)?;
-    let profile = words.next() == Some("profile");
-
-    let model = Model::<OPS>::load_selected(model_bytes(model, dir)?).map_err(Failure::Model)?;
+fn serve<const OPS: u64>(source: ModelSource, arena: Buffer) -> Result<(), Failure> {
+    let mut host = Host::connect()?;
+    let model = Model::<OPS>::load_selected(host.model(source)?)?;
     let capacity = arena.capacity;
     let arena = arena.take(model.arena_bytes().max(16), Region::Arena)?;
     // Two instantiations, so that an unprofiled run has no per-step hook at all.
-    if profile {
+    if host.profile {
         let device = CortexMDevice::<_, OPS>::with_profiler(StepMarkers).with_max_arena(capacity);
-        infer(&model, device, arena, dir, runs)
+        infer(&mut host, &model, device, arena)
     } else {
-        infer(
-            &model,
-            CortexMDevice::<_, OPS>::selected().with_max_arena(capacity),
-            arena,
-            dir,
-            runs,
-        )
+        let device = CortexMDevice::<_, OPS>::selected().with_max_arena(capacity);
+        infer(&mut host, &model, device, arena)
     }
 }
 
@@ -273,70 +411,20 @@ impl ferrite_cortex_m::Profiler for StepMarkers {
     }
 }
 
-/// Runs the model `runs` times on `device` with inputs from `dir`, writes the outputs and
-/// reports sizes and stack depth.
+/// Runs the model as many times as the host asked on `device`, then writes the outputs and
+/// reports.
 fn infer<P: ferrite_cortex_m::Profiler, const OPS: u64>(
+    host: &mut Host,
     model: &Model<'_, OPS>,
     device: CortexMDevice<P, OPS>,
     arena: &'static mut [u8],
-    dir: &str,
-    runs: u32,
 ) -> Result<(), Failure> {
     let mut session = Session::new(model, device, arena)?;
-    // The deepest stack so far (boot, file I/O, verification); each inference is then measured
-    // on a fresh paint.
-    let mut firmware_stack = stack::max_depth();
-    let mut inference_stack = 0;
-    for _ in 0..runs.max(1) {
-        for index in 0..model.input_count() {
-            let name = Name::Input(index);
-            let file = open(dir, name, false)?;
-            let got = file.len().map_err(host(name))?;
-            let slot = session.input_mut(index)?;
-            if got != slot.len() {
-                return Err(Failure::InputSize {
-                    index,
-                    expected: slot.len(),
-                    got,
-                });
-            }
-            file.read_exact(slot).map_err(host(name))?;
-        }
-        stack::paint();
-        let base = stack::current_depth();
-        ferrite_marker();
-        let result = session.run();
-        ferrite_marker();
-        // What `Session::run` itself needs below its caller's frame.
-        inference_stack = inference_stack.max(stack::max_depth().saturating_sub(base));
-        firmware_stack = firmware_stack.max(stack::max_depth());
-        result?;
+    for _ in 0..host.runs() {
+        host.read_inputs(&mut session)?;
+        host.measure(|| session.run())?;
     }
-    for index in 0..model.output_count() {
-        let name = Name::Output(index);
-        let file = open(dir, name, true)?;
-        file.write_all(session.output(index)?).map_err(host(name))?;
-    }
-    let mut line = Line::<256>::new();
-    line.text("ferrite: ok steps=")
-        .unsigned(ferrite_hal::Plan::len(model) as u64)
-        .text(" arena_bytes=")
-        .unsigned(model.arena_bytes() as u64)
-        .text(" weights_bytes=")
-        .unsigned(model.weights_bytes() as u64)
-        .text(" file_bytes=")
-        .unsigned(model.file_bytes() as u64)
-        .text(" stack_bytes=")
-        .unsigned(firmware_stack as u64)
-        .text(" inference_stack_bytes=")
-        .unsigned(inference_stack as u64)
-        .text(" kernels=")
-        .text(CortexMDevice::<ferrite_cortex_m::NoProfiler>::kernel_set())
-        .text("\n");
-    if let Ok(mut out) = hio::hstdout() {
-        let _ = out.write_all(line.as_bytes());
-    }
-    Ok(())
+    host.finish(&session)
 }
 
 /// The `main` of a board that reads any model from the host: two static buffers (model file and
@@ -371,8 +459,12 @@ macro_rules! host_model_firmware {
 /// `OPS` selects the op kinds whose kernels the firmware links (`ferrite_hal::ALL_OPS` for a
 /// firmware that runs models sent by the host; a model's own `OPS` when it is embedded).
 pub fn run<const OPS: u64>(model: ModelSource, arena: Buffer) -> ! {
-    stack::paint();
-    let status = match serve::<OPS>(model, arena) {
+    exit(serve::<OPS>(model, arena))
+}
+
+/// Exits QEMU: success, or one `error:` line on the host's stderr and a failure status.
+pub fn exit(result: Result<(), Failure>) -> ! {
+    let status = match result {
         Ok(()) => debug::EXIT_SUCCESS,
         Err(failure) => {
             let mut line = Line::<512>::new();
