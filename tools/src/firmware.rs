@@ -5,8 +5,8 @@
 //! The build writes `model.frt` and the module `ferrite pack --emit rust` writes into a folder
 //! named after the model's CRC under `boards/target/model-firmware/`, builds the template there
 //! (`FERRITE_MODEL_RS` points at the module; every model shares one cargo target directory, so
-//! only the template itself is compiled again), and keeps the ELF next to the model: a second
-//! bench of the same model builds nothing.
+//! only the template itself is compiled again, a few seconds) and copies the ELF next to the
+//! model. Cargo decides what is stale, so a changed runtime is never measured from an old build.
 
 use ferrite_core::Model;
 use std::path::{Path, PathBuf};
@@ -38,9 +38,6 @@ pub fn model_firmware(model_bytes: &[u8], model: &Model<'_>) -> Result<PathBuf, 
         model_bytes.len()
     ));
     let elf = folder.join("firmware.elf");
-    if elf.is_file() {
-        return Ok(elf);
-    }
     std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
     std::fs::write(folder.join("model.frt"), model_bytes)
         .map_err(|e| format!("{}: {e}", folder.display()))?;
@@ -53,9 +50,6 @@ pub fn model_firmware(model_bytes: &[u8], model: &Model<'_>) -> Result<PathBuf, 
     let lock = std::fs::File::create(&lock_path)
         .and_then(|f| f.lock().map(|()| f))
         .map_err(|e| format!("{}: {e}", lock_path.display()))?;
-    if elf.is_file() {
-        return Ok(elf); // built by another process while this one waited
-    }
     let target_dir = root.join("build");
     let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cargo

@@ -25,6 +25,7 @@ pub mod ptq;
 pub mod qemu;
 pub mod quantize;
 pub mod runner;
+pub mod strip;
 pub mod tensor;
 pub mod writer;
 

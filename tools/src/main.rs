@@ -61,6 +61,10 @@ enum Command {
         /// budget for the arena).
         #[arg(long, value_name = "BYTES")]
         max_arena: Option<usize>,
+        /// Leave tensor and op names out of the .frt (they sit in flash for nothing); they go
+        /// to OUT.names.json, which `inspect` reads when it lies next to the model.
+        #[arg(long)]
+        strip_names: bool,
     },
     /// List everything in an ONNX model that Ferrite cannot run yet (exit 1 if anything).
     Check {
@@ -176,6 +180,7 @@ fn main() -> ExitCode {
             bias_correction,
             emit,
             max_arena,
+            strip_names,
         } => cmd_pack(
             &input,
             &output,
@@ -183,6 +188,7 @@ fn main() -> ExitCode {
             Quantization::from_args(quantize, calibration, &calibration_method, bias_correction),
             emit,
             max_arena,
+            strip_names,
         ),
         Command::Check { input, plan } => cmd_check(&input, &plan),
         Command::Run {
@@ -381,6 +387,7 @@ fn cmd_pack(
     quantization: Result<Option<Quantization>, String>,
     emit: Option<String>,
     max_arena: Option<usize>,
+    strip_names: bool,
 ) -> CliResult {
     let quantization = quantization?;
     let emit_rust = match emit.as_deref() {
@@ -395,8 +402,12 @@ fn cmd_pack(
         files::check_not_input(&output.with_extension("rs"), &[input])
             .map_err(|e| e.to_string())?;
     }
+    let names_file = ferrite_tools::strip::side_file(output);
+    if strip_names {
+        files::check_not_input(&names_file, &[input]).map_err(|e| e.to_string())?;
+    }
     let onnx = read(input)?;
-    let (packed, quantization_report) = match &quantization {
+    let (mut packed, quantization_report) = match &quantization {
         None => (pack::pack(&onnx, &opts).map_err(|e| e.to_string())?, None),
         Some(q) => {
             let mut progress = calibration_progress();
@@ -413,6 +424,16 @@ fn cmd_pack(
                 packed.report.arena_bytes
             ));
         }
+    }
+    let named_bytes = packed.bytes.len();
+    if strip_names {
+        let (stripped, names) =
+            ferrite_tools::strip::strip_names(&packed.bytes).map_err(|e| e.to_string())?;
+        let json =
+            serde_json::to_vec_pretty(&names.to_json(&stripped)).map_err(|e| e.to_string())?;
+        files::write_atomic(&names_file, &json, &[input]).map_err(|e| e.to_string())?;
+        packed.report.file_bytes = stripped.len();
+        packed.bytes = stripped;
     }
     files::write_atomic(output, &packed.bytes, &[input]).map_err(|e| e.to_string())?;
     if emit_rust {
@@ -448,7 +469,16 @@ fn cmd_pack(
         r.arena_lower_bound,
         ratio(r.arena_bytes, r.arena_lower_bound)
     );
-    println!("  file:         {} bytes", r.file_bytes);
+    if strip_names {
+        println!(
+            "  file:         {} bytes ({} bytes of names stripped, kept in {})",
+            r.file_bytes,
+            named_bytes - r.file_bytes,
+            names_file.display()
+        );
+    } else {
+        println!("  file:         {} bytes", r.file_bytes);
+    }
     if !r.conv_strategies.is_empty() {
         let kinds: Vec<String> = r
             .conv_strategies
@@ -542,17 +572,57 @@ fn cmd_run(
     Ok(ExitCode::SUCCESS)
 }
 
+/// The names `inspect` shows: the file's own, else those of a `--strip-names` side file that
+/// belongs to this model, else `#INDEX`.
+struct ShownNames {
+    side: Option<ferrite_tools::strip::Names>,
+}
+
+impl ShownNames {
+    fn for_model(model_path: &Path, bytes: &[u8]) -> ShownNames {
+        let side = std::fs::read(ferrite_tools::strip::side_file(model_path))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .and_then(|json| ferrite_tools::strip::Names::from_json(&json, bytes));
+        ShownNames { side }
+    }
+
+    fn tensor(&self, index: usize, stored: &str) -> String {
+        if !stored.is_empty() {
+            return stored.to_string();
+        }
+        self.side
+            .as_ref()
+            .and_then(|n| n.tensors.get(index))
+            .filter(|n| !n.is_empty())
+            .cloned()
+            .unwrap_or_else(|| format!("#{index}"))
+    }
+
+    fn op(&self, index: usize, stored: &str) -> String {
+        if !stored.is_empty() {
+            return stored.to_string();
+        }
+        self.side
+            .as_ref()
+            .and_then(|n| n.ops.get(index))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
 fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
     let bytes = AlignedBytes::from(&read(model_path)?[..]);
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
-    let describe = |t: ferrite_core::TensorInfo<'_>| json!({"name": t.name, "dtype": t.desc.dtype.name(), "shape": t.desc.shape.dims()});
+    let names = ShownNames::for_model(model_path, bytes.as_bytes());
+    let describe = |index: usize| {
+        model.tensor_info(index).map(|t| json!({"name": names.tensor(index, t.name), "index": index, "dtype": t.desc.dtype.name(), "shape": t.desc.shape.dims()}))
+    };
     let inputs: Vec<_> = (0..model.input_count())
-        .filter_map(|i| model.input(i))
-        .map(describe)
+        .filter_map(|i| describe(model.input_tensor(i)?))
         .collect();
     let outputs: Vec<_> = (0..model.output_count())
-        .filter_map(|i| model.output(i))
-        .map(describe)
+        .filter_map(|i| describe(model.output_tensor(i)?))
         .collect();
     let mut ops = Vec::new();
     for i in 0..model.len() {
@@ -561,8 +631,8 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
             (0..list.len())
                 .map(|k| {
                     list.index(k)
-                        .and_then(|t| model.tensor_info(t as usize))
-                        .map(|t| json!(t.name))
+                        .and_then(|t| Some((t as usize, model.tensor_info(t as usize)?)))
+                        .map(|(t, info)| json!(names.tensor(t, info.name)))
                         .unwrap_or(json!(null))
                 })
                 .collect()
@@ -570,7 +640,7 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
         ops.push(json!({
             "index": i,
             "op": op_label(&step.op),
-            "name": model.op_name(i).unwrap_or(""),
+            "name": names.op(i, model.op_name(i).unwrap_or("")),
             "inputs": tensors(step.inputs),
             "outputs": tensors(step.outputs),
             "scratch_bytes": step.scratch.map(|s| s.bytes).unwrap_or(0),
@@ -580,7 +650,7 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
     for t in 0..model.tensor_count() {
         if let Some(info) = model.tensor_info(t) {
             if let Location::Arena(offset) = info.desc.location {
-                arena.push(json!({"name": info.name, "offset": offset, "bytes": info.desc.bytes, "dtype": info.desc.dtype.name(), "shape": info.desc.shape.dims()}));
+                arena.push(json!({"name": names.tensor(t, info.name), "offset": offset, "bytes": info.desc.bytes, "dtype": info.desc.dtype.name(), "shape": info.desc.shape.dims()}));
             }
         }
     }

@@ -172,9 +172,15 @@ pub fn write(g: &PlanGraph, plan: &MemoryPlan) -> Result<Vec<u8>, PackError> {
         (section::GRAPH, &graph),
         (section::WEIGHTS, &weights),
     ];
+    assemble(&sections)
+}
+
+/// Lays out a file from its sections (in this order; weights 16-byte aligned, the others 4),
+/// with the header, section table and CRC.
+pub(crate) fn assemble(sections: &[(u32, &[u8])]) -> Result<Vec<u8>, PackError> {
     let mut file = vec![0u8; format::HEADER_BYTES + sections.len() * format::SECTION_ENTRY_BYTES];
     let mut table = Vec::new();
-    for (kind, data) in sections {
+    for &(kind, data) in sections {
         pad_to(
             &mut file,
             if kind == section::WEIGHTS {

@@ -777,6 +777,17 @@ fn qemu_m4_through_the_cli() {
         assert!(doc[key].as_u64().unwrap_or(0) > 0, "{key} in {doc}");
     }
     assert_eq!(doc["deterministic"], true);
+    // The model's own firmware, built for the bench: the same model in less flash.
+    let own = &doc["model_firmware"];
+    let runtime = own["runtime_flash_bytes"].as_u64().unwrap_or(0);
+    assert!(
+        runtime > 0 && runtime < doc["firmware_flash_bytes"].as_u64().unwrap_or(0),
+        "{doc}"
+    );
+    assert!(
+        own["inference_stack_bytes"].as_u64().unwrap_or(0) > 0,
+        "{doc}"
+    );
     // --profile adds instructions per op.
     let args = [
         "bench",
@@ -849,6 +860,61 @@ fn pack_emits_a_rust_module_and_enforces_the_arena_budget() {
         &ferrite(&["pack", s(&onnx), "-o", s(&frt), "--emit", "c"]),
         "--emit c",
     );
+}
+
+/// `pack --strip-names` writes the model without names and the names beside it; `inspect`
+/// shows them from there, or indices once the side file is gone; `run` gives the same outputs.
+#[test]
+fn strip_names_moves_the_names_out_of_the_model() {
+    let (dir, frt) = packed_mlp("strip-names");
+    let onnx = dir.join("mlp.onnx");
+    let bare = dir.join("bare.frt");
+    let out = ferrite(&["pack", s(&onnx), "-o", s(&bare), "--strip-names"]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("bytes of names stripped, kept in"), "{text}");
+    let side = dir.join("bare.names.json");
+    assert!(side.is_file());
+    assert!(std::fs::metadata(&bare).unwrap().len() < std::fs::metadata(&frt).unwrap().len());
+    let inspect = |path: &Path| -> serde_json::Value {
+        serde_json::from_slice(&ferrite(&["inspect", s(path), "--json"]).stdout).unwrap()
+    };
+    let (named, stripped) = (inspect(&frt), inspect(&bare));
+    assert_eq!(
+        named["inputs"], stripped["inputs"],
+        "names come from the side file"
+    );
+    assert_eq!(named["ops"], stripped["ops"]);
+    std::fs::remove_file(&side).unwrap();
+    let indexed = inspect(&bare);
+    assert!(
+        indexed["inputs"][0]["name"]
+            .as_str()
+            .unwrap()
+            .starts_with('#'),
+        "{indexed}"
+    );
+    assert_eq!(indexed["inputs"][0]["shape"], named["inputs"][0]["shape"]);
+    let x = write_input(&dir, "x.npy", DType::F32, vec![1, 4]);
+    let outputs: Vec<Vec<u8>> = [&frt, &bare]
+        .iter()
+        .enumerate()
+        .map(|(i, model)| {
+            let out_dir = dir.join(format!("out{i}"));
+            let run = ferrite(&["run", s(model), "--input", s(&x), "--out-dir", s(&out_dir)]);
+            assert!(
+                run.status.success(),
+                "{}",
+                String::from_utf8_lossy(&run.stderr)
+            );
+            npy::read(&out_dir.join("output_0.npy")).unwrap().bytes
+        })
+        .collect();
+    assert_eq!(outputs[0], outputs[1]);
 }
 
 /// A reader that goes away (`ferrite inspect ... | head -1`) ends the CLI quietly: no panic.
