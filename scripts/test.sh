@@ -59,3 +59,5 @@ awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += 
      /SKIPPED: / { s += 1; print }
      END { printf "tests: %d passed, %d failed, %d skipped\n", p - s, f, g + s }' "$LOG"
 rm -f "$LOG"
+echo "== footprint gate: each model's own firmware within 3 % of tests/expectations/footprint.txt"
+"$FERRITE_PYTHON" scripts/footprint_gate.py target/debug/ferrite
