@@ -7,8 +7,8 @@ use crate::format::{self, section};
 use crate::rules;
 use ferrite_hal::words::WordReader;
 use ferrite_hal::{
-    selects, DType, Location, Op, OpKind, Plan, Shape, Step, TensorDesc, TensorList, Tensors,
-    ALL_OPS,
+    selects, DType, Location, Op, OpKind, Plan, Selection, Shape, Step, TensorDesc, TensorList,
+    Tensors, ALL_OPS,
 };
 
 /// A tensor's description together with its name.
@@ -25,7 +25,7 @@ pub struct TensorInfo<'a> {
 /// `OPS` is the kind mask of the op kinds this build decodes and verifies ([`ALL_OPS`] unless a
 /// firmware loads with [`Model::load_selected`]); the others' code is not linked.
 #[derive(Clone, Copy, Debug)]
-pub struct Model<'a, const OPS: u64 = ALL_OPS> {
+pub struct Model<'a, const OPS: Selection = ALL_OPS> {
     strings: &'a [u8],
     tensors: &'a [u8],
     ops: &'a [u8],
@@ -52,7 +52,7 @@ impl<'a> Model<'a> {
     }
 }
 
-impl<'a, const OPS: u64> Model<'a, OPS> {
+impl<'a, const OPS: Selection> Model<'a, OPS> {
     /// As [`Model::load`], in a build that links the decoding and verification of only the op
     /// kinds in kind mask `OPS` (a firmware's selection: the `OPS` of the module
     /// `ferrite pack --emit rust` writes). A model with any other kind is refused.
@@ -484,13 +484,13 @@ impl<'a, const OPS: u64> Model<'a, OPS> {
     }
 }
 
-impl<const OPS: u64> Tensors for Model<'_, OPS> {
+impl<const OPS: Selection> Tensors for Model<'_, OPS> {
     fn tensor(&self, index: u32) -> Option<TensorDesc> {
         self.decode_desc(index as usize).ok()
     }
 }
 
-impl<const OPS: u64> Plan for Model<'_, OPS> {
+impl<const OPS: Selection> Plan for Model<'_, OPS> {
     fn len(&self) -> usize {
         self.ops.len() / format::OP_RECORD_BYTES
     }

@@ -5,7 +5,7 @@
 
 use ferrite_hal::geometry::{self, broadcast, broadcasts_to, conv_out, nchw, MatMulGeometry};
 use ferrite_hal::op::{Conv, ConvTranspose, PadMode, Pool, Requantize, Window};
-use ferrite_hal::{selects, DType, Location, Op, OpKind, Step, TensorDesc, MAX_RANK};
+use ferrite_hal::{selects, DType, Location, Op, OpKind, Selection, Step, TensorDesc, MAX_RANK};
 
 type Rule = Result<(), &'static str>;
 
@@ -30,7 +30,7 @@ fn ensure(cond: bool, rule: &'static str) -> Rule {
 /// Checks one step against its op's rules.
 // Out of line: run once per load or inference, so inlining only copies it (flash).
 #[inline(never)]
-pub(crate) fn check_step<const OPS: u64>(step: &Step<'_>) -> Rule {
+pub(crate) fn check_step<const OPS: Selection>(step: &Step<'_>) -> Rule {
     check_overlap(step)?;
     if let Some(a) = step.op.activation() {
         ensure(

@@ -9,11 +9,11 @@
 use crate::error::{Error, MissingOps};
 use crate::format::ARENA_ALIGN;
 use crate::model::{Model, TensorInfo};
-use ferrite_hal::{DType, Device, Location, OpSet, Plan, ALL_OPS};
+use ferrite_hal::{DType, Device, Location, OpSet, Plan, Selection, ALL_OPS};
 
 /// A model bound to a device and an arena. `OPS` is the model's op selection
 /// ([`Model::load_selected`]; every kind by default).
-pub struct Session<'m, 'a, D: Device, const OPS: u64 = ALL_OPS> {
+pub struct Session<'m, 'a, D: Device, const OPS: Selection = ALL_OPS> {
     model: &'m Model<'m, OPS>,
     device: D,
     program: D::Program,
@@ -22,7 +22,7 @@ pub struct Session<'m, 'a, D: Device, const OPS: u64 = ALL_OPS> {
     has_run: bool,
 }
 
-impl<'m, 'a, D: Device, const OPS: u64> Session<'m, 'a, D, OPS> {
+impl<'m, 'a, D: Device, const OPS: Selection> Session<'m, 'a, D, OPS> {
     /// Binds `model` to `device` with `arena` (at least [`Model::arena_bytes`] long, 16-byte
     /// aligned, e.g. an [`crate::Arena`]), and prepares the plan on the device.
     // Out of line: run once per load or inference, so inlining only copies it (flash).

@@ -2,27 +2,6 @@
 
 use crate::{DType, OpKind};
 
-/// Every op kind, as a kind mask (bit `code` set for each [`OpKind`]): the default kernel
-/// selection of a device.
-pub const ALL_OPS: u64 = u64::MAX;
-
-/// The kind mask of `kinds` (bit `code` per kind): a firmware's kernel selection, as
-/// `ferrite pack --emit rust` writes it (`OPS`) for one model.
-pub const fn op_mask(kinds: &[OpKind]) -> u64 {
-    let mut mask = 0;
-    let mut i = 0;
-    while i < kinds.len() {
-        mask |= 1u64 << (kinds[i] as u16);
-        i += 1;
-    }
-    mask
-}
-
-/// Whether kind mask `ops` selects `kind`.
-pub const fn selects(ops: u64, kind: OpKind) -> bool {
-    ops & (1u64 << (kind as u16)) != 0
-}
-
 /// A set of (op kind, element type) pairs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct OpSet {
@@ -54,10 +33,14 @@ impl OpSet {
         self
     }
 
-    /// The pairs of this set whose kind is in kind mask `ops`.
-    pub fn only(mut self, ops: u64) -> OpSet {
-        for bits in self.per_dtype.iter_mut() {
-            *bits &= ops;
+    /// The pairs of this set whose kind and element type selection `ops` selects.
+    pub fn only(mut self, ops: crate::Selection) -> OpSet {
+        for (bits, dtype) in self.per_dtype.iter_mut().zip(DType::ALL) {
+            *bits &= if crate::selects_dtype(ops, dtype) {
+                ops as u64 // the kind bits
+            } else {
+                0
+            };
         }
         self
     }

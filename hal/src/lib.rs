@@ -24,14 +24,16 @@ pub mod geometry;
 pub mod message;
 pub mod null;
 pub mod op;
+pub mod selection;
 pub mod shape;
 pub mod words;
 
 pub use activation::Activation;
-pub use capabilities::{op_mask, selects, Capabilities, OpSet, ALL_OPS};
+pub use capabilities::{Capabilities, OpSet};
 pub use device::{Device, Location, Plan, Step, TensorDesc, TensorList, Tensors};
 pub use dtype::DType;
 pub use error::{Error, ErrorKind};
 pub use message::{Line, Message, Piece};
 pub use op::{Op, OpKind};
+pub use selection::{op_mask, selection, selects, selects_dtype, Selection, ALL_OPS};
 pub use shape::{Shape, MAX_RANK};

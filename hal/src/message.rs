@@ -115,7 +115,9 @@ impl<const N: usize> Line<N> {
     }
 }
 
-/// Appends `bytes` to `buffer[..*len]`, cutting what does not fit. One copy for every `N`.
+/// Appends `bytes` to `buffer[..*len]`, cutting what does not fit. One copy for every `N`
+/// and every call site.
+#[inline(never)]
 fn push(buffer: &mut [u8], len: &mut usize, bytes: &[u8]) {
     for &b in bytes {
         if let Some(slot) = buffer.get_mut(*len) {

@@ -1326,7 +1326,10 @@ impl Op {
     /// As [`Op::decode`], for a build that links only the kinds in kind mask `OPS` (a
     /// firmware's selection, `ferrite pack --emit rust`'s `OPS`): any other kind is `None`, and
     /// its decoding code is not linked.
-    pub fn decode_selected<const OPS: u64>(kind: OpKind, r: &mut WordReader<'_>) -> Option<Op> {
+    pub fn decode_selected<const OPS: crate::Selection>(
+        kind: OpKind,
+        r: &mut WordReader<'_>,
+    ) -> Option<Op> {
         let op = match kind {
             OpKind::Conv if selects(OPS, OpKind::Conv) => Op::Conv(Conv {
                 window: Window::decode(r)?,

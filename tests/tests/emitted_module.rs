@@ -79,7 +79,7 @@ fn a_device_selected_by_the_emitted_ops_runs_its_model_and_refuses_others() {
 }
 
 /// The digits model's scores for `image` on a CPU device with the kernels of `OPS`.
-fn scores<const OPS: u64>(model: &Model<'_>, image: &[f32]) -> Vec<f32> {
+fn scores<const OPS: ferrite_hal::Selection>(model: &Model<'_>, image: &[f32]) -> Vec<f32> {
     let mut arena = Arena::<{ digits::ARENA_BYTES }>::new();
     let device = CpuDevice::<OPS>::selected();
     let mut session = Session::new(model, device, arena.as_mut_bytes()).unwrap();

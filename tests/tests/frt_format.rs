@@ -114,8 +114,8 @@ proptest::proptest! {
 }
 
 /// The tiny MLP's op kinds (MatMul + Add + Relu fuse into one Gemm), and the same without Softmax.
-const TINY_MLP_OPS: u64 = ferrite_hal::op_mask(&[OpKind::Gemm, OpKind::Softmax]);
-const WITHOUT_SOFTMAX: u64 = ferrite_hal::op_mask(&[OpKind::Gemm]);
+const TINY_MLP_OPS: ferrite_hal::Selection = ferrite_hal::op_mask(&[OpKind::Gemm, OpKind::Softmax]);
+const WITHOUT_SOFTMAX: ferrite_hal::Selection = ferrite_hal::op_mask(&[OpKind::Gemm]);
 
 #[test]
 fn a_build_selecting_other_ops_refuses_the_model_and_runs_its_own() {

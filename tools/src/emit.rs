@@ -2,7 +2,7 @@
 //! arena at compile time, the way firmware ships a model.
 
 use ferrite_core::Model;
-use ferrite_hal::{op_mask, OpKind, Plan};
+use ferrite_hal::{selection, DType, OpKind, Plan};
 
 /// The text of a Rust module for the model in `model` (packed file `frt_name`, made from
 /// `source`). It includes `frt_name` (written next to the module) with
@@ -14,7 +14,7 @@ pub fn rust_module(model: &Model<'_>, frt_name: &str, source: &str) -> String {
         .into_iter()
         .filter(|&k| (0..model.len()).any(|i| model.step(i).is_some_and(|s| s.op.kind() == k)))
         .collect();
-    let ops = op_mask(&kinds);
+    let ops = selection(&kinds, &model_dtypes(model));
     let kind_names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
     let describe = |info: ferrite_core::TensorInfo<'_>| {
         format!(
@@ -56,10 +56,11 @@ pub const INPUTS: [(&str, &str, &[usize]); {n_in}] = [
 pub const OUTPUTS: [(&str, &str, &[usize]); {n_out}] = [
 {outputs}];
 
-/// The op kinds the model uses ({kind_names}), as a kind mask: a device made with it
-/// (`ferrite_cortex_m::CortexMDevice::<_, OPS>::selected()`, `ferrite_cpu::CpuDevice::<OPS>::selected()`)
-/// links only their kernels.
-pub const OPS: u64 = {ops:#018x};
+/// What the model uses: op kinds {kind_names}, on {dtype_names} tensors
+/// (a `ferrite_hal::Selection`). A model loaded with `ferrite_core::Model::<OPS>::load_selected`
+/// and a device made with it (`ferrite_cortex_m::CortexMDevice::<_, OPS>::selected()`,
+/// `ferrite_cpu::CpuDevice::<OPS>::selected()`) link only their decoding, checks and kernels.
+pub const OPS: u128 = {ops:#034x};
 
 /// The packed model, 16-byte aligned as `ferrite_core::Model::load` requires.
 pub static MODEL: &[u8] = ferrite_core::include_model!("{frt_name}");
@@ -71,5 +72,22 @@ pub static MODEL: &[u8] = ferrite_core::include_model!("{frt_name}");
         n_in = model.input_count(),
         n_out = model.output_count(),
         kind_names = kind_names.join(", "),
+        dtype_names = model_dtypes(model)
+            .iter()
+            .map(|d| d.name())
+            .collect::<Vec<_>>()
+            .join(", "),
     )
+}
+
+/// Every element type among the operands of the model's steps, in `DType::ALL` order.
+fn model_dtypes(model: &Model<'_>) -> Vec<DType> {
+    let mut used = [false; DType::ALL.len()];
+    for step in (0..model.len()).filter_map(|i| model.step(i)) {
+        let operands = step.inputs.iter().chain(step.outputs.iter()).flatten();
+        for t in operands.chain(step.scratch) {
+            used[t.dtype.index()] = true;
+        }
+    }
+    DType::ALL.into_iter().filter(|d| used[d.index()]).collect()
 }

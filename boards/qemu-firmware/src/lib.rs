@@ -303,7 +303,7 @@ impl Host {
     }
 
     /// Writes every input of `session` from the host's `input_<i>.bin`.
-    pub fn read_inputs<D: Device<Error = CpuError>, const OPS: u64>(
+    pub fn read_inputs<D: Device<Error = CpuError>, const OPS: ferrite_hal::Selection>(
         &self,
         session: &mut Session<'_, '_, D, OPS>,
     ) -> Result<(), Failure> {
@@ -348,7 +348,7 @@ impl Host {
 
     /// Writes every output of `session` to the host's `output_<i>.bin` and reports the model's
     /// sizes and the measured stack on one `ferrite: ok` line.
-    pub fn finish<D: Device<Error = CpuError>, const OPS: u64>(
+    pub fn finish<D: Device<Error = CpuError>, const OPS: ferrite_hal::Selection>(
         &self,
         session: &Session<'_, '_, D, OPS>,
     ) -> Result<(), Failure> {
@@ -381,7 +381,10 @@ impl Host {
     }
 }
 
-fn serve<const OPS: u64>(source: ModelSource, arena: Buffer) -> Result<(), Failure> {
+fn serve<const OPS: ferrite_hal::Selection>(
+    source: ModelSource,
+    arena: Buffer,
+) -> Result<(), Failure> {
     let mut host = Host::connect()?;
     let model = Model::<OPS>::load_selected(host.model(source)?)?;
     let capacity = arena.capacity;
@@ -413,7 +416,7 @@ impl ferrite_cortex_m::Profiler for StepMarkers {
 
 /// Runs the model as many times as the host asked on `device`, then writes the outputs and
 /// reports.
-fn infer<P: ferrite_cortex_m::Profiler, const OPS: u64>(
+fn infer<P: ferrite_cortex_m::Profiler, const OPS: ferrite_hal::Selection>(
     host: &mut Host,
     model: &Model<'_, OPS>,
     device: CortexMDevice<P, OPS>,
@@ -458,7 +461,7 @@ macro_rules! host_model_firmware {
 ///
 /// `OPS` selects the op kinds whose kernels the firmware links (`ferrite_hal::ALL_OPS` for a
 /// firmware that runs models sent by the host; a model's own `OPS` when it is embedded).
-pub fn run<const OPS: u64>(model: ModelSource, arena: Buffer) -> ! {
+pub fn run<const OPS: ferrite_hal::Selection>(model: ModelSource, arena: Buffer) -> ! {
     exit(serve::<OPS>(model, arena))
 }
 

@@ -20,6 +20,7 @@ fn bounds() -> (usize, usize) {
 
 /// Paints from the end of static RAM up to just below the current stack pointer (again, to
 /// measure what follows from here).
+#[inline(never)]
 pub fn paint() {
     let (bottom, _) = bounds();
     let sp = cortex_m::register::msp::read() as usize;
@@ -32,6 +33,7 @@ pub fn paint() {
 }
 
 /// Bytes of stack used at the deepest point since the last `paint`.
+#[inline(never)]
 pub fn max_depth() -> usize {
     let (bottom, top) = bounds();
     let mut at = bottom.next_multiple_of(4);

@@ -21,13 +21,13 @@ pub use ferrite_cpu::CpuError;
 pub use profile::DwtProfiler;
 pub use profile::{NoProfiler, Profiler};
 
-use ferrite_hal::{Capabilities, Device, Plan, ALL_OPS};
+use ferrite_hal::{Capabilities, Device, Plan, Selection, ALL_OPS};
 
 /// The Cortex-M device, with a per-step profiling hook. `OPS` selects the op kinds whose
 /// kernels are compiled in (a kind mask; every kind by default): firmware that embeds one model
 /// passes the model's `OPS` from `ferrite pack --emit rust` and links only those kernels.
 #[derive(Debug, Default)]
-pub struct CortexMDevice<P: Profiler = NoProfiler, const OPS: u64 = ALL_OPS> {
+pub struct CortexMDevice<P: Profiler = NoProfiler, const OPS: Selection = ALL_OPS> {
     profiler: P,
     max_arena_bytes: Option<usize>,
 }
@@ -39,7 +39,7 @@ impl CortexMDevice<NoProfiler> {
     }
 }
 
-impl<const OPS: u64> CortexMDevice<NoProfiler, OPS> {
+impl<const OPS: Selection> CortexMDevice<NoProfiler, OPS> {
     /// A device without profiling, with the kernels of the kinds in `OPS` only.
     pub const fn selected() -> Self {
         CortexMDevice {
@@ -49,7 +49,7 @@ impl<const OPS: u64> CortexMDevice<NoProfiler, OPS> {
     }
 }
 
-impl<P: Profiler, const OPS: u64> CortexMDevice<P, OPS> {
+impl<P: Profiler, const OPS: Selection> CortexMDevice<P, OPS> {
     /// A device that calls `profiler` around every step.
     pub fn with_profiler(profiler: P) -> Self {
         CortexMDevice {
@@ -76,7 +76,7 @@ impl<P: Profiler, const OPS: u64> CortexMDevice<P, OPS> {
     }
 }
 
-impl<P: Profiler, const OPS: u64> Device for CortexMDevice<P, OPS> {
+impl<P: Profiler, const OPS: Selection> Device for CortexMDevice<P, OPS> {
     type Error = CpuError;
     type Program = ();
 

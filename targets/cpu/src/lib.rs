@@ -18,17 +18,17 @@ mod memory;
 
 pub use error::CpuError;
 
-use ferrite_hal::{Capabilities, DType, Device, OpKind, OpSet, Plan, ALL_OPS};
+use ferrite_hal::{Capabilities, DType, Device, OpKind, OpSet, Plan, Selection, ALL_OPS};
 
 /// The portable CPU device. `OPS` selects the op kinds whose kernels are compiled in (a kind
 /// mask, `ferrite_hal::op_mask`): every kind by default; a firmware for one model passes the
 /// model's `OPS` (from `ferrite pack --emit rust`) and links only those kernels.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct CpuDevice<const OPS: u64 = ALL_OPS> {
+pub struct CpuDevice<const OPS: Selection = ALL_OPS> {
     _private: (),
 }
 
-impl<const OPS: u64> CpuDevice<OPS> {
+impl<const OPS: Selection> CpuDevice<OPS> {
     /// A CPU device with the kernels of the kinds in `OPS` only.
     pub const fn selected() -> Self {
         CpuDevice { _private: () }
@@ -103,7 +103,7 @@ impl CpuDevice {
     }
 }
 
-impl<const OPS: u64> Device for CpuDevice<OPS> {
+impl<const OPS: Selection> Device for CpuDevice<OPS> {
     type Error = CpuError;
     type Program = ();
 

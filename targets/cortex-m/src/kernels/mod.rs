@@ -7,7 +7,9 @@
 //! cores that have one); the int8 DSP kernels for M4/M7/M33 plug in as `dsp::run_step`.
 
 use ferrite_cpu::CpuError;
-use ferrite_hal::Step;
+#[cfg(ferrite_dsp)]
+use ferrite_hal::{selects, OpKind};
+use ferrite_hal::{Selection, Step};
 
 /// The kernel family this build selects first.
 #[cfg(ferrite_dsp)]
@@ -18,16 +20,38 @@ pub const KERNEL_SET: &str = "portable";
 
 /// Runs one step with the best kernel this build has for it, among the op kinds in mask `OPS`.
 #[inline]
-pub fn run_step<const OPS: u64>(
+pub fn run_step<const OPS: Selection>(
     step: &Step<'_>,
     arena: &mut [u8],
     weights: &[u8],
 ) -> Result<(), CpuError> {
     #[cfg(ferrite_dsp)]
-    if let Some(result) = dsp::run_step::<OPS>(step, arena, weights) {
-        return result;
+    {
+        if let Some(result) = dsp::run_step::<OPS>(step, arena, weights) {
+            return result;
+        }
+        if OPS == ferrite_hal::ALL_OPS {
+            return ferrite_cpu::kernels::run_step(step, arena, weights);
+        }
+        if selects(OPS, OpKind::QConv) || selects(OPS, OpKind::QGemm) {
+            return portable_after_dsp::<OPS>(step, arena, weights);
+        }
     }
+    // A float model (or a core without DSP): the portable kernels, inlined.
     ferrite_cpu::kernels::run_step_selected::<OPS>(step, arena, weights)
+}
+
+/// The portable kernels, for the steps the DSP kernels did not take: every int8 QConv and QGemm
+/// ran there, so their portable int8 kernels are not linked. Out of line, so that the inference
+/// loop's frame does not hold this dispatch's locals while a DSP kernel runs.
+#[cfg(ferrite_dsp)]
+#[inline(never)]
+fn portable_after_dsp<const OPS: Selection>(
+    step: &Step<'_>,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
+    ferrite_cpu::kernels::run_step_after::<OPS>(step, arena, weights, dsp::COVERED_INT8)
 }
 
 /// Kernels for cores with the DSP extension (Cortex-M4, M7, M33).

@@ -24,7 +24,9 @@ use crate::memory::{carve, carve_spans, f32s, f32s_mut, span, Readable, Src};
 use crate::CpuError;
 use elementwise::Operand;
 use ferrite_hal::geometry::{nchw, MatMulGeometry};
-use ferrite_hal::{selects, DType, Op, OpKind, Step, TensorDesc, ALL_OPS};
+use ferrite_hal::{
+    selects, selects_dtype, DType, Op, OpKind, Selection, Step, TensorDesc, ALL_OPS,
+};
 
 /// Runs `$body` with `$src`/`$dst` bound to the byte slices viewed as elements of `$dtype`'s
 /// size (u8, u32 or u64): data movement only copies elements, whatever their type.
@@ -107,7 +109,7 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
     if simd::level() >= simd::Level::Avx2 {
         return simd::run_step(step, arena, weights);
     }
-    run_step_inline::<ALL_OPS>(step, arena, weights)
+    run_step_inline::<ALL_OPS>(step, arena, weights, 0)
 }
 
 /// [`run_step`] with only the kernels of the op kinds in mask `OPS` compiled in
@@ -115,7 +117,7 @@ pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(),
 /// that runs one model links just its kernels. Other kinds return [`CpuError::Unsupported`]
 /// (a device built so does not list them, so the core refuses such a model at load). The
 /// portable build; x86-64 SIMD dispatch is for [`ALL_OPS`].
-pub fn run_step_selected<const OPS: u64>(
+pub fn run_step_selected<const OPS: Selection>(
     step: &Step<'_>,
     arena: &mut [u8],
     weights: &[u8],
@@ -123,7 +125,20 @@ pub fn run_step_selected<const OPS: u64>(
     if OPS == ALL_OPS {
         return run_step(step, arena, weights);
     }
-    run_step_inline::<OPS>(step, arena, weights)
+    run_step_inline::<OPS>(step, arena, weights, 0)
+}
+
+/// [`run_step_selected`] for a device that runs the int8 (int8 in, int8 out) steps of the
+/// kinds in `covered_int8` with kernels of its own: their portable int8 kernels are left out
+/// (a step that reaches them is [`CpuError::Unsupported`]). `covered_int8` must be a constant.
+#[inline(always)]
+pub fn run_step_after<const OPS: Selection>(
+    step: &Step<'_>,
+    arena: &mut [u8],
+    weights: &[u8],
+    #[cfg_attr(not(feature = "quantized"), allow(unused_variables))] covered_int8: Selection,
+) -> Result<(), CpuError> {
+    run_step_inline::<OPS>(step, arena, weights, covered_int8)
 }
 
 /// Which SIMD build runs (std, x86-64): chosen once per process from the CPU's features, or
@@ -166,7 +181,7 @@ pub(crate) mod simd {
 
     #[target_feature(enable = "avx2,fma")]
     fn run_step_avx2(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
-        run_step_inline::<{ ferrite_hal::ALL_OPS }>(step, arena, weights)
+        run_step_inline::<{ ferrite_hal::ALL_OPS }>(step, arena, weights, 0)
     }
 
     /// Runs a step with the AVX2 build of every kernel.
@@ -182,10 +197,11 @@ pub(crate) mod simd {
 
 /// The body of [`run_step`], inlined into each build of it.
 #[inline(always)]
-fn run_step_inline<const OPS: u64>(
+fn run_step_inline<const OPS: Selection>(
     step: &Step<'_>,
     arena: &mut [u8],
     weights: &[u8],
+    #[cfg_attr(not(feature = "quantized"), allow(unused_variables))] covered_int8: Selection,
 ) -> Result<(), CpuError> {
     match step.op {
         Op::Split { axis } if selects(OPS, OpKind::Split) => {
@@ -629,8 +645,12 @@ fn run_step_inline<const OPS: u64>(
             let (x, scale) = (f32_in(0)?, f32_in(1)?);
             let zero = view.bytes(&zero)?;
             match out_desc.dtype {
-                DType::I8 => quantize::quantize(x, scale, cast::<i8>(zero)?, ch, cast_mut(out)?),
-                DType::U8 => quantize::quantize(x, scale, cast::<u8>(zero)?, ch, cast_mut(out)?),
+                DType::I8 if selects_dtype(OPS, DType::I8) => {
+                    quantize::quantize(x, scale, cast::<i8>(zero)?, ch, cast_mut(out)?)
+                }
+                DType::U8 if selects_dtype(OPS, DType::U8) => {
+                    quantize::quantize(x, scale, cast::<u8>(zero)?, ch, cast_mut(out)?)
+                }
                 _ => return Err(CpuError::Unsupported),
             }
         }
@@ -643,9 +663,15 @@ fn run_step_inline<const OPS: u64>(
                 None => None,
             };
             match x.dtype {
-                DType::I8 => dequantize_typed::<i8>(bytes, scale, zero, ch, y)?,
-                DType::U8 => dequantize_typed::<u8>(bytes, scale, zero, ch, y)?,
-                DType::I32 => dequantize_typed::<i32>(bytes, scale, zero, ch, y)?,
+                DType::I8 if selects_dtype(OPS, DType::I8) => {
+                    dequantize_typed::<i8>(bytes, scale, zero, ch, y)?
+                }
+                DType::U8 if selects_dtype(OPS, DType::U8) => {
+                    dequantize_typed::<u8>(bytes, scale, zero, ch, y)?
+                }
+                DType::I32 if selects_dtype(OPS, DType::I32) => {
+                    dequantize_typed::<i32>(bytes, scale, zero, ch, y)?
+                }
                 _ => return Err(CpuError::Unsupported),
             }
         }
@@ -658,9 +684,16 @@ fn run_step_inline<const OPS: u64>(
             let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
             let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
             let scratch = scratch.unwrap_or(&mut []);
-            let done = with_int8_pair!(x.dtype, out_desc.dtype, xb, out, |xs, ys| {
-                integer::qconv(&c, dims, xs, w, bias, rq, ys, scratch)
-            });
+            let done = with_int8_pair!(
+                OPS,
+                covered_int8,
+                OpKind::QConv,
+                x.dtype,
+                out_desc.dtype,
+                xb,
+                out,
+                |xs, ys| integer::qconv(&c, dims, xs, w, bias, rq, ys, scratch)
+            );
             if !done {
                 return Err(CpuError::CorruptPlan);
             }
@@ -672,9 +705,16 @@ fn run_step_inline<const OPS: u64>(
             let (ab, bw) = (view.bytes(&a)?, cast::<i8>(view.bytes(&b)?)?);
             let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
             let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
-            with_int8_pair!(a.dtype, out_desc.dtype, ab, out, |xs, ys| {
-                integer::qgemm(&q, dims, xs, bw, bias, rq, ys)
-            });
+            with_int8_pair!(
+                OPS,
+                covered_int8,
+                OpKind::QGemm,
+                a.dtype,
+                out_desc.dtype,
+                ab,
+                out,
+                |xs, ys| integer::qgemm(&q, dims, xs, bw, bias, rq, ys)
+            );
         }
         #[cfg(feature = "quantized")]
         Op::QAdd(q) if selects(OPS, OpKind::QAdd) => {
@@ -685,10 +725,10 @@ fn run_step_inline<const OPS: u64>(
                 None => &mut [],
             };
             match (a.dtype, b.dtype, out_desc.dtype) {
-                (DType::I8, DType::I8, DType::I8) => {
+                (DType::I8, DType::I8, DType::I8) if selects_dtype(OPS, DType::I8) => {
                     integer::qadd::<i8, i8, i8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, tables)
                 }
-                (DType::U8, DType::U8, DType::U8) => {
+                (DType::U8, DType::U8, DType::U8) if selects_dtype(OPS, DType::U8) => {
                     integer::qadd::<u8, u8, u8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, tables)
                 }
                 _ => return Err(CpuError::Unsupported),
@@ -698,9 +738,16 @@ fn run_step_inline<const OPS: u64>(
         Op::QGlobalAvgPool(q) if selects(OPS, OpKind::QGlobalAvgPool) => {
             let x = input(0)?;
             let plane = x.shape.product(2..x.shape.rank());
-            with_int8_pair!(x.dtype, out_desc.dtype, view.bytes(&x)?, out, |xs, ys| {
-                integer::qglobal_avg_pool(&q, plane, xs, ys)
-            });
+            with_int8_pair!(
+                OPS,
+                covered_int8,
+                OpKind::QGlobalAvgPool,
+                x.dtype,
+                out_desc.dtype,
+                view.bytes(&x)?,
+                out,
+                |xs, ys| integer::qglobal_avg_pool(&q, plane, xs, ys)
+            );
         }
         #[cfg(feature = "quantized")]
         Op::QMul(q) if selects(OPS, OpKind::QMul) => {
@@ -716,8 +763,12 @@ fn run_step_inline<const OPS: u64>(
                 index::for_each_index(shape.dims(), [&strides[0], &strides[1], &strides[2]], f)
             };
             match out_desc.dtype {
-                DType::I8 => integer::qmul::<i8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, pairs),
-                DType::U8 => integer::qmul::<u8>(&q, ab, bb, out, pairs),
+                DType::I8 if selects_dtype(OPS, DType::I8) => {
+                    integer::qmul::<i8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, pairs)
+                }
+                DType::U8 if selects_dtype(OPS, DType::U8) => {
+                    integer::qmul::<u8>(&q, ab, bb, out, pairs)
+                }
                 _ => return Err(CpuError::Unsupported),
             }
         }
@@ -761,9 +812,16 @@ fn run_step_inline<const OPS: u64>(
                 x.shape.product(q.axis + 1..rank),
             ];
             let table = cast::<i32>(view.bytes(&input(1)?)?)?;
-            with_int8_pair!(x.dtype, out_desc.dtype, view.bytes(&x)?, out, |xs, ys| {
-                integer::qsoftmax(&q, lanes, xs, table, ys)
-            });
+            with_int8_pair!(
+                OPS,
+                covered_int8,
+                OpKind::QSoftmax,
+                x.dtype,
+                out_desc.dtype,
+                view.bytes(&x)?,
+                out,
+                |xs, ys| integer::qsoftmax(&q, lanes, xs, table, ys)
+            );
         }
         #[cfg(feature = "quantized")]
         Op::QAvgPool(q) if selects(OPS, OpKind::QAvgPool) => {
@@ -774,9 +832,16 @@ fn run_step_inline<const OPS: u64>(
                 input: [n, c, h, w],
                 output: [oh, ow],
             };
-            with_int8_pair!(x.dtype, out_desc.dtype, view.bytes(&x)?, out, |xs, ys| {
-                integer::qavg_pool(&q, dims, xs, ys)
-            });
+            with_int8_pair!(
+                OPS,
+                covered_int8,
+                OpKind::QAvgPool,
+                x.dtype,
+                out_desc.dtype,
+                view.bytes(&x)?,
+                out,
+                |xs, ys| integer::qavg_pool(&q, dims, xs, ys)
+            );
         }
         // Not selected (`OPS`), or built without the integer kernels (the `quantized` feature).
         _ => return Err(CpuError::Unsupported),
@@ -943,13 +1008,15 @@ pub fn step_operands_and_scratch<'x, const N: usize>(
 /// int8 or both uint8, as the verifier requires of integer ops); anything else is `Unsupported`.
 #[cfg(feature = "quantized")]
 macro_rules! with_int8_pair {
-    ($x_dtype:expr, $y_dtype:expr, $x:expr, $y:expr, |$xs:ident, $ys:ident| $body:expr) => {
+    ($ops:ident, $covered:expr, $kind:expr, $x_dtype:expr, $y_dtype:expr, $x:expr, $y:expr, |$xs:ident, $ys:ident| $body:expr) => {
         match ($x_dtype, $y_dtype) {
-            (DType::I8, DType::I8) => {
+            (DType::I8, DType::I8)
+                if selects_dtype($ops, DType::I8) && !selects($covered, $kind) =>
+            {
                 let ($xs, $ys) = (cast::<i8>($x)?, cast_mut::<i8>($y)?);
                 $body
             }
-            (DType::U8, DType::U8) => {
+            (DType::U8, DType::U8) if selects_dtype($ops, DType::U8) => {
                 let ($xs, $ys) = (cast::<u8>($x)?, cast_mut::<u8>($y)?);
                 $body
             }

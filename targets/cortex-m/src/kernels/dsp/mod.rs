@@ -8,7 +8,7 @@ mod conv;
 use ferrite_cpu::kernels::integer::Requantizer;
 use ferrite_cpu::kernels::step_operands;
 use ferrite_cpu::CpuError;
-use ferrite_hal::{selects, DType, Op, OpKind, Step};
+use ferrite_hal::{selects, DType, Op, OpKind, Selection, Step};
 
 /// `acc + lo(a)·lo(b) + hi(a)·hi(b)` on signed 16-bit halves.
 #[inline(always)]
@@ -167,9 +167,13 @@ fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuErr
     Ok(())
 }
 
+/// The kinds whose int8 steps (int8 input) [`run_step`] always runs: the portable kernels need
+/// not cover them.
+pub const COVERED_INT8: Selection = ferrite_hal::op_mask(&[OpKind::QGemm, OpKind::QConv]);
+
 /// The DSP kernel for `step`, if there is one for its op and dtypes among the kinds in `OPS`.
 #[inline]
-pub fn run_step<const OPS: u64>(
+pub fn run_step<const OPS: Selection>(
     step: &Step<'_>,
     arena: &mut [u8],
     weights: &[u8],
