@@ -27,6 +27,19 @@ NAMES = {
     "mobilenet_v1_025": "VWW MobileNetV1-0.25",
     "digits": "digits demo MLP",
 }
+# TFLM flash without the model and peak stack, CMSIS-NN then reference kernels (shared/BENCHMARKS.md).
+TFLM_FOOTPRINT = {
+    "mlperf_kws_ds_cnn": ((84_544, 1_356), (41_688, 776)),
+    "mlperf_vww_mbv1": ((84_544, 1_356), (41_688, 776)),
+    "mlperf_ic_resnet8": ((79_404, 1_356), (46_100, 824)),
+    "mlperf_ad_fc_ae": ((32_264, 868), (20_712, 512)),
+}
+MLPERF = {
+    "mlperf_kws_ds_cnn": "KWS DS-CNN",
+    "mlperf_vww_mbv1": "VWW MobileNetV1-0.25",
+    "mlperf_ic_resnet8": "IC ResNet-8",
+    "mlperf_ad_fc_ae": "AD FC autoencoder",
+}
 # TFLM + CMSIS-NN (int8) on the same emulated Cortex-M4F, from shared/BENCHMARKS.md.
 TFLM = {
     "ds_cnn": (7_699_892, 43_042_471),
@@ -44,10 +57,12 @@ def run(*args):
 PORTABLE_M4 = ROOT / "boards/target/portable/thumbv7em-none-eabihf/release/qemu-mps2-an386"
 
 
-def bench(frt, device, firmware=None):
+def bench(frt, device, firmware=None, profile=None):
     env = dict(os.environ)
     if firmware:
         env["FERRITE_FIRMWARE_QEMU_M4"] = str(firmware)
+    if profile:
+        env["FERRITE_MODEL_FIRMWARE_PROFILE"] = profile
     out = subprocess.run([str(FERRITE), "bench", str(frt), "--device", device, "--json"],
                          check=True, capture_output=True, text=True, env=env).stdout
     return json.loads(out)
@@ -58,6 +73,16 @@ def pack(onnx, shapes, frt, *extra):
     for name, dims in shapes.items():
         args += ["--input-shape", f"{name}=" + "x".join(str(d) for d in dims)]
     run(*args)
+
+
+def strip_models(manifest, quantized):
+    """The models whose `--strip-names` saving the page states: every test model and the
+    MLPerf Tiny ones (names from tf2onnx are long)."""
+    yield "digits", ROOT / "demo/digits.onnx", {}
+    for name in ORDER:
+        yield name, MODELS / f"{name}.onnx", manifest[name]["input_shapes"]
+    for name in ["mlp_qdq", "ds_cnn_qdq", "resnet8_qdq", *MLPERF]:
+        yield name, MODELS / f"{name}.onnx", quantized[name]["input_shapes"]
 
 
 def main():
@@ -86,8 +111,17 @@ def main():
              "--quantize", "int8", "--calibration", str(calibration))
         ptq_rows.append((name, bench(frt, "qemu-m4"), bench(frt, "qemu-m4", PORTABLE_M4)))
         print(f"{name} --quantize int8: {ptq_rows[-1][1]['instructions_per_inference']} instructions", file=sys.stderr)
+    # The MLPerf Tiny reference int8 models (what TFLM runs), each in its own firmware, built
+    # for speed (`release`) and for size (`size`).
+    own_rows = []
+    for name in MLPERF:
+        frt = WORK / f"{name}.frt"
+        pack(MODELS / f"{name}.onnx", quantized[name]["input_shapes"], frt)
+        own_rows.append((name, bench(frt, "qemu-m4"), bench(frt, "qemu-m4", profile="size")))
+        print(f"{name}: own firmware {own_rows[-1][1]['model_firmware']['runtime_flash_bytes']} B", file=sys.stderr)
     digits = WORK / "digits.frt"
     pack(ROOT / "demo/digits.onnx", {}, digits)
+    digits_size = bench(digits, "qemu-m4", profile="size")
     cores = {device: bench(digits, device) for device in ["qemu-m0", "qemu-m4", "qemu-m7"]}
     rows.append(("digits", cores["qemu-m4"]))
 
@@ -104,22 +138,81 @@ def main():
         "  (`boards/qemu-plugin`); identical on every run. QEMU is not cycle-accurate: instructions,",
         "  not time.",
         "- **flash**: the firmware's vector table, `.text`, `.rodata` and `.data` (it links every",
-        "  f32 kernel and the semihosting/formatting code of the test protocol), then with the packed",
+        "  kernel of every element type and the semihosting code of the test protocol), then with the packed",
         "  model (`.frt`, weights included) as it would sit in flash (`ferrite pack --emit rust`).",
         "- **RAM**: the arena (planned by `ferrite pack`, exact) + static RAM + the deepest stack",
         "  `Session::run` reached (stack painting around the inferences; the firmware's own",
         "  file I/O reaches deeper, shown separately).",
         "",
-        "| model | instructions / inference | flash: firmware | flash: + model | arena | static | stack (inference) | RAM total | stack (whole firmware) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "- **own firmware**: the same model in a firmware of its own (`boards/template`, built by",
+        "  `ferrite bench` around the module `ferrite pack --emit rust` writes), which links only the",
+        "  model's op kinds and element types: its flash without the model's bytes, its inference stack",
+        "  and its instructions (the every-kernel firmware's, within a few tenths of a percent).",
+        "",
+        "| model | instructions / inference | flash: firmware | flash: + model | arena | static | stack (inference) | RAM total | stack (whole firmware) | own firmware: flash | own: stack | own: instructions |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for name, r in rows:
         ram = r["arena_bytes"] + r["static_ram_bytes"] + r["inference_stack_bytes"]
+        own = r["model_firmware"]
         out.append(
             f"| {NAMES[name]} | {r['instructions_per_inference']:,} | {r['firmware_flash_bytes']:,} | "
             f"{r['flash_bytes']:,} | {r['arena_bytes']:,} | {r['static_ram_bytes']:,} | "
-            f"{r['inference_stack_bytes']:,} | {ram:,} | {r['stack_bytes']:,} |"
+            f"{r['inference_stack_bytes']:,} | {ram:,} | {r['stack_bytes']:,} | "
+            f"{own['runtime_flash_bytes']:,} | {own['inference_stack_bytes']:,} | "
+            f"{own['instructions_per_inference']:,} |"
         )
+    out += [
+        "",
+        "## Each model's own firmware, against TFLM",
+        "",
+        "The MLPerf Tiny reference int8 models, each in a firmware of its own (only its op kinds and",
+        "element types linked; the DSP kernels), next to TFLM's figures from `shared/BENCHMARKS.md`",
+        "(each TFLM build registers its model's kernels with its op resolver). **speed**: the",
+        "boards' `release` profile (opt-level 3, fat LTO), as everywhere else on this page; **size**:",
+        "the `size` profile (`cargo build --profile size` in `boards/template`: the firmware's own",
+        "code at opt-level \"s\", which with fat LTO also costs the kernels some unrolling). Flash",
+        "without the model's bytes; stack of one inference (Ferrite) and peak stack (TFLM).",
+        "",
+        "| model | own firmware: flash, speed | flash, size | TFLM + CMSIS-NN flash | TFLM reference flash | own: stack | TFLM + CMSIS-NN stack | instructions, speed | instructions, size | TFLM + CMSIS-NN instructions |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, r, small in own_rows:
+        (cmsis_flash, cmsis_stack), (ref_flash, _) = TFLM_FOOTPRINT[name]
+        own, own_small = r["model_firmware"], small["model_firmware"]
+        cmsis_instr = TFLM[{"mlperf_kws_ds_cnn": "ds_cnn", "mlperf_vww_mbv1": "mobilenet_v1_025",
+                            "mlperf_ic_resnet8": "resnet8", "mlperf_ad_fc_ae": "fc_autoencoder"}[name]][0]
+        out.append(
+            f"| {MLPERF[name]} | {own['runtime_flash_bytes']:,} | {own_small['runtime_flash_bytes']:,} | "
+            f"{cmsis_flash:,} | {ref_flash:,} | {own['inference_stack_bytes']:,} | {cmsis_stack:,} | "
+            f"{own['instructions_per_inference']:,} | {own_small['instructions_per_inference']:,} | "
+            f"{cmsis_instr:,} |"
+        )
+    d, ds = cores["qemu-m4"]["model_firmware"], digits_size["model_firmware"]
+    out += [
+        "",
+        f"The digits demo MLP (f32) in its own firmware: {d['runtime_flash_bytes']:,} B of flash besides",
+        f"the model, {d['inference_stack_bytes']:,} B of inference stack, {d['instructions_per_inference']:,}",
+        f"instructions (speed); {ds['runtime_flash_bytes']:,} B and {ds['instructions_per_inference']:,}",
+        "instructions (size). The every-kernel firmware links every kernel of every element type for",
+        "models sent by the host; the gate in CI (`scripts/footprint_gate.py`,",
+        "`tests/expectations/footprint.txt`) holds the speed figures to within 3 %.",
+        "",
+        "## Names out of flash",
+        "",
+        "A `.frt` keeps every tensor's and op's name for `inspect` and error messages; on a",
+        "microcontroller they are dead weight. `ferrite pack --strip-names` leaves them out (they go to",
+        "`MODEL.names.json`, which `inspect` reads) and the model runs identically:",
+        "",
+        "| model | .frt | with `--strip-names` | saved |",
+        "|---|---:|---:|---:|",
+    ]
+    for name, onnx, shapes in strip_models(manifest, quantized):
+        named, bare = WORK / f"{name}.named.frt", WORK / f"{name}.bare.frt"
+        pack(onnx, shapes, named)
+        pack(onnx, shapes, bare, "--strip-names")
+        a, b = named.stat().st_size, bare.stat().st_size
+        out.append(f"| {name} | {a:,} | {b:,} | {a - b:,} ({100 * (a - b) / a:.1f} %) |")
     f32 = dict(rows)
     out += [
         "",

@@ -20,9 +20,48 @@ pub fn boards_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../boards"))
 }
 
-/// The per-model firmware's ELF for `model` (its verified bytes `model_bytes`), built when
-/// missing. The error says why it could not be built (no source tree, no cargo, a failed build).
+/// How the per-model firmware is optimised (the boards workspace's cargo profiles).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FirmwareProfile {
+    /// `release`: opt-level 3, fat LTO (what the every-kernel firmware uses too).
+    Speed,
+    /// `size`: opt-level "s", fat LTO; less flash, more instructions.
+    Size,
+}
+
+impl FirmwareProfile {
+    /// The cargo profile's name (also its output folder).
+    pub fn cargo_profile(self) -> &'static str {
+        match self {
+            FirmwareProfile::Speed => "release",
+            FirmwareProfile::Size => "size",
+        }
+    }
+}
+
+impl FirmwareProfile {
+    /// `$FERRITE_MODEL_FIRMWARE_PROFILE` (`release` or `size`), else [`FirmwareProfile::Speed`].
+    pub fn from_env() -> FirmwareProfile {
+        match std::env::var("FERRITE_MODEL_FIRMWARE_PROFILE").as_deref() {
+            Ok("size") => FirmwareProfile::Size,
+            _ => FirmwareProfile::Speed,
+        }
+    }
+}
+
+/// The per-model firmware's ELF for `model` (its verified bytes `model_bytes`), optimised as
+/// [`FirmwareProfile::from_env`] says. The error says why it could not be built (no source
+/// tree, no cargo, a failed build).
 pub fn model_firmware(model_bytes: &[u8], model: &Model<'_>) -> Result<PathBuf, String> {
+    model_firmware_with(model_bytes, model, FirmwareProfile::from_env())
+}
+
+/// [`model_firmware`] with the given optimisation profile.
+pub fn model_firmware_with(
+    model_bytes: &[u8],
+    model: &Model<'_>,
+    profile: FirmwareProfile,
+) -> Result<PathBuf, String> {
     let boards = boards_dir();
     let template = boards.join("template");
     if !template.join("Cargo.toml").is_file() {
@@ -37,7 +76,7 @@ pub fn model_firmware(model_bytes: &[u8], model: &Model<'_>) -> Result<PathBuf, 
         ferrite_core::crc::crc32(model_bytes),
         model_bytes.len()
     ));
-    let elf = folder.join("firmware.elf");
+    let elf = folder.join(format!("firmware-{}.elf", profile.cargo_profile()));
     std::fs::create_dir_all(&folder).map_err(|e| format!("{}: {e}", folder.display()))?;
     std::fs::write(folder.join("model.frt"), model_bytes)
         .map_err(|e| format!("{}: {e}", folder.display()))?;
@@ -53,7 +92,13 @@ pub fn model_firmware(model_bytes: &[u8], model: &Model<'_>) -> Result<PathBuf, 
     let target_dir = root.join("build");
     let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
     cargo
-        .args(["build", "--release", "--quiet", "--target-dir"])
+        .args([
+            "build",
+            "--profile",
+            profile.cargo_profile(),
+            "--quiet",
+            "--target-dir",
+        ])
         .arg(&target_dir)
         .current_dir(&template)
         .env("FERRITE_MODEL_RS", &module_path);
@@ -80,7 +125,10 @@ pub fn model_firmware(model_bytes: &[u8], model: &Model<'_>) -> Result<PathBuf, 
             .unwrap_or("cargo failed");
         return Err(format!("building the per-model firmware failed: {first}"));
     }
-    let built = target_dir.join("thumbv7em-none-eabihf/release/ferrite-template");
+    let built = target_dir
+        .join("thumbv7em-none-eabihf")
+        .join(profile.cargo_profile())
+        .join("ferrite-template");
     std::fs::copy(&built, &elf).map_err(|e| format!("{}: {e}", built.display()))?;
     drop(lock);
     Ok(elf)
