@@ -562,12 +562,39 @@ pub fn qglobal_avg_pool<X: QuantInt, Y: QuantInt>(
 fn divide_nearest(x: i64, count: i64, right: u32) -> i64 {
     match count.checked_mul(1i64 << right.min(62)) {
         Some(d) if d > 0 => {
-            let (q, r) = (x.div_euclid(d), x.rem_euclid(d));
+            let (q, r) = floor_div_rem(x, d);
             // `r < d < 2^63`, so `r − (d − r)` compares 2r with d without overflow.
             let over_half = r - (d - r);
             q + (over_half > 0 || (over_half == 0 && q & 1 == 1)) as i64
         }
         _ => 0,
+    }
+}
+
+/// `(x.div_euclid(d), x.rem_euclid(d))` for `d > 0`, by binary long division: a 32-bit core
+/// then links no 64-bit division routine (2.4 KB of flash), and the few divisions per output
+/// of a pool or softmax take a few dozen steps each.
+#[inline(never)]
+fn floor_div_rem(x: i64, d: i64) -> (i64, i64) {
+    let (n, den) = (x.unsigned_abs(), d as u64);
+    let (mut q, mut r) = (0u64, n);
+    if den != 0 && n >= den {
+        let shift = den.leading_zeros() - n.leading_zeros();
+        let mut step = den << shift;
+        for _ in 0..=shift {
+            q <<= 1;
+            if r >= step {
+                r -= step;
+                q |= 1;
+            }
+            step >>= 1;
+        }
+    }
+    // Floor division of a negative dividend: one more step down unless it divides exactly.
+    match (x < 0, r == 0) {
+        (false, _) => (q as i64, r as i64),
+        (true, true) => ((q as i64).wrapping_neg(), 0),
+        (true, false) => ((q as i64).wrapping_neg().wrapping_sub(1), (den - r) as i64),
     }
 }
 
@@ -657,6 +684,44 @@ pub fn qavg_pool<T: QuantInt>(q: &QAvgPool, d: PoolDims, x: &[T], out: &mut [T])
             }
             let v = divide_nearest(sum * multiplier, count, right).clamp(-(1 << 20), 1 << 20);
             *slot = T::narrow((v as i32 + r.output_zero).clamp(r.min, r.max));
+        }
+    }
+}
+
+#[cfg(test)]
+mod division_tests {
+    use super::floor_div_rem;
+
+    #[test]
+    fn long_division_is_euclidean_division() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        for _ in 0..100_000 {
+            let x = (next() as i64) >> (next() % 64);
+            let d = ((next() >> 1) as i64 >> (next() % 63)).max(1);
+            assert_eq!(
+                floor_div_rem(x, d),
+                (x.div_euclid(d), x.rem_euclid(d)),
+                "{x} / {d}"
+            );
+        }
+        for (x, d) in [
+            (i64::MIN, 1),
+            (i64::MIN, i64::MAX),
+            (i64::MAX, 1),
+            (-1, i64::MAX),
+            (0, 7),
+        ] {
+            assert_eq!(
+                floor_div_rem(x, d),
+                (x.div_euclid(d), x.rem_euclid(d)),
+                "{x} / {d}"
+            );
         }
     }
 }
