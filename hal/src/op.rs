@@ -9,220 +9,190 @@
 use crate::words::{WordReader, WordWriter};
 use crate::{selects, Activation, ALL_OPS, MAX_RANK};
 
-/// The kind of an operator, with its stable file-format code.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-#[repr(u16)]
-pub enum OpKind {
+/// Which list of [`OpKind`]s a kind belongs to: what a device that computes in f32, one with
+/// integer kernels, or one that moves bytes implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Category {
+    /// Float compute ops ([`OpKind::F32_COMPUTE`]).
+    F32Compute,
+    /// Integer ops of quantized models ([`OpKind::INTEGER`]).
+    Integer,
+    /// Data movement ([`OpKind::MOVEMENT`]).
+    Movement,
+    /// The rest (per-dtype support listed by each device).
+    Other,
+}
+
+/// The one table of op kinds: each row is a kind's variant, its stable file-format code, its name
+/// and its [`Category`]. The enum, [`OpKind::ALL`], [`OpKind::name`], [`OpKind::category`] and
+/// the category lists all come from it; a new op kind is one row here.
+macro_rules! op_kinds {
+    ($($(#[$doc:meta])* $kind:ident = $code:literal, $name:literal, $category:ident;)*) => {
+        /// The kind of an operator, with its stable file-format code.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+        #[repr(u16)]
+        pub enum OpKind {
+            $($(#[$doc])* $kind = $code,)*
+        }
+
+        impl OpKind {
+            /// Every kind, in code order.
+            pub const ALL: [OpKind; [$(OpKind::$kind),*].len()] = [$(OpKind::$kind),*];
+
+            /// The operator's name.
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $(OpKind::$kind => $name,)*
+                }
+            }
+
+            /// The list the kind belongs to.
+            pub const fn category(self) -> Category {
+                match self {
+                    $(OpKind::$kind => Category::$category,)*
+                }
+            }
+        }
+    };
+}
+
+op_kinds! {
     /// 2-D (or 1-D) convolution, grouped or depthwise.
-    Conv = 1,
+    Conv = 1, "Conv", F32Compute;
     /// 2-D (or 1-D) transposed convolution.
-    ConvTranspose = 2,
+    ConvTranspose = 2, "ConvTranspose", F32Compute;
     /// `alpha * A x B + beta * C`.
-    Gemm = 3,
+    Gemm = 3, "Gemm", F32Compute;
     /// Batched matrix product with numpy broadcasting.
-    MatMul = 4,
+    MatMul = 4, "MatMul", F32Compute;
     /// Broadcasting elementwise arithmetic.
-    Binary = 5,
+    Binary = 5, "Binary", F32Compute;
     /// Standalone activation.
-    Unary = 6,
+    Unary = 6, "Unary", F32Compute;
     /// Softmax along one axis.
-    Softmax = 7,
+    Softmax = 7, "Softmax", F32Compute;
     /// 2-D max pooling.
-    MaxPool = 8,
+    MaxPool = 8, "MaxPool", F32Compute;
     /// 2-D average pooling.
-    AvgPool = 9,
+    AvgPool = 9, "AveragePool", F32Compute;
     /// Mean over all spatial positions.
-    GlobalAvgPool = 10,
+    GlobalAvgPool = 10, "GlobalAveragePool", F32Compute;
     /// Batch normalisation with statistics as inputs.
-    BatchNorm = 11,
+    BatchNorm = 11, "BatchNormalization", F32Compute;
     /// Axis permutation.
-    Transpose = 12,
+    Transpose = 12, "Transpose", Movement;
     /// Concatenation along an axis.
-    Concat = 13,
+    Concat = 13, "Concat", Movement;
     /// Split along an axis.
-    Split = 14,
+    Split = 14, "Split", Movement;
     /// Strided slice.
-    Slice = 15,
+    Slice = 15, "Slice", Movement;
     /// Padding (constant, reflect, edge).
-    Pad = 16,
+    Pad = 16, "Pad", Movement;
     /// Gather along an axis by integer indices.
-    Gather = 17,
+    Gather = 17, "Gather", Movement;
     /// Reduction over a set of axes.
-    Reduce = 18,
+    Reduce = 18, "Reduce", F32Compute;
     /// Byte copy (a constant or an input that is also a graph output).
-    Copy = 19,
+    Copy = 19, "Copy", Other;
     /// Linear quantization of floats to 8-bit integers.
-    Quantize = 20,
+    Quantize = 20, "QuantizeLinear", Other;
     /// Linear dequantization of integers to floats.
-    Dequantize = 21,
+    Dequantize = 21, "DequantizeLinear", Other;
     /// Integer convolution with requantization.
-    QConv = 22,
+    QConv = 22, "QConv", Integer;
     /// Integer matrix product (fully connected) with requantization.
-    QGemm = 23,
+    QGemm = 23, "QGemm", Integer;
     /// Integer elementwise addition of two 8-bit tensors with their own scales.
-    QAdd = 24,
+    QAdd = 24, "QAdd", Integer;
     /// Integer global average pooling with requantization.
-    QGlobalAvgPool = 25,
+    QGlobalAvgPool = 25, "QGlobalAveragePool", Integer;
     /// 8-bit elementwise function by a 256-entry table.
-    QLookup = 26,
+    QLookup = 26, "QLookup", Integer;
     /// Integer elementwise multiplication (broadcasting) with requantization.
-    QMul = 27,
+    QMul = 27, "QMul", Integer;
     /// Integer matrix product to int32, zero points as run-time inputs (ONNX MatMulInteger).
-    MatMulInteger = 28,
+    MatMulInteger = 28, "MatMulInteger", Integer;
     /// Integer convolution to int32, zero points as run-time inputs (ONNX ConvInteger).
-    ConvInteger = 29,
+    ConvInteger = 29, "ConvInteger", Integer;
     /// Quantization to uint8 with parameters from the tensor's range (DynamicQuantizeLinear).
-    DynamicQuantize = 30,
+    DynamicQuantize = 30, "DynamicQuantizeLinear", Other;
     /// Integer softmax along one axis, by a table of exponentials.
-    QSoftmax = 31,
+    QSoftmax = 31, "QSoftmax", Integer;
     /// Integer average pooling over a window, with requantization.
-    QAvgPool = 32,
+    QAvgPool = 32, "QAveragePool", Integer;
     /// Log of softmax along one axis.
-    LogSoftmax = 33,
+    LogSoftmax = 33, "LogSoftmax", F32Compute;
     /// One-hot of the first maximum along one axis.
-    Hardmax = 34,
+    Hardmax = 34, "Hardmax", F32Compute;
     /// Index of the largest value along one axis (int64).
-    ArgMax = 35,
+    ArgMax = 35, "ArgMax", Other;
     /// Index of the smallest value along one axis (int64).
-    ArgMin = 36,
+    ArgMin = 36, "ArgMin", Other;
     /// Elementwise comparison (broadcasting) into bool.
-    Compare = 37,
+    Compare = 37, "Compare", Other;
     /// Elementwise And / Or / Xor of bool tensors (broadcasting).
-    Logical = 38,
+    Logical = 38, "Logical", Other;
     /// Elementwise negation of a bool tensor.
-    Not = 39,
+    Not = 39, "Not", Other;
     /// Elementwise choice between two tensors by a bool condition (broadcasting).
-    Where = 40,
+    Where = 40, "Where", Other;
     /// NaN / infinity detection into bool (IsNaN, IsInf).
-    Classify = 41,
+    Classify = 41, "IsNaN/IsInf", Other;
     /// Upper or lower triangle of the last two axes, the rest zero.
-    Trilu = 42,
+    Trilu = 42, "Trilu", Other;
     /// Element-type conversion (ONNX Cast).
-    Convert = 43,
+    Convert = 43, "Cast", Other;
     /// Resampling along one axis by a pack-time tap table (Resize, Upsample).
-    Resample = 44,
+    Resample = 44, "Resample", Other;
     /// Broadcast of the input to a larger shape (Expand, and Tile through reshapes).
-    Expand = 45,
+    Expand = 45, "Expand", Other;
     /// ONNX GatherElements.
-    GatherElements = 46,
+    GatherElements = 46, "GatherElements", Other;
     /// ONNX ScatterElements.
-    ScatterElements = 47,
+    ScatterElements = 47, "ScatterElements", Other;
     /// ONNX GatherND.
-    GatherNd = 48,
+    GatherNd = 48, "GatherND", Other;
     /// ONNX ScatterND.
-    ScatterNd = 49,
+    ScatterNd = 49, "ScatterND", Other;
     /// ONNX TopK.
-    TopK = 50,
+    TopK = 50, "TopK", Other;
     /// ONNX CumSum.
-    CumSum = 51,
+    CumSum = 51, "CumSum", Other;
     /// One direction of an RNN, GRU or LSTM over a whole sequence.
-    Recurrent = 52,
+    Recurrent = 52, "Recurrent", Other;
     /// Determinants of square matrices.
-    Det = 53,
+    Det = 53, "Det", Other;
+}
+
+/// The kinds of `category`, in code order (`N` must be their count: checked at compile time).
+const fn of_category<const N: usize>(category: Category) -> [OpKind; N] {
+    let mut out = [OpKind::Copy; N];
+    let (mut n, mut i) = (0, 0);
+    while i < OpKind::ALL.len() {
+        if OpKind::ALL[i].category() as u8 == category as u8 {
+            assert!(n < N, "more kinds in the category than its list holds");
+            out[n] = OpKind::ALL[i];
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == N, "fewer kinds in the category than its list holds");
+    out
 }
 
 impl OpKind {
-    /// Every kind, in code order.
-    pub const ALL: [OpKind; 53] = [
-        OpKind::Conv,
-        OpKind::ConvTranspose,
-        OpKind::Gemm,
-        OpKind::MatMul,
-        OpKind::Binary,
-        OpKind::Unary,
-        OpKind::Softmax,
-        OpKind::MaxPool,
-        OpKind::AvgPool,
-        OpKind::GlobalAvgPool,
-        OpKind::BatchNorm,
-        OpKind::Transpose,
-        OpKind::Concat,
-        OpKind::Split,
-        OpKind::Slice,
-        OpKind::Pad,
-        OpKind::Gather,
-        OpKind::Reduce,
-        OpKind::Copy,
-        OpKind::Quantize,
-        OpKind::Dequantize,
-        OpKind::QConv,
-        OpKind::QGemm,
-        OpKind::QAdd,
-        OpKind::QGlobalAvgPool,
-        OpKind::QLookup,
-        OpKind::QMul,
-        OpKind::MatMulInteger,
-        OpKind::ConvInteger,
-        OpKind::DynamicQuantize,
-        OpKind::QSoftmax,
-        OpKind::QAvgPool,
-        OpKind::LogSoftmax,
-        OpKind::Hardmax,
-        OpKind::ArgMax,
-        OpKind::ArgMin,
-        OpKind::Compare,
-        OpKind::Logical,
-        OpKind::Not,
-        OpKind::Where,
-        OpKind::Classify,
-        OpKind::Trilu,
-        OpKind::Convert,
-        OpKind::Resample,
-        OpKind::Expand,
-        OpKind::GatherElements,
-        OpKind::ScatterElements,
-        OpKind::GatherNd,
-        OpKind::ScatterNd,
-        OpKind::TopK,
-        OpKind::CumSum,
-        OpKind::Recurrent,
-        OpKind::Det,
-    ];
-
     /// The float compute ops (everything but data movement and quantization), which every
     /// device that computes in f32 implements.
-    pub const F32_COMPUTE: [OpKind; 14] = [
-        OpKind::Conv,
-        OpKind::ConvTranspose,
-        OpKind::Gemm,
-        OpKind::MatMul,
-        OpKind::Binary,
-        OpKind::Unary,
-        OpKind::Softmax,
-        OpKind::MaxPool,
-        OpKind::AvgPool,
-        OpKind::GlobalAvgPool,
-        OpKind::BatchNorm,
-        OpKind::Reduce,
-        OpKind::LogSoftmax,
-        OpKind::Hardmax,
-    ];
+    pub const F32_COMPUTE: [OpKind; 14] = of_category(Category::F32Compute);
 
     /// The integer ops of quantized models (8-bit operands), which a device built without
     /// integer kernels (`ferrite-cpu` without its `quantized` feature) leaves out.
-    pub const INTEGER: [OpKind; 10] = [
-        OpKind::QConv,
-        OpKind::QGemm,
-        OpKind::QAdd,
-        OpKind::QGlobalAvgPool,
-        OpKind::QLookup,
-        OpKind::QMul,
-        OpKind::MatMulInteger,
-        OpKind::ConvInteger,
-        OpKind::QSoftmax,
-        OpKind::QAvgPool,
-    ];
+    pub const INTEGER: [OpKind; 10] = of_category(Category::Integer);
 
     /// The data-movement ops (dtype-agnostic apart from element size).
-    pub const MOVEMENT: [OpKind; 6] = [
-        OpKind::Transpose,
-        OpKind::Concat,
-        OpKind::Split,
-        OpKind::Slice,
-        OpKind::Pad,
-        OpKind::Gather,
-    ];
+    pub const MOVEMENT: [OpKind; 6] = of_category(Category::Movement);
 
     /// The kind with file-format code `code`.
     pub fn from_code(code: u16) -> Option<OpKind> {
@@ -237,65 +207,6 @@ impl OpKind {
     /// A bit unique to this kind, for [`crate::OpSet`].
     pub fn bit(self) -> u64 {
         1u64 << (self as u16)
-    }
-
-    /// The operator's name.
-    pub fn name(self) -> &'static str {
-        match self {
-            OpKind::Conv => "Conv",
-            OpKind::ConvTranspose => "ConvTranspose",
-            OpKind::Gemm => "Gemm",
-            OpKind::MatMul => "MatMul",
-            OpKind::Binary => "Binary",
-            OpKind::Unary => "Unary",
-            OpKind::Softmax => "Softmax",
-            OpKind::MaxPool => "MaxPool",
-            OpKind::AvgPool => "AveragePool",
-            OpKind::GlobalAvgPool => "GlobalAveragePool",
-            OpKind::BatchNorm => "BatchNormalization",
-            OpKind::Transpose => "Transpose",
-            OpKind::Concat => "Concat",
-            OpKind::Split => "Split",
-            OpKind::Slice => "Slice",
-            OpKind::Pad => "Pad",
-            OpKind::Gather => "Gather",
-            OpKind::Reduce => "Reduce",
-            OpKind::Copy => "Copy",
-            OpKind::Quantize => "QuantizeLinear",
-            OpKind::Dequantize => "DequantizeLinear",
-            OpKind::QConv => "QConv",
-            OpKind::QGemm => "QGemm",
-            OpKind::QAdd => "QAdd",
-            OpKind::QGlobalAvgPool => "QGlobalAveragePool",
-            OpKind::QLookup => "QLookup",
-            OpKind::QMul => "QMul",
-            OpKind::MatMulInteger => "MatMulInteger",
-            OpKind::ConvInteger => "ConvInteger",
-            OpKind::DynamicQuantize => "DynamicQuantizeLinear",
-            OpKind::QSoftmax => "QSoftmax",
-            OpKind::QAvgPool => "QAveragePool",
-            OpKind::LogSoftmax => "LogSoftmax",
-            OpKind::Hardmax => "Hardmax",
-            OpKind::ArgMax => "ArgMax",
-            OpKind::ArgMin => "ArgMin",
-            OpKind::Compare => "Compare",
-            OpKind::Logical => "Logical",
-            OpKind::Not => "Not",
-            OpKind::Where => "Where",
-            OpKind::Classify => "IsNaN/IsInf",
-            OpKind::Trilu => "Trilu",
-            OpKind::Convert => "Cast",
-            OpKind::Resample => "Resample",
-            OpKind::Expand => "Expand",
-            OpKind::GatherElements => "GatherElements",
-            OpKind::ScatterElements => "ScatterElements",
-            OpKind::GatherNd => "GatherND",
-            OpKind::ScatterNd => "ScatterND",
-            OpKind::TopK => "TopK",
-            OpKind::CumSum => "CumSum",
-            OpKind::Recurrent => "Recurrent",
-            OpKind::Det => "Det",
-        }
     }
 }
 
