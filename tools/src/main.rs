@@ -588,26 +588,28 @@ impl ShownNames {
     }
 
     fn tensor(&self, index: usize, stored: &str) -> String {
-        if !stored.is_empty() {
-            return stored.to_string();
-        }
-        self.side
-            .as_ref()
-            .and_then(|n| n.tensors.get(index))
-            .filter(|n| !n.is_empty())
-            .cloned()
+        self.pick(stored, |n| n.tensors.get(index))
             .unwrap_or_else(|| format!("#{index}"))
     }
 
     fn op(&self, index: usize, stored: &str) -> String {
+        self.pick(stored, |n| n.ops.get(index)).unwrap_or_default()
+    }
+
+    /// The stored name, else the side file's (when non-empty).
+    fn pick(
+        &self,
+        stored: &str,
+        side: impl Fn(&ferrite_tools::strip::Names) -> Option<&String>,
+    ) -> Option<String> {
         if !stored.is_empty() {
-            return stored.to_string();
+            return Some(stored.to_string());
         }
         self.side
             .as_ref()
-            .and_then(|n| n.ops.get(index))
+            .and_then(side)
+            .filter(|n| !n.is_empty())
             .cloned()
-            .unwrap_or_default()
     }
 }
 

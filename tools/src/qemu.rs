@@ -236,16 +236,14 @@ pub fn run_with_timeout(
     limit: Duration,
 ) -> Result<QemuRun, RunError> {
     let firmware = board.firmware_path();
-    launch(
+    let request = Request {
         board,
-        &firmware,
-        model_bytes,
-        model,
-        inputs,
+        firmware: &firmware,
         runs,
         limit,
-        false,
-    )
+        profile: false,
+    };
+    launch(&request, model_bytes, model, inputs)
 }
 
 /// Runs the model `runs` times on `board` with another firmware that speaks the same protocol:
@@ -259,16 +257,14 @@ pub fn run_firmware(
     inputs: &[NpyArray],
     runs: usize,
 ) -> Result<QemuRun, RunError> {
-    launch(
+    let request = Request {
         board,
         firmware,
-        model_bytes,
-        model,
-        inputs,
         runs,
-        timeout(),
-        false,
-    )
+        limit: timeout(),
+        profile: false,
+    };
+    launch(&request, model_bytes, model, inputs)
 }
 
 /// Runs the model once with a marker around every step: [`QemuRun::step_instructions`] holds
@@ -280,29 +276,39 @@ pub fn run_profiled(
     inputs: &[NpyArray],
 ) -> Result<QemuRun, RunError> {
     let firmware = board.firmware_path();
-    launch(
+    let request = Request {
         board,
-        &firmware,
-        model_bytes,
-        model,
-        inputs,
-        1,
-        timeout(),
-        true,
-    )
+        firmware: &firmware,
+        runs: 1,
+        limit: timeout(),
+        profile: true,
+    };
+    launch(&request, model_bytes, model, inputs)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn launch(
+/// What to run: which board and firmware, how many inferences, for how long at most, and
+/// whether with a marker around every step.
+struct Request<'a> {
     board: Board,
-    firmware: &Path,
-    model_bytes: &[u8],
-    model: &Model<'_>,
-    inputs: &[NpyArray],
+    firmware: &'a Path,
     runs: usize,
     limit: Duration,
     profile: bool,
+}
+
+fn launch(
+    request: &Request<'_>,
+    model_bytes: &[u8],
+    model: &Model<'_>,
+    inputs: &[NpyArray],
 ) -> Result<QemuRun, RunError> {
+    let Request {
+        board,
+        firmware,
+        runs,
+        limit,
+        profile,
+    } = *request;
     check_inputs(model, inputs)?;
     let elf = std::fs::read(firmware).map_err(|e| {
         device_error(format!(
