@@ -1,0 +1,87 @@
+//! The rules of matrix products (Gemm, MatMul, QGemm, MatMulInteger).
+
+use super::*;
+use ferrite_hal::{selects, Op, OpKind};
+
+/// Checks a step of this family (the kinds `OPS` selects; any other is refused).
+pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
+    let input = |i: usize| step.inputs.get(i).ok_or("missing input");
+    let output = |i: usize| step.outputs.get(i).ok_or("missing output");
+    let n_in = step.inputs.len();
+    let n_out = step.outputs.len();
+    match step.op {
+        Op::Gemm(_) if selects(OPS, OpKind::Gemm) => {
+            ensure(
+                (2..=3).contains(&n_in) && n_out == 1,
+                "Gemm takes 2-3 inputs, 1 output",
+            )?;
+            let (a, b, y) = (input(0)?, input(1)?, output(0)?);
+            all_f32(&[a, b, y])?;
+            ensure(
+                a.shape.rank() == 2 && b.shape.rank() == 2,
+                "Gemm operands are matrices",
+            )?;
+            let (m, k, n) = (
+                a.shape.dim_checked(0),
+                a.shape.dim_checked(1),
+                b.shape.dim_checked(1),
+            );
+            ensure(b.shape.dim_checked(0) == k, "Gemm inner dimensions differ")?;
+            ensure(y.shape.dims_checked() == [m, n], "Gemm output shape")?;
+            if let Some(c) = step.inputs.get(2) {
+                all_f32(&[c])?;
+                ensure(
+                    broadcasts_to(&c.shape, &y.shape),
+                    "Gemm C does not broadcast",
+                )?;
+            }
+            Ok(())
+        }
+        Op::MatMul { .. } if selects(OPS, OpKind::MatMul) => {
+            ensure(n_in == 2 && n_out == 1, "MatMul takes 2 inputs, 1 output")?;
+            let (a, b, y) = (input(0)?, input(1)?, output(0)?);
+            all_f32(&[a, b, y])?;
+            let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or("MatMul shapes")?;
+            ensure(g.output == y.shape, "MatMul output shape")
+        }
+        Op::QGemm(q) if selects(OPS, OpKind::QGemm) => {
+            ensure(n_in == 4 && n_out == 1, "QGemm takes 4 inputs")?;
+            let (a, b, bias, requant, y) = (input(0)?, input(1)?, input(2)?, input(3)?, output(0)?);
+            ensure(
+                a.shape.rank() == 2 && b.shape.rank() == 2 && y.shape.rank() == 2,
+                "QGemm operands are matrices",
+            )?;
+            let (m, k, n) = (
+                a.shape.dim_checked(0),
+                a.shape.dim_checked(1),
+                b.shape.dim_checked(0),
+            );
+            ensure(b.shape.dim_checked(1) == k, "QGemm inner dimensions differ")?;
+            ensure(y.shape.dims_checked() == [m, n], "QGemm output shape")?;
+            ensure(bias.shape.dims_checked() == [n], "QGemm bias shape")?;
+            check_integer_operands(&a, &b, &bias, &requant, &y, &q, n)
+        }
+        Op::MatMulInteger if selects(OPS, OpKind::MatMulInteger) => {
+            ensure(n_in == 4 && n_out == 1, "MatMulInteger takes 4 inputs")?;
+            let (a, b, a_zero, b_zero, y) =
+                (input(0)?, input(1)?, input(2)?, input(3)?, output(0)?);
+            ensure(
+                is_byte(&a) && is_byte(&b) && y.dtype == DType::I32,
+                "MatMulInteger reads 8-bit tensors and writes int32",
+            )?;
+            same_dtype(&[a, a_zero])?;
+            same_dtype(&[b, b_zero])?;
+            let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or("MatMulInteger shapes")?;
+            ensure(g.output == y.shape, "MatMulInteger output shape")?;
+            ensure(
+                a_zero.elements() == 1 || (a.shape.rank() == 2 && a_zero.elements() == g.m),
+                "MatMulInteger A zero point is one value or one per row",
+            )?;
+            ensure(
+                b_zero.elements() == 1 || (b.shape.rank() == 2 && b_zero.elements() == g.n),
+                "MatMulInteger B zero point is one value or one per column",
+            )
+        }
+        _ => Err("this op kind is not linked into this build (its OPS selection)"),
+    }
+}

@@ -1,0 +1,215 @@
+//! Per-op rules checked at load: operand counts, dtypes, shapes and memory overlap.
+//!
+//! One module per op family (`ferrite_hal::op::Family`, a column of hal's op table): its
+//! `check` holds the rule of each of the family's kinds, and [`check_step`] dispatches by
+//! family. What the families share (overlap, dtype and window helpers) is here.
+//!
+//! After these pass, a device may index its tensors without further checks: every shape a kernel
+//! derives from the op's parameters agrees with the sizes the plan gave the tensors.
+
+use ferrite_hal::geometry::{self, broadcast, broadcasts_to, conv_out, nchw, MatMulGeometry};
+use ferrite_hal::op::Family;
+use ferrite_hal::op::{Conv, ConvTranspose, PadMode, Pool, Requantize, Window};
+use ferrite_hal::{DType, Location, Selection, Step, TensorDesc, MAX_RANK};
+
+mod conv;
+mod elementwise;
+mod indexing;
+mod logic;
+mod matmul;
+mod movement;
+mod pool;
+mod quantize;
+mod recurrent;
+mod reduce;
+
+type Rule = Result<(), &'static str>;
+
+/// Element `i` of `d`, `None` past its end (no panicking index on untrusted shapes).
+fn at(d: &[usize], i: usize) -> Option<usize> {
+    d.get(i).copied()
+}
+
+/// Whether two sub-slices both exist and are equal.
+fn same(a: Option<&[usize]>, b: Option<&[usize]>) -> bool {
+    matches!((a, b), (Some(x), Some(y)) if x == y)
+}
+
+fn ensure(cond: bool, rule: &'static str) -> Rule {
+    if cond {
+        Ok(())
+    } else {
+        Err(rule)
+    }
+}
+
+/// Checks one step against its op's rules.
+// Out of line: run once per load or inference, so inlining only copies it (flash).
+#[inline(never)]
+pub(crate) fn check_step<const OPS: Selection>(step: &Step<'_>) -> Rule {
+    check_overlap(step)?;
+    if let Some(a) = step.op.activation() {
+        ensure(
+            a.is_fusable(),
+            "a fused activation must be Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid or HardSwish",
+        )?;
+    }
+    match step.op.kind().family() {
+        Family::Conv => conv::check::<OPS>(step),
+        Family::MatMul => matmul::check::<OPS>(step),
+        Family::Elementwise => elementwise::check::<OPS>(step),
+        Family::Pool => pool::check::<OPS>(step),
+        Family::Movement => movement::check::<OPS>(step),
+        Family::Indexing => indexing::check::<OPS>(step),
+        Family::Reduce => reduce::check::<OPS>(step),
+        Family::Quantize => quantize::check::<OPS>(step),
+        Family::Logic => logic::check::<OPS>(step),
+        Family::Recurrent => recurrent::check::<OPS>(step),
+    }
+}
+
+fn all_f32(ts: &[TensorDesc]) -> Rule {
+    ensure(
+        ts.iter().all(|t| t.dtype == DType::F32),
+        "operands must be float32",
+    )
+}
+
+fn same_dtype(ts: &[TensorDesc]) -> Rule {
+    ensure(
+        ts.windows(2).all(|w| w[0].dtype == w[1].dtype),
+        "operands must share one element type",
+    )
+}
+
+fn check_window_rank(x: &TensorDesc, window: &ferrite_hal::op::Window) -> Rule {
+    if x.shape.rank() == 3 {
+        let w = window;
+        ensure(
+            w.kernel[0] == 1
+                && w.stride[0] == 1
+                && w.dilation[0] == 1
+                && w.pads[0] == 0
+                && w.pads[2] == 0,
+            "1-D window must have height 1",
+        )?;
+    }
+    Ok(())
+}
+
+use geometry::conv_scratch_elements;
+
+/// A step that needs `need` f32 elements of scratch (0: none) has at least that much.
+fn require_scratch(scratch: Option<TensorDesc>, need: usize, message: &'static str) -> Rule {
+    if need == 0 {
+        return Ok(());
+    }
+    let s = scratch.ok_or(message)?;
+    ensure(s.dtype == DType::F32 && s.elements() >= need, message)
+}
+
+/// Whether `t` holds 8-bit integers.
+fn is_byte(t: &TensorDesc) -> bool {
+    matches!(t.dtype, DType::I8 | DType::U8)
+}
+
+/// Whether `v` is a value of 8-bit type `dtype`.
+fn in_range(dtype: DType, v: i32) -> bool {
+    match dtype {
+        DType::I8 => (-128..=127).contains(&v),
+        DType::U8 => (0..=255).contains(&v),
+        _ => false,
+    }
+}
+
+fn check_integer_operands(
+    x: &TensorDesc,
+    w: &TensorDesc,
+    bias: &TensorDesc,
+    requant: &TensorDesc,
+    y: &TensorDesc,
+    q: &Requantize,
+    per_channel: usize,
+) -> Rule {
+    let byte = |t: &TensorDesc| matches!(t.dtype, DType::I8 | DType::U8);
+    ensure(byte(x) && byte(y), "integer op input and output are 8-bit")?;
+    ensure(w.dtype == DType::I8, "integer op weights are int8")?;
+    ensure(
+        bias.dtype == DType::I32 && requant.dtype == DType::I32,
+        "integer op bias and requantization are int32",
+    )?;
+    let channels = requant.elements() / 2;
+    ensure(
+        requant.shape.rank() == 2
+            && requant.shape.dim_checked(1) == 2
+            && (channels == 1 || channels == per_channel),
+        "requantization shape",
+    )?;
+    let (lo, hi) = if y.dtype == DType::I8 {
+        (-128, 127)
+    } else {
+        (0, 255)
+    };
+    ensure(
+        q.min >= lo && q.max <= hi && (lo..=hi).contains(&q.output_zero),
+        "output clamp outside the output type",
+    )?;
+    let (lo, hi) = if x.dtype == DType::I8 {
+        (-128, 127)
+    } else {
+        (0, 255)
+    };
+    ensure(
+        (lo..=hi).contains(&q.input_zero),
+        "input zero point outside the input type",
+    )
+}
+
+fn arena_range(t: &TensorDesc) -> Option<(usize, usize)> {
+    match t.location {
+        Location::Arena(o) => Some((o, o + t.bytes)),
+        Location::Weights(_) => None,
+    }
+}
+
+fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
+    a.0 < b.1 && b.0 < a.1 && a.0 < a.1 && b.0 < b.1
+}
+
+/// Outputs are disjoint from each other and from the scratch; an input either avoids an output
+/// or, for in-place ops, is exactly it (same bytes, same shape).
+fn check_overlap(step: &Step<'_>) -> Rule {
+    let scratch = step.scratch.as_ref().and_then(arena_range);
+    for (i, out) in step.outputs.iter().enumerate() {
+        let out = out.ok_or("missing output")?;
+        let o = arena_range(&out).ok_or("output not in arena")?;
+        if let Some(s) = scratch {
+            ensure(!overlaps(o, s), "scratch overlaps an output")?;
+        }
+        for other in step.outputs.iter().skip(i + 1).flatten() {
+            if let Some(r) = arena_range(&other) {
+                ensure(!overlaps(o, r), "outputs overlap")?;
+            }
+        }
+        for input in step.inputs.iter().flatten() {
+            let Some(r) = arena_range(&input) else {
+                continue;
+            };
+            if overlaps(o, r) {
+                let exact = r == o && input.shape == out.shape && input.dtype == out.dtype;
+                ensure(
+                    step.op.allows_in_place() && exact,
+                    "input partially overlaps output",
+                )?;
+            }
+        }
+    }
+    if let Some(s) = scratch {
+        for input in step.inputs.iter().flatten() {
+            if let Some(r) = arena_range(&input) {
+                ensure(!overlaps(s, r), "scratch overlaps an input")?;
+            }
+        }
+    }
+    Ok(())
+}
