@@ -3,7 +3,7 @@
 
 use crate::error::{PackError, Unsupported, UnsupportedReport};
 use crate::ir::PlanGraph;
-use crate::lower::{Lowerer, SUPPORTED_OPS};
+use crate::lower::Lowerer;
 use crate::onnx::{self, is_default_domain, Dim, Graph};
 use crate::passes::{self, PassStats};
 use crate::planner::{self, MemoryPlan};
@@ -202,7 +202,7 @@ fn unsupported(graph: &Graph, lowering: Vec<Unsupported>) -> UnsupportedReport {
         if crate::lower::is_microsoft_op(node) {
             continue;
         }
-        if !default || !SUPPORTED_OPS.contains(&node.op_type.as_str()) {
+        if !default || !crate::lower::is_supported(&node.op_type) {
             report.items.push(Unsupported {
                 op_type: if default {
                     node.op_type.clone()

@@ -21,6 +21,7 @@ mod qoperator;
 mod quant;
 mod recurrent;
 mod resize;
+mod table;
 
 pub use qoperator::MICROSOFT_OPS;
 
@@ -40,138 +41,10 @@ pub fn is_microsoft_op(node: &Node) -> bool {
     node.domain == "com.microsoft" && MICROSOFT_OPS.contains(&node.op_type.as_str())
 }
 
-/// The ONNX ops (default domain) that lowering understands.
-pub const SUPPORTED_OPS: &[&str] = &[
-    "Abs",
-    "Add",
-    "And",
-    "ArgMax",
-    "ArgMin",
-    "AveragePool",
-    "BatchNormalization",
-    "BitShift",
-    "Cast",
-    "CastLike",
-    "Ceil",
-    "Celu",
-    "Clip",
-    "Concat",
-    "Constant",
-    "ConstantOfShape",
-    "Conv",
-    "ConvInteger",
-    "ConvTranspose",
-    "Cos",
-    "CumSum",
-    "DepthToSpace",
-    "DequantizeLinear",
-    "Det",
-    "Div",
-    "Dropout",
-    "DynamicQuantizeLinear",
-    "Einsum",
-    "Elu",
-    "Equal",
-    "Erf",
-    "Exp",
-    "Expand",
-    "Flatten",
-    "Floor",
-    "GRU",
-    "Gather",
-    "GatherElements",
-    "GatherND",
-    "Gelu",
-    "Gemm",
-    "GlobalAveragePool",
-    "GlobalMaxPool",
-    "Greater",
-    "GreaterOrEqual",
-    "GroupNormalization",
-    "HardSigmoid",
-    "HardSwish",
-    "Hardmax",
-    "Identity",
-    "If",
-    "InstanceNormalization",
-    "IsInf",
-    "IsNaN",
-    "LSTM",
-    "LayerNormalization",
-    "LeakyRelu",
-    "Less",
-    "LessOrEqual",
-    "Log",
-    "LogSoftmax",
-    "LpNormalization",
-    "LpPool",
-    "MatMul",
-    "MatMulInteger",
-    "Max",
-    "MaxPool",
-    "Mean",
-    "Min",
-    "Mish",
-    "Mod",
-    "Mul",
-    "Neg",
-    "NonZero",
-    "Not",
-    "OneHot",
-    "Or",
-    "PRelu",
-    "Pad",
-    "Pow",
-    "QLinearConv",
-    "QLinearMatMul",
-    "QuantizeLinear",
-    "RNN",
-    "Range",
-    "Reciprocal",
-    "ReduceL1",
-    "ReduceL2",
-    "ReduceLogSum",
-    "ReduceLogSumExp",
-    "ReduceMax",
-    "ReduceMean",
-    "ReduceMin",
-    "ReduceProd",
-    "ReduceSum",
-    "ReduceSumSquare",
-    "Relu",
-    "Reshape",
-    "Resize",
-    "Round",
-    "Scatter",
-    "ScatterElements",
-    "ScatterND",
-    "Selu",
-    "Shape",
-    "Sigmoid",
-    "Sign",
-    "Sin",
-    "Size",
-    "Slice",
-    "Softmax",
-    "Softplus",
-    "Softsign",
-    "SpaceToDepth",
-    "Split",
-    "Sqrt",
-    "Squeeze",
-    "Sub",
-    "Sum",
-    "Tanh",
-    "ThresholdedRelu",
-    "Tile",
-    "TopK",
-    "Transpose",
-    "Trilu",
-    "Unsqueeze",
-    "Upsample",
-    "Where",
-    "Xor",
-];
+/// Whether lowering understands ONNX op type `op_type` (default domain): a row of its table.
+pub fn is_supported(op_type: &str) -> bool {
+    table::find(op_type).is_some()
+}
 
 /// Ops whose output shape depends on the input values: Ferrite plans every shape at pack time,
 /// so these run only when their inputs are constants (NonZero folds then) and are otherwise
@@ -337,7 +210,10 @@ impl Lowerer {
     }
 
     fn lower_op(&mut self, node: &Node) -> Result<(), Reason> {
-        let limit = max_inputs(&node.op_type, self.opset);
+        let Some(row) = table::find(&node.op_type) else {
+            return Err(format!("op '{}' is not supported", node.op_type));
+        };
+        let limit = row.inputs.max(self.opset);
         if node.inputs.len() > limit {
             return Err(format!(
                 "{} takes at most {limit} input(s) in opset {}, the node has {}",
@@ -346,81 +222,7 @@ impl Lowerer {
                 node.inputs.len()
             ));
         }
-        match node.op_type.as_str() {
-            "Conv" => nn::conv(self, node),
-            "ConvTranspose" => nn::conv_transpose(self, node),
-            "Gemm" => nn::gemm(self, node),
-            "MatMul" => nn::matmul(self, node),
-            "Add" | "Sub" | "Mul" | "Div" | "Pow" | "PRelu" | "Mod" | "BitShift" => {
-                nn::binary(self, node)
-            }
-            "Max" | "Min" | "Sum" | "Mean" => nn::variadic(self, node),
-            "Relu" | "LeakyRelu" | "Sigmoid" | "Tanh" | "HardSigmoid" | "HardSwish" | "Clip"
-            | "Exp" | "Log" | "Sqrt" | "Reciprocal" | "Neg" | "Abs" | "Sign" | "Floor" | "Ceil"
-            | "Round" | "Sin" | "Cos" | "Erf" | "Gelu" | "Elu" | "Selu" | "Celu" | "Softplus"
-            | "Softsign" | "Mish" | "ThresholdedRelu" => nn::activation(self, node),
-            "Softmax" | "LogSoftmax" | "Hardmax" => nn::softmax(self, node),
-            "ArgMax" | "ArgMin" => nn::arg_extreme(self, node),
-            "LayerNormalization" => compose::layer_norm(self, node),
-            "InstanceNormalization" => compose::instance_norm(self, node),
-            "GroupNormalization" => compose::group_norm(self, node),
-            "LpNormalization" => compose::lp_norm(self, node),
-            "DepthToSpace" | "SpaceToDepth" => compose::depth_space(self, node),
-            "MaxPool" | "AveragePool" => nn::pool(self, node),
-            "GlobalAveragePool" | "GlobalMaxPool" => nn::global_pool(self, node),
-            "LpPool" => nn::lp_pool(self, node),
-            "BatchNormalization" => nn::batch_norm(self, node),
-            "ReduceMean" | "ReduceSum" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1"
-            | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp" | "ReduceSumSquare" => {
-                movement::reduce(self, node)
-            }
-            "Reshape" => movement::reshape(self, node),
-            "Flatten" => movement::flatten(self, node),
-            "Squeeze" => movement::squeeze(self, node),
-            "Unsqueeze" => movement::unsqueeze(self, node),
-            "Identity" => movement::identity(self, node),
-            "Dropout" => movement::dropout(self, node),
-            "Transpose" => movement::transpose(self, node),
-            "Concat" => movement::concat(self, node),
-            "Split" => movement::split(self, node),
-            "Slice" => movement::slice(self, node),
-            "Pad" => movement::pad(self, node),
-            "Gather" => movement::gather(self, node),
-            "QLinearConv" | "QLinearMatMul" => qoperator::lower(self, node),
-            "MatMulInteger" => integer::matmul_integer(self, node),
-            "ConvInteger" => integer::conv_integer(self, node),
-            "DynamicQuantizeLinear" => integer::dynamic_quantize(self, node),
-            "QuantizeLinear" => quant::quantize(self, node),
-            "DequantizeLinear" => quant::dequantize(self, node),
-            "Constant" => constant::constant(self, node),
-            "Shape" => constant::shape(self, node),
-            "Size" => constant::size(self, node),
-            "Cast" | "CastLike" => constant::cast(self, node),
-            "ConstantOfShape" => constant::constant_of_shape(self, node),
-            "Range" => constant::range(self, node),
-            "Expand" => indexing::expand(self, node),
-            "Tile" => indexing::tile(self, node),
-            "GatherElements" => indexing::gather_elements(self, node),
-            "ScatterElements" | "Scatter" => indexing::scatter_elements(self, node),
-            "GatherND" => indexing::gather_nd(self, node),
-            "ScatterND" => indexing::scatter_nd(self, node),
-            "TopK" => indexing::top_k(self, node),
-            "CumSum" => indexing::cum_sum(self, node),
-            "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" | "And" | "Or"
-            | "Xor" => nn::compare(self, node),
-            "Not" => nn::not(self, node),
-            "Trilu" => movement::trilu(self, node),
-            "Resize" | "Upsample" => resize::resize(self, node),
-            "RNN" | "GRU" | "LSTM" => recurrent::recurrent(self, node),
-            "IsNaN" | "IsInf" => nn::classify(self, node),
-            "Where" => nn::select(self, node),
-            "OneHot" => nn::one_hot(self, node),
-            "If" => control::if_node(self, node),
-            "Einsum" => einsum::einsum(self, node),
-            "Det" => nn::det(self, node),
-            "NonZero" => indexing::non_zero(self, node),
-            other => Err(format!("op '{other}' is not supported")),
-        }
+        (row.lower)(self, node)
     }
 
     // ---- helpers used by the per-op lowerings ----
@@ -713,120 +515,6 @@ fn computed(value: HostTensor) -> HostTensor {
 pub fn bounded(shape: &[usize]) -> Result<usize, Reason> {
     crate::tensor::checked_elements(shape)
         .ok_or_else(|| format!("a tensor of shape {shape:?} is too large"))
-}
-
-/// Most inputs `op` has in the default-domain `opset` (per the ONNX schemas), so an input the
-/// schema does not have is refused instead of silently ignored.
-fn max_inputs(op: &str, opset: i64) -> usize {
-    match op {
-        "Relu"
-        | "LeakyRelu"
-        | "Sigmoid"
-        | "Tanh"
-        | "HardSigmoid"
-        | "HardSwish"
-        | "Softmax"
-        | "Flatten"
-        | "Transpose"
-        | "GlobalAveragePool"
-        | "GlobalMaxPool"
-        | "MaxPool"
-        | "AveragePool"
-        | "LpPool"
-        | "Identity"
-        | "Shape"
-        | "Size"
-        | "Cast"
-        | "ConstantOfShape"
-        | "DynamicQuantizeLinear" => 1,
-        "Constant" => 0,
-        "If" | "NonZero" | "Det" => 1,
-        "Add" | "Sub" | "Mul" | "Div" | "MatMul" | "Reshape" | "Gather" | "Equal" | "Expand"
-        | "Pow" | "PRelu" | "Mod" | "BitShift" | "CastLike" | "Less" | "LessOrEqual"
-        | "Greater" | "GreaterOrEqual" | "And" | "Or" | "Xor" => 2,
-        "Conv" | "ConvTranspose" | "Gemm" | "Range" | "Where" | "OneHot" | "ScatterElements"
-        | "Scatter" | "ScatterND" | "QuantizeLinear" | "DequantizeLinear" => 3,
-        "MatMulInteger" | "ConvInteger" => 4,
-        "Trilu" | "Tile" | "GatherElements" | "GatherND" | "TopK" | "CumSum" => 2,
-        "Resize" => {
-            if opset < 11 {
-                2
-            } else {
-                4
-            }
-        }
-        "Upsample" => {
-            if opset < 9 {
-                1
-            } else {
-                2
-            }
-        }
-        "LayerNormalization" | "InstanceNormalization" | "GroupNormalization" => 3,
-        "BatchNormalization" => 5,
-        "RNN" | "GRU" => 6,
-        "LSTM" => 8,
-        "Clip" => {
-            if opset < 11 {
-                1
-            } else {
-                3
-            }
-        }
-        "Squeeze" | "Unsqueeze" => {
-            if opset < 13 {
-                1
-            } else {
-                2
-            }
-        }
-        "Split" => {
-            if opset < 13 {
-                1
-            } else {
-                2
-            }
-        }
-        "ReduceSum" => {
-            if opset < 13 {
-                1
-            } else {
-                2
-            }
-        }
-        "ReduceMean" | "ReduceMax" | "ReduceMin" | "ReduceProd" | "ReduceL1" | "ReduceL2"
-        | "ReduceLogSum" | "ReduceLogSumExp" | "ReduceSumSquare" => {
-            if opset < 18 {
-                1
-            } else {
-                2
-            }
-        }
-        "Pad" => {
-            if opset < 11 {
-                1
-            } else if opset < 18 {
-                3
-            } else {
-                4
-            }
-        }
-        "Slice" => {
-            if opset < 10 {
-                1
-            } else {
-                5
-            }
-        }
-        "Dropout" => {
-            if opset < 12 {
-                1
-            } else {
-                3
-            }
-        }
-        _ => usize::MAX,
-    }
 }
 
 /// Normalises a possibly negative axis against `rank`.
