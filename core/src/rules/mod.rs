@@ -12,6 +12,21 @@ use ferrite_hal::op::Family;
 use ferrite_hal::op::{Conv, ConvTranspose, PadMode, Pool, Requantize, Window};
 use ferrite_hal::{DType, Location, Selection, Step, TensorDesc, MAX_RANK};
 
+/// The rules' view of a step's operands, bound to the given names: `input(i)` and `output(i)`
+/// (the tensor, or "missing input/output") and the operand counts.
+macro_rules! operands {
+    ($step:ident => $input:ident, $output:ident, $n_in:ident, $n_out:ident) => {
+        #[allow(unused_variables)]
+        let $input = |i: usize| $step.inputs.get(i).ok_or("missing input");
+        #[allow(unused_variables)]
+        let $output = |i: usize| $step.outputs.get(i).ok_or("missing output");
+        #[allow(unused_variables)]
+        let $n_in = $step.inputs.len();
+        #[allow(unused_variables)]
+        let $n_out = $step.outputs.len();
+    };
+}
+
 mod conv;
 mod elementwise;
 mod indexing;

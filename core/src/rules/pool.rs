@@ -5,10 +5,7 @@ use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
 pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
-    let input = |i: usize| step.inputs.get(i).ok_or("missing input");
-    let output = |i: usize| step.outputs.get(i).ok_or("missing output");
-    let n_in = step.inputs.len();
-    let n_out = step.outputs.len();
+    operands!(step => input, output, n_in, n_out);
     match step.op {
         Op::MaxPool(p) | Op::AvgPool(p)
             if selects(OPS, OpKind::MaxPool) || selects(OPS, OpKind::AvgPool) =>
