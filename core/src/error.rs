@@ -1,6 +1,8 @@
 //! Typed errors of loading and running a model; each prints as one line and has a `kind()`.
 
 use core::fmt;
+use ferrite_hal::message::pieces;
+use ferrite_hal::Piece::{Hex, Text, Unsigned};
 use ferrite_hal::{DType, ErrorKind, Message, OpKind, OpSet, Piece};
 
 /// What is wrong with a model file.
@@ -89,34 +91,41 @@ impl FormatErrorKind {
 
 impl Message for FormatError {
     fn write_message(&self, out: &mut dyn FnMut(Piece<'_>)) {
-        out(Piece::Text("invalid model: "));
+        out(Text("invalid model: "));
         match self.kind {
             FormatErrorKind::UnsupportedVersion { major, minor } => {
-                out(Piece::Text("format version "));
-                out(Piece::Unsigned(major.into()));
-                out(Piece::Text("."));
-                out(Piece::Unsigned(minor.into()));
-                out(Piece::Text(" is not supported (this reader reads "));
-                out(Piece::Unsigned(crate::format::VERSION_MAJOR.into()));
-                out(Piece::Text(".x)"));
+                pieces(
+                    out,
+                    &[
+                        Text("format version "),
+                        Unsigned(major.into()),
+                        Text("."),
+                        Unsigned(minor.into()),
+                        Text(" is not supported (this reader reads "),
+                        Unsigned(crate::format::VERSION_MAJOR.into()),
+                        Text(".x)"),
+                    ],
+                );
             }
             FormatErrorKind::ChecksumMismatch { stored, computed } => {
-                out(Piece::Text("checksum mismatch (stored "));
-                out(Piece::Hex(stored));
-                out(Piece::Text(", computed "));
-                out(Piece::Hex(computed));
-                out(Piece::Text("): file is corrupt"));
+                pieces(
+                    out,
+                    &[
+                        Text("checksum mismatch (stored "),
+                        Hex(stored),
+                        Text(", computed "),
+                        Hex(computed),
+                        Text("): file is corrupt"),
+                    ],
+                );
             }
-            kind => out(Piece::Text(kind.describe())),
+            kind => out(Text(kind.describe())),
         }
         if !self.context.is_empty() {
-            out(Piece::Text(" ("));
-            out(Piece::Text(self.context));
-            out(Piece::Text(")"));
+            pieces(out, &[Text(" ("), Text(self.context), Text(")")]);
         }
         if let Some(i) = self.index {
-            out(Piece::Text(" at #"));
-            out(Piece::Unsigned(i as u64));
+            pieces(out, &[Text(" at #"), Unsigned(i as u64)]);
         }
     }
 }
@@ -151,13 +160,13 @@ impl Message for MissingOps {
             for dtype in DType::ALL {
                 if self.0.contains(kind, dtype) {
                     if !first {
-                        out(Piece::Text(", "));
+                        out(Text(", "));
                     }
                     first = false;
-                    out(Piece::Text(kind.name()));
-                    out(Piece::Text("("));
-                    out(Piece::Text(dtype.name()));
-                    out(Piece::Text(")"));
+                    pieces(
+                        out,
+                        &[Text(kind.name()), Text("("), Text(dtype.name()), Text(")")],
+                    );
                 }
             }
         }
@@ -264,65 +273,99 @@ impl<E> Error<E> {
     /// Writes the message's pieces; for a device error, only its prefix, returning the device's
     /// error for the caller to print.
     fn write_own(&self, out: &mut dyn FnMut(Piece<'_>)) -> Option<&E> {
-        let n = |v: usize| Piece::Unsigned(v as u64);
         match self {
             Error::Format(e) => e.write_message(out),
             Error::ArenaTooSmall { needed, got } => {
-                out(Piece::Text("arena too small: the model needs "));
-                out(n(*needed));
-                out(Piece::Text(" bytes, "));
-                out(n(*got));
-                out(Piece::Text(" were given"));
+                pieces(
+                    out,
+                    &[
+                        Text("arena too small: the model needs "),
+                        Piece::size(*needed),
+                        Text(" bytes, "),
+                        Piece::size(*got),
+                        Text(" were given"),
+                    ],
+                );
             }
             Error::ArenaMisaligned { align } => {
-                out(Piece::Text("arena must start at a multiple of "));
-                out(n(*align));
-                out(Piece::Text(" bytes"));
+                pieces(
+                    out,
+                    &[
+                        Text("arena must start at a multiple of "),
+                        Piece::size(*align),
+                        Text(" bytes"),
+                    ],
+                );
             }
             Error::ArenaTooLarge { needed, max } => {
-                out(Piece::Text("the model needs a "));
-                out(n(*needed));
-                out(Piece::Text("-byte arena but the device holds at most "));
-                out(n(*max));
+                pieces(
+                    out,
+                    &[
+                        Text("the model needs a "),
+                        Piece::size(*needed),
+                        Text("-byte arena but the device holds at most "),
+                        Piece::size(*max),
+                    ],
+                );
             }
             Error::Unsupported(m) => {
-                out(Piece::Text("device does not support: "));
+                out(Text("device does not support: "));
                 m.write_message(out);
             }
             Error::NoSuchTensor { index, count } => {
-                out(Piece::Text("no tensor #"));
-                out(n(*index));
-                out(Piece::Text(" (there are "));
-                out(n(*count));
-                out(Piece::Text(")"));
+                pieces(
+                    out,
+                    &[
+                        Text("no tensor #"),
+                        Piece::size(*index),
+                        Text(" (there are "),
+                        Piece::size(*count),
+                        Text(")"),
+                    ],
+                );
             }
             Error::InputSize {
                 index,
                 expected,
                 got,
             } => {
-                out(Piece::Text("input #"));
-                out(n(*index));
-                out(Piece::Text(" needs "));
-                out(n(*expected));
-                out(Piece::Text(" bytes, "));
-                out(n(*got));
-                out(Piece::Text(" were given"));
+                pieces(
+                    out,
+                    &[
+                        Text("input #"),
+                        Piece::size(*index),
+                        Text(" needs "),
+                        Piece::size(*expected),
+                        Text(" bytes, "),
+                        Piece::size(*got),
+                        Text(" were given"),
+                    ],
+                );
             }
             Error::DTypeMismatch { expected, got } => {
-                out(Piece::Text("tensor is "));
-                out(Piece::Text(expected.name()));
-                out(Piece::Text(", accessed as "));
-                out(Piece::Text(got.name()));
+                pieces(
+                    out,
+                    &[
+                        Text("tensor is "),
+                        Text(expected.name()),
+                        Text(", accessed as "),
+                        Text(got.name()),
+                    ],
+                );
             }
             Error::InputNotSet { index } => {
-                out(Piece::Text("input #"));
-                out(n(*index));
-                out(Piece::Text(" was not written before run"));
+                pieces(
+                    out,
+                    &[
+                        Text("input #"),
+                        Piece::size(*index),
+                        Text(" was not written before run"),
+                    ],
+                );
             }
-            Error::NotRun => out(Piece::Text("outputs read before a successful run")),
+            Error::NotRun => out(Text("outputs read before a successful run")),
             Error::Device(e) => {
-                out(Piece::Text("device error: "));
+                out(Text("device error: "));
                 return Some(e);
             }
         }

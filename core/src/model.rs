@@ -22,7 +22,7 @@ pub struct TensorInfo<'a> {
 
 /// A packed model, verified and ready to run. Borrows the file's bytes (e.g. in flash).
 ///
-/// `OPS` is the kind mask of the op kinds this build decodes and verifies ([`ALL_OPS`] unless a
+/// `OPS` is the selection of op kinds this build decodes and verifies ([`ALL_OPS`] unless a
 /// firmware loads with [`Model::load_selected`]); the others' code is not linked.
 #[derive(Clone, Copy, Debug)]
 pub struct Model<'a, const OPS: Selection = ALL_OPS> {
@@ -54,7 +54,7 @@ impl<'a> Model<'a> {
 
 impl<'a, const OPS: Selection> Model<'a, OPS> {
     /// As [`Model::load`], in a build that links the decoding and verification of only the op
-    /// kinds in kind mask `OPS` (a firmware's selection: the `OPS` of the module
+    /// kinds selection `OPS` names (a firmware's selection: the `OPS` of the module
     /// `ferrite pack --emit rust` writes). A model with any other kind is refused.
     pub fn load_selected(bytes: &'a [u8]) -> Result<Model<'a, OPS>, FormatError> {
         let model = Self::parse_structure(bytes)?;
@@ -65,7 +65,6 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
     }
 
     // Out of line: run once per load or inference, so inlining only copies it (flash).
-
     #[inline(never)]
     fn parse_structure(bytes: &'a [u8]) -> Result<Model<'a, OPS>, FormatError> {
         let header = bytes
@@ -281,7 +280,6 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
     }
 
     // Out of line: run once per load or inference, so inlining only copies it (flash).
-
     #[inline(never)]
     fn verify_tensors(&self) -> Result<(), FormatError> {
         for i in 0..self.tensor_count() {
@@ -291,7 +289,6 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
     }
 
     // Out of line: run once per load or inference, so inlining only copies it (flash).
-
     #[inline(never)]
     fn verify_io(&self) -> Result<(), FormatError> {
         for (list, what) in [(self.inputs, "graph input"), (self.outputs, "graph output")] {
@@ -311,7 +308,6 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
     }
 
     // Out of line: run once per load or inference, so inlining only copies it (flash).
-
     #[inline(never)]
     fn verify_ops(&self) -> Result<(), FormatError> {
         for i in 0..self.len() {

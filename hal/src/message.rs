@@ -20,6 +20,20 @@ pub enum Piece<'a> {
     Hex(u32),
 }
 
+impl Piece<'_> {
+    /// A size or an index, in decimal.
+    pub fn size(n: usize) -> Piece<'static> {
+        Piece::Unsigned(n as u64)
+    }
+}
+
+/// Calls `out` with each of `pieces`, in order: a message's fixed sequence in one call.
+pub fn pieces(out: &mut dyn FnMut(Piece<'_>), pieces: &[Piece<'_>]) {
+    for &piece in pieces {
+        out(piece);
+    }
+}
+
 /// An error (or anything) whose one-line message can be written piece by piece.
 pub trait Message {
     /// Calls `out` with each piece of the message, in order.

@@ -14,7 +14,8 @@ pub fn rust_module(model: &Model<'_>, frt_name: &str, source: &str) -> String {
         .into_iter()
         .filter(|&k| (0..model.len()).any(|i| model.step(i).is_some_and(|s| s.op.kind() == k)))
         .collect();
-    let ops = selection(&kinds, &model_dtypes(model));
+    let dtypes = model_dtypes(model);
+    let ops = selection(&kinds, &dtypes);
     let kind_names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
     let describe = |info: ferrite_core::TensorInfo<'_>| {
         format!(
@@ -72,7 +73,7 @@ pub static MODEL: &[u8] = ferrite_core::include_model!("{frt_name}");
         n_in = model.input_count(),
         n_out = model.output_count(),
         kind_names = kind_names.join(", "),
-        dtype_names = model_dtypes(model)
+        dtype_names = dtypes
             .iter()
             .map(|d| d.name())
             .collect::<Vec<_>>()

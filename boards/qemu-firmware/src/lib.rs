@@ -19,7 +19,9 @@ use core::mem::MaybeUninit;
 use cortex_m_semihosting::{debug, hio};
 use ferrite_core::{Model, Session};
 use ferrite_cortex_m::{CortexMDevice, CpuError};
+use ferrite_hal::message::pieces;
 use ferrite_hal::Device;
+use ferrite_hal::Piece::{Text, Unsigned};
 /// Every op kind: the kernel selection of firmware that runs models sent by the host.
 pub use ferrite_hal::ALL_OPS;
 use ferrite_hal::{Line, Message, Piece};
@@ -98,10 +100,9 @@ impl Message for Name {
             Name::Input(i) => ("input_", Some(i)),
             Name::Output(i) => ("output_", Some(i)),
         };
-        out(Piece::Text(text));
+        out(Text(text));
         if let Some(i) = index {
-            out(Piece::Unsigned(i as u64));
-            out(Piece::Text(".bin"));
+            pieces(out, &[Unsigned(i as u64), Text(".bin")]);
         }
     }
 }
@@ -176,45 +177,51 @@ impl Message for Failure {
     fn write_message(&self, out: &mut dyn FnMut(Piece<'_>)) {
         if !cfg!(feature = "messages") {
             if let Reason::Model(_) = self.0 {
-                out(Piece::Text("invalid model: "));
+                out(Text("invalid model: "));
             }
-            return out(Piece::Text(self.short()));
+            return out(Text(self.short()));
         }
-        let n = |v: usize| Piece::Unsigned(v as u64);
         match &self.0 {
             Reason::Host(e, name) => {
-                out(Piece::Text(e.0));
-                out(Piece::Text(": "));
+                pieces(out, &[Text(e.0), Text(": ")]);
                 name.write_message(out);
             }
-            Reason::Usage => out(Piece::Text(
-                "usage: ferrite DIR RUNS (semihosting arguments)",
-            )),
+            Reason::Usage => out(Text("usage: ferrite DIR RUNS (semihosting arguments)")),
             Reason::TooLarge {
                 what,
                 needed,
                 available,
             } => {
-                out(Piece::Text("the "));
-                out(Piece::Text(what.name()));
-                out(Piece::Text(" needs "));
-                out(n(*needed));
-                out(Piece::Text(" bytes, this board has "));
-                out(n(*available));
+                pieces(
+                    out,
+                    &[
+                        Text("the "),
+                        Text(what.name()),
+                        Text(" needs "),
+                        Piece::size(*needed),
+                        Text(" bytes, this board has "),
+                        Piece::size(*available),
+                    ],
+                );
             }
             Reason::InputSize {
                 index,
                 expected,
                 got,
             } => {
-                out(Piece::Text("input #"));
-                out(n(*index));
-                out(Piece::Text(" has "));
-                out(n(*got));
-                out(Piece::Text(" bytes, the model expects "));
-                out(n(*expected));
+                pieces(
+                    out,
+                    &[
+                        Text("input #"),
+                        Piece::size(*index),
+                        Text(" has "),
+                        Piece::size(*got),
+                        Text(" bytes, the model expects "),
+                        Piece::size(*expected),
+                    ],
+                );
             }
-            Reason::OtherModel => out(Piece::Text(
+            Reason::OtherModel => out(Text(
                 "this firmware embeds a different model than model.frt (rebuild it for this model)",
             )),
             Reason::Model(e) => e.write_message(out),

@@ -23,9 +23,10 @@ pub use profile::{NoProfiler, Profiler};
 
 use ferrite_hal::{Capabilities, Device, Plan, Selection, ALL_OPS};
 
-/// The Cortex-M device, with a per-step profiling hook. `OPS` selects the op kinds whose
-/// kernels are compiled in (a kind mask; every kind by default): firmware that embeds one model
-/// passes the model's `OPS` from `ferrite pack --emit rust` and links only those kernels.
+/// The Cortex-M device, with a per-step profiling hook. `OPS` selects the op kinds and element
+/// types whose kernels are compiled in (a `ferrite_hal::Selection`; everything by default):
+/// firmware that embeds one model passes the model's `OPS` from `ferrite pack --emit rust` and
+/// links only those kernels.
 #[derive(Debug, Default)]
 pub struct CortexMDevice<P: Profiler = NoProfiler, const OPS: Selection = ALL_OPS> {
     profiler: P,
@@ -40,7 +41,7 @@ impl CortexMDevice<NoProfiler> {
 }
 
 impl<const OPS: Selection> CortexMDevice<NoProfiler, OPS> {
-    /// A device without profiling, with the kernels of the kinds in `OPS` only.
+    /// A device without profiling, with the kernels `OPS` selects only.
     pub const fn selected() -> Self {
         CortexMDevice {
             profiler: NoProfiler,

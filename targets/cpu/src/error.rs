@@ -1,6 +1,8 @@
 //! Errors the CPU device can report.
 
 use core::fmt;
+use ferrite_hal::message::pieces;
+use ferrite_hal::Piece::{Signed, Text};
 use ferrite_hal::{ErrorKind, Message, Piece};
 
 /// A CPU-device error.
@@ -28,15 +30,20 @@ impl Message for CpuError {
     fn write_message(&self, out: &mut dyn FnMut(Piece<'_>)) {
         match *self {
             CpuError::IndexOutOfRange { index, len } => {
-                out(Piece::Text("gather index "));
-                out(Piece::Signed(index));
-                out(Piece::Text(" is out of range for an axis of "));
-                out(Piece::Unsigned(len as u64));
+                pieces(
+                    out,
+                    &[
+                        Text("gather index "),
+                        Signed(index),
+                        Text(" is out of range for an axis of "),
+                        Piece::size(len),
+                    ],
+                );
             }
-            CpuError::DivisionByZero => out(Piece::Text("integer division by zero")),
-            CpuError::CorruptPlan => out(Piece::Text("plan step could not be decoded")),
-            CpuError::Misaligned => out(Piece::Text("operand is misaligned")),
-            CpuError::Unsupported => out(Piece::Text("op/dtype not implemented by the CPU device")),
+            CpuError::DivisionByZero => out(Text("integer division by zero")),
+            CpuError::CorruptPlan => out(Text("plan step could not be decoded")),
+            CpuError::Misaligned => out(Text("operand is misaligned")),
+            CpuError::Unsupported => out(Text("op/dtype not implemented by the CPU device")),
         }
     }
 }

@@ -20,16 +20,16 @@ pub use error::CpuError;
 
 use ferrite_hal::{Capabilities, DType, Device, OpKind, OpSet, Plan, Selection, ALL_OPS};
 
-/// The portable CPU device. `OPS` selects the op kinds whose kernels are compiled in (a kind
-/// mask, `ferrite_hal::op_mask`): every kind by default; a firmware for one model passes the
-/// model's `OPS` (from `ferrite pack --emit rust`) and links only those kernels.
+/// The portable CPU device. `OPS` selects the op kinds and element types whose kernels are
+/// compiled in (a `ferrite_hal::Selection`): everything by default; a firmware for one model
+/// passes the model's `OPS` (from `ferrite pack --emit rust`) and links only those kernels.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct CpuDevice<const OPS: Selection = ALL_OPS> {
     _private: (),
 }
 
 impl<const OPS: Selection> CpuDevice<OPS> {
-    /// A CPU device with the kernels of the kinds in `OPS` only.
+    /// A CPU device with the kernels `OPS` selects only.
     pub const fn selected() -> Self {
         CpuDevice { _private: () }
     }

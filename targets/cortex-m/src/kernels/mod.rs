@@ -18,7 +18,7 @@ pub const KERNEL_SET: &str = "dsp+portable";
 #[cfg(not(ferrite_dsp))]
 pub const KERNEL_SET: &str = "portable";
 
-/// Runs one step with the best kernel this build has for it, among the op kinds in mask `OPS`.
+/// Runs one step with the best kernel this build has for it, among those `OPS` selects.
 #[inline]
 pub fn run_step<const OPS: Selection>(
     step: &Step<'_>,
@@ -29,9 +29,6 @@ pub fn run_step<const OPS: Selection>(
     {
         if let Some(result) = dsp::run_step::<OPS>(step, arena, weights) {
             return result;
-        }
-        if OPS == ferrite_hal::ALL_OPS {
-            return ferrite_cpu::kernels::run_step(step, arena, weights);
         }
         if selects(OPS, OpKind::QConv) || selects(OPS, OpKind::QGemm) {
             return portable_after_dsp::<OPS>(step, arena, weights);
