@@ -7,8 +7,8 @@ use crate::format::{self, section};
 use crate::rules;
 use ferrite_hal::words::WordReader;
 use ferrite_hal::{
-    selects, DType, Location, Op, OpKind, Plan, Selection, Shape, Step, TensorDesc, TensorList,
-    Tensors, ALL_OPS,
+    selects, selects_activation, DType, Location, Op, OpKind, Plan, Selection, Shape, Step,
+    TensorDesc, TensorList, Tensors, ALL_OPS,
 };
 
 /// A tensor's description together with its name.
@@ -365,6 +365,12 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
         }
         let op = Op::decode_selected::<OPS>(kind, &mut WordReader::new(params))
             .ok_or(e(K::InvalidValue, "op parameters"))?;
+        if !op.activations().iter().all(|a| selects_activation(OPS, a)) {
+            return Err(e(
+                K::InvalidOp,
+                "this activation is not linked into this build",
+            ));
+        }
         let inputs = TensorList::new(inputs, self);
         let outputs = TensorList::new(outputs, self);
         if verify {

@@ -99,40 +99,58 @@ pub enum Activation {
 }
 
 impl Activation {
+    /// How many activations there are: codes are `0..COUNT`.
+    pub const COUNT: u32 = 29;
+
+    /// The activation's code in the encoding (also its bit in a [`crate::Selection`]).
+    pub const fn code(&self) -> u32 {
+        match self {
+            Activation::None => 0,
+            Activation::Relu => 1,
+            Activation::LeakyRelu { .. } => 2,
+            Activation::Clip { .. } => 3,
+            Activation::Sigmoid => 4,
+            Activation::Tanh => 5,
+            Activation::HardSigmoid { .. } => 6,
+            Activation::HardSwish => 7,
+            Activation::Exp => 8,
+            Activation::Log => 9,
+            Activation::Sqrt => 10,
+            Activation::Reciprocal => 11,
+            Activation::Neg => 12,
+            Activation::Abs => 13,
+            Activation::Sign => 14,
+            Activation::Floor => 15,
+            Activation::Ceil => 16,
+            Activation::Round => 17,
+            Activation::Sin => 18,
+            Activation::Cos => 19,
+            Activation::Erf => 20,
+            Activation::Gelu { .. } => 21,
+            Activation::Elu { .. } => 22,
+            Activation::Selu { .. } => 23,
+            Activation::Celu { .. } => 24,
+            Activation::Softplus => 25,
+            Activation::Softsign => 26,
+            Activation::Mish => 27,
+            Activation::ThresholdedRelu { .. } => 28,
+        }
+    }
+
     /// Appends the three-word encoding (code, a, b).
     pub fn encode(&self, w: &mut WordWriter) {
-        let (code, a, b) = match *self {
-            Activation::None => (0, 0.0, 0.0),
-            Activation::Relu => (1, 0.0, 0.0),
-            Activation::LeakyRelu { alpha } => (2, alpha, 0.0),
-            Activation::Clip { min, max } => (3, min, max),
-            Activation::Sigmoid => (4, 0.0, 0.0),
-            Activation::Tanh => (5, 0.0, 0.0),
-            Activation::HardSigmoid { alpha, beta } => (6, alpha, beta),
-            Activation::HardSwish => (7, 0.0, 0.0),
-            Activation::Exp => (8, 0.0, 0.0),
-            Activation::Log => (9, 0.0, 0.0),
-            Activation::Sqrt => (10, 0.0, 0.0),
-            Activation::Reciprocal => (11, 0.0, 0.0),
-            Activation::Neg => (12, 0.0, 0.0),
-            Activation::Abs => (13, 0.0, 0.0),
-            Activation::Sign => (14, 0.0, 0.0),
-            Activation::Floor => (15, 0.0, 0.0),
-            Activation::Ceil => (16, 0.0, 0.0),
-            Activation::Round => (17, 0.0, 0.0),
-            Activation::Sin => (18, 0.0, 0.0),
-            Activation::Cos => (19, 0.0, 0.0),
-            Activation::Erf => (20, 0.0, 0.0),
-            Activation::Gelu { tanh } => (21, if tanh { 1.0 } else { 0.0 }, 0.0),
-            Activation::Elu { alpha } => (22, alpha, 0.0),
-            Activation::Selu { alpha, gamma } => (23, alpha, gamma),
-            Activation::Celu { alpha } => (24, alpha, 0.0),
-            Activation::Softplus => (25, 0.0, 0.0),
-            Activation::Softsign => (26, 0.0, 0.0),
-            Activation::Mish => (27, 0.0, 0.0),
-            Activation::ThresholdedRelu { alpha } => (28, alpha, 0.0),
+        let (a, b) = match *self {
+            Activation::LeakyRelu { alpha }
+            | Activation::Elu { alpha }
+            | Activation::Celu { alpha }
+            | Activation::ThresholdedRelu { alpha } => (alpha, 0.0),
+            Activation::Clip { min, max } => (min, max),
+            Activation::HardSigmoid { alpha, beta } => (alpha, beta),
+            Activation::Gelu { tanh } => (if tanh { 1.0 } else { 0.0 }, 0.0),
+            Activation::Selu { alpha, gamma } => (alpha, gamma),
+            _ => (0.0, 0.0),
         };
-        w.u32(code);
+        w.u32(self.code());
         w.f32(a);
         w.f32(b);
     }
@@ -247,7 +265,7 @@ mod tests {
 
     #[test]
     fn every_code_round_trips_and_bad_ones_are_refused() {
-        for code in 0..=28u32 {
+        for code in 0..Activation::COUNT {
             let act = decode_words(code, 0.5, 2.0).unwrap_or_else(|| panic!("code {code}"));
             let mut w = WordWriter::default();
             act.encode(&mut w);
@@ -261,7 +279,7 @@ mod tests {
             // Exactly the first eight may be fused.
             assert_eq!(act.is_fusable(), code <= 7, "{}", act.name());
         }
-        assert_eq!(decode_words(29, 0.0, 0.0), None);
+        assert_eq!(decode_words(Activation::COUNT, 0.0, 0.0), None);
         assert_eq!(decode_words(24, 0.0, 0.0), None, "Celu with alpha 0");
         assert_eq!(decode_words(22, f32::NAN, 0.0), None);
     }

@@ -35,5 +35,8 @@ pub use dtype::DType;
 pub use error::{Error, ErrorKind};
 pub use message::{Line, Message, Piece};
 pub use op::{Op, OpKind};
-pub use selection::{op_mask, selection, selects, selects_dtype, Selection, ALL_OPS};
+pub use selection::{
+    op_mask, selection, selects, selects_activation, selects_dtype, with_activations, Selection,
+    ALL_OPS,
+};
 pub use shape::{Shape, MAX_RANK};

@@ -1099,6 +1099,20 @@ impl Op {
         }
     }
 
+    /// Every activation the op applies (its fused one, a `Unary`'s, a recurrent cell's three),
+    /// [`Activation::None`] where there is none: what a selection must name for the op to run.
+    pub fn activations(&self) -> [Activation; 3] {
+        match *self {
+            Op::Unary(a) => [a, Activation::None, Activation::None],
+            Op::Recurrent(r) => r.activations,
+            _ => [
+                self.activation().unwrap_or(Activation::None),
+                Activation::None,
+                Activation::None,
+            ],
+        }
+    }
+
     /// Whether the output may occupy exactly the bytes of an input of the same shape (in-place).
     pub fn allows_in_place(&self) -> bool {
         matches!(

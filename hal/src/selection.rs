@@ -6,10 +6,12 @@
 //! only that model's decoding, verification and kernels.
 //!
 //! Bits 0–63 are op kinds (bit = [`OpKind::code`]), bits 64–79 element types (bit = 64 +
-//! [`DType::index`]). A selection without any element-type bit selects every element type, so
-//! a mask of kinds alone ([`op_mask`]) keeps every dtype's kernels.
+//! [`DType::index`]), bits 80–108 activations, fused or standalone (bit = 80 +
+//! [`Activation::code`]). A selection without any element-type bit selects every element type,
+//! and one without any activation bit every activation, so a mask of kinds alone ([`op_mask`])
+//! keeps every dtype's and every activation's kernels.
 
-use crate::{DType, OpKind};
+use crate::{Activation, DType, OpKind};
 
 /// A selection of op kinds and element types (see the module documentation).
 pub type Selection = u128;
@@ -18,6 +20,13 @@ pub type Selection = u128;
 pub const ALL_OPS: Selection = Selection::MAX;
 
 const DTYPE_BITS: Selection = 0xFFFF << 64;
+
+const ACTIVATION_SHIFT: u32 = 80;
+const ACTIVATION_BITS: Selection = ((1 << Activation::COUNT) - 1) << ACTIVATION_SHIFT;
+const _: () = assert!(
+    ACTIVATION_SHIFT + Activation::COUNT <= 128,
+    "activations must fit"
+);
 
 /// The selection of `kinds` (every element type).
 pub const fn op_mask(kinds: &[OpKind]) -> Selection {
@@ -41,6 +50,18 @@ pub const fn selection(kinds: &[OpKind], dtypes: &[DType]) -> Selection {
     mask
 }
 
+/// `mask` with `activations` selected too, and the identity: what a model's steps apply. Once
+/// one activation bit is set, only the selected activations are linked and accepted at load.
+pub const fn with_activations(mask: Selection, activations: &[Activation]) -> Selection {
+    let mut mask = mask | 1 << (ACTIVATION_SHIFT + Activation::None.code());
+    let mut i = 0;
+    while i < activations.len() {
+        mask |= 1 << (ACTIVATION_SHIFT + activations[i].code());
+        i += 1;
+    }
+    mask
+}
+
 /// Whether `ops` selects `kind`.
 pub const fn selects(ops: Selection, kind: OpKind) -> bool {
     ops & (1 << (kind as u16)) != 0
@@ -49,6 +70,11 @@ pub const fn selects(ops: Selection, kind: OpKind) -> bool {
 /// Whether `ops` selects element type `dtype` (every type when it names none).
 pub const fn selects_dtype(ops: Selection, dtype: DType) -> bool {
     ops & DTYPE_BITS == 0 || ops & (1 << (64 + dtype.index())) != 0
+}
+
+/// Whether `ops` selects activation `act` (every activation when it names none).
+pub const fn selects_activation(ops: Selection, act: &Activation) -> bool {
+    ops & ACTIVATION_BITS == 0 || ops & (1 << (ACTIVATION_SHIFT + act.code())) != 0
 }
 
 #[cfg(test)]
@@ -72,5 +98,27 @@ mod tests {
             );
         }
         assert!(DType::ALL.len() <= 16);
+    }
+
+    #[test]
+    fn activations_narrow_only_once_one_is_named() {
+        let gemm = selection(&[OpKind::Gemm], &[DType::F32]);
+        assert!(selects_activation(gemm, &Activation::Tanh));
+        let relu = with_activations(gemm, &[Activation::Relu]);
+        assert!(selects_activation(relu, &Activation::Relu));
+        assert!(
+            selects_activation(relu, &Activation::None),
+            "the identity is always there"
+        );
+        assert!(!selects_activation(relu, &Activation::Tanh));
+        assert!(!selects_activation(
+            relu,
+            &Activation::LeakyRelu { alpha: 0.1 }
+        ));
+        assert!(selects(relu, OpKind::Gemm) && !selects(relu, OpKind::Conv));
+        assert!(selects_dtype(relu, DType::F32) && !selects_dtype(relu, DType::I8));
+        let none = with_activations(gemm, &[]);
+        assert!(selects_activation(none, &Activation::None));
+        assert!(!selects_activation(none, &Activation::Relu));
     }
 }

@@ -50,9 +50,12 @@ fn the_emitted_module_runs_in_an_arena_sized_at_compile_time() {
 /// as the full device does, and refuses at session creation a model needing another kind.
 #[test]
 fn a_device_selected_by_the_emitted_ops_runs_its_model_and_refuses_others() {
-    use ferrite_hal::{selects, OpKind};
+    use ferrite_hal::{selects, selects_activation, Activation, OpKind};
     assert!(selects(digits::OPS, OpKind::Gemm) && selects(digits::OPS, OpKind::Softmax));
     assert!(!selects(digits::OPS, OpKind::Conv));
+    // Its one activation, the Relu fused into the first Gemm, and no other.
+    assert!(selects_activation(digits::OPS, &Activation::Relu));
+    assert!(!selects_activation(digits::OPS, &Activation::Tanh));
     let model = Model::load(digits::MODEL).expect("the embedded model verifies");
     let image: Vec<f32> = (0..64).map(|i| (i * 7 % 16) as f32).collect();
     assert_eq!(

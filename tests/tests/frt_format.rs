@@ -116,6 +116,11 @@ proptest::proptest! {
 /// The tiny MLP's op kinds (MatMul + Add + Relu fuse into one Gemm), and the same without Softmax.
 const TINY_MLP_OPS: ferrite_hal::Selection = ferrite_hal::op_mask(&[OpKind::Gemm, OpKind::Softmax]);
 const WITHOUT_SOFTMAX: ferrite_hal::Selection = ferrite_hal::op_mask(&[OpKind::Gemm]);
+/// The tiny MLP's kinds with its fused Relu, and with Tanh instead.
+const WITH_RELU: ferrite_hal::Selection =
+    ferrite_hal::with_activations(TINY_MLP_OPS, &[ferrite_hal::Activation::Relu]);
+const WITH_TANH_ONLY: ferrite_hal::Selection =
+    ferrite_hal::with_activations(TINY_MLP_OPS, &[ferrite_hal::Activation::Tanh]);
 
 #[test]
 fn a_build_selecting_other_ops_refuses_the_model_and_runs_its_own() {
@@ -138,6 +143,15 @@ fn a_build_selecting_other_ops_refuses_the_model_and_runs_its_own() {
     assert_eq!(err.kind, K::InvalidOp);
     assert!(
         err.to_string().contains("not linked into this build"),
+        "{err}"
+    );
+    // Activations narrow the same way: the fused Relu must be selected.
+    assert!(Model::<WITH_RELU>::load_selected(aligned.as_bytes()).is_ok());
+    let err = Model::<WITH_TANH_ONLY>::load_selected(aligned.as_bytes())
+        .expect_err("a build without Relu refuses the model");
+    assert_eq!(err.kind, K::InvalidOp);
+    assert!(
+        err.to_string().contains("activation is not linked"),
         "{err}"
     );
 }

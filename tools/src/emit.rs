@@ -2,7 +2,7 @@
 //! arena at compile time, the way firmware ships a model.
 
 use ferrite_core::Model;
-use ferrite_hal::{selection, DType, OpKind, Plan};
+use ferrite_hal::{selection, with_activations, Activation, DType, OpKind, Plan};
 
 /// The text of a Rust module for the model in `model` (packed file `frt_name`, made from
 /// `source`). It includes `frt_name` (written next to the module) with
@@ -15,8 +15,17 @@ pub fn rust_module(model: &Model<'_>, frt_name: &str, source: &str) -> String {
         .filter(|&k| (0..model.len()).any(|i| model.step(i).is_some_and(|s| s.op.kind() == k)))
         .collect();
     let dtypes = model_dtypes(model);
-    let ops = selection(&kinds, &dtypes);
+    let activations = model_activations(model);
+    let ops = with_activations(selection(&kinds, &dtypes), &activations);
     let kind_names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+    let activation_names = match activations.is_empty() {
+        true => "no activation".to_string(),
+        false => activations
+            .iter()
+            .map(|a| a.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+    };
     let describe = |info: ferrite_core::TensorInfo<'_>| {
         format!(
             "    ({:?}, {:?}, &{:?}),\n",
@@ -57,8 +66,8 @@ pub const INPUTS: [(&str, &str, &[usize]); {n_in}] = [
 pub const OUTPUTS: [(&str, &str, &[usize]); {n_out}] = [
 {outputs}];
 
-/// What the model uses: op kinds {kind_names}, on {dtype_names} tensors
-/// (a `ferrite_hal::Selection`). A model loaded with `ferrite_core::Model::<OPS>::load_selected`
+/// What the model uses: op kinds {kind_names}, on {dtype_names} tensors, with
+/// {activation_names} (a `ferrite_hal::Selection`). A model loaded with `ferrite_core::Model::<OPS>::load_selected`
 /// and a device made with it (`ferrite_cortex_m::CortexMDevice::<_, OPS>::selected()`,
 /// `ferrite_cpu::CpuDevice::<OPS>::selected()`) link only their decoding, checks and kernels.
 pub const OPS: u128 = {ops:#034x};
@@ -79,6 +88,21 @@ pub static MODEL: &[u8] = ferrite_core::include_model!("{frt_name}");
             .collect::<Vec<_>>()
             .join(", "),
     )
+}
+
+/// Every activation the model's steps apply besides the identity, fused or standalone, in code
+/// order.
+fn model_activations(model: &Model<'_>) -> Vec<Activation> {
+    let mut used: Vec<Activation> = Vec::new();
+    for step in (0..model.len()).filter_map(|i| model.step(i)) {
+        for act in step.op.activations() {
+            if act != Activation::None && !used.iter().any(|u| u.code() == act.code()) {
+                used.push(act);
+            }
+        }
+    }
+    used.sort_by_key(|a| a.code());
+    used
 }
 
 /// Every element type among the operands of the model's steps, in `DType::ALL` order.

@@ -3,6 +3,28 @@
 //! micromath's approximations are off by up to a few percent (measured in `docs/kernels.md`);
 //! they are opt-in only.
 
+/// The larger of `a` and `b`, the other one when either is NaN: [`f32::max`]'s result (signed
+/// zeros aside) as two compares, where `f32::max` is a call to `fmaxf` on targets without a
+/// max instruction (Cortex-M4F: 20 instructions per element in Relu, pools and softmax).
+#[inline(always)]
+pub fn max(a: f32, b: f32) -> f32 {
+    if a > b || b.is_nan() {
+        a
+    } else {
+        b
+    }
+}
+
+/// The smaller of `a` and `b`, the other one when either is NaN, as [`max`].
+#[inline(always)]
+pub fn min(a: f32, b: f32) -> f32 {
+    if a < b || b.is_nan() {
+        a
+    } else {
+        b
+    }
+}
+
 /// `e^x`.
 #[inline]
 pub fn exp(x: f32) -> f32 {
@@ -120,6 +142,29 @@ mod tests {
                 (f(x) - want).abs() / want.abs().max(1e-6)
             })
             .fold(0.0, f32::max)
+    }
+
+    /// `max` and `min` give `f32::max`'s and `f32::min`'s results, NaNs and infinities included
+    /// (signed zeros compare equal).
+    #[test]
+    fn max_and_min_are_the_standard_ones() {
+        let values = [
+            f32::NAN,
+            f32::NEG_INFINITY,
+            -3.5,
+            -0.0,
+            0.0,
+            1e-30,
+            2.0,
+            f32::INFINITY,
+        ];
+        let same = |x: f32, y: f32| (x.is_nan() && y.is_nan()) || x == y;
+        for a in values {
+            for b in values {
+                assert!(same(super::max(a, b), a.max(b)), "max({a}, {b})");
+                assert!(same(super::min(a, b), a.min(b)), "min({a}, {b})");
+            }
+        }
     }
 
     /// The accuracy `docs/kernels.md` states: exact (libm) by default, within the measured

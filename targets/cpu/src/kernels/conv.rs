@@ -5,7 +5,6 @@
 //! depthwise runs directly, one vectorised row at a time; everything else unfolds one group's
 //! input into the planned scratch (im2col) and multiplies.
 
-use super::elementwise::activate_fused;
 use super::gemm::{sgemm, Mat};
 use ferrite_hal::geometry::{
     conv_scratch_elements, conv_tile_columns, depthwise_strategy, Depthwise,
@@ -169,7 +168,6 @@ pub fn conv(
             }
         }
     }
-    activate_fused(p.activation, out);
 }
 
 #[inline(always)]
@@ -527,7 +525,6 @@ pub fn conv_transpose(
             }
         }
     }
-    activate_fused(p.activation, out);
 }
 
 #[cfg(test)]

@@ -4,35 +4,47 @@ use super::index::for_each_index;
 use crate::math;
 use ferrite_hal::geometry::broadcast_strides;
 use ferrite_hal::op::BinaryOp;
-use ferrite_hal::{Activation, Shape};
+use ferrite_hal::{selects_activation, Activation, Selection, Shape};
 
 /// Applies a fused activation (one of [`Activation::is_fusable`]'s, as the verifier requires)
-/// to every element of `xs` in place. Kernels inline only these few.
+/// to every element of `xs` in place: the dispatch calls it once, after the kernel of any op
+/// that carries one. Only the activations selected by `OPS` are compiled in (the core refuses
+/// a model with any other at load).
 #[inline(always)]
-pub fn activate_fused(act: Activation, xs: &mut [f32]) {
+pub fn activate_fused<const OPS: Selection>(act: Activation, xs: &mut [f32]) {
     match act {
-        Activation::Relu => xs.iter_mut().for_each(|x| *x = x.max(0.0)),
-        Activation::LeakyRelu { alpha } => xs
+        a @ Activation::Relu if selected::<OPS>(&a) => {
+            xs.iter_mut().for_each(|x| *x = math::max(*x, 0.0))
+        }
+        a @ Activation::LeakyRelu { alpha } if selected::<OPS>(&a) => xs
             .iter_mut()
             .for_each(|x| *x = if *x >= 0.0 { *x } else { *x * alpha }),
         // Not `clamp`: ONNX allows min > max (the result is then max), where clamp panics.
         #[allow(clippy::manual_clamp)]
-        Activation::Clip { min, max } => xs.iter_mut().for_each(|x| *x = x.max(min).min(max)),
-        Activation::Sigmoid => xs.iter_mut().for_each(|x| *x = sigmoid(*x)),
-        Activation::Tanh => xs.iter_mut().for_each(|x| *x = math::tanh(*x)),
-        Activation::HardSigmoid { alpha, beta } => xs
+        a @ Activation::Clip { min, max } if selected::<OPS>(&a) => xs
+            .iter_mut()
+            .for_each(|x| *x = math::min(math::max(*x, min), max)),
+        a @ Activation::Sigmoid if selected::<OPS>(&a) => {
+            xs.iter_mut().for_each(|x| *x = sigmoid(*x))
+        }
+        a @ Activation::Tanh if selected::<OPS>(&a) => {
+            xs.iter_mut().for_each(|x| *x = math::tanh(*x))
+        }
+        a @ Activation::HardSigmoid { alpha, beta } if selected::<OPS>(&a) => xs
             .iter_mut()
             .for_each(|x| *x = (alpha * *x + beta).clamp(0.0, 1.0)),
-        Activation::HardSwish => xs
+        a @ Activation::HardSwish if selected::<OPS>(&a) => xs
             .iter_mut()
             .for_each(|x| *x *= (*x / 6.0 + 0.5).clamp(0.0, 1.0)),
-        // Identity, and (never, after verification) an unfusable activation.
+        // Identity, and (never, after verification) an unfusable or unselected activation.
         _ => {}
     }
 }
 
-/// Applies `act` to every element of `xs` in place: any activation (standalone `Unary` ops).
-pub fn activate(act: Activation, xs: &mut [f32]) {
+/// Applies `act` to every element of `xs` in place: any activation selected by `OPS`
+/// (standalone `Unary` ops, recurrent gates). Out of line: one copy serves every call.
+#[inline(never)]
+pub fn activate<const OPS: Selection>(act: Activation, xs: &mut [f32]) {
     match act {
         Activation::None
         | Activation::Relu
@@ -41,42 +53,52 @@ pub fn activate(act: Activation, xs: &mut [f32]) {
         | Activation::Sigmoid
         | Activation::Tanh
         | Activation::HardSigmoid { .. }
-        | Activation::HardSwish => activate_fused(act, xs),
-        Activation::Exp => map(xs, math::exp),
-        Activation::Log => map(xs, math::ln),
-        Activation::Sqrt => map(xs, math::sqrt),
-        Activation::Reciprocal => map(xs, |x| 1.0 / x),
-        Activation::Neg => map(xs, |x| -x),
-        Activation::Abs => map(xs, f32::abs),
-        Activation::Sign => map(xs, sign),
-        Activation::Floor => map(xs, math::floor),
-        Activation::Ceil => map(xs, math::ceil),
-        Activation::Round => map(xs, math::round_half_even),
-        Activation::Sin => map(xs, math::sin),
-        Activation::Cos => map(xs, math::cos),
-        Activation::Erf => map(xs, math::erf),
-        Activation::Gelu { tanh: false } => map(xs, |x| {
+        | Activation::HardSwish => activate_fused::<OPS>(act, xs),
+        a @ Activation::Exp if selected::<OPS>(&a) => map(xs, math::exp),
+        a @ Activation::Log if selected::<OPS>(&a) => map(xs, math::ln),
+        a @ Activation::Sqrt if selected::<OPS>(&a) => map(xs, math::sqrt),
+        a @ Activation::Reciprocal if selected::<OPS>(&a) => map(xs, |x| 1.0 / x),
+        a @ Activation::Neg if selected::<OPS>(&a) => map(xs, |x| -x),
+        a @ Activation::Abs if selected::<OPS>(&a) => map(xs, f32::abs),
+        a @ Activation::Sign if selected::<OPS>(&a) => map(xs, sign),
+        a @ Activation::Floor if selected::<OPS>(&a) => map(xs, math::floor),
+        a @ Activation::Ceil if selected::<OPS>(&a) => map(xs, math::ceil),
+        a @ Activation::Round if selected::<OPS>(&a) => map(xs, math::round_half_even),
+        a @ Activation::Sin if selected::<OPS>(&a) => map(xs, math::sin),
+        a @ Activation::Cos if selected::<OPS>(&a) => map(xs, math::cos),
+        a @ Activation::Erf if selected::<OPS>(&a) => map(xs, math::erf),
+        a @ Activation::Gelu { tanh: false } if selected::<OPS>(&a) => map(xs, |x| {
             0.5 * x * (1.0 + math::erf(x * core::f32::consts::FRAC_1_SQRT_2))
         }),
-        Activation::Gelu { tanh: true } => map(xs, |x| {
+        a @ Activation::Gelu { tanh: true } if selected::<OPS>(&a) => map(xs, |x| {
             // sqrt(2 / pi)
             const K: f32 = 0.797_884_6;
             0.5 * x * (1.0 + math::tanh(K * (x + 0.044_715 * x * x * x)))
         }),
-        Activation::Elu { alpha } => {
+        a @ Activation::Elu { alpha } if selected::<OPS>(&a) => {
             map(xs, |x| if x >= 0.0 { x } else { alpha * math::exp_m1(x) })
         }
-        Activation::Selu { alpha, gamma } => map(xs, |x| {
+        a @ Activation::Selu { alpha, gamma } if selected::<OPS>(&a) => map(xs, |x| {
             gamma * if x > 0.0 { x } else { alpha * math::exp_m1(x) }
         }),
-        Activation::Celu { alpha } => map(xs, |x| {
+        a @ Activation::Celu { alpha } if selected::<OPS>(&a) => map(xs, |x| {
             x.max(0.0) + (alpha * math::exp_m1(x / alpha)).min(0.0)
         }),
-        Activation::Softplus => map(xs, softplus),
-        Activation::Softsign => map(xs, |x| x / (1.0 + x.abs())),
-        Activation::Mish => map(xs, |x| x * math::tanh(softplus(x))),
-        Activation::ThresholdedRelu { alpha } => map(xs, |x| if x > alpha { x } else { 0.0 }),
+        a @ Activation::Softplus if selected::<OPS>(&a) => map(xs, softplus),
+        a @ Activation::Softsign if selected::<OPS>(&a) => map(xs, |x| x / (1.0 + x.abs())),
+        a @ Activation::Mish if selected::<OPS>(&a) => map(xs, |x| x * math::tanh(softplus(x))),
+        a @ Activation::ThresholdedRelu { alpha } if selected::<OPS>(&a) => {
+            map(xs, |x| if x > alpha { x } else { 0.0 })
+        }
+        // Not selected: the core refused the model at load.
+        _ => {}
     }
+}
+
+/// Whether `OPS` selects `act` (a constant in each arm where `act`'s variant is known).
+#[inline(always)]
+const fn selected<const OPS: Selection>(act: &Activation) -> bool {
+    selects_activation(OPS, act)
 }
 
 /// `x ↦ f(x)` over `xs`, in place.
@@ -135,16 +157,9 @@ enum Row<'a> {
     Output,
 }
 
-/// `out = act(a op b)` with numpy broadcasting over `out_shape`.
+/// `out = a op b` with numpy broadcasting over `out_shape`.
 #[inline(always)]
-pub fn binary(
-    op: BinaryOp,
-    a: Operand<'_>,
-    b: Operand<'_>,
-    out: &mut [f32],
-    out_shape: &Shape,
-    act: Activation,
-) {
+pub fn binary(op: BinaryOp, a: Operand<'_>, b: Operand<'_>, out: &mut [f32], out_shape: &Shape) {
     match op {
         BinaryOp::Add => binary_with(a, b, out, out_shape, |x, y| x + y),
         BinaryOp::Sub => binary_with(a, b, out, out_shape, |x, y| x - y),
@@ -180,7 +195,6 @@ pub fn binary(
         // The verifier refuses shifts on floats.
         BinaryOp::ShiftLeft | BinaryOp::ShiftRight => {}
     }
-    activate_fused(act, out);
 }
 
 #[inline(always)]
@@ -271,7 +285,6 @@ pub fn batch_norm(
     var: &[f32],
     epsilon: f32,
     out: &mut [f32],
-    act: Activation,
 ) {
     let n = shape.dim(0);
     let c = shape.dim(1);
@@ -292,7 +305,6 @@ pub fn batch_norm(
             }
         }
     }
-    activate_fused(act, out);
 }
 
 /// Softmax along `axis`: the tensor is `[outer, len, inner]` around it.
@@ -314,7 +326,7 @@ pub fn softmax(x: Option<&[f32]>, shape: &Shape, axis: usize, out: &mut [f32]) {
         for i in 0..inner {
             // The `len` values of one softmax, `inner` apart (contiguous when inner == 1).
             let lane = || block.get(i..).unwrap_or(&[]).iter().step_by(inner);
-            let max = lane().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            let max = lane().fold(f32::NEG_INFINITY, |m, &v| math::max(m, v));
             let mut sum = 0.0;
             for v in block
                 .get_mut(i..)
@@ -363,7 +375,7 @@ pub fn log_softmax(x: Option<&[f32]>, shape: &Shape, axis: usize, out: &mut [f32
     for block in out.chunks_exact_mut((len * inner).max(1)).take(outer) {
         for i in 0..inner {
             let lane = || block.get(i..).unwrap_or(&[]).iter().step_by(inner);
-            let max = lane().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+            let max = lane().fold(f32::NEG_INFINITY, |m, &v| math::max(m, v));
             let sum: f32 = lane().map(|&v| math::exp(v - max)).sum();
             let shift = max + math::ln(sum);
             for v in block
@@ -400,5 +412,54 @@ pub fn hardmax(x: &[f32], shape: &Shape, axis: usize, out: &mut [f32]) {
             });
             block[i + first * inner] = 1.0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_hal::{with_activations, ALL_OPS};
+
+    const XS: [f32; 7] = [-3.0, -1.0, -0.25, 0.0, 0.5, 2.0, 7.0];
+
+    fn applied<const OPS: Selection>(act: Activation) -> [f32; 7] {
+        let mut xs = XS;
+        activate::<OPS>(act, &mut xs);
+        xs
+    }
+
+    /// A build selecting one activation computes it exactly as the every-activation build,
+    /// fused or standalone, and links no other (an unselected one leaves the data as it is;
+    /// the core refuses such a model at load, so no step reaches it).
+    #[test]
+    fn a_selected_activation_computes_as_the_full_build() {
+        macro_rules! check {
+            ($($act:expr),*) => {$({
+                const ONE: Selection = with_activations(0, &[$act]);
+                assert_eq!(applied::<ONE>($act), applied::<ALL_OPS>($act), "{:?}", $act);
+                assert_ne!(applied::<ALL_OPS>($act), XS, "{:?} changes the data", $act);
+                let mut fused = XS;
+                activate_fused::<ONE>($act, &mut fused);
+                if $act.is_fusable() {
+                    assert_eq!(fused, applied::<ALL_OPS>($act), "{:?} fused", $act);
+                }
+                const OTHER: Selection = with_activations(0, &[Activation::Softsign]);
+                if $act.code() != Activation::Softsign.code() {
+                    assert_eq!(applied::<OTHER>($act), XS, "{:?} is not linked", $act);
+                }
+            })*};
+        }
+        check!(
+            Activation::Relu,
+            Activation::LeakyRelu { alpha: 0.1 },
+            Activation::Clip { min: 0.0, max: 6.0 },
+            Activation::Sigmoid,
+            Activation::Tanh,
+            Activation::HardSwish,
+            Activation::Exp,
+            Activation::Gelu { tanh: true },
+            Activation::Elu { alpha: 1.0 },
+            Activation::Softsign
+        );
     }
 }

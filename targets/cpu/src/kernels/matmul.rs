@@ -1,13 +1,13 @@
 //! The Gemm and MatMul operators on top of [`super::gemm::sgemm`].
 
-use super::elementwise::activate_fused;
 use super::gemm::{sgemm, Mat};
 use super::index::for_each_index;
 use ferrite_hal::geometry::{broadcast_strides, MatMulGeometry};
 use ferrite_hal::op::Gemm;
 use ferrite_hal::Shape;
 
-/// `out[M×N] = act(alpha · A · B + beta · C)`, `C` broadcast to `[M, N]`.
+/// `out[M×N] = alpha · A · B + beta · C`, `C` broadcast to `[M, N]` (the dispatch applies the
+/// fused activation).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn gemm(
@@ -50,7 +50,6 @@ pub fn gemm(
         n,
         true,
     );
-    activate_fused(p.activation, out);
 }
 
 /// Batched, broadcasting matrix product.
@@ -81,9 +80,4 @@ pub fn matmul(g: &MatMulGeometry, a: &[f32], b: &[f32], out: &mut [f32]) {
             );
         },
     );
-}
-
-/// Applies the fused activation of a MatMul.
-pub fn finish(act: ferrite_hal::Activation, out: &mut [f32]) {
-    activate_fused(act, out);
 }

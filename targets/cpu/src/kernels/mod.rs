@@ -25,7 +25,7 @@ use crate::CpuError;
 use elementwise::Operand;
 use ferrite_hal::geometry::{nchw, MatMulGeometry};
 use ferrite_hal::{
-    selects, selects_dtype, DType, Op, OpKind, Selection, Step, TensorDesc, ALL_OPS,
+    selects, selects_dtype, Activation, DType, Op, OpKind, Selection, Step, TensorDesc, ALL_OPS,
 };
 
 /// Runs `$body` with `$src`/`$dst` bound to the byte slices viewed as elements of `$dtype`'s
@@ -219,7 +219,7 @@ fn run_step_inline<const OPS: Selection>(
             return top_k(step, axis, largest, arena, weights)
         }
         Op::Recurrent(r) if selects(OPS, OpKind::Recurrent) => {
-            return recurrent(step, &r, arena, weights)
+            return recurrent::<OPS>(step, &r, arena, weights)
         }
         _ => {}
     }
@@ -243,27 +243,24 @@ fn run_step_inline<const OPS: Selection>(
                 Some(s) => f32s_mut(s)?,
                 None => &mut [][..],
             };
+            let out = f32s_mut(out)?;
             conv::conv(
                 &c,
                 dims,
                 f32_in(0)?,
                 f32_in(1)?,
                 optional_f32(2)?,
-                f32s_mut(out)?,
+                out,
                 scratch,
             );
+            fused::<OPS>(c.activation, out);
         }
         Op::ConvTranspose(c) if selects(OPS, OpKind::ConvTranspose) => {
             let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
                 .ok_or(CpuError::CorruptPlan)?;
-            conv::conv_transpose(
-                &c,
-                dims,
-                f32_in(0)?,
-                f32_in(1)?,
-                optional_f32(2)?,
-                f32s_mut(out)?,
-            );
+            let out = f32s_mut(out)?;
+            conv::conv_transpose(&c, dims, f32_in(0)?, f32_in(1)?, optional_f32(2)?, out);
+            fused::<OPS>(c.activation, out);
         }
         Op::Gemm(g) if selects(OPS, OpKind::Gemm) => {
             let (a, b) = (input(0)?, input(1)?);
@@ -272,20 +269,24 @@ fn run_step_inline<const OPS: Selection>(
                 None => None,
             };
             let (m, k, n) = (a.shape.dim(0), a.shape.dim(1), b.shape.dim(1));
-            matmul::gemm(&g, m, k, n, f32_in(0)?, f32_in(1)?, c, f32s_mut(out)?);
+            let out = f32s_mut(out)?;
+            matmul::gemm(&g, m, k, n, f32_in(0)?, f32_in(1)?, c, out);
+            fused::<OPS>(g.activation, out);
         }
         Op::MatMul { activation } if selects(OPS, OpKind::MatMul) => {
             let g = MatMulGeometry::new(&input(0)?.shape, &input(1)?.shape)
                 .ok_or(CpuError::CorruptPlan)?;
             let out = f32s_mut(out)?;
             matmul::matmul(&g, f32_in(0)?, f32_in(1)?, out);
-            matmul::finish(activation, out);
+            fused::<OPS>(activation, out);
         }
         Op::Binary { op, activation } if selects(OPS, OpKind::Binary) => {
             let (a, b) = (input(0)?, input(1)?);
             if a.dtype == DType::F32 {
                 let (a, b) = (operand(&view, &a)?, operand(&view, &b)?);
-                elementwise::binary(op, a, b, f32s_mut(out)?, &out_desc.shape, activation);
+                let out = f32s_mut(out)?;
+                elementwise::binary(op, a, b, out, &out_desc.shape);
+                fused::<OPS>(activation, out);
             } else {
                 let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
                 integer_binary(op, (a, ab), (b, bb), out, &out_desc.shape)?;
@@ -437,7 +438,7 @@ fn run_step_inline<const OPS: Selection>(
             if let Src::Bytes(x) = view.src(&input(0)?)? {
                 out.copy_from_slice(f32s(x)?);
             }
-            elementwise::activate(act, out);
+            elementwise::activate::<OPS>(act, out);
         }
         Op::LogSoftmax { axis } if selects(OPS, OpKind::LogSoftmax) => {
             elementwise::log_softmax(Some(f32_in(0)?), &out_desc.shape, axis, f32s_mut(out)?);
@@ -572,6 +573,7 @@ fn run_step_inline<const OPS: Selection>(
                 Src::Bytes(b) => Some(f32s(b)?),
                 Src::Output => None,
             };
+            let out = f32s_mut(out)?;
             elementwise::batch_norm(
                 x,
                 &out_desc.shape,
@@ -580,9 +582,9 @@ fn run_step_inline<const OPS: Selection>(
                 f32_in(3)?,
                 f32_in(4)?,
                 epsilon,
-                f32s_mut(out)?,
-                activation,
+                out,
             );
+            fused::<OPS>(activation, out);
         }
         Op::Reduce { op, axes } if selects(OPS, OpKind::Reduce) => {
             let x = input(0)?;
@@ -854,6 +856,14 @@ fn run_step_inline<const OPS: Selection>(
     Ok(())
 }
 
+/// Applies an op's fused activation to its f32 output, after its kernel: one out-of-line copy
+/// of the activations' code, shared by every kernel that fuses one (Conv, ConvTranspose, Gemm,
+/// MatMul, float binary ops, batch norm).
+#[inline(never)]
+fn fused<const OPS: Selection>(act: Activation, out: &mut [f32]) {
+    elementwise::activate_fused::<OPS>(act, out)
+}
+
 /// TopK writes two outputs: the values (carved as the output) and the indices (carved where a
 /// scratch would be: another disjoint span).
 #[inline(always)]
@@ -891,7 +901,7 @@ fn top_k(
 
 /// A recurrent layer writes Y, Y_h (and Y_c) and uses a scratch: four disjoint spans.
 #[inline(always)]
-fn recurrent(
+fn recurrent<const OPS: Selection>(
     step: &Step<'_>,
     op: &ferrite_hal::op::Recurrent,
     arena: &mut [u8],
@@ -941,7 +951,7 @@ fn recurrent(
         Some(c) => Some(f32s_mut(c)?),
         None => None,
     };
-    recurrent::recurrent(
+    recurrent::recurrent::<OPS>(
         op,
         dims,
         &operands,

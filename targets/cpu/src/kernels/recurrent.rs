@@ -4,6 +4,7 @@
 use super::elementwise::activate;
 use crate::CpuError;
 use ferrite_hal::op::{Cell, Recurrent};
+use ferrite_hal::Selection;
 
 /// The operands of one recurrent layer direction (f32, shapes checked by the verifier).
 pub struct Operands<'a> {
@@ -59,7 +60,7 @@ fn times_transposed(
 /// Runs the layer: `y` `[seq, batch, hidden]`, `h` and `c` the final states, `scratch` at
 /// least `2·batch·gates·hidden`. Operands shorter than `dims` say are an error (checked once,
 /// so the loops index freely).
-pub fn recurrent(
+pub fn recurrent<const OPS: Selection>(
     op: &Recurrent,
     dims: Dims,
     o: &Operands<'_>,
@@ -130,7 +131,7 @@ pub fn recurrent(
                         *a += r;
                     }
                     clip(gx);
-                    activate(f, gx);
+                    activate::<OPS>(f, gx);
                     hb.copy_from_slice(gx);
                 }
                 Cell::Gru {
@@ -143,7 +144,7 @@ pub fn recurrent(
                         *a += r;
                     }
                     clip(zr_x);
-                    activate(f, zr_x);
+                    activate::<OPS>(f, zr_x);
                     let (z, reset) = zr_x.split_at(hidden);
                     if linear_before_reset {
                         for j in 0..hidden {
@@ -159,7 +160,7 @@ pub fn recurrent(
                         }
                     }
                     clip(hx);
-                    activate(g, hx);
+                    activate::<OPS>(g, hx);
                     for j in 0..hidden {
                         hb[j] = (1.0 - z[j]) * hx[j] + z[j] * hb[j];
                     }
@@ -183,9 +184,9 @@ pub fn recurrent(
                     clip(i_gate);
                     clip(f_gate);
                     clip(c_gate);
-                    activate(f, i_gate);
-                    activate(f, f_gate);
-                    activate(g, c_gate);
+                    activate::<OPS>(f, i_gate);
+                    activate::<OPS>(f, f_gate);
+                    activate::<OPS>(g, c_gate);
                     for j in 0..hidden {
                         let forget = if input_forget {
                             1.0 - i_gate[j]
@@ -196,9 +197,9 @@ pub fn recurrent(
                         o_gate[j] += peep(1, j) * cb[j];
                     }
                     clip(o_gate);
-                    activate(f, o_gate);
+                    activate::<OPS>(f, o_gate);
                     hb.copy_from_slice(cb);
-                    activate(hh, hb);
+                    activate::<OPS>(hh, hb);
                     for j in 0..hidden {
                         hb[j] *= o_gate[j];
                     }
@@ -246,7 +247,8 @@ mod tests {
         let op = layer(Cell::Lstm {
             input_forget: false,
         });
-        recurrent(&op, dims, &o, &mut y, &mut h, Some(&mut c), &mut s).unwrap();
+        recurrent::<{ ferrite_hal::ALL_OPS }>(&op, dims, &o, &mut y, &mut h, Some(&mut c), &mut s)
+            .unwrap();
         let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
         let (mut hh, mut cc) = (0.0f64, 0.0f64);
         for x in [1.0f64, -1.0] {
@@ -286,7 +288,7 @@ mod tests {
         op.activations[0] = Activation::None;
         op.reverse = true;
         let (mut y, mut h, mut s) = ([0.0; 2], [0.0], [0.0; 2]);
-        recurrent(&op, dims, &o, &mut y, &mut h, None, &mut s).unwrap();
+        recurrent::<{ ferrite_hal::ALL_OPS }>(&op, dims, &o, &mut y, &mut h, None, &mut s).unwrap();
         // t = 1 first: h = 2; then t = 0: h = 1 + 2 = 3.
         assert_eq!(y, [3.0, 2.0]);
         assert_eq!(h, [3.0]);
