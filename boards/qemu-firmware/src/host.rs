@@ -82,11 +82,11 @@ impl Drop for File {
 }
 
 /// The command line QEMU passes (`-semihosting-config arg=...`), written into `buf`.
-pub fn command_line(buf: &mut [u8]) -> Result<&str, HostError> {
+pub fn command_line(buf: &mut [u8]) -> Result<&[u8], HostError> {
     let mut block = [buf.as_mut_ptr() as usize, buf.len()];
     if call(nr::GET_CMDLINE, &mut block) != 0 {
         return Err(HostError("no command line"));
     }
     let len = block[1].min(buf.len());
-    core::str::from_utf8(&buf[..len]).map_err(|_| HostError("command line is not UTF-8"))
+    Ok(buf.get(..len).unwrap_or_default())
 }

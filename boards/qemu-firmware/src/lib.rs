@@ -14,6 +14,8 @@
 
 mod host;
 mod stack;
+#[cfg(feature = "vector-table")]
+mod vectors;
 
 use core::mem::MaybeUninit;
 use cortex_m_semihosting::{debug, hio};
@@ -251,6 +253,41 @@ pub struct Host {
     inference_stack: usize,
 }
 
+/// Splits `line` at ASCII whitespace into `words` (the first `words.len()` of them); returns
+/// how many it found.
+fn split_words<'a>(line: &'a [u8], words: &mut [&'a [u8]]) -> usize {
+    let mut count = 0;
+    let mut start = None;
+    for (i, b) in line.iter().chain(b" ").enumerate() {
+        match (b.is_ascii_whitespace(), start) {
+            (true, Some(s)) => {
+                if let (Some(slot), Some(word)) = (words.get_mut(count), line.get(s..i)) {
+                    *slot = word;
+                }
+                count += 1;
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    count
+}
+
+/// `digits` as a decimal number: `None` if empty, not all digits, or above `u32::MAX`.
+fn decimal(digits: &[u8]) -> Option<u32> {
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0u32, |n, &d| {
+        let digit = d.wrapping_sub(b'0');
+        if digit > 9 {
+            return None;
+        }
+        n.checked_mul(10)?.checked_add(u32::from(digit))
+    })
+}
+
 impl Host {
     /// Paints the stack (to measure its depth later) and reads the request from the command
     /// line: `ferrite DIR RUNS [profile]`.
@@ -258,18 +295,20 @@ impl Host {
         stack::paint();
         let mut line = [0u8; 256];
         let args = host::command_line(&mut line).map_err(host(Name::CommandLine))?;
-        let mut words = args.split_ascii_whitespace();
-        let (Some(_), Some(dir), Some(runs)) = (words.next(), words.next(), words.next()) else {
+        // Bytes and one plain loop, not `str` iterators: those cost a firmware a kilobyte.
+        let mut words: [&[u8]; 4] = [&[]; 4];
+        if split_words(args, &mut words) < 3 {
             return Err(Failure(Reason::Usage));
-        };
+        }
+        let [_, dir, runs, profile] = words;
         let mut host = Host {
             dir: Line::new(),
-            runs: runs.parse().map_err(|_| Failure(Reason::Usage))?,
-            profile: words.next() == Some("profile"),
+            runs: decimal(runs).ok_or(Failure(Reason::Usage))?,
+            profile: profile == b"profile",
             firmware_stack: 0,
             inference_stack: 0,
         };
-        host.dir.text(dir);
+        host.dir.bytes(dir);
         Ok(host)
     }
 
