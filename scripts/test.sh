@@ -53,7 +53,8 @@ export FERRITE_REQUIRE_VULKAN="${FERRITE_REQUIRE_VULKAN:-1}"
 export FERRITE_REQUIRE_QEMU_M4="${FERRITE_REQUIRE_QEMU_M4:-1}"
 LOG="$(mktemp)"
 { cargo test --workspace && cargo test -p ferrite-cpu --features std,fast-math \
-    && cargo test -p ferrite-cpu --no-default-features --lib; } 2>&1 | tee "$LOG"
+    && cargo test -p ferrite-cpu --no-default-features --lib \
+    && cargo test -p ferrite-core --no-default-features --lib; } 2>&1 | tee "$LOG"
 # Tests whose device is missing pass after printing `SKIPPED:`; they count as skipped, not passed.
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += $i; if ($(i+1) ~ /^failed/) f += $i; if ($(i+1) ~ /^ignored/) g += $i } }
      /SKIPPED: / { s += 1; print }

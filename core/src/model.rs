@@ -40,6 +40,7 @@ pub struct Model<'a, const OPS: Selection = ALL_OPS> {
     file: &'a [u8],
 }
 
+#[inline(always)]
 fn err(kind: K, context: &'static str) -> FormatError {
     FormatError::new(kind, context)
 }

@@ -37,7 +37,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 check_conv_geometry(&c.window, c.group, &x, &w, Some(&bias), &y)?;
             check_integer_operands(&x, &w, &bias, &requant, &y, &c.requantize, oc)?;
             let need = geometry::qconv_scratch_elements(&c, icg, oh, ow)
-                .ok_or("QConv scratch overflows")?;
+                .ok_or(why("QConv scratch overflows"))?;
             require_scratch(step.scratch, need, "QConv scratch is missing or too small")
         }
         Op::ConvInteger(c) if selects(OPS, OpKind::ConvInteger) => {
@@ -60,7 +60,9 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 "ConvInteger weight zero point is one value or one per output channel",
             )
         }
-        _ => Err("this op kind is not linked into this build (its OPS selection)"),
+        _ => Err(why(
+            "this op kind is not linked into this build (its OPS selection)",
+        )),
     }
 }
 
@@ -77,7 +79,7 @@ fn check_conv(
         all_f32(&[*b])?;
     }
     let [_, icg, oh, ow] = check_conv_geometry(&c.window, c.group, x, w, b, y)?;
-    let need = conv_scratch_elements(c, icg, oh, ow).ok_or("Conv scratch overflows")?;
+    let need = conv_scratch_elements(c, icg, oh, ow).ok_or(why("Conv scratch overflows"))?;
     require_scratch(scratch, need, "Conv scratch is missing or too small")
 }
 
@@ -90,9 +92,9 @@ fn check_conv_geometry(
     b: Option<&TensorDesc>,
     y: &TensorDesc,
 ) -> Result<[usize; 4], &'static str> {
-    let [n, ch, h, wd] = nchw(&x.shape).ok_or("Conv input must be rank 3 or 4")?;
+    let [n, ch, h, wd] = nchw(&x.shape).ok_or(why("Conv input must be rank 3 or 4"))?;
     ensure(w.shape.rank() == x.shape.rank(), "Conv weight rank")?;
-    let [oc, icg, kh, kw] = nchw(&w.shape).ok_or("Conv weight rank")?;
+    let [oc, icg, kh, kw] = nchw(&w.shape).ok_or(why("Conv weight rank"))?;
     check_window_rank(x, win)?;
     ensure(
         [kh, kw] == win.kernel,
@@ -113,7 +115,7 @@ fn check_conv_geometry(
         win.pads[0],
         win.pads[2],
     )
-    .ok_or("Conv window larger than input")?;
+    .ok_or(why("Conv window larger than input"))?;
     let ow = conv_out(
         wd,
         kw,
@@ -122,7 +124,7 @@ fn check_conv_geometry(
         win.pads[1],
         win.pads[3],
     )
-    .ok_or("Conv window larger than input")?;
+    .ok_or(why("Conv window larger than input"))?;
     ensure(
         nchw(&y.shape) == Some([n, oc, oh, ow]) && y.shape.rank() == x.shape.rank(),
         "Conv output shape",
@@ -138,12 +140,12 @@ fn check_conv_transpose(
     y: &TensorDesc,
 ) -> Rule {
     all_f32(&[*x, *w, *y])?;
-    let [n, ch, h, wd] = nchw(&x.shape).ok_or("ConvTranspose input must be rank 3 or 4")?;
+    let [n, ch, h, wd] = nchw(&x.shape).ok_or(why("ConvTranspose input must be rank 3 or 4"))?;
     ensure(
         w.shape.rank() == x.shape.rank(),
         "ConvTranspose weight rank",
     )?;
-    let [wc, ocg, kh, kw] = nchw(&w.shape).ok_or("ConvTranspose weight rank")?;
+    let [wc, ocg, kh, kw] = nchw(&w.shape).ok_or(why("ConvTranspose weight rank"))?;
     check_window_rank(x, &c.window)?;
     ensure(
         [kh, kw] == c.window.kernel,
@@ -155,7 +157,7 @@ fn check_conv_transpose(
     )?;
     let oc = ocg
         .checked_mul(c.group)
-        .ok_or("ConvTranspose channels overflow")?;
+        .ok_or(why("ConvTranspose channels overflow"))?;
     if let Some(b) = b {
         all_f32(&[*b])?;
         ensure(b.shape.dims_checked() == [oc], "ConvTranspose bias shape")?;
@@ -172,8 +174,8 @@ fn check_conv_transpose(
             c.output_padding[i],
         )
     };
-    let oh = out(0, h, kh).ok_or("ConvTranspose output size")?;
-    let ow = out(1, wd, kw).ok_or("ConvTranspose output size")?;
+    let oh = out(0, h, kh).ok_or(why("ConvTranspose output size"))?;
+    let ow = out(1, wd, kw).ok_or(why("ConvTranspose output size"))?;
     ensure(
         c.output_padding[0] < win.stride[0].max(win.dilation[0])
             && c.output_padding[1] < win.stride[1].max(win.dilation[1]),

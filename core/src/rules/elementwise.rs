@@ -15,7 +15,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             let (a, b, y) = (input(0)?, input(1)?, output(0)?);
             same_dtype(&[a, b, y])?;
             let Op::Binary { op, activation } = step.op else {
-                return Err("binary op");
+                return Err(why("binary op"));
             };
             if a.dtype == DType::F32 {
                 ensure(op.takes_floats(), "shifts are on integers")?;
@@ -134,7 +134,9 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 "QSoftmax zero point or clamp outside its type",
             )
         }
-        _ => Err("this op kind is not linked into this build (its OPS selection)"),
+        _ => Err(why(
+            "this op kind is not linked into this build (its OPS selection)",
+        )),
     }
 }
 

@@ -71,13 +71,13 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 .shape
                 .dims_checked()
                 .get(..m - 1)
-                .ok_or("GatherND index rank")?;
+                .ok_or(why("GatherND index rank"))?;
             let inner = data.shape.dims_checked().get(batch_dims + q..r);
             for d in outer
                 .iter()
-                .chain(inner.ok_or("GatherND index tuple length")?)
+                .chain(inner.ok_or(why("GatherND index tuple length"))?)
             {
-                *want.get_mut(n).ok_or("GatherND output rank")? = *d;
+                *want.get_mut(n).ok_or(why("GatherND output rank"))? = *d;
                 n += 1;
             }
             ensure(
@@ -108,7 +108,9 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             )?;
             ensure(y.shape == data.shape, "ScatterND output shape")
         }
-        _ => Err("this op kind is not linked into this build (its OPS selection)"),
+        _ => Err(why(
+            "this op kind is not linked into this build (its OPS selection)",
+        )),
     }
 }
 

@@ -45,12 +45,14 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             let (c, x, z, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
             ensure(c.dtype == DType::Bool, "Where's condition is bool")?;
             same_dtype(&[x, z, y])?;
-            let xz = broadcast(&x.shape, &z.shape).ok_or("Where shapes")?;
+            let xz = broadcast(&x.shape, &z.shape).ok_or(why("Where shapes"))?;
             ensure(
                 broadcast(&c.shape, &xz) == Some(y.shape),
                 "Where output is not the broadcast of its inputs",
             )
         }
-        _ => Err("this op kind is not linked into this build (its OPS selection)"),
+        _ => Err(why(
+            "this op kind is not linked into this build (its OPS selection)",
+        )),
     }
 }

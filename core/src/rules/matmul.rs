@@ -38,7 +38,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             ensure(n_in == 2 && n_out == 1, "MatMul takes 2 inputs, 1 output")?;
             let (a, b, y) = (input(0)?, input(1)?, output(0)?);
             all_f32(&[a, b, y])?;
-            let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or("MatMul shapes")?;
+            let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or(why("MatMul shapes"))?;
             ensure(g.output == y.shape, "MatMul output shape")
         }
         Op::QGemm(q) if selects(OPS, OpKind::QGemm) => {
@@ -68,7 +68,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             )?;
             same_dtype(&[a, a_zero])?;
             same_dtype(&[b, b_zero])?;
-            let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or("MatMulInteger shapes")?;
+            let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or(why("MatMulInteger shapes"))?;
             ensure(g.output == y.shape, "MatMulInteger output shape")?;
             ensure(
                 a_zero.elements() == 1 || (a.shape.rank() == 2 && a_zero.elements() == g.m),
@@ -79,6 +79,8 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 "MatMulInteger B zero point is one value or one per column",
             )
         }
-        _ => Err("this op kind is not linked into this build (its OPS selection)"),
+        _ => Err(why(
+            "this op kind is not linked into this build (its OPS selection)",
+        )),
     }
 }

@@ -7,19 +7,20 @@
 //! After these pass, a device may index its tensors without further checks: every shape a kernel
 //! derives from the op's parameters agrees with the sizes the plan gave the tensors.
 
+use crate::error::why;
 use ferrite_hal::geometry::{self, broadcast, broadcasts_to, conv_out, nchw, MatMulGeometry};
 use ferrite_hal::op::Family;
 use ferrite_hal::op::{Conv, ConvTranspose, PadMode, Pool, Requantize, Window};
-use ferrite_hal::{DType, Location, Selection, Step, TensorDesc, MAX_RANK};
+use ferrite_hal::{DType, Location, Selection, Step, TensorDesc, TensorList, MAX_RANK};
 
 /// The rules' view of a step's operands, bound to the given names: `input(i)` and `output(i)`
 /// (the tensor, or "missing input/output") and the operand counts.
 macro_rules! operands {
     ($step:ident => $input:ident, $output:ident, $n_in:ident, $n_out:ident) => {
         #[allow(unused_variables)]
-        let $input = |i: usize| $step.inputs.get(i).ok_or("missing input");
+        let $input = |i: usize| $step.inputs.get(i).ok_or(why("missing input"));
         #[allow(unused_variables)]
-        let $output = |i: usize| $step.outputs.get(i).ok_or("missing output");
+        let $output = |i: usize| $step.outputs.get(i).ok_or(why("missing output"));
         #[allow(unused_variables)]
         let $n_in = $step.inputs.len();
         #[allow(unused_variables)]
@@ -50,11 +51,12 @@ fn same(a: Option<&[usize]>, b: Option<&[usize]>) -> bool {
     matches!((a, b), (Some(x), Some(y)) if x == y)
 }
 
+#[inline(always)]
 fn ensure(cond: bool, rule: &'static str) -> Rule {
     if cond {
         Ok(())
     } else {
-        Err(rule)
+        Err(why(rule))
     }
 }
 
@@ -119,7 +121,7 @@ fn require_scratch(scratch: Option<TensorDesc>, need: usize, message: &'static s
     if need == 0 {
         return Ok(());
     }
-    let s = scratch.ok_or(message)?;
+    let s = scratch.ok_or(why(message))?;
     ensure(s.dtype == DType::F32 && s.elements() >= need, message)
 }
 
@@ -195,19 +197,20 @@ fn overlaps(a: (usize, usize), b: (usize, usize)) -> bool {
 /// or, for in-place ops, is exactly it (same bytes, same shape).
 fn check_overlap(step: &Step<'_>) -> Rule {
     let scratch = step.scratch.as_ref().and_then(arena_range);
-    for (i, out) in step.outputs.iter().enumerate() {
-        let out = out.ok_or("missing output")?;
-        let o = arena_range(&out).ok_or("output not in arena")?;
+    let (inputs, outputs) = (&step.inputs, &step.outputs);
+    for i in 0..outputs.len() {
+        let out = outputs.get(i).ok_or(why("missing output"))?;
+        let o = arena_range(&out).ok_or(why("output not in arena"))?;
         if let Some(s) = scratch {
             ensure(!overlaps(o, s), "scratch overlaps an output")?;
         }
-        for other in step.outputs.iter().skip(i + 1).flatten() {
-            if let Some(r) = arena_range(&other) {
+        for j in i + 1..outputs.len() {
+            if let Some((r, _)) = operand_range(outputs, j) {
                 ensure(!overlaps(o, r), "outputs overlap")?;
             }
         }
-        for input in step.inputs.iter().flatten() {
-            let Some(r) = arena_range(&input) else {
+        for j in 0..inputs.len() {
+            let Some((r, input)) = operand_range(inputs, j) else {
                 continue;
             };
             if overlaps(o, r) {
@@ -220,11 +223,19 @@ fn check_overlap(step: &Step<'_>) -> Rule {
         }
     }
     if let Some(s) = scratch {
-        for input in step.inputs.iter().flatten() {
-            if let Some(r) = arena_range(&input) {
+        for j in 0..inputs.len() {
+            if let Some((r, _)) = operand_range(inputs, j) {
                 ensure(!overlaps(s, r), "scratch overlaps an input")?;
             }
         }
     }
     Ok(())
+}
+
+/// The arena bytes of operand `i` of `list` and its descriptor, if present and in the arena.
+/// Out of line: the verifier's overlap loops call it from four places.
+#[inline(never)]
+fn operand_range(list: &TensorList<'_>, i: usize) -> Option<((usize, usize), TensorDesc)> {
+    let t = list.get(i)?;
+    Some((arena_range(&t)?, t))
 }

@@ -16,7 +16,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             let mut seen = [false; MAX_RANK];
             for (axis, &p) in perm.iter().enumerate().take(rank) {
                 let slot = seen.get_mut(p).filter(|s| p < rank && !**s);
-                *slot.ok_or("Transpose perm is not a permutation")? = true;
+                *slot.ok_or(why("Transpose perm is not a permutation"))? = true;
                 ensure(
                     at(y.shape.dims_checked(), axis).is_some()
                         && at(y.shape.dims_checked(), axis) == at(x.shape.dims_checked(), p),
@@ -50,7 +50,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 let last = (count as isize - 1)
                     .checked_mul(step)
                     .and_then(|d| d.checked_add(first))
-                    .ok_or("Slice overflows")?;
+                    .ok_or(why("Slice overflows"))?;
                 ensure(
                     (0..dim).contains(&first) && (0..dim).contains(&last),
                     "Slice reads outside its input",
@@ -73,13 +73,13 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 .enumerate()
             {
                 let (begin, end) = (
-                    *begins.get(axis).ok_or("Pad rank")?,
-                    *ends.get(axis).ok_or("Pad rank")?,
+                    *begins.get(axis).ok_or(why("Pad rank"))?,
+                    *ends.get(axis).ok_or(why("Pad rank"))?,
                 );
                 let out = d
                     .checked_add(begin)
                     .and_then(|v| v.checked_add(end))
-                    .ok_or("Pad overflows")?;
+                    .ok_or(why("Pad overflows"))?;
                 ensure(out == want, "Pad output shape")?;
                 let padded = begin + end > 0;
                 match mode {
@@ -133,7 +133,9 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             ensure(x.shape == y.shape, "Trilu output shape")?;
             ensure(x.shape.rank() >= 2, "Trilu input rank")
         }
-        _ => Err("this op kind is not linked into this build (its OPS selection)"),
+        _ => Err(why(
+            "this op kind is not linked into this build (its OPS selection)",
+        )),
     }
 }
 
@@ -147,7 +149,7 @@ fn check_parts(
     ensure(axis < rank, "axis out of range")?;
     let mut total = 0usize;
     for part in parts {
-        let part = part.ok_or("missing operand")?;
+        let part = part.ok_or(why("missing operand"))?;
         same_dtype(&[part, *whole])?;
         ensure(part.shape.rank() == rank, "ranks differ")?;
         for a in 0..rank {
@@ -160,8 +162,8 @@ fn check_parts(
             }
         }
         total = total
-            .checked_add(at(part.shape.dims_checked(), axis).ok_or("part rank")?)
-            .ok_or("overflow")?;
+            .checked_add(at(part.shape.dims_checked(), axis).ok_or(why("part rank"))?)
+            .ok_or(why("overflow"))?;
     }
     ensure(
         Some(total) == at(whole.shape.dims_checked(), axis),

@@ -94,12 +94,14 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 "QAveragePool zero point or clamp outside its type",
             )
         }
-        _ => Err("this op kind is not linked into this build (its OPS selection)"),
+        _ => Err(why(
+            "this op kind is not linked into this build (its OPS selection)",
+        )),
     }
 }
 
 fn check_pool(p: &Pool, x: &TensorDesc, y: &TensorDesc) -> Rule {
-    let [n, c, h, w] = nchw(&x.shape).ok_or("pooling input must be rank 3 or 4")?;
+    let [n, c, h, w] = nchw(&x.shape).ok_or(why("pooling input must be rank 3 or 4"))?;
     check_window_rank(x, &p.window)?;
     let win = &p.window;
     for axis in 0..2 {
@@ -118,7 +120,7 @@ fn check_pool(p: &Pool, x: &TensorDesc, y: &TensorDesc) -> Rule {
         win.pads[2],
         p.ceil_mode,
     )
-    .ok_or("pooling window larger than input")?;
+    .ok_or(why("pooling window larger than input"))?;
     let ow = geometry::pool_out(
         w,
         win.kernel[1],
@@ -128,7 +130,7 @@ fn check_pool(p: &Pool, x: &TensorDesc, y: &TensorDesc) -> Rule {
         win.pads[3],
         p.ceil_mode,
     )
-    .ok_or("pooling window larger than input")?;
+    .ok_or(why("pooling window larger than input"))?;
     ensure(
         nchw(&y.shape) == Some([n, c, oh, ow]) && y.shape.rank() == x.shape.rank(),
         "pooling output shape",

@@ -54,7 +54,9 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             }
             check_quantization_parameters(&x, axis, &scale, zero.as_ref())
         }
-        _ => Err("this op kind is not linked into this build (its OPS selection)"),
+        _ => Err(why(
+            "this op kind is not linked into this build (its OPS selection)",
+        )),
     }
 }
 

@@ -7,7 +7,9 @@ use ferrite_hal::{selects, Op, OpKind};
 pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
     match step.op {
         Op::Recurrent(r) if selects(OPS, OpKind::Recurrent) => check_recurrent(&r, step),
-        _ => Err("this op kind is not linked into this build (its OPS selection)"),
+        _ => Err(why(
+            "this op kind is not linked into this build (its OPS selection)",
+        )),
     }
 }
 
@@ -19,8 +21,8 @@ fn check_recurrent(r: &ferrite_hal::op::Recurrent, step: &Step<'_>) -> Rule {
         (3..=7).contains(&n_in) && n_out == if lstm { 3 } else { 2 },
         "Recurrent operand counts",
     )?;
-    let input = |i: usize| step.inputs.get(i).ok_or("missing input");
-    let output = |i: usize| step.outputs.get(i).ok_or("missing output");
+    let input = |i: usize| step.inputs.get(i).ok_or(why("missing input"));
+    let output = |i: usize| step.outputs.get(i).ok_or(why("missing output"));
     let (x, w, rec) = (input(0)?, input(1)?, input(2)?);
     ensure(
         x.shape.rank() == 3 && w.shape.rank() == 2 && rec.shape.rank() == 2,

@@ -105,6 +105,8 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             let n = x.shape.dim_checked(r - 1);
             require_scratch(step.scratch, 2 * n * n, "Det needs a scratch of 2·n·n")
         }
-        _ => Err("this op kind is not linked into this build (its OPS selection)"),
+        _ => Err(why(
+            "this op kind is not linked into this build (its OPS selection)",
+        )),
     }
 }
