@@ -7,8 +7,8 @@ use crate::format::{self, section};
 use crate::rules;
 use ferrite_hal::words::WordReader;
 use ferrite_hal::{
-    selects, selects_activation, DType, Location, Op, OpKind, Plan, Selection, Shape, Step,
-    TensorDesc, TensorList, Tensors, ALL_OPS,
+    selects, selects_activation, selects_binary, DType, Location, Op, OpKind, Plan, Selection,
+    Shape, Step, TensorDesc, TensorList, Tensors, ALL_OPS,
 };
 
 /// A tensor's description together with its name.
@@ -371,6 +371,14 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
                 K::InvalidOp,
                 "this activation is not linked into this build",
             ));
+        }
+        if let Op::Binary { op: binary, .. } = op {
+            if !selects_binary(OPS, binary) {
+                return Err(e(
+                    K::InvalidOp,
+                    "this binary op is not linked into this build",
+                ));
+            }
         }
         let inputs = TensorList::new(inputs, self);
         let outputs = TensorList::new(outputs, self);

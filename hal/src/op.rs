@@ -544,6 +544,14 @@ pub enum BinaryOp {
 }
 
 impl BinaryOp {
+    /// How many binary ops there are: codes are `0..COUNT`.
+    pub const COUNT: u32 = 12;
+
+    /// The op's code in the encoding (also its bit in a [`crate::Selection`]).
+    pub const fn code(self) -> u32 {
+        self as u32
+    }
+
     /// Whether the op is defined on floats (the shifts are not).
     pub const fn takes_floats(self) -> bool {
         !matches!(self, BinaryOp::ShiftLeft | BinaryOp::ShiftRight)

@@ -7,10 +7,12 @@
 //!
 //! Bits 0–63 are op kinds (bit = [`OpKind::code`]), bits 64–79 element types (bit = 64 +
 //! [`DType::index`]), bits 80–108 activations, fused or standalone (bit = 80 +
-//! [`Activation::code`]). A selection without any element-type bit selects every element type,
-//! and one without any activation bit every activation, so a mask of kinds alone ([`op_mask`])
-//! keeps every dtype's and every activation's kernels.
+//! [`Activation::code`]), bits 109–120 the arithmetic of `Binary` ops (bit = 109 +
+//! [`BinaryOp::code`]). A selection without any element-type bit selects every element type,
+//! one without any activation bit every activation and one without a binary-op bit every binary
+//! op, so a mask of kinds alone ([`op_mask`]) keeps every kernel of those kinds.
 
+use crate::op::BinaryOp;
 use crate::{Activation, DType, OpKind};
 
 /// A selection of op kinds and element types (see the module documentation).
@@ -23,10 +25,9 @@ const DTYPE_BITS: Selection = 0xFFFF << 64;
 
 const ACTIVATION_SHIFT: u32 = 80;
 const ACTIVATION_BITS: Selection = ((1 << Activation::COUNT) - 1) << ACTIVATION_SHIFT;
-const _: () = assert!(
-    ACTIVATION_SHIFT + Activation::COUNT <= 128,
-    "activations must fit"
-);
+const BINARY_SHIFT: u32 = ACTIVATION_SHIFT + Activation::COUNT;
+const BINARY_BITS: Selection = ((1 << BinaryOp::COUNT) - 1) << BINARY_SHIFT;
+const _: () = assert!(BINARY_SHIFT + BinaryOp::COUNT <= 128, "binary ops must fit");
 
 /// The selection of `kinds` (every element type).
 pub const fn op_mask(kinds: &[OpKind]) -> Selection {
@@ -50,6 +51,19 @@ pub const fn selection(kinds: &[OpKind], dtypes: &[DType]) -> Selection {
     mask
 }
 
+/// Whether `ops` selects any element type of `bytes` bytes (every size when it names no type):
+/// what kernels that only move elements (transpose, gather, concat) are instantiated for.
+pub const fn selects_size(ops: Selection, bytes: usize) -> bool {
+    let mut i = 0;
+    while i < DType::ALL.len() {
+        if DType::ALL[i].size() == bytes && selects_dtype(ops, DType::ALL[i]) {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
 /// `mask` with `activations` selected too, and the identity: what a model's steps apply. Once
 /// one activation bit is set, only the selected activations are linked and accepted at load.
 pub const fn with_activations(mask: Selection, activations: &[Activation]) -> Selection {
@@ -60,6 +74,23 @@ pub const fn with_activations(mask: Selection, activations: &[Activation]) -> Se
         i += 1;
     }
     mask
+}
+
+/// `mask` with the binary ops `binary` selected too: what a model's `Binary` steps compute.
+/// Once one is set, only the selected ones are linked and accepted at load.
+pub const fn with_binary_ops(mask: Selection, binary: &[BinaryOp]) -> Selection {
+    let mut mask = mask;
+    let mut i = 0;
+    while i < binary.len() {
+        mask |= 1 << (BINARY_SHIFT + binary[i].code());
+        i += 1;
+    }
+    mask
+}
+
+/// Whether `ops` selects binary op `op` (every one when it names none).
+pub const fn selects_binary(ops: Selection, op: BinaryOp) -> bool {
+    ops & BINARY_BITS == 0 || ops & (1 << (BINARY_SHIFT + op.code())) != 0
 }
 
 /// Whether `ops` selects `kind`.
@@ -117,6 +148,16 @@ mod tests {
         ));
         assert!(selects(relu, OpKind::Gemm) && !selects(relu, OpKind::Conv));
         assert!(selects_dtype(relu, DType::F32) && !selects_dtype(relu, DType::I8));
+        assert!(selects_size(gemm, 4) && !selects_size(gemm, 1) && !selects_size(gemm, 8));
+        assert!(selects_size(ALL_OPS, 1) && selects_size(op_mask(&[OpKind::Gemm]), 8));
+        let add = with_binary_ops(relu, &[BinaryOp::Add]);
+        assert!(
+            selects_binary(relu, BinaryOp::Pow),
+            "no binary op named: all"
+        );
+        assert!(selects_binary(add, BinaryOp::Add) && !selects_binary(add, BinaryOp::Pow));
+        assert!(selects_activation(add, &Activation::Relu));
+        assert!(!selects_activation(add, &Activation::Tanh));
         let none = with_activations(gemm, &[]);
         assert!(selects_activation(none, &Activation::None));
         assert!(!selects_activation(none, &Activation::Relu));

@@ -739,3 +739,50 @@ fn an_unfusable_fused_activation_is_refused() {
     let e = load(&b).expect_err("refused");
     assert!(e.to_string().contains("fused activation"), "{e}");
 }
+
+/// A build selecting a `Binary` op's arithmetic runs it as the full build does, and refuses at
+/// load a model whose `Binary` step computes another (its kernel is not linked).
+#[test]
+fn a_build_selecting_other_binary_ops_refuses_the_model() {
+    use ferrite_hal::op::BinaryOp;
+    use ferrite_hal::{op_mask, selection, with_binary_ops, Selection};
+    use ferrite_tools::onnx::build::{ModelBuilder, D};
+    use ferrite_tools::onnx::proto::data_type::FLOAT;
+    let onnx = ModelBuilder::new(13)
+        .input("a", FLOAT, &[D::N(2), D::N(3)])
+        .input("b", FLOAT, &[D::N(1), D::N(3)])
+        .node("Sub", "sub", &["a", "b"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let packed = pack(&onnx, &PackOptions::default()).expect("pack");
+    let bytes = AlignedBytes::from(&packed.bytes[..]);
+    const SUB: Selection = with_binary_ops(
+        selection(&[OpKind::Binary], &[DType::F32]),
+        &[BinaryOp::Sub],
+    );
+    const MUL_ONLY: Selection = with_binary_ops(op_mask(&[OpKind::Binary]), &[BinaryOp::Mul]);
+    let err = Model::<MUL_ONLY>::load_selected(bytes.as_bytes())
+        .expect_err("a build without Sub refuses the model");
+    assert_eq!(err.kind, K::InvalidOp);
+    assert!(err.to_string().contains("binary op is not linked"), "{err}");
+
+    let a = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let b = [0.5f32, 1.0, 1.5];
+    fn run<const OPS: Selection>(bytes: &[u8], a: &[f32], b: &[f32]) -> Vec<f32> {
+        let model = Model::<OPS>::load_selected(bytes).expect("load");
+        let mut arena = vec![0u8; model.arena_bytes() + 16];
+        let start = arena.as_ptr().align_offset(16);
+        let device = CpuDevice::<OPS>::selected();
+        let mut session = Session::new(&model, device, &mut arena[start..]).expect("session");
+        session.set_input_f32(0, a).unwrap();
+        session.set_input_f32(1, b).unwrap();
+        session.run().unwrap();
+        session.output_f32(0).unwrap().to_vec()
+    }
+    let selected = run::<SUB>(bytes.as_bytes(), &a, &b);
+    assert_eq!(
+        selected,
+        run::<{ ferrite_hal::ALL_OPS }>(bytes.as_bytes(), &a, &b)
+    );
+    assert_eq!(selected, [0.5, 1.0, 1.5, 3.5, 4.0, 4.5]);
+}

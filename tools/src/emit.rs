@@ -2,7 +2,10 @@
 //! arena at compile time, the way firmware ships a model.
 
 use ferrite_core::Model;
-use ferrite_hal::{selection, with_activations, Activation, DType, OpKind, Plan};
+use ferrite_hal::op::BinaryOp;
+use ferrite_hal::{
+    selection, with_activations, with_binary_ops, Activation, DType, Op, OpKind, Plan,
+};
 
 /// The text of a Rust module for the model in `model` (packed file `frt_name`, made from
 /// `source`). It includes `frt_name` (written next to the module) with
@@ -16,8 +19,23 @@ pub fn rust_module(model: &Model<'_>, frt_name: &str, source: &str) -> String {
         .collect();
     let dtypes = model_dtypes(model);
     let activations = model_activations(model);
-    let ops = with_activations(selection(&kinds, &dtypes), &activations);
+    let binary = model_binary_ops(model);
+    let ops = with_binary_ops(
+        with_activations(selection(&kinds, &dtypes), &activations),
+        &binary,
+    );
     let kind_names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
+    let binary_names = match binary.is_empty() {
+        true => String::new(),
+        false => format!(
+            " and binary ops {}",
+            binary
+                .iter()
+                .map(|b| format!("{b:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
     let activation_names = match activations.is_empty() {
         true => "no activation".to_string(),
         false => activations
@@ -67,7 +85,7 @@ pub const OUTPUTS: [(&str, &str, &[usize]); {n_out}] = [
 {outputs}];
 
 /// What the model uses: op kinds {kind_names}, on {dtype_names} tensors, with
-/// {activation_names} (a `ferrite_hal::Selection`). A model loaded with `ferrite_core::Model::<OPS>::load_selected`
+/// {activation_names}{binary_names} (a `ferrite_hal::Selection`). A model loaded with `ferrite_core::Model::<OPS>::load_selected`
 /// and a device made with it (`ferrite_cortex_m::CortexMDevice::<_, OPS>::selected()`,
 /// `ferrite_cpu::CpuDevice::<OPS>::selected()`) link only their decoding, checks and kernels.
 pub const OPS: u128 = {ops:#034x};
@@ -102,6 +120,19 @@ fn model_activations(model: &Model<'_>) -> Vec<Activation> {
         }
     }
     used.sort_by_key(|a| a.code());
+    used
+}
+
+/// Every arithmetic of the model's `Binary` steps, in code order.
+fn model_binary_ops(model: &Model<'_>) -> Vec<BinaryOp> {
+    let mut used: Vec<BinaryOp> = (0..model.len())
+        .filter_map(|i| match model.step(i)?.op {
+            Op::Binary { op, .. } => Some(op),
+            _ => None,
+        })
+        .collect();
+    used.sort_by_key(|b| b.code());
+    used.dedup();
     used
 }
 

@@ -4,7 +4,7 @@ use super::index::for_each_index;
 use crate::math;
 use ferrite_hal::geometry::broadcast_strides;
 use ferrite_hal::op::BinaryOp;
-use ferrite_hal::{selects_activation, Activation, Selection, Shape};
+use ferrite_hal::{selects_activation, selects_binary, Activation, Selection, Shape};
 
 /// Applies a fused activation (one of [`Activation::is_fusable`]'s, as the verifier requires)
 /// to every element of `xs` in place: the dispatch calls it once, after the kernel of any op
@@ -159,41 +159,67 @@ enum Row<'a> {
 
 /// `out = a op b` with numpy broadcasting over `out_shape`.
 #[inline(always)]
-pub fn binary(op: BinaryOp, a: Operand<'_>, b: Operand<'_>, out: &mut [f32], out_shape: &Shape) {
+pub fn binary<const OPS: Selection>(
+    op: BinaryOp,
+    a: Operand<'_>,
+    b: Operand<'_>,
+    out: &mut [f32],
+    out_shape: &Shape,
+) {
     match op {
-        BinaryOp::Add => binary_with(a, b, out, out_shape, |x, y| x + y),
-        BinaryOp::Sub => binary_with(a, b, out, out_shape, |x, y| x - y),
-        BinaryOp::Mul => binary_with(a, b, out, out_shape, |x, y| x * y),
-        BinaryOp::Div => binary_with(a, b, out, out_shape, |x, y| x / y),
-        BinaryOp::Pow => binary_with(a, b, out, out_shape, math::pow),
-        BinaryOp::Max => binary_with(a, b, out, out_shape, |x, y| {
-            if x.is_nan() || x > y {
-                x
-            } else {
-                y
-            }
-        }),
-        BinaryOp::Min => binary_with(a, b, out, out_shape, |x, y| {
-            if x.is_nan() || x < y {
-                x
-            } else {
-                y
-            }
-        }),
-        BinaryOp::PRelu => {
+        BinaryOp::Add if selects_binary(OPS, BinaryOp::Add) => {
+            binary_with(a, b, out, out_shape, |x, y| x + y)
+        }
+        BinaryOp::Sub if selects_binary(OPS, BinaryOp::Sub) => {
+            binary_with(a, b, out, out_shape, |x, y| x - y)
+        }
+        BinaryOp::Mul if selects_binary(OPS, BinaryOp::Mul) => {
+            binary_with(a, b, out, out_shape, |x, y| x * y)
+        }
+        BinaryOp::Div if selects_binary(OPS, BinaryOp::Div) => {
+            binary_with(a, b, out, out_shape, |x, y| x / y)
+        }
+        BinaryOp::Pow if selects_binary(OPS, BinaryOp::Pow) => {
+            binary_with(a, b, out, out_shape, math::pow)
+        }
+        BinaryOp::Max if selects_binary(OPS, BinaryOp::Max) => {
+            binary_with(a, b, out, out_shape, |x, y| {
+                if x.is_nan() || x > y {
+                    x
+                } else {
+                    y
+                }
+            })
+        }
+        BinaryOp::Min if selects_binary(OPS, BinaryOp::Min) => {
+            binary_with(a, b, out, out_shape, |x, y| {
+                if x.is_nan() || x < y {
+                    x
+                } else {
+                    y
+                }
+            })
+        }
+        BinaryOp::PRelu if selects_binary(OPS, BinaryOp::PRelu) => {
             binary_with(a, b, out, out_shape, |x, s| if x < 0.0 { x * s } else { x })
         }
-        BinaryOp::Fmod => binary_with(a, b, out, out_shape, math::fmod),
-        BinaryOp::Mod => binary_with(a, b, out, out_shape, |x, y| {
-            let r = math::fmod(x, y);
-            if r != 0.0 && (r < 0.0) != (y < 0.0) {
-                r + y
-            } else {
-                r
-            }
-        }),
+        BinaryOp::Fmod if selects_binary(OPS, BinaryOp::Fmod) => {
+            binary_with(a, b, out, out_shape, math::fmod)
+        }
+        BinaryOp::Mod if selects_binary(OPS, BinaryOp::Mod) => {
+            binary_with(a, b, out, out_shape, |x, y| {
+                let r = math::fmod(x, y);
+                if r != 0.0 && (r < 0.0) != (y < 0.0) {
+                    r + y
+                } else {
+                    r
+                }
+            })
+        }
         // The verifier refuses shifts on floats.
         BinaryOp::ShiftLeft | BinaryOp::ShiftRight => {}
+        // Not selected: the core refused the model at load.
+        _ => {}
     }
 }
 
@@ -270,6 +296,20 @@ fn apply_row(dst: &mut [f32], a: Row<'_>, b: Row<'_>, f: impl Fn(f32, f32) -> f3
         (Row::Splat(x), Row::Output) => dst.iter_mut().for_each(|d| *d = f(x, *d)),
         (Row::Output, Row::Output) => dst.iter_mut().for_each(|d| *d = f(*d, *d)),
     }
+}
+
+/// [`binary`] out of line: what a build selected for a model calls, so that the broadcasting
+/// loops' frame adds to its dispatch's only while a binary op runs (the every-kernel dispatch,
+/// whose frame already holds larger kernels' locals, inlines [`binary`]).
+#[inline(never)]
+pub fn binary_out_of_line<const OPS: Selection>(
+    op: BinaryOp,
+    a: Operand<'_>,
+    b: Operand<'_>,
+    out: &mut [f32],
+    out_shape: &Shape,
+) {
+    binary::<OPS>(op, a, b, out, out_shape)
 }
 
 /// Batch normalisation over axis 1: `y = (x - mean) / sqrt(var + eps) * scale + bias`.

@@ -25,30 +25,31 @@ use crate::CpuError;
 use elementwise::Operand;
 use ferrite_hal::geometry::{nchw, MatMulGeometry};
 use ferrite_hal::{
-    selects, selects_dtype, Activation, DType, Op, OpKind, Selection, Step, TensorDesc, ALL_OPS,
+    selects, selects_dtype, selects_size, Activation, DType, Op, OpKind, Selection, Step,
+    TensorDesc, ALL_OPS,
 };
 
 /// Runs `$body` with `$src`/`$dst` bound to the byte slices viewed as elements of `$dtype`'s
 /// size (u8, u32 or u64): data movement only copies elements, whatever their type.
 macro_rules! with_elements {
-    ($dtype:expr, $src:expr, $dst:expr, |$s:ident, $d:ident| $body:expr) => {{
+    ($ops:ident, $dtype:expr, $src:expr, $dst:expr, |$s:ident, $d:ident| $body:expr) => {{
         let bad = |_| CpuError::Misaligned;
         match $dtype.size() {
-            1 => {
+            1 if selects_size($ops, 1) => {
                 let ($s, $d): (&[u8], &mut [u8]) = ($src, $dst);
                 $body;
             }
-            2 => {
+            2 if selects_size($ops, 2) => {
                 let $s: &[u16] = bytemuck::try_cast_slice($src).map_err(bad)?;
                 let $d: &mut [u16] = bytemuck::try_cast_slice_mut($dst).map_err(bad)?;
                 $body;
             }
-            4 => {
+            4 if selects_size($ops, 4) => {
                 let $s: &[u32] = bytemuck::try_cast_slice($src).map_err(bad)?;
                 let $d: &mut [u32] = bytemuck::try_cast_slice_mut($dst).map_err(bad)?;
                 $body;
             }
-            8 => {
+            8 if selects_size($ops, 8) => {
                 let $s: &[u64] = bytemuck::try_cast_slice($src).map_err(bad)?;
                 let $d: &mut [u64] = bytemuck::try_cast_slice_mut($dst).map_err(bad)?;
                 $body;
@@ -61,37 +62,37 @@ macro_rules! with_elements {
 /// Evaluates `$body` with the type alias `$t` naming the Rust type of integer dtype `$dtype`,
 /// or `$otherwise` for any other dtype: one dispatch for every integer kernel.
 macro_rules! with_integer {
-    ($dtype:expr, $t:ident => $body:expr, _ => $otherwise:expr) => {
+    ($ops:ident, $dtype:expr, $t:ident => $body:expr, _ => $otherwise:expr) => {
         match $dtype {
-            DType::I8 => {
+            DType::I8 if selects_dtype($ops, DType::I8) => {
                 type $t = i8;
                 $body
             }
-            DType::U8 => {
+            DType::U8 if selects_dtype($ops, DType::U8) => {
                 type $t = u8;
                 $body
             }
-            DType::I16 => {
+            DType::I16 if selects_dtype($ops, DType::I16) => {
                 type $t = i16;
                 $body
             }
-            DType::U16 => {
+            DType::U16 if selects_dtype($ops, DType::U16) => {
                 type $t = u16;
                 $body
             }
-            DType::I32 => {
+            DType::I32 if selects_dtype($ops, DType::I32) => {
                 type $t = i32;
                 $body
             }
-            DType::U32 => {
+            DType::U32 if selects_dtype($ops, DType::U32) => {
                 type $t = u32;
                 $body
             }
-            DType::I64 => {
+            DType::I64 if selects_dtype($ops, DType::I64) => {
                 type $t = i64;
                 $body
             }
-            DType::U64 => {
+            DType::U64 if selects_dtype($ops, DType::U64) => {
                 type $t = u64;
                 $body
             }
@@ -210,13 +211,13 @@ fn run_step_inline<const OPS: Selection>(
 ) -> Result<(), CpuError> {
     match step.op {
         Op::Split { axis } if selects(OPS, OpKind::Split) => {
-            return split(step, axis, arena, weights)
+            return split::<OPS>(step, axis, arena, weights)
         }
         Op::DynamicQuantize if selects(OPS, OpKind::DynamicQuantize) => {
             return dynamic_quantize(step, arena, weights)
         }
         Op::TopK { axis, largest } if selects(OPS, OpKind::TopK) => {
-            return top_k(step, axis, largest, arena, weights)
+            return top_k::<OPS>(step, axis, largest, arena, weights)
         }
         Op::Recurrent(r) if selects(OPS, OpKind::Recurrent) => {
             return recurrent::<OPS>(step, &r, arena, weights)
@@ -285,11 +286,14 @@ fn run_step_inline<const OPS: Selection>(
             if a.dtype == DType::F32 {
                 let (a, b) = (operand(&view, &a)?, operand(&view, &b)?);
                 let out = f32s_mut(out)?;
-                elementwise::binary(op, a, b, out, &out_desc.shape);
+                match OPS == ALL_OPS {
+                    true => elementwise::binary::<OPS>(op, a, b, out, &out_desc.shape),
+                    false => elementwise::binary_out_of_line::<OPS>(op, a, b, out, &out_desc.shape),
+                }
                 fused::<OPS>(activation, out);
             } else {
                 let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
-                integer_binary(op, (a, ab), (b, bb), out, &out_desc.shape)?;
+                integer_binary::<OPS>(op, (a, ab), (b, bb), out, &out_desc.shape)?;
             }
         }
         Op::Resample {
@@ -315,7 +319,7 @@ fn run_step_inline<const OPS: Selection>(
         Op::Expand if selects(OPS, OpKind::Expand) => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
-            with_elements!(x.dtype, bytes, out, |src, dst| movement::expand(
+            with_elements!(OPS, x.dtype, bytes, out, |src, dst| movement::expand(
                 src,
                 &x.shape,
                 dst,
@@ -325,7 +329,7 @@ fn run_step_inline<const OPS: Selection>(
         Op::GatherElements { axis } if selects(OPS, OpKind::GatherElements) => {
             let (x, idx) = (input(0)?, input(1)?);
             let (bytes, indices) = (view.bytes(&x)?, index_view(&view, &idx)?);
-            with_elements!(x.dtype, bytes, out, |src, dst| {
+            with_elements!(OPS, x.dtype, bytes, out, |src, dst| {
                 indexing::gather_elements(src, &x.shape, indices, &idx.shape, axis, dst)?
             });
         }
@@ -342,7 +346,7 @@ fn run_step_inline<const OPS: Selection>(
                 let (src, dst) = (f32s(bytes)?, f32s_mut(out)?);
                 indexing::scatter_elements(src, &x.shape, u, &idx.shape, axis, dst)?;
             } else {
-                with_elements!(x.dtype, bytes, out, |src, dst| {
+                with_elements!(OPS, x.dtype, bytes, out, |src, dst| {
                     let u = indexing::Updates {
                         indices,
                         values: cast(values)?,
@@ -356,7 +360,7 @@ fn run_step_inline<const OPS: Selection>(
             let (x, idx) = (input(0)?, input(1)?);
             let (bytes, indices) = (view.bytes(&x)?, index_view(&view, &idx)?);
             let (q, layout) = nd_layout(&x, &idx, batch_dims);
-            with_elements!(x.dtype, bytes, out, |src, dst| {
+            with_elements!(OPS, x.dtype, bytes, out, |src, dst| {
                 indexing::gather_nd(src, &x.shape, batch_dims, q, layout, indices, dst)?
             });
         }
@@ -374,7 +378,7 @@ fn run_step_inline<const OPS: Selection>(
                 let (src, dst) = (f32s(bytes)?, f32s_mut(out)?);
                 indexing::scatter_nd(src, &x.shape, q, layout, u, dst)?;
             } else {
-                with_elements!(x.dtype, bytes, out, |src, dst| {
+                with_elements!(OPS, x.dtype, bytes, out, |src, dst| {
                     let u = indexing::Updates {
                         indices,
                         values: cast(values)?,
@@ -484,7 +488,7 @@ fn run_step_inline<const OPS: Selection>(
                     let [x, y] = operands::<u8>(ab, sa, bb, sb)?;
                     logic::compare(c, x, y, out, &shape)
                 }
-                other => with_integer!(other, T => {
+                other => with_integer!(OPS, other, T => {
                     let [x, y] = operands::<T>(ab, sa, bb, sb)?;
                     logic::compare(c, x, y, out, &shape)
                 }, _ => return Err(CpuError::Unsupported)),
@@ -507,7 +511,7 @@ fn run_step_inline<const OPS: Selection>(
             let r = x.shape.rank();
             let (rows, cols) = (x.shape.dim(r - 2), x.shape.dim(r - 1));
             let bytes = view.bytes(&x)?;
-            with_elements!(x.dtype, bytes, &mut *out, |src, dst| {
+            with_elements!(OPS, x.dtype, bytes, &mut *out, |src, dst| {
                 movement::trilu(src, rows, cols, upper, k as i64, dst)
             });
         }
@@ -521,7 +525,7 @@ fn run_step_inline<const OPS: Selection>(
             };
             let (xb, yb) = (view.bytes(&x)?, view.bytes(&y)?);
             let shape = out_desc.shape;
-            with_elements!(x.dtype, xb, &mut *out, |xs, dst| {
+            with_elements!(OPS, x.dtype, xb, &mut *out, |xs, dst| {
                 let ys = bytemuck::try_cast_slice(yb).map_err(|_| CpuError::Misaligned)?;
                 let x = logic::Operand {
                     data: xs,
@@ -593,7 +597,7 @@ fn run_step_inline<const OPS: Selection>(
         Op::Transpose { perm } if selects(OPS, OpKind::Transpose) => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
-            with_elements!(x.dtype, bytes, out, |src, dst| movement::transpose(
+            with_elements!(OPS, x.dtype, bytes, out, |src, dst| movement::transpose(
                 src,
                 &x.shape,
                 &perm,
@@ -604,7 +608,7 @@ fn run_step_inline<const OPS: Selection>(
         Op::Slice { starts, steps } if selects(OPS, OpKind::Slice) => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
-            with_elements!(x.dtype, bytes, out, |src, dst| movement::slice(
+            with_elements!(OPS, x.dtype, bytes, out, |src, dst| movement::slice(
                 src,
                 &x.shape,
                 &starts,
@@ -621,7 +625,7 @@ fn run_step_inline<const OPS: Selection>(
         } if selects(OPS, OpKind::Pad) => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
-            pad(x, bytes, mode, &begins, value, out, &out_desc)?;
+            pad::<OPS>(x, bytes, mode, &begins, value, out, &out_desc)?;
         }
         Op::Concat { axis } if selects(OPS, OpKind::Concat) => {
             let mut offset = 0;
@@ -629,7 +633,7 @@ fn run_step_inline<const OPS: Selection>(
                 let part = part.ok_or(CpuError::CorruptPlan)?;
                 let len = part.shape.dim(axis);
                 let bytes = view.bytes(&part)?;
-                with_elements!(part.dtype, bytes, &mut *out, |src, dst| {
+                with_elements!(OPS, part.dtype, bytes, &mut *out, |src, dst| {
                     movement::concat_into(src, dst, &out_desc.shape, len, axis, offset)
                 });
                 offset += len;
@@ -639,7 +643,7 @@ fn run_step_inline<const OPS: Selection>(
             let (x, idx) = (input(0)?, input(1)?);
             let bytes = view.bytes(&x)?;
             let idx_bytes = view.bytes(&idx)?;
-            gather(x, bytes, axis, &idx, idx_bytes, out)?;
+            gather::<OPS>(x, bytes, axis, &idx, idx_bytes, out)?;
         }
         Op::Copy if selects(OPS, OpKind::Copy) => {
             let bytes = view.bytes(&input(0)?)?;
@@ -867,7 +871,7 @@ fn fused<const OPS: Selection>(act: Activation, out: &mut [f32]) {
 /// TopK writes two outputs: the values (carved as the output) and the indices (carved where a
 /// scratch would be: another disjoint span).
 #[inline(always)]
-fn top_k(
+fn top_k<const OPS: Selection>(
     step: &Step<'_>,
     axis: usize,
     largest: bool,
@@ -894,7 +898,7 @@ fn top_k(
     }
     match x.dtype {
         DType::F32 => typed::<f32>(bytes, lanes, largest, out, idx),
-        other => with_integer!(other, T => typed::<T>(bytes, lanes, largest, out, idx),
+        other => with_integer!(OPS, other, T => typed::<T>(bytes, lanes, largest, out, idx),
             _ => Err(CpuError::Unsupported)),
     }
 }
@@ -1116,14 +1120,14 @@ fn nd_layout(x: &TensorDesc, idx: &TensorDesc, batch_dims: usize) -> (usize, ind
 }
 
 /// [`numeric::binary`] on integer operands `a`, `b` (descriptor and bytes) of one type.
-fn integer_binary(
+fn integer_binary<const OPS: Selection>(
     op: ferrite_hal::op::BinaryOp,
     a: (TensorDesc, &[u8]),
     b: (TensorDesc, &[u8]),
     out: &mut [u8],
     shape: &ferrite_hal::Shape,
 ) -> Result<(), CpuError> {
-    fn typed<T: numeric::Integer>(
+    fn typed<const OPS: Selection, T: numeric::Integer>(
         op: ferrite_hal::op::BinaryOp,
         a: (TensorDesc, &[u8]),
         b: (TensorDesc, &[u8]),
@@ -1138,9 +1142,9 @@ fn integer_binary(
             data: cast::<T>(b.1)?,
             shape: b.0.shape,
         };
-        numeric::binary(op, x, y, cast_mut::<T>(out)?, shape)
+        numeric::binary::<OPS, T>(op, x, y, cast_mut::<T>(out)?, shape)
     }
-    with_integer!(a.0.dtype, T => typed::<T>(op, a, b, out, shape), _ => Err(CpuError::Unsupported))
+    with_integer!(OPS, a.0.dtype, T => typed::<OPS, T>(op, a, b, out, shape), _ => Err(CpuError::Unsupported))
 }
 
 #[inline(always)]
@@ -1152,7 +1156,7 @@ fn operand<'x>(view: &Readable<'x>, t: &TensorDesc) -> Result<Operand<'x>, CpuEr
 }
 
 #[inline(always)]
-fn pad(
+fn pad<const OPS: Selection>(
     x: TensorDesc,
     src: &[u8],
     mode: ferrite_hal::op::PadMode,
@@ -1162,28 +1166,34 @@ fn pad(
     out: &TensorDesc,
 ) -> Result<(), CpuError> {
     let (x_shape, out_shape) = (&x.shape, &out.shape);
-    // The fill value converts like an ONNX cast of the constant to the tensor's type.
-    match x.dtype {
-        DType::F32 => pad_typed(src, x_shape, mode, begins, value, dst, out_shape),
-        DType::I32 => pad_typed(src, x_shape, mode, begins, value as i32, dst, out_shape),
-        DType::I64 => pad_typed(src, x_shape, mode, begins, value as i64, dst, out_shape),
-        DType::I8 => pad_typed(src, x_shape, mode, begins, value as i8, dst, out_shape),
-        DType::U8 | DType::Bool => {
-            pad_typed(src, x_shape, mode, begins, value as u8, dst, out_shape)
+    // The fill value converts like an ONNX cast of the constant to the tensor's type; the copy
+    // only moves elements, so one instance per element size serves every type.
+    let bits: u64 = match x.dtype {
+        DType::F32 => value.to_bits().into(),
+        DType::F64 => f64::from(value).to_bits(),
+        DType::F16 => half::f16::from_f32(value).to_bits().into(),
+        DType::BF16 => half::bf16::from_f32(value).to_bits().into(),
+        DType::I8 => (value as i8 as u8).into(),
+        DType::U8 | DType::Bool => (value as u8).into(),
+        DType::I16 => (value as i16 as u16).into(),
+        DType::U16 => (value as u16).into(),
+        DType::I32 => (value as i32 as u32).into(),
+        DType::U32 => (value as u32).into(),
+        DType::I64 => value as i64 as u64,
+        DType::U64 => value as u64,
+    };
+    match x.dtype.size() {
+        1 if selects_size(OPS, 1) => {
+            pad_typed(src, x_shape, mode, begins, bits as u8, dst, out_shape)
         }
-        DType::I16 => pad_typed(src, x_shape, mode, begins, value as i16, dst, out_shape),
-        DType::U16 => pad_typed(src, x_shape, mode, begins, value as u16, dst, out_shape),
-        DType::U32 => pad_typed(src, x_shape, mode, begins, value as u32, dst, out_shape),
-        DType::U64 => pad_typed(src, x_shape, mode, begins, value as u64, dst, out_shape),
-        DType::F64 => pad_typed(src, x_shape, mode, begins, value as f64, dst, out_shape),
-        DType::F16 => {
-            let v = half::f16::from_f32(value).to_bits();
-            pad_typed(src, x_shape, mode, begins, v, dst, out_shape)
+        2 if selects_size(OPS, 2) => {
+            pad_typed(src, x_shape, mode, begins, bits as u16, dst, out_shape)
         }
-        DType::BF16 => {
-            let v = half::bf16::from_f32(value).to_bits();
-            pad_typed(src, x_shape, mode, begins, v, dst, out_shape)
+        4 if selects_size(OPS, 4) => {
+            pad_typed(src, x_shape, mode, begins, bits as u32, dst, out_shape)
         }
+        8 if selects_size(OPS, 8) => pad_typed(src, x_shape, mode, begins, bits, dst, out_shape),
+        _ => Err(CpuError::Unsupported),
     }
 }
 
@@ -1205,7 +1215,7 @@ fn pad_typed<T: bytemuck::Pod>(
 }
 
 #[inline(always)]
-fn gather(
+fn gather<const OPS: Selection>(
     x: TensorDesc,
     src: &[u8],
     axis: usize,
@@ -1216,20 +1226,20 @@ fn gather(
     let bad = |_| CpuError::Misaligned;
     let indices: &[u8] = idx_bytes;
     match idx.dtype {
-        DType::I64 => {
+        DType::I64 if selects_dtype(OPS, DType::I64) => {
             let ix: &[i64] = bytemuck::try_cast_slice(indices).map_err(bad)?;
-            gather_typed(x, src, axis, ix.iter().copied(), dst)
+            gather_typed::<OPS>(x, src, axis, ix.iter().copied(), dst)
         }
-        DType::I32 => {
+        DType::I32 if selects_dtype(OPS, DType::I32) => {
             let ix: &[i32] = bytemuck::try_cast_slice(indices).map_err(bad)?;
-            gather_typed(x, src, axis, ix.iter().map(|&v| v as i64), dst)
+            gather_typed::<OPS>(x, src, axis, ix.iter().map(|&v| v as i64), dst)
         }
         _ => Err(CpuError::Unsupported),
     }
 }
 
 #[inline(always)]
-fn gather_typed(
+fn gather_typed<const OPS: Selection>(
     x: TensorDesc,
     src: &[u8],
     axis: usize,
@@ -1238,15 +1248,15 @@ fn gather_typed(
 ) -> Result<(), CpuError> {
     let bad = |_| CpuError::Misaligned;
     match x.dtype.size() {
-        1 => movement::gather(src, &x.shape, axis, ix, dst),
-        4 => movement::gather::<u32>(
+        1 if selects_size(OPS, 1) => movement::gather(src, &x.shape, axis, ix, dst),
+        4 if selects_size(OPS, 4) => movement::gather::<u32>(
             bytemuck::try_cast_slice(src).map_err(bad)?,
             &x.shape,
             axis,
             ix,
             bytemuck::try_cast_slice_mut(dst).map_err(bad)?,
         ),
-        8 => movement::gather::<u64>(
+        8 if selects_size(OPS, 8) => movement::gather::<u64>(
             bytemuck::try_cast_slice(src).map_err(bad)?,
             &x.shape,
             axis,
@@ -1259,7 +1269,12 @@ fn gather_typed(
 
 /// Split writes several outputs: carve each in turn.
 #[inline(always)]
-fn split(step: &Step<'_>, axis: usize, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
+fn split<const OPS: Selection>(
+    step: &Step<'_>,
+    axis: usize,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
     let x = step.inputs.get(0).ok_or(CpuError::CorruptPlan)?;
     let mut offset = 0;
     for out_desc in step.outputs.iter() {
@@ -1272,7 +1287,7 @@ fn split(step: &Step<'_>, axis: usize, arena: &mut [u8], weights: &[u8]) -> Resu
         )?;
         let len = out_desc.shape.dim(axis);
         let bytes = view.bytes(&x)?;
-        with_elements!(x.dtype, bytes, out, |src, dst| movement::split_from(
+        with_elements!(OPS, x.dtype, bytes, out, |src, dst| movement::split_from(
             src, &x.shape, dst, len, axis, offset
         ));
         offset += len;

@@ -9,7 +9,7 @@ use super::logic::{zip_broadcast, Operand};
 use crate::CpuError;
 use core::cell::Cell;
 use ferrite_hal::op::BinaryOp;
-use ferrite_hal::{DType, Shape};
+use ferrite_hal::{selects_binary, DType, Selection, Shape};
 use half::{bf16, f16};
 
 /// An integer element type: the operations [`binary`] needs, with wrapping semantics.
@@ -101,7 +101,7 @@ fn power<T: Integer>(base: T, exponent: T) -> T {
 }
 
 /// `out = a op b` on integers of type `T`, the operands broadcast over `shape`.
-pub fn binary<T: Integer>(
+pub fn binary<const OPS: Selection, T: Integer>(
     op: BinaryOp,
     a: Operand<'_, T>,
     b: Operand<'_, T>,
@@ -116,39 +116,61 @@ pub fn binary<T: Integer>(
         })
     };
     match op {
-        BinaryOp::Add => zip_broadcast(a, b, out, shape, T::add),
-        BinaryOp::Sub => zip_broadcast(a, b, out, shape, T::sub),
-        BinaryOp::Mul => zip_broadcast(a, b, out, shape, T::mul),
-        BinaryOp::Div => zip_broadcast(a, b, out, shape, |x, y| checked(x.div(y))),
-        BinaryOp::Fmod => zip_broadcast(a, b, out, shape, |x, y| checked(x.rem(y))),
-        BinaryOp::Mod => zip_broadcast(a, b, out, shape, |x, y| {
-            let r = checked(x.rem(y));
-            if r != T::ZERO && r.is_negative() != y.is_negative() {
-                r.add(y)
-            } else {
-                r
-            }
-        }),
-        BinaryOp::Pow => zip_broadcast(a, b, out, shape, power),
-        BinaryOp::Max => zip_broadcast(a, b, out, shape, |x, y| if y > x { y } else { x }),
-        BinaryOp::Min => zip_broadcast(a, b, out, shape, |x, y| if y < x { y } else { x }),
-        BinaryOp::PRelu => {
-            zip_broadcast(
-                a,
-                b,
-                out,
-                shape,
-                |x, y| {
-                    if x.is_negative() {
-                        x.mul(y)
-                    } else {
-                        x
-                    }
-                },
-            )
+        BinaryOp::Add if selects_binary(OPS, BinaryOp::Add) => {
+            zip_broadcast(a, b, out, shape, T::add)
         }
-        BinaryOp::ShiftLeft => zip_broadcast(a, b, out, shape, |x, y| x.shift(y, true)),
-        BinaryOp::ShiftRight => zip_broadcast(a, b, out, shape, |x, y| x.shift(y, false)),
+        BinaryOp::Sub if selects_binary(OPS, BinaryOp::Sub) => {
+            zip_broadcast(a, b, out, shape, T::sub)
+        }
+        BinaryOp::Mul if selects_binary(OPS, BinaryOp::Mul) => {
+            zip_broadcast(a, b, out, shape, T::mul)
+        }
+        BinaryOp::Div if selects_binary(OPS, BinaryOp::Div) => {
+            zip_broadcast(a, b, out, shape, |x, y| checked(x.div(y)))
+        }
+        BinaryOp::Fmod if selects_binary(OPS, BinaryOp::Fmod) => {
+            zip_broadcast(a, b, out, shape, |x, y| checked(x.rem(y)))
+        }
+        BinaryOp::Mod if selects_binary(OPS, BinaryOp::Mod) => {
+            zip_broadcast(a, b, out, shape, |x, y| {
+                let r = checked(x.rem(y));
+                if r != T::ZERO && r.is_negative() != y.is_negative() {
+                    r.add(y)
+                } else {
+                    r
+                }
+            })
+        }
+        BinaryOp::Pow if selects_binary(OPS, BinaryOp::Pow) => {
+            zip_broadcast(a, b, out, shape, power)
+        }
+        BinaryOp::Max if selects_binary(OPS, BinaryOp::Max) => {
+            zip_broadcast(a, b, out, shape, |x, y| if y > x { y } else { x })
+        }
+        BinaryOp::Min if selects_binary(OPS, BinaryOp::Min) => {
+            zip_broadcast(a, b, out, shape, |x, y| if y < x { y } else { x })
+        }
+        BinaryOp::PRelu if selects_binary(OPS, BinaryOp::PRelu) => zip_broadcast(
+            a,
+            b,
+            out,
+            shape,
+            |x, y| {
+                if x.is_negative() {
+                    x.mul(y)
+                } else {
+                    x
+                }
+            },
+        ),
+        BinaryOp::ShiftLeft if selects_binary(OPS, BinaryOp::ShiftLeft) => {
+            zip_broadcast(a, b, out, shape, |x, y| x.shift(y, true))
+        }
+        BinaryOp::ShiftRight if selects_binary(OPS, BinaryOp::ShiftRight) => {
+            zip_broadcast(a, b, out, shape, |x, y| x.shift(y, false))
+        }
+        // Not selected: the core refused the model at load.
+        _ => return Err(CpuError::Unsupported),
     }
     if by_zero.get() {
         return Err(CpuError::DivisionByZero);
@@ -258,7 +280,13 @@ mod tests {
     fn run<T: Integer + Default>(op: BinaryOp, a: &[T], b: &[T]) -> Result<[T; 4], CpuError> {
         let mut out = [T::default(); 4];
         let shape = Shape::new(&[4]).unwrap();
-        binary(op, operand(a, &[4]), operand(b, &[4]), &mut out, &shape)?;
+        binary::<{ ferrite_hal::ALL_OPS }, _>(
+            op,
+            operand(a, &[4]),
+            operand(b, &[4]),
+            &mut out,
+            &shape,
+        )?;
         Ok(out)
     }
 
@@ -292,7 +320,7 @@ mod tests {
         let shape = Shape::new(&[2, 3]).unwrap();
         let a = operand(&[1i16, 2][..], &[2, 1]);
         let b = operand(&[10i16, 20, 30][..], &[3]);
-        binary(BinaryOp::Mul, a, b, &mut out, &shape).unwrap();
+        binary::<{ ferrite_hal::ALL_OPS }, _>(BinaryOp::Mul, a, b, &mut out, &shape).unwrap();
         assert_eq!(out, [10, 20, 30, 20, 40, 60]);
     }
 
