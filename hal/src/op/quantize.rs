@@ -1,0 +1,91 @@
+//! Quantization and dequantization, and the requantization parameters the integer ops of
+//! every family share: their word encoding. One module per family, as [`super::Family`] lists them: `Op::encode` and
+//! `Op::decode_selected` dispatch here by [`super::OpKind::family`].
+
+use super::*;
+
+/// How an integer op turns its int32 accumulators into 8-bit outputs. Per output channel `c`,
+/// with `(multiplier[c], shift[c])` from the op's requantization input (a Q31 fixed-point
+/// multiplier and a power-of-two exponent, precomputed on the host from the input, weight and
+/// output scales): `y = clamp(round(acc × multiplier × 2^(shift − 31)) + output_zero, min, max)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Requantize {
+    /// Zero point of the 8-bit input, subtracted from every input element.
+    pub input_zero: i32,
+    /// Zero point of the output.
+    pub output_zero: i32,
+    /// Smallest output (the fused activation's bound, in output integers).
+    pub min: i32,
+    /// Largest output.
+    pub max: i32,
+}
+
+impl Requantize {
+    pub(super) fn encode(&self, w: &mut WordWriter) {
+        for v in [self.input_zero, self.output_zero, self.min, self.max] {
+            w.i32(v);
+        }
+    }
+
+    pub(super) fn decode(r: &mut WordReader<'_>) -> Option<Requantize> {
+        let q = Requantize {
+            input_zero: r.i32()?,
+            output_zero: r.i32()?,
+            min: r.i32()?,
+            max: r.i32()?,
+        };
+        let byte = -128..=255;
+        (byte.contains(&q.input_zero)
+            && byte.contains(&q.output_zero)
+            && byte.contains(&q.min)
+            && byte.contains(&q.max)
+            && q.min <= q.max)
+            .then_some(q)
+    }
+}
+
+/// A real multiplier as a Q31 fixed-point multiplier and a power-of-two exponent:
+/// `x ↦ round(x × multiplier × 2^(shift − 31))` (TFLite's `MultiplyByQuantizedMultiplier`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rescale {
+    /// Q31 multiplier (0 or in `[2^30, 2^31)`).
+    pub multiplier: i32,
+    /// Power-of-two exponent, in `-31..=30`.
+    pub shift: i32,
+}
+
+impl Rescale {
+    pub(super) fn encode(&self, w: &mut WordWriter) {
+        w.i32(self.multiplier);
+        w.i32(self.shift);
+    }
+
+    pub(super) fn decode(r: &mut WordReader<'_>) -> Option<Rescale> {
+        let v = Rescale {
+            multiplier: r.i32()?,
+            shift: r.i32()?,
+        };
+        (v.multiplier >= 0 && (-31..=30).contains(&v.shift)).then_some(v)
+    }
+}
+
+/// Appends the parameters of `op`, a quantize op, as words.
+pub(super) fn encode(op: &Op, w: &mut WordWriter) {
+    match op {
+        Op::Quantize { axis } | Op::Dequantize { axis } => w.usize(*axis),
+        _ => {}
+    }
+}
+
+/// Decodes the parameters of an op of kind `kind` of this family, for a build selecting `OPS`:
+/// `None` for an unselected kind or a value out of its domain.
+pub(super) fn decode<const OPS: Selection>(kind: OpKind, r: &mut WordReader<'_>) -> Option<Op> {
+    Some(match kind {
+        OpKind::Quantize if selects(OPS, OpKind::Quantize) => Op::Quantize { axis: r.usize()? },
+        OpKind::Dequantize if selects(OPS, OpKind::Dequantize) => {
+            Op::Dequantize { axis: r.usize()? }
+        }
+        OpKind::DynamicQuantize if selects(OPS, OpKind::DynamicQuantize) => Op::DynamicQuantize,
+        _ => return None,
+    })
+}

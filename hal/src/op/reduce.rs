@@ -1,0 +1,111 @@
+//! Reductions, arg-extremes, top-k, running sums and determinants: their parameters and word
+//! encoding. One module per family, as [`super::Family`] lists them: `Op::encode` and
+//! `Op::decode_selected` dispatch here by [`super::OpKind::family`].
+
+use super::*;
+
+/// Where ArgMax / ArgMin look and which of equal extremes they report.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgIndex {
+    /// Axis, in `0..rank`.
+    pub axis: usize,
+    /// Report the last of equal extremes (ONNX `select_last_index`), else the first.
+    pub last: bool,
+}
+
+/// Reduction function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceOp {
+    /// Arithmetic mean.
+    Mean,
+    /// Sum.
+    Sum,
+    /// Maximum.
+    Max,
+    /// Minimum.
+    Min,
+    /// Product.
+    Prod,
+    /// `Σ |x|`.
+    L1,
+    /// `sqrt(Σ x²)`.
+    L2,
+    /// `ln Σ x`.
+    LogSum,
+    /// `Σ x²`.
+    SumSquare,
+}
+
+/// Appends the parameters of `op`, a reduce op, as words.
+pub(super) fn encode(op: &Op, w: &mut WordWriter) {
+    match op {
+        Op::ArgMax(a) | Op::ArgMin(a) => {
+            w.usize(a.axis);
+            w.bool(a.last);
+        }
+        Op::TopK { axis, largest } => {
+            w.usize(*axis);
+            w.bool(*largest);
+        }
+        Op::CumSum {
+            axis,
+            exclusive,
+            reverse,
+        } => {
+            w.usize(*axis);
+            w.bool(*exclusive);
+            w.bool(*reverse);
+        }
+        Op::Reduce { op, axes } => {
+            w.u32(*op as u32);
+            w.u32(*axes);
+        }
+        _ => {}
+    }
+}
+
+/// Decodes the parameters of an op of kind `kind` of this family, for a build selecting `OPS`:
+/// `None` for an unselected kind or a value out of its domain.
+pub(super) fn decode<const OPS: Selection>(kind: OpKind, r: &mut WordReader<'_>) -> Option<Op> {
+    Some(match kind {
+        OpKind::ArgMax | OpKind::ArgMin
+            if selects(OPS, OpKind::ArgMax) || selects(OPS, OpKind::ArgMin) =>
+        {
+            let a = ArgIndex {
+                axis: r.usize()?,
+                last: r.bool()?,
+            };
+            if kind == OpKind::ArgMax {
+                Op::ArgMax(a)
+            } else {
+                Op::ArgMin(a)
+            }
+        }
+        OpKind::Det if selects(OPS, OpKind::Det) => Op::Det,
+        OpKind::TopK if selects(OPS, OpKind::TopK) => Op::TopK {
+            axis: r.usize()?,
+            largest: r.bool()?,
+        },
+        OpKind::CumSum if selects(OPS, OpKind::CumSum) => Op::CumSum {
+            axis: r.usize()?,
+            exclusive: r.bool()?,
+            reverse: r.bool()?,
+        },
+        OpKind::Reduce if selects(OPS, OpKind::Reduce) => Op::Reduce {
+            op: match r.u32()? {
+                0 => ReduceOp::Mean,
+                1 => ReduceOp::Sum,
+                2 => ReduceOp::Max,
+                3 => ReduceOp::Min,
+                4 => ReduceOp::Prod,
+                5 => ReduceOp::L1,
+                6 => ReduceOp::L2,
+                7 => ReduceOp::LogSum,
+                8 => ReduceOp::SumSquare,
+                _ => return None,
+            },
+            axes: r.u32()?,
+        },
+        _ => return None,
+    })
+}
