@@ -1017,10 +1017,17 @@ pub fn step_operands_and_scratch<'x, const N: usize>(
     let (view, out, scratch) = carve(arena, weights, out_span, scratch_span)?;
     let mut inputs: [&'x [u8]; N] = [&[]; N];
     for (i, slot) in inputs.iter_mut().enumerate() {
-        let t = step.inputs.get(i).ok_or(CpuError::CorruptPlan)?;
-        *slot = view.bytes(&t)?;
+        *slot = input_bytes(step, &view, i)?;
     }
     Ok((inputs, out, scratch.unwrap_or(&mut [])))
+}
+
+/// The bytes of input `i` of `step`. Out of line, so that the callers' frames hold no tensor
+/// descriptor (the deepest stack of an int8 firmware runs through them).
+#[inline(never)]
+fn input_bytes<'x>(step: &Step<'_>, view: &Readable<'x>, i: usize) -> Result<&'x [u8], CpuError> {
+    let t = step.inputs.get(i).ok_or(CpuError::CorruptPlan)?;
+    view.bytes(&t)
 }
 
 /// Runs `$body` with `$xs`/`$ys` as the 8-bit input and output slices their dtype says (both
