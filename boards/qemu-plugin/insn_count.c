@@ -8,6 +8,10 @@
  * before that call. The host subtracts consecutive markers to get instructions per inference.
  * At exit it prints `ferrite-insns: total COUNT`.
  *
+ * With `histogram=FILE` it also counts how often each translation block ran and writes
+ * `ADDRESS INSTRUCTIONS EXECUTIONS` per block to FILE at exit: where the instructions go, for
+ * `scripts/qemu_hotspots.py` to attribute to functions and source lines.
+ *
  * Build: gcc -shared -fPIC -O2 -o libinsn_count.so insn_count.c
  * Use:   qemu-system-arm ... -plugin ./libinsn_count.so,marker=0x1234 -d plugin
  */
@@ -23,6 +27,16 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_version = QEMU_PLUGIN_VERSION;
 static uint64_t count;   /* instructions executed so far (one vCPU) */
 static uint64_t marker;  /* address of the marker function, 0 if none */
 static uint64_t markers; /* marker hits so far */
+
+/* The histogram: one slot per translated block (a block retranslated gets a new slot). */
+struct block {
+    uint64_t vaddr;
+    uint64_t insns;
+    uint64_t runs;
+};
+static const char *histogram; /* output file, NULL when off */
+static struct block *blocks;
+static size_t n_blocks, cap_blocks;
 
 static void print(const char *what, uint64_t n)
 {
@@ -42,6 +56,12 @@ static void on_marker(unsigned int vcpu, void *udata)
     print("marker", markers++);
 }
 
+static void on_block(unsigned int vcpu, void *udata)
+{
+    (void)vcpu;
+    blocks[(uintptr_t)udata].runs++;
+}
+
 static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
@@ -52,6 +72,24 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
     qemu_plugin_register_vcpu_tb_exec_inline(tb, QEMU_PLUGIN_INLINE_ADD_U64, &count,
                                              qemu_plugin_tb_n_insns(tb));
+    if (histogram) {
+        if (n_blocks == cap_blocks) {
+            size_t cap = cap_blocks ? 2 * cap_blocks : 4096;
+            struct block *grown = realloc(blocks, cap * sizeof *blocks);
+            if (!grown) {
+                return; /* out of memory: this block goes uncounted */
+            }
+            blocks = grown;
+            cap_blocks = cap;
+        }
+        struct block *b = &blocks[n_blocks++];
+        b->vaddr = qemu_plugin_tb_vaddr(tb);
+        b->insns = qemu_plugin_tb_n_insns(tb);
+        b->runs = 0;
+        /* Counted through the slot's index: a later realloc may move `blocks`. */
+        qemu_plugin_register_vcpu_tb_exec_cb(tb, on_block, QEMU_PLUGIN_CB_NO_REGS,
+                                             (void *)(uintptr_t)(n_blocks - 1));
+    }
 }
 
 static void on_qemu_exit(qemu_plugin_id_t id, void *udata)
@@ -59,6 +97,20 @@ static void on_qemu_exit(qemu_plugin_id_t id, void *udata)
     (void)id;
     (void)udata;
     print(NULL, 0);
+    if (histogram) {
+        FILE *f = fopen(histogram, "w");
+        if (!f) {
+            qemu_plugin_outs("ferrite-insns: cannot write the histogram\n");
+            return;
+        }
+        for (size_t i = 0; i < n_blocks; i++) {
+            if (blocks[i].runs) {
+                fprintf(f, "%#" PRIx64 " %" PRIu64 " %" PRIu64 "\n", blocks[i].vaddr,
+                        blocks[i].insns, blocks[i].runs);
+            }
+        }
+        fclose(f);
+    }
 }
 
 QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc,
@@ -69,6 +121,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
         if (strncmp(argv[i], "marker=", 7) == 0) {
             /* Thumb function addresses have bit 0 set; blocks start at the even address. */
             marker = strtoull(argv[i] + 7, NULL, 0) & ~(uint64_t)1;
+        } else if (strncmp(argv[i], "histogram=", 10) == 0) {
+            histogram = argv[i] + 10;
         }
     }
     qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);

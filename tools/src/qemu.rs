@@ -128,6 +128,18 @@ impl Board {
     }
 }
 
+/// The plugin's argument: its path and the marker's address, and with
+/// `$FERRITE_QEMU_HISTOGRAM` set, the file it writes each translation block's execution count
+/// to (`scripts/qemu_hotspots.py` reads it: where a model's instructions go).
+fn plugin_args(plugin: &Path, marker: u64) -> String {
+    let mut args = format!("{},marker={marker:#x}", plugin.display());
+    if let Some(file) = std::env::var_os("FERRITE_QEMU_HISTOGRAM") {
+        args.push_str(",histogram=");
+        args.push_str(&file.to_string_lossy());
+    }
+    args
+}
+
 /// Where the instruction-count plugin is: `$FERRITE_QEMU_PLUGIN`, or where
 /// `scripts/build-firmware.sh` puts it.
 pub fn plugin_path() -> PathBuf {
@@ -346,7 +358,7 @@ fn launch(
             if profile { ",arg=profile" } else { "" }
         ))
         .arg("-plugin")
-        .arg(format!("{},marker={marker:#x}", plugin.display()))
+        .arg(plugin_args(&plugin, marker))
         .args(["-d", "plugin", "-D"])
         .arg(&log)
         .arg("-kernel")

@@ -119,16 +119,17 @@ fn window_offsets(g: &Geometry, offsets: &mut [u32]) -> Result<(), CpuError> {
     Ok(())
 }
 
-/// Fills `column` (in slot order) with the `x − zx` values output position `p` reads from the
-/// group input `xg`: through `offsets` when the window is away from the padding, else value by
-/// value with zeros in the padding.
+/// Stores, through `put(slot, value)`, the `k` values `x − zx` output position `p` reads from
+/// the group input `xg` (slot order): through `offsets` when the window is away from the
+/// padding, else value by value with zeros in the padding.
 #[inline(always)]
 fn unfold(
     g: &Geometry,
     xg: &[u8],
     offsets: &[u32],
     p: usize,
-    column: &mut [i16],
+    k: usize,
+    mut put: impl FnMut(usize, i16) -> Result<(), CpuError>,
 ) -> Result<(), CpuError> {
     let d = &g.d;
     let [kh, kw] = g.kernel;
@@ -141,12 +142,15 @@ fn unfold(
     let last_x = ix0.wrapping_add((kw - 1) * g.dilation[1]);
     if iy0 < d.h && last_y < d.h && ix0 < d.w && last_x < d.w {
         let window = xg.get(iy0 * d.w + ix0..).ok_or(CpuError::CorruptPlan)?;
-        for (slot, &off) in column.iter_mut().zip(offsets) {
-            *slot = value(*window.get(off as usize).ok_or(CpuError::CorruptPlan)?);
+        for (slot, &off) in offsets.iter().take(k).enumerate() {
+            put(
+                slot,
+                value(*window.get(off as usize).ok_or(CpuError::CorruptPlan)?),
+            )?;
         }
         return Ok(());
     }
-    let full = column.len() & !3;
+    let full = k & !3;
     let mut j = 0;
     for plane in xg.chunks_exact((d.h * d.w).max(1)).take(d.c / g.group) {
         for ky in 0..kh {
@@ -159,7 +163,7 @@ fn unfold(
             for kx in 0..kw {
                 let ix = ix0.wrapping_add(kx * g.dilation[1]);
                 let v = row.and_then(|r| r.get(ix)).map_or(0, |&v| value(v));
-                *column.get_mut(slot(j, full)).ok_or(CpuError::CorruptPlan)? = v;
+                put(slot(j, full), v)?;
                 j += 1;
             }
         }
@@ -167,37 +171,44 @@ fn unfold(
     Ok(())
 }
 
-/// A column's full groups of four as words (word-aligned: checked in [`columns`]).
+/// Where slot `s` of the column of block position `t` lies in the block's columns, for `k`
+/// slots per column (`stride`: `k` rounded up to even). The full groups of four slots are
+/// interleaved, group by group: the first words (slots 0 and 1 of the group) of the
+/// [`BLOCK`] columns, then their second words, so that one pointer walks all the columns a
+/// group of four weights multiplies; the tail slots follow, column by column.
 #[inline(always)]
-fn words(column: &[i16]) -> &[u32] {
-    bytemuck::try_cast_slice(&column[..column.len() & !3]).unwrap_or(&[])
+fn block_index(t: usize, s: usize, k: usize, stride: usize) -> usize {
+    let full = k & !3;
+    if s < full {
+        (s & !3) * BLOCK + (s & 2) * BLOCK + 2 * t + (s & 1)
+    } else {
+        full * BLOCK + t * (stride - full) + (s - full)
+    }
 }
 
-/// `bias + Σ w·c` for one int8 weight row and [`BLOCK`] unfolded columns.
+/// `bias + Σ w·c` for one int8 weight row and the [`BLOCK`] columns of a block (laid out as
+/// [`block_index`] says; `full` the block's interleaved words, `tail` its tail slots).
 #[inline(always)]
-fn dot4(w: &[u8], c: [&[i16]; BLOCK], bias: i32) -> [i32; BLOCK] {
+fn dot4(w: &[u8], full: &[u32], tail: &[i16], bias: i32) -> [i32; BLOCK] {
     let (w_full, w_tail) = w.split_at(w.len() & !3);
     let mut acc = [bias; BLOCK];
-    let [c0, c1, c2, c3] = c.map(words);
-    for ((((w4, x0), x1), x2), x3) in w_full
-        .chunks_exact(4)
-        .zip(c0.chunks_exact(2))
-        .zip(c1.chunks_exact(2))
-        .zip(c2.chunks_exact(2))
-        .zip(c3.chunks_exact(2))
-    {
+    for (w4, x) in w_full.chunks_exact(4).zip(full.chunks_exact(2 * BLOCK)) {
         let w4 = u32::from_le_bytes([w4[0], w4[1], w4[2], w4[3]]);
         let (w02, w13) = (sxtb16(w4), sxtb16_ror8(w4));
-        acc[0] = smlad(w13, x0[1], smlad(w02, x0[0], acc[0]));
-        acc[1] = smlad(w13, x1[1], smlad(w02, x1[0], acc[1]));
-        acc[2] = smlad(w13, x2[1], smlad(w02, x2[0], acc[2]));
-        acc[3] = smlad(w13, x3[1], smlad(w02, x3[0], acc[3]));
+        let Ok(x): Result<&[u32; 2 * BLOCK], _> = x.try_into() else {
+            break;
+        };
+        acc[0] = smlad(w13, x[4], smlad(w02, x[0], acc[0]));
+        acc[1] = smlad(w13, x[5], smlad(w02, x[1], acc[1]));
+        acc[2] = smlad(w13, x[6], smlad(w02, x[2], acc[2]));
+        acc[3] = smlad(w13, x[7], smlad(w02, x[3], acc[3]));
     }
-    let tail = w_full.len();
+    let per_column = tail.len() / BLOCK;
     for (t, &wv) in w_tail.iter().enumerate() {
         let wv = wv as i8 as i32;
-        for (a, col) in acc.iter_mut().zip(c) {
-            *a = a.wrapping_add(wv * col.get(tail + t).copied().unwrap_or(0) as i32);
+        for (c, a) in acc.iter_mut().enumerate() {
+            let x = tail.get(c * per_column + t).copied().unwrap_or(0) as i32;
+            *a = a.wrapping_add(wv * x);
         }
     }
     acc
@@ -234,16 +245,18 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                 .ok_or(CpuError::CorruptPlan)?;
             for p in (0..positions).step_by(BLOCK) {
                 let n = BLOCK.min(positions - p);
-                for (t, column) in cols.chunks_exact_mut(stride.max(1)).take(n).enumerate() {
-                    unfold(&g, xg, offsets, p + t, &mut column[..k])?;
+                // Positions past the last multiply the last one again; their results are dropped.
+                for t in 0..BLOCK {
+                    let position = p + t.min(n - 1);
+                    unfold(&g, xg, offsets, position, k, |slot, v| {
+                        let at = block_index(t, slot, k, stride);
+                        *cols.get_mut(at).ok_or(CpuError::CorruptPlan)? = v;
+                        Ok(())
+                    })?;
                 }
-                let cols = &*cols;
-                let column = |t: usize| {
-                    // Positions past the last multiply column 0 again; their results are dropped.
-                    let t = if t < n { t } else { 0 };
-                    &cols[t * stride..t * stride + k]
-                };
-                let block = [column(0), column(1), column(2), column(3)];
+                let (full, tail) = cols.split_at(BLOCK * (k & !3));
+                let full: &[u32] =
+                    bytemuck::try_cast_slice(full).map_err(|_| CpuError::Misaligned)?;
                 let rows = w
                     .get(grp * ocg * k..(grp + 1) * ocg * k)
                     .ok_or(CpuError::CorruptPlan)?;
@@ -257,7 +270,7 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                 {
                     let o = grp * ocg + i;
                     let bias = i32::from_le_bytes([b4[0], b4[1], b4[2], b4[3]]);
-                    let acc = dot4(row, block, bias);
+                    let acc = dot4(row, full, tail, bias);
                     let rq = requantizer(requant, o, &g.q)?;
                     let at = (b * d.oc + o) * positions + p;
                     let slots = out.get_mut(at..at + n).ok_or(CpuError::CorruptPlan)?;
