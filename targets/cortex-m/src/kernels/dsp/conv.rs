@@ -119,17 +119,19 @@ fn window_offsets(g: &Geometry, offsets: &mut [u32]) -> Result<(), CpuError> {
     Ok(())
 }
 
-/// Stores, through `put(slot, value)`, the `k` values `x − zx` output position `p` reads from
-/// the group input `xg` (slot order): through `offsets` when the window is away from the
+/// Stores the `k` values `x − zx` output position `p` reads from the group input `xg` as the
+/// column of block position `t` in `cols` (laid out as [`block_index`] says, `stride` slots
+/// per column): through `offsets` a word (two slots) at a time when the window is away from the
 /// padding, else value by value with zeros in the padding.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn unfold(
     g: &Geometry,
     xg: &[u8],
     offsets: &[u32],
     p: usize,
-    k: usize,
-    mut put: impl FnMut(usize, i16) -> Result<(), CpuError>,
+    (t, k, stride): (usize, usize, usize),
+    cols: &mut [i16],
 ) -> Result<(), CpuError> {
     let d = &g.d;
     let [kh, kw] = g.kernel;
@@ -142,15 +144,47 @@ fn unfold(
     let last_x = ix0.wrapping_add((kw - 1) * g.dilation[1]);
     if iy0 < d.h && last_y < d.h && ix0 < d.w && last_x < d.w {
         let window = xg.get(iy0 * d.w + ix0..).ok_or(CpuError::CorruptPlan)?;
-        for (slot, &off) in offsets.iter().take(k).enumerate() {
-            put(
-                slot,
-                value(*window.get(off as usize).ok_or(CpuError::CorruptPlan)?),
-            )?;
+        let at = |off: u32| -> Result<i16, CpuError> {
+            Ok(value(
+                *window.get(off as usize).ok_or(CpuError::CorruptPlan)?,
+            ))
+        };
+        let full = k & !3;
+        let (head, tail) = cols
+            .split_at_mut_checked(BLOCK * full)
+            .ok_or(CpuError::CorruptPlan)?;
+        let words: &mut [u32] =
+            bytemuck::try_cast_slice_mut(head).map_err(|_| CpuError::Misaligned)?;
+        let pair = |a: i16, b: i16| a as u16 as u32 | (b as u16 as u32) << 16;
+        let groups = offsets.get(..full).ok_or(CpuError::CorruptPlan)?;
+        for (o, w) in groups
+            .chunks_exact(4)
+            .zip(words.chunks_exact_mut(2 * BLOCK))
+        {
+            let (first, second) = w.split_at_mut(BLOCK);
+            let (&[o0, o1, o2, o3], Some(a), Some(b)) = (o, first.get_mut(t), second.get_mut(t))
+            else {
+                return Err(CpuError::CorruptPlan);
+            };
+            *a = pair(at(o0)?, at(o1)?);
+            *b = pair(at(o2)?, at(o3)?);
+        }
+        let column_tail = tail
+            .get_mut(t * (stride - full)..(t + 1) * (stride - full))
+            .ok_or(CpuError::CorruptPlan)?;
+        let tail_offsets = offsets.get(full..k).ok_or(CpuError::CorruptPlan)?;
+        for (slot, &off) in column_tail.iter_mut().zip(tail_offsets) {
+            *slot = at(off)?;
         }
         return Ok(());
     }
     let full = k & !3;
+    let mut put = |s: usize, v: i16| -> Result<(), CpuError> {
+        *cols
+            .get_mut(block_index(t, s, k, stride))
+            .ok_or(CpuError::CorruptPlan)? = v;
+        Ok(())
+    };
     let mut j = 0;
     for plane in xg.chunks_exact((d.h * d.w).max(1)).take(d.c / g.group) {
         for ky in 0..kh {
@@ -248,11 +282,7 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                 // Positions past the last multiply the last one again; their results are dropped.
                 for t in 0..BLOCK {
                     let position = p + t.min(n - 1);
-                    unfold(&g, xg, offsets, position, k, |slot, v| {
-                        let at = block_index(t, slot, k, stride);
-                        *cols.get_mut(at).ok_or(CpuError::CorruptPlan)? = v;
-                        Ok(())
-                    })?;
+                    unfold(&g, xg, offsets, position, (t, k, stride), cols)?;
                 }
                 let (full, tail) = cols.split_at(BLOCK * (k & !3));
                 let full: &[u32] =
