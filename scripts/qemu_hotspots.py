@@ -3,15 +3,16 @@
 
 Run a model on QEMU with the instruction-count plugin's histogram on, then read it here:
 
-    FERRITE_QEMU_HISTOGRAM=/tmp/blocks.txt ferrite bench MODEL.frt --device qemu-m4 --runs 1
-    scripts/qemu_hotspots.py /tmp/blocks.txt ELF [--top 25]
+    mkdir -p /tmp/hot && FERRITE_QEMU_HISTOGRAM=/tmp/hot ferrite bench MODEL.frt --device qemu-m4
+    scripts/qemu_hotspots.py /tmp/hot/firmware-release.elf.blocks \
+        boards/target/model-firmware/<crc>-<len>/firmware-release.elf [--top 25]
 
-ELF is the firmware that ran: the every-kernel `boards/target/thumbv7em-none-eabihf/release/
-qemu-mps2-an386`, or the model's own one (`boards/target/model-firmware/<crc>-<len>/
-firmware-release.elf`; `ferrite bench` runs both, so histogram the one you want by running
-`ferrite run ... --device qemu-m4` instead, which runs only the every-kernel firmware). The
-histogram covers the whole run (load and verification too, a small share when `--runs` is
-large). Source lines are the innermost inlined ones (llvm-symbolizer).
+Each firmware a command runs writes `<folder>/<its file name>.blocks`: `ferrite bench` runs the
+every-kernel firmware (`qemu-mps2-an386.blocks`, ELF `boards/target/thumbv7em-none-eabihf/
+release/qemu-mps2-an386`) and the model's own (`firmware-release.elf.blocks`, ELF under
+`boards/target/model-firmware/`). Read each with its own ELF. The histogram covers the whole
+run (load, verification and the stack painting too; the inference's functions are the kernels').
+Source lines are the innermost inlined ones (llvm-symbolizer).
 """
 import argparse
 import bisect

@@ -129,11 +129,15 @@ impl Board {
 }
 
 /// The plugin's argument: its path and the marker's address, and with
-/// `$FERRITE_QEMU_HISTOGRAM` set, the file it writes each translation block's execution count
-/// to (`scripts/qemu_hotspots.py` reads it: where a model's instructions go).
-fn plugin_args(plugin: &Path, marker: u64) -> String {
+/// `$FERRITE_QEMU_HISTOGRAM` (a folder) set, the file it writes each translation block's
+/// execution count to: `<folder>/<firmware file name>.blocks`, one per firmware a command runs
+/// (`ferrite bench` runs the every-kernel firmware and the model's own). `scripts/qemu_hotspots.py`
+/// reads it with the same firmware: where a model's instructions go.
+fn plugin_args(plugin: &Path, marker: u64, firmware: &Path) -> String {
     let mut args = format!("{},marker={marker:#x}", plugin.display());
-    if let Some(file) = std::env::var_os("FERRITE_QEMU_HISTOGRAM") {
+    if let Some(folder) = std::env::var_os("FERRITE_QEMU_HISTOGRAM") {
+        let name = firmware.file_name().unwrap_or_default().to_string_lossy();
+        let file = Path::new(&folder).join(format!("{name}.blocks"));
         args.push_str(",histogram=");
         args.push_str(&file.to_string_lossy());
     }
@@ -358,7 +362,7 @@ fn launch(
             if profile { ",arg=profile" } else { "" }
         ))
         .arg("-plugin")
-        .arg(plugin_args(&plugin, marker))
+        .arg(plugin_args(&plugin, marker, firmware))
         .args(["-d", "plugin", "-D"])
         .arg(&log)
         .arg("-kernel")
