@@ -25,24 +25,17 @@ pub fn rust_module(model: &Model<'_>, frt_name: &str, source: &str) -> String {
         &binary,
     );
     let kind_names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
-    let binary_names = match binary.is_empty() {
-        true => String::new(),
-        false => format!(
-            " and binary ops {}",
-            binary
-                .iter()
-                .map(|b| format!("{b:?}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
+    let binary_names = if binary.is_empty() {
+        String::new()
+    } else {
+        let names: Vec<String> = binary.iter().map(|b| format!("{b:?}")).collect();
+        format!(" and binary ops {}", names.join(", "))
     };
-    let activation_names = match activations.is_empty() {
-        true => "no activation".to_string(),
-        false => activations
-            .iter()
-            .map(|a| a.name())
-            .collect::<Vec<_>>()
-            .join(", "),
+    let activation_names = if activations.is_empty() {
+        "no activation".to_string()
+    } else {
+        let names: Vec<&str> = activations.iter().map(|a| a.name()).collect();
+        names.join(", ")
     };
     let describe = |info: ferrite_core::TensorInfo<'_>| {
         format!(

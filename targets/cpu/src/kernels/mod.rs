@@ -286,9 +286,10 @@ fn run_step_inline<const OPS: Selection>(
             if a.dtype == DType::F32 {
                 let (a, b) = (operand(&view, &a)?, operand(&view, &b)?);
                 let out = f32s_mut(out)?;
-                match OPS == ALL_OPS {
-                    true => elementwise::binary::<OPS>(op, a, b, out, &out_desc.shape),
-                    false => elementwise::binary_out_of_line::<OPS>(op, a, b, out, &out_desc.shape),
+                if OPS == ALL_OPS {
+                    elementwise::binary::<OPS>(op, a, b, out, &out_desc.shape)
+                } else {
+                    elementwise::binary_out_of_line::<OPS>(op, a, b, out, &out_desc.shape)
                 }
                 fused::<OPS>(activation, out);
             } else {

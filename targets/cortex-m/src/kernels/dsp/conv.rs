@@ -130,7 +130,9 @@ fn unfold(
     xg: &[u8],
     offsets: &[u32],
     p: usize,
-    (t, k, stride): (usize, usize, usize),
+    t: usize,
+    k: usize,
+    stride: usize,
     cols: &mut [i16],
 ) -> Result<(), CpuError> {
     let d = &g.d;
@@ -150,9 +152,7 @@ fn unfold(
             ))
         };
         let full = k & !3;
-        let (head, tail) = cols
-            .split_at_mut_checked(BLOCK * full)
-            .ok_or(CpuError::CorruptPlan)?;
+        let head = cols.get_mut(..BLOCK * full).ok_or(CpuError::CorruptPlan)?;
         let words: &mut [u32] =
             bytemuck::try_cast_slice_mut(head).map_err(|_| CpuError::Misaligned)?;
         let pair = |a: i16, b: i16| a as u16 as u32 | (b as u16 as u32) << 16;
@@ -169,12 +169,10 @@ fn unfold(
             *a = pair(at(o0)?, at(o1)?);
             *b = pair(at(o2)?, at(o3)?);
         }
-        let column_tail = tail
-            .get_mut(t * (stride - full)..(t + 1) * (stride - full))
-            .ok_or(CpuError::CorruptPlan)?;
         let tail_offsets = offsets.get(full..k).ok_or(CpuError::CorruptPlan)?;
-        for (slot, &off) in column_tail.iter_mut().zip(tail_offsets) {
-            *slot = at(off)?;
+        for (s, &off) in (full..k).zip(tail_offsets) {
+            let slot = cols.get_mut(block_index(t, s, k, stride));
+            *slot.ok_or(CpuError::CorruptPlan)? = at(off)?;
         }
         return Ok(());
     }
@@ -282,7 +280,7 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                 // Positions past the last multiply the last one again; their results are dropped.
                 for t in 0..BLOCK {
                     let position = p + t.min(n - 1);
-                    unfold(&g, xg, offsets, position, (t, k, stride), cols)?;
+                    unfold(&g, xg, offsets, position, t, k, stride, cols)?;
                 }
                 let (full, tail) = cols.split_at(BLOCK * (k & !3));
                 let full: &[u32] =
