@@ -365,10 +365,10 @@ enum IntegerOp {
     },
 }
 
-/// x → Quantize → Dequantize → Gemm or Conv (int8 per-channel weights, int32 bias) → Quantize →
-/// Dequantize with `n` outputs: everything but the integer op is elementwise and exact, so any
-/// difference between devices would come from its kernel.
-fn int8_model(op: IntegerOp, n: usize) -> Vec<u8> {
+/// x → Quantize → Dequantize → Gemm or Conv (int8 per-channel weights, int32 bias) → Quantize
+/// (scale `y_scale`) → Dequantize with `n` outputs: everything but the integer op is elementwise
+/// and exact, so any difference between devices would come from its kernel.
+fn int8_model(op: IntegerOp, n: usize, y_scale: f32) -> Vec<u8> {
     use ferrite_tools::onnx::build::{attr_int, attr_ints};
     use ferrite_tools::onnx::proto::TensorProto;
     let ints = |name: &str, dtype: i32, dims: &[i64], values: Vec<i32>| TensorProto {
@@ -429,7 +429,7 @@ fn int8_model(op: IntegerOp, n: usize) -> Vec<u8> {
         .init(ints("b_q", data_type::INT32, &[i(n)], bias))
         .init_f32("b_scale", &[i(n)], &b_scale)
         .init(ints("b_zero", data_type::INT32, &[i(n)], vec![0; n]))
-        .init_f32("y_scale", &[], &[0.04])
+        .init_f32("y_scale", &[], &[y_scale])
         .init(ints("y_zero", data_type::INT8, &[], vec![5]))
         .node(
             "QuantizeLinear",
@@ -489,39 +489,80 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
         dilation,
         group,
     };
-    // (case, op, outputs): K = 67 and 45 leave tails after groups of four; 35 and 99 positions
-    // leave partial blocks; odd widths leave a lone last output in the depthwise pair loop.
+    // (case, op, outputs, output scale): K = 67 and 45 leave tails after groups of four; 35
+    // and 99 positions leave partial blocks; odd widths leave a lone last output in the
+    // depthwise pair loop; rows over 32 outputs are split. An output scale of 0.04 makes requantization multipliers of about
+    // 2^-9 (the kernels' high-word form); 0.0003 makes them about 1/3 and more (right shifts of
+    // 32 and less: the general form).
     let cases = [
-        ("gemm", IntegerOp::Gemm { k: 67 }, 10),
-        ("pointwise", conv(67, [5, 7], [1, 1], 1, [0; 4], 1, 1), 10),
-        ("3x3 padded", conv(5, [9, 11], [3, 3], 1, [1; 4], 1, 1), 6),
+        ("gemm", IntegerOp::Gemm { k: 67 }, 10, 0.04),
+        (
+            "pointwise",
+            conv(67, [5, 7], [1, 1], 1, [0; 4], 1, 1),
+            10,
+            0.04,
+        ),
+        (
+            "3x3 padded",
+            conv(5, [9, 11], [3, 3], 1, [1; 4], 1, 1),
+            6,
+            0.04,
+        ),
         (
             "strided dilated",
             conv(3, [12, 13], [3, 3], 2, [1, 0, 2, 1], 2, 1),
             5,
+            0.04,
         ),
         (
             "10x4 stride 2",
             conv(1, [49, 10], [10, 4], 2, [4, 1, 5, 1], 1, 1),
             8,
+            0.04,
         ),
-        ("grouped", conv(6, [7, 8], [3, 3], 1, [1; 4], 1, 2), 4),
-        ("depthwise", conv(10, [7, 9], [3, 3], 1, [1; 4], 1, 10), 10),
-        ("depthwise s2", conv(6, [9, 9], [3, 3], 2, [1; 4], 1, 6), 6),
+        ("grouped", conv(6, [7, 8], [3, 3], 1, [1; 4], 1, 2), 4, 0.04),
+        (
+            "depthwise",
+            conv(10, [7, 9], [3, 3], 1, [1; 4], 1, 10),
+            10,
+            0.04,
+        ),
+        (
+            "depthwise s2",
+            conv(6, [9, 9], [3, 3], 2, [1; 4], 1, 6),
+            6,
+            0.04,
+        ),
         (
             "depthwise 5x5 x2",
             conv(4, [8, 6], [5, 5], 1, [2; 4], 1, 4),
             8,
+            0.04,
         ),
         (
             "depthwise dilated",
             conv(3, [9, 9], [3, 3], 1, [2; 4], 2, 3),
             3,
+            0.04,
         ),
+        (
+            "pointwise, large scale",
+            conv(67, [5, 7], [1, 1], 1, [0; 4], 1, 1),
+            10,
+            0.0003,
+        ),
+        (
+            "depthwise, large scale",
+            conv(10, [7, 9], [3, 3], 1, [1; 4], 1, 10),
+            10,
+            0.0003,
+        ),
+        ("gemm, large scale", IntegerOp::Gemm { k: 67 }, 10, 0.0003),
     ];
     unless_missing::<QemuM4>("DSP bit-exactness", || {
-        for (case, op, n) in cases {
-            let packed = pack(&int8_model(op, n), &PackOptions::default()).expect("pack");
+        for (case, op, n, y_scale) in cases {
+            let model = int8_model(op, n, y_scale);
+            let packed = pack(&model, &PackOptions::default()).expect("pack");
             let integer = if matches!(op, IntegerOp::Gemm { .. }) {
                 "QGemm"
             } else {

@@ -39,7 +39,8 @@ pub fn requantize(acc: i32, multiplier: i32, shift: i32) -> i32 {
 /// worked out once: kernels make one per channel, then [`Requantizer::apply`] per output.
 #[derive(Clone, Copy, Debug)]
 pub struct Requantizer {
-    multiplier: i64,
+    /// Kept as `i32` so the product is one 32×32→64 multiply (`SMULL`) wherever the struct sits.
+    multiplier: i32,
     /// The right shift, in `1..=62`.
     right: u32,
     /// `2^(right − 1)`: added before the shift, it makes the floor a round-half-up.
@@ -56,7 +57,7 @@ impl Requantizer {
         // The verifier keeps `shift` in `-31..=30`; the clamp keeps the shift defined anyway.
         let right = (31 - shift.clamp(-31, 30)) as u32;
         Requantizer {
-            multiplier: multiplier as i64,
+            multiplier,
             right,
             half: 1i64 << (right - 1),
             zero: q.output_zero,
@@ -82,7 +83,7 @@ impl Requantizer {
     /// an `SMLAL`, an `ASR`, a mask test and a conditional `BIC`.
     #[inline(always)]
     pub fn scale(&self, acc: i32) -> i32 {
-        let p = acc as i64 * self.multiplier + self.half;
+        let p = acc as i64 * self.multiplier as i64 + self.half;
         if self.right >= 32 {
             let (hi, lo) = ((p >> 32) as i32, p as u32);
             let up = hi >> (self.right - 32);
@@ -97,9 +98,102 @@ impl Requantizer {
     /// The output integer of `acc`: requantized, offset by the output zero point, clamped.
     #[inline(always)]
     pub fn apply(&self, acc: i32) -> i32 {
+        // `max` then `min` rather than `clamp`, which would panic if `min > max` (the verifier
+        // refuses that; this keeps the kernels free of the panic path anyway).
         self.scale(acc)
             .saturating_add(self.zero)
-            .clamp(self.min, self.max)
+            .max(self.min)
+            .min(self.max)
+    }
+
+    /// The same requantization in the form a 32-bit core computes fastest, when the right
+    /// shift is 33 or more (scales below 2^-2 of the multiplier's range, which is nearly every
+    /// convolution): `None` otherwise.
+    #[inline(always)]
+    pub fn high_word(&self) -> Option<HighWordRequantizer> {
+        let shift = self
+            .right
+            .checked_sub(32)
+            .filter(|&s| (1..=31).contains(&s))?;
+        Some(HighWordRequantizer {
+            multiplier: self.multiplier,
+            half: 1 << (shift - 1),
+            shift,
+            mask: (1 << shift) - 1,
+            zero: self.zero,
+            min: self.min,
+            max: self.max,
+        })
+    }
+}
+
+/// A [`Requantizer`] whose right shift is 33 or more, computed on the product's high word:
+/// `2^(right − 1)` only adds to the high word, the shift is a 32-bit one, and a tie is a product
+/// whose low word and dropped high bits are all zero. On a Cortex-M4 that is an `SMULL`, an
+/// `ADD`, an `ASR` and four instructions for the tie, with every constant in a register; the
+/// result is [`Requantizer::apply`]'s, bit for bit.
+#[derive(Clone, Copy, Debug)]
+pub struct HighWordRequantizer {
+    multiplier: i32,
+    /// `2^(shift − 1)`: the rounding half, on the high word.
+    half: i32,
+    /// The right shift of the high word, `right − 32`, in `1..=31`.
+    shift: u32,
+    /// `2^shift − 1`: the high word's bits the shift drops.
+    mask: u32,
+    zero: i32,
+    min: i32,
+    max: i32,
+}
+
+impl HighWordRequantizer {
+    /// The high-word form of `Requantizer::new([multiplier, shift], q)`, made directly from the
+    /// pair (a few instructions, for kernels that make one per channel and block): `Some` for
+    /// shifts of −31 to −2, which are exactly the right shifts of 33 to 62.
+    #[inline(always)]
+    pub fn new([multiplier, shift]: [i32; 2], q: &Requantize) -> Option<HighWordRequantizer> {
+        if !(-31..=-2).contains(&shift) {
+            return None;
+        }
+        // right = 31 − shift, so the high word's shift is right − 32 = −1 − shift = !shift.
+        let high = !shift as u32;
+        Some(HighWordRequantizer {
+            multiplier,
+            half: 1 << (high - 1),
+            shift: high,
+            mask: (1 << high) - 1,
+            zero: q.output_zero,
+            min: q.min,
+            max: q.max,
+        })
+    }
+
+    /// `[multiplier, half, shift, mask, zero, min, max]`, for kernels written in assembly.
+    #[inline(always)]
+    pub fn words(&self) -> [i32; 7] {
+        [
+            self.multiplier,
+            self.half,
+            self.shift as i32,
+            self.mask as i32,
+            self.zero,
+            self.min,
+            self.max,
+        ]
+    }
+
+    /// The output integer of `acc`, as [`Requantizer::apply`] gives it.
+    #[inline(always)]
+    pub fn apply(&self, acc: i32) -> i32 {
+        let p = acc as i64 * self.multiplier as i64;
+        // |p| ≤ 2^62, so the high word is at most 2^30 and adding the half cannot overflow.
+        let hi = ((p >> 32) as i32).wrapping_add(self.half);
+        let tie = (hi as u32 & self.mask) | p as u32 == 0;
+        let rounded = (hi >> self.shift) & !(tie as i32);
+        rounded
+            .saturating_add(self.zero)
+            .max(self.min)
+            .min(self.max)
     }
 }
 
@@ -821,6 +915,67 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// The high-word form gives `apply`'s output for every shift it takes, with every output
+    /// zero point and clamp, on edge and random accumulators and multipliers.
+    #[test]
+    fn high_word_requantizer_equals_apply() {
+        let mut seed = 99u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (seed >> 32) as i32
+        };
+        let clamps = [
+            (0, -128, 127),
+            (-5, -5, 127),
+            (128, 0, 255),
+            (3, 3, 100),
+            (i32::MAX, i32::MIN, i32::MAX),
+            (i32::MIN, i32::MIN, i32::MAX),
+        ];
+        let mut taken = 0;
+        for shift in -31..=30 {
+            for &(output_zero, min, max) in &clamps {
+                let q = Requantize {
+                    input_zero: 0,
+                    output_zero,
+                    min,
+                    max,
+                };
+                for i in 0..20_000 {
+                    let acc = match i {
+                        0 => i32::MIN,
+                        1 => i32::MAX,
+                        2 => 0,
+                        _ => next() >> (next() as u32 % 28),
+                    };
+                    let m = match i % 4 {
+                        0 => (1 << 30) | (next() & 0x3fff_ffff),
+                        1 => (1 << 30) | ((next() & 0x3f) << 24),
+                        2 => i32::MAX,
+                        _ => next(),
+                    };
+                    let rq = Requantizer::new([m, shift], &q);
+                    let direct = HighWordRequantizer::new([m, shift], &q);
+                    match rq.high_word() {
+                        Some(fast) => {
+                            taken += 1;
+                            assert_eq!(fast.apply(acc), rq.apply(acc), "{acc} {m} {shift}");
+                            let direct = direct.expect("the direct form exists too");
+                            assert_eq!(direct.words(), fast.words());
+                        }
+                        None => {
+                            assert!(shift >= -1, "shift {shift} has a high-word form");
+                            assert!(direct.is_none());
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(taken, 30 * 6 * 20_000);
     }
 
     /// The kernels against the definition, over strides, dilations, pads and groups.

@@ -1,69 +1,51 @@
-//! Integer convolutions for the DSP extension, both with their input unfolded in the step's arena
-//! scratch (planned by `ferrite_hal::geometry::qconv_scratch_elements`).
-//!
-//! - [`columns`] (regular, grouped and pointwise convolutions): two output positions at a time,
-//!   the input values each reads (`in_channels_per_group × kernel area`) are written as int16
-//!   `x − zero_point` columns (0 where the window is in the padding), then every output channel's
-//!   int8 weight row is multiplied against both columns with `SMLAD`: four weights are unpacked
-//!   by two `SXTB16`s into the pairs (w0, w2) and (w1, w3), so each column stores its entries in
-//!   the order x0, x2, x1, x3 within every group of four.
-//! - [`depthwise`] (one input channel per group): each channel's plane is copied into scratch
-//!   with a border of the input zero point as wide as the padding, so every tap reads in bounds
-//!   and `Σ w·(x − zx) = Σ w·x − zx·Σ w` with the correction folded into the bias; 3×3 windows
-//!   without dilation keep their nine weights in registers.
+//! Regular, grouped and pointwise integer convolutions for the DSP extension, with their input
+//! unfolded in the step's arena scratch (planned by
+//! `ferrite_hal::geometry::qconv_scratch_elements`): [`columns`] takes four output positions at
+//! a time, writes the input values each reads (`in_channels_per_group × kernel area`) as int16
+//! `x − zero_point` columns (0 where the window is in the padding), then multiplies every output
+//! channel's int8 weight row against the four columns with `SMLAD`: four weights are unpacked by
+//! two `SXTB16`s into the pairs (w0, w2) and (w1, w3), so each column stores its entries in the
+//! order x0, x2, x1, x3 within every group of four. Depthwise convolutions are in
+//! `super::depthwise`.
 //!
 //! Integer sums are exact (wrapping, like the portable kernels), so results are bit-exact with
 //! `ferrite_cpu::kernels::integer::qconv`.
 
-use super::{smlabb, smlabt, smlad, sxtb16, sxtb16_ror8};
+use super::{smlad, sxtb16, sxtb16_ror8};
 use ferrite_cpu::kernels::conv::ConvDims;
 use ferrite_cpu::kernels::integer::Requantizer;
 use ferrite_cpu::kernels::step_operands_and_scratch;
 use ferrite_cpu::CpuError;
 use ferrite_hal::op::Requantize;
-use ferrite_hal::{DType, Op, Step};
+use ferrite_hal::{Op, Step};
 
 /// A little-endian `i32` of `bytes` at word `i`.
 #[inline(always)]
-fn word(bytes: &[u8], i: usize) -> Result<i32, CpuError> {
+pub(super) fn word(bytes: &[u8], i: usize) -> Result<i32, CpuError> {
     let v = bytes.get(4 * i..4 * i + 4).ok_or(CpuError::CorruptPlan)?;
     Ok(i32::from_le_bytes([v[0], v[1], v[2], v[3]]))
 }
 
-/// Channel `c`'s requantizer.
+/// Channel `c`'s `(multiplier, shift)` pair (one pair for all when there is one).
 #[inline(always)]
-fn requantizer(requant: &[u8], c: usize, q: &Requantize) -> Result<Requantizer, CpuError> {
+pub(super) fn requant_pair(requant: &[u8], c: usize) -> Result<[i32; 2], CpuError> {
     let c = if requant.len() == 8 { 0 } else { c };
-    Ok(Requantizer::new(
-        [word(requant, 2 * c)?, word(requant, 2 * c + 1)?],
-        q,
-    ))
-}
-
-/// The output byte of `v` (already clamped to the output type's range).
-#[inline(always)]
-fn byte(v: i32, signed: bool) -> u8 {
-    if signed {
-        v as i8 as u8
-    } else {
-        v as u8
-    }
+    Ok([word(requant, 2 * c)?, word(requant, 2 * c + 1)?])
 }
 
 /// The convolution's shape, read from the step.
-struct Geometry {
-    d: ConvDims,
-    group: usize,
-    kernel: [usize; 2],
-    stride: [usize; 2],
-    dilation: [usize; 2],
-    pad: [usize; 2],
-    q: Requantize,
-    signed_output: bool,
+pub(super) struct Geometry {
+    pub(super) d: ConvDims,
+    pub(super) group: usize,
+    pub(super) kernel: [usize; 2],
+    pub(super) stride: [usize; 2],
+    pub(super) dilation: [usize; 2],
+    pub(super) pad: [usize; 2],
+    pub(super) q: Requantize,
 }
 
 impl Geometry {
-    fn of(step: &Step<'_>) -> Result<Geometry, CpuError> {
+    pub(super) fn of(step: &Step<'_>) -> Result<Geometry, CpuError> {
         let Op::QConv(c) = step.op else {
             return Err(CpuError::CorruptPlan);
         };
@@ -78,7 +60,6 @@ impl Geometry {
             dilation: w.dilation,
             pad: [w.pads[0], w.pads[1]],
             q: c.requantize,
-            signed_output: y.dtype == DType::I8,
         })
     }
 }
@@ -299,192 +280,21 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                     let o = grp * ocg + i;
                     let bias = i32::from_le_bytes([b4[0], b4[1], b4[2], b4[3]]);
                     let acc = dot4(row, full, tail, bias);
-                    let rq = requantizer(requant, o, &g.q)?;
+                    let pair = requant_pair(requant, o)?;
                     let at = (b * d.oc + o) * positions + p;
                     let slots = out.get_mut(at..at + n).ok_or(CpuError::CorruptPlan)?;
-                    for (slot, &a) in slots.iter_mut().zip(&acc) {
-                        *slot = byte(rq.apply(a), g.signed_output);
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
-}
-
-/// A 3×3 depthwise window's weights, packed for `SMLAD`: per row the outer pair (w0, w2) as
-/// int16 halves and the middle weight.
-struct Taps3 {
-    outer: [u32; 3],
-    middle: [u32; 3],
-    plain: [i32; 9],
-}
-
-impl Taps3 {
-    fn new(w: &[u8]) -> Taps3 {
-        let v = |i: usize| w.get(i).map_or(0, |&b| b as i8 as i32);
-        let half = |x: i32| x as u32 & 0xffff;
-        Taps3 {
-            outer: [0, 1, 2].map(|r| half(v(3 * r)) | (half(v(3 * r + 2)) << 16)),
-            middle: [0, 1, 2].map(|r| half(v(3 * r + 1))),
-            plain: core::array::from_fn(v),
-        }
-    }
-
-    /// The accumulators of outputs `x` and `x + 1` of a stride-1 row: each input row gives
-    /// bytes (x0, x1, x2, x3) in one word; (x0, x2) and (x1, x3) meet the outer weights with
-    /// `SMLAD`, the middle weight takes x1 and x2.
-    #[inline(always)]
-    fn pair(&self, rows: [&[u8]; 3], x: usize, base: i32) -> Result<[i32; 2], CpuError> {
-        let (mut a, mut b) = (base, base);
-        for ((row, &outer), &middle) in rows.iter().zip(&self.outer).zip(&self.middle) {
-            let q = row.get(x..x + 4).ok_or(CpuError::CorruptPlan)?;
-            let word = u32::from_le_bytes([q[0], q[1], q[2], q[3]]);
-            let (even, odd) = (sxtb16(word), sxtb16_ror8(word));
-            a = smlabb(middle, odd, smlad(outer, even, a));
-            b = smlabt(middle, even, smlad(outer, odd, b));
-        }
-        Ok([a, b])
-    }
-
-    /// The accumulator of output `x` alone.
-    #[inline(always)]
-    fn single(&self, rows: [&[u8]; 3], x: usize, base: i32) -> Result<i32, CpuError> {
-        let mut acc = base;
-        for (r, row) in rows.iter().enumerate() {
-            let q = row.get(x..x + 3).ok_or(CpuError::CorruptPlan)?;
-            for (t, &v) in q.iter().enumerate() {
-                acc = acc.wrapping_add(self.plain[3 * r + t] * v as i8 as i32);
-            }
-        }
-        Ok(acc)
-    }
-}
-
-/// Depthwise `QConv` (one input channel per group, any channel multiplier) on int8 input.
-#[inline(never)]
-pub fn depthwise(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
-    let g = Geometry::of(step)?;
-    let d = g.d;
-    let multiplier = d.oc / g.group;
-    let [kh, kw] = g.kernel;
-    let [sh, sw] = g.stride;
-    let [dh, dw] = g.dilation;
-    // The padded plane: every position the outputs read.
-    let ph = (d.oh - 1) * sh + (kh - 1) * dh + 1;
-    let pw = (d.ow - 1) * sw + (kw - 1) * dw + 1;
-    let ([x, w, bias, requant], out, scratch) =
-        step_operands_and_scratch::<4>(step, arena, weights)?;
-    let padded = scratch.get_mut(..ph * pw).ok_or(CpuError::CorruptPlan)?;
-    let zx = g.q.input_zero;
-    let taps = kh * kw;
-    let fast3x3 = kh == 3 && kw == 3 && dh == 1 && dw == 1;
-    for b in 0..d.n {
-        for c in 0..d.c {
-            let plane = x
-                .get((b * d.c + c) * d.h * d.w..(b * d.c + c + 1) * d.h * d.w)
-                .ok_or(CpuError::CorruptPlan)?;
-            // The padded plane: zero-point borders around a copy of the rows and columns read.
-            let fill = zx as i8 as u8;
-            let left = g.pad[1].min(pw);
-            let copied = d.w.min(pw - left);
-            for (py, row) in padded.chunks_exact_mut(pw.max(1)).enumerate() {
-                let iy = py.wrapping_sub(g.pad[0]);
-                match plane.get(iy.wrapping_mul(d.w)..).filter(|_| iy < d.h) {
-                    Some(src) => {
-                        let (head, rest) = row.split_at_mut(left);
-                        let (body, tail) = rest.split_at_mut(copied);
-                        head.fill(fill);
-                        body.copy_from_slice(src.get(..copied).ok_or(CpuError::CorruptPlan)?);
-                        tail.fill(fill);
-                    }
-                    None => row.fill(fill),
-                }
-            }
-            let padded = &*padded;
-            for m in 0..multiplier {
-                let o = c * multiplier + m;
-                let wo = w
-                    .get(o * taps..(o + 1) * taps)
-                    .ok_or(CpuError::CorruptPlan)?;
-                let w_sum: i32 = wo.iter().map(|&v| v as i8 as i32).sum();
-                let base = word(bias, o)?.wrapping_sub(zx.wrapping_mul(w_sum));
-                let rq = requantizer(requant, o, &g.q)?;
-                let taps = Taps3::new(wo);
-                let out_base = (b * d.oc + o) * d.oh * d.ow;
-                let out_rows = out
-                    .get_mut(out_base..out_base + d.oh * d.ow)
-                    .ok_or(CpuError::CorruptPlan)?;
-                let finish_into =
-                    |slot: &mut u8, acc: i32| *slot = byte(rq.apply(acc), g.signed_output);
-                for (oy, out_row) in out_rows.chunks_exact_mut(d.ow.max(1)).enumerate() {
-                    let y0 = oy * sh;
-                    if fast3x3 && sw == 1 {
-                        let row = |r: usize| {
-                            padded
-                                .get((y0 + r) * pw..(y0 + r + 1) * pw)
-                                .ok_or(CpuError::CorruptPlan)
-                        };
-                        let rows = [row(0)?, row(1)?, row(2)?];
-                        let mut pairs = out_row.chunks_exact_mut(2);
-                        for (i, pair) in (&mut pairs).enumerate() {
-                            let [a, b] = taps.pair(rows, 2 * i, base)?;
-                            pair[0] = byte(rq.apply(a), g.signed_output);
-                            pair[1] = byte(rq.apply(b), g.signed_output);
-                        }
-                        if let [last] = pairs.into_remainder() {
-                            let at = d.ow - 1;
-                            finish_into(last, taps.single(rows, at, base)?);
-                        }
-                    } else if fast3x3 {
-                        let row = |r: usize| {
-                            padded
-                                .get((y0 + r) * pw..(y0 + r + 1) * pw)
-                                .ok_or(CpuError::CorruptPlan)
-                        };
-                        let wv = |i: usize| wo[i] as i8 as i32;
-                        let k = [
-                            wv(0),
-                            wv(1),
-                            wv(2),
-                            wv(3),
-                            wv(4),
-                            wv(5),
-                            wv(6),
-                            wv(7),
-                            wv(8),
-                        ];
-                        let (r0, r1, r2) = (row(0)?, row(1)?, row(2)?);
-                        for (((a, b), c), slot) in r0
-                            .windows(3)
-                            .step_by(sw)
-                            .zip(r1.windows(3).step_by(sw))
-                            .zip(r2.windows(3).step_by(sw))
-                            .zip(out_row.iter_mut())
-                        {
-                            let (&[a0, a1, a2], &[b0, b1, b2], &[c0, c1, c2]) = (a, b, c) else {
-                                return Err(CpuError::CorruptPlan);
-                            };
-                            let v = |x: u8| x as i8 as i32;
-                            let acc = base
-                                .wrapping_add(k[0] * v(a0) + k[1] * v(a1) + k[2] * v(a2))
-                                .wrapping_add(k[3] * v(b0) + k[4] * v(b1) + k[5] * v(b2))
-                                .wrapping_add(k[6] * v(c0) + k[7] * v(c1) + k[8] * v(c2));
-                            finish_into(slot, acc);
-                        }
-                    } else {
-                        for (ox, slot) in out_row.iter_mut().enumerate() {
-                            let x0 = ox * sw;
-                            let mut acc = base;
-                            for ky in 0..kh {
-                                for kx in 0..kw {
-                                    let at = (y0 + ky * dh) * pw + x0 + kx * dw;
-                                    let v = *padded.get(at).ok_or(CpuError::CorruptPlan)? as i8;
-                                    acc =
-                                        acc.wrapping_add(wo[ky * kw + kx] as i8 as i32 * v as i32);
-                                }
+                    // The output's low byte (the value is clamped to the output type).
+                    let rq = Requantizer::new(pair, &g.q);
+                    match rq.high_word() {
+                        Some(fast) => {
+                            for (slot, &a) in slots.iter_mut().zip(&acc) {
+                                *slot = fast.apply(a) as u8;
                             }
-                            finish_into(slot, acc);
+                        }
+                        None => {
+                            for (slot, &a) in slots.iter_mut().zip(&acc) {
+                                *slot = rq.apply(a) as u8;
+                            }
                         }
                     }
                 }

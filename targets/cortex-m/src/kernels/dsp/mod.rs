@@ -4,6 +4,8 @@
 //! (checked under QEMU by `tests/tests/qemu.rs`).
 
 mod conv;
+mod depthwise;
+mod requantize;
 
 use ferrite_cpu::kernels::integer::Requantizer;
 use ferrite_cpu::kernels::step_operands;
@@ -30,18 +32,6 @@ fn smlabb(a: u32, b: u32, acc: i32) -> i32 {
     // SAFETY: as for `smlad`.
     unsafe {
         core::arch::asm!("smlabb {r}, {a}, {b}, {acc}", r = lateout(reg) r, a = in(reg) a,
-            b = in(reg) b, acc = in(reg) acc, options(pure, nomem, nostack));
-    }
-    r
-}
-
-/// `acc + lo(a)·hi(b)` on signed 16-bit halves.
-#[inline(always)]
-fn smlabt(a: u32, b: u32, acc: i32) -> i32 {
-    let r: i32;
-    // SAFETY: as for `smlad`.
-    unsafe {
-        core::arch::asm!("smlabt {r}, {a}, {b}, {acc}", r = lateout(reg) r, a = in(reg) a,
             b = in(reg) b, acc = in(reg) acc, options(pure, nomem, nostack));
     }
     r
@@ -191,7 +181,7 @@ pub fn run_step<const OPS: Selection>(
         Op::QConv(c) if selects(OPS, OpKind::QConv) => {
             let icg = step.inputs.get(1)?.shape.dim(1);
             if icg == 1 && c.group > 1 {
-                Some(conv::depthwise(step, arena, weights))
+                Some(depthwise::depthwise(step, arena, weights))
             } else {
                 Some(conv::columns(step, arena, weights))
             }
