@@ -871,15 +871,19 @@ mod tests {
         assert_eq!(requantize(i32::MIN, i32::MIN, 30), i32::MAX);
     }
 
-    #[test]
-    fn requantize_equals_exact_rounding_everywhere() {
-        let mut seed = 12345u64;
-        let mut next = || {
+    /// A repeatable stream of pseudo-random `i32`s (a 64-bit LCG's high words) from `seed`.
+    fn random_i32s(mut seed: u64) -> impl FnMut() -> i32 {
+        move || {
             seed = seed
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
             (seed >> 32) as i32
-        };
+        }
+    }
+
+    #[test]
+    fn requantize_equals_exact_rounding_everywhere() {
+        let mut next = random_i32s(12345);
         let edges = [
             i32::MIN,
             i32::MIN + 1,
@@ -921,13 +925,7 @@ mod tests {
     /// zero point and clamp, on edge and random accumulators and multipliers.
     #[test]
     fn high_word_requantizer_equals_apply() {
-        let mut seed = 99u64;
-        let mut next = || {
-            seed = seed
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            (seed >> 32) as i32
-        };
+        let mut next = random_i32s(99);
         let clamps = [
             (0, -128, 127),
             (-5, -5, 127),
