@@ -115,15 +115,12 @@ impl Requantizer {
             .right
             .checked_sub(32)
             .filter(|&s| (1..=31).contains(&s))?;
-        Some(HighWordRequantizer {
-            multiplier: self.multiplier,
-            half: 1 << (shift - 1),
+        let (zero, min, max) = (self.zero, self.min, self.max);
+        Some(HighWordRequantizer::with_shift(
+            self.multiplier,
             shift,
-            mask: (1 << shift) - 1,
-            zero: self.zero,
-            min: self.min,
-            max: self.max,
-        })
+            [zero, min, max],
+        ))
     }
 }
 
@@ -157,15 +154,22 @@ impl HighWordRequantizer {
         }
         // right = 31 − shift, so the high word's shift is right − 32 = −1 − shift = !shift.
         let high = !shift as u32;
-        Some(HighWordRequantizer {
+        let clamp = [q.output_zero, q.min, q.max];
+        Some(HighWordRequantizer::with_shift(multiplier, high, clamp))
+    }
+
+    /// The form for a high-word shift in `1..=31` and the output's `[zero, min, max]`.
+    #[inline(always)]
+    fn with_shift(multiplier: i32, shift: u32, [zero, min, max]: [i32; 3]) -> HighWordRequantizer {
+        HighWordRequantizer {
             multiplier,
-            half: 1 << (high - 1),
-            shift: high,
-            mask: (1 << high) - 1,
-            zero: q.output_zero,
-            min: q.min,
-            max: q.max,
-        })
+            half: 1 << (shift - 1),
+            shift,
+            mask: (1 << shift) - 1,
+            zero,
+            min,
+            max,
+        }
     }
 
     /// `[multiplier, half, shift, mask, zero, min, max]`, for kernels written in assembly.
