@@ -365,10 +365,23 @@ enum IntegerOp {
     },
 }
 
-/// x → Quantize → Dequantize → Gemm or Conv (int8 per-channel weights, int32 bias) → Quantize
-/// (scale `y_scale`) → Dequantize with `n` outputs: everything but the integer op is elementwise
-/// and exact, so any difference between devices would come from its kernel.
-fn int8_model(op: IntegerOp, n: usize, y_scale: f32) -> Vec<u8> {
+/// What an [`int8_model`] varies beyond its op: the output scale, and two cases the kernels
+/// take other paths for.
+#[derive(Clone, Copy)]
+enum Output {
+    /// Per-channel weight scales, this output scale.
+    Scale(f32),
+    /// Power-of-two scales whose requantization multiplier is exactly 2^-3: one accumulator in
+    /// eight is a tie, rounded to even.
+    Ties,
+    /// A Relu before the output's Quantize: a clamp narrower than the output type.
+    Relu(f32),
+}
+
+/// x → Quantize → Dequantize → Gemm or Conv (int8 per-channel weights, int32 bias) [→ Relu] →
+/// Quantize → Dequantize with `n` outputs: everything but the integer op is elementwise and
+/// exact, so any difference between devices would come from its kernel.
+fn int8_model(op: IntegerOp, n: usize, output: Output) -> Vec<u8> {
     use ferrite_tools::onnx::build::{attr_int, attr_ints};
     use ferrite_tools::onnx::proto::TensorProto;
     let ints = |name: &str, dtype: i32, dims: &[i64], values: Vec<i32>| TensorProto {
@@ -417,11 +430,20 @@ fn int8_model(op: IntegerOp, n: usize, y_scale: f32) -> Vec<u8> {
         .map(|i| ((i * 37 + 11) % 255) as i32 - 127)
         .collect();
     let bias: Vec<i32> = (0..n).map(|i| i as i32 * 97 - 400).collect();
-    let w_scale: Vec<f32> = (0..n).map(|i| 0.002 + 0.0003 * i as f32).collect();
-    let b_scale: Vec<f32> = w_scale.iter().map(|s| s * 0.05).collect();
-    ModelBuilder::new(13)
+    // Ties: 2^-3 · 2^-6 / 2^-6 = 2^-3.
+    let (x_scale, y_scale) = match output {
+        Output::Scale(s) | Output::Relu(s) => (0.05, s),
+        Output::Ties => (0.125, 0.015625),
+    };
+    let w_scale: Vec<f32> = match output {
+        Output::Ties => vec![0.015625; n],
+        _ => (0..n).map(|i| 0.002 + 0.0003 * i as f32).collect(),
+    };
+    let b_scale: Vec<f32> = w_scale.iter().map(|s| s * x_scale).collect();
+    let relu = matches!(output, Output::Relu(_));
+    let builder = ModelBuilder::new(13)
         .input("x", data_type::FLOAT, &x_dims)
-        .init_f32("x_scale", &[], &[0.05])
+        .init_f32("x_scale", &[], &[x_scale])
         .init(ints("x_zero", data_type::INT8, &[], vec![-3]))
         .init(ints("w_q", data_type::INT8, &w_dims, weights))
         .init_f32("w_scale", &[i(n)], &w_scale)
@@ -459,11 +481,17 @@ fn int8_model(op: IntegerOp, n: usize, y_scale: f32) -> Vec<u8> {
             &["b"],
             vec![attr_int("axis", 0)],
         )
-        .node(name, "op", &["xf", "w", "b"], &["yf"], attrs)
+        .node(name, "op", &["xf", "w", "b"], &["yf"], attrs);
+    let (builder, y_float) = if relu {
+        (builder.node("Relu", "relu", &["yf"], &["yr"], vec![]), "yr")
+    } else {
+        (builder, "yf")
+    };
+    builder
         .node(
             "QuantizeLinear",
             "qy",
-            &["yf", "y_scale", "y_zero"],
+            &[y_float, "y_scale", "y_zero"],
             &["yq"],
             vec![],
         )
@@ -489,79 +517,114 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
         dilation,
         group,
     };
-    // (case, op, outputs, output scale): K = 67 and 45 leave tails after groups of four; 35
-    // and 99 positions leave partial blocks; odd widths leave a lone last output in the
-    // depthwise pair loop; rows over 32 outputs are split. An output scale of 0.04 makes requantization multipliers of about
-    // 2^-9 (the kernels' high-word form); 0.0003 makes them about 1/3 and more (right shifts of
-    // 32 and less: the general form).
+    // (case, op, outputs, output): K = 67 and 45 leave tails after groups of four; 35 and 99
+    // positions leave partial blocks; odd widths leave a lone last output in the depthwise pair
+    // loop; planes up to 32 bytes wide run as one flattened run, wider rows are split. An
+    // output scale of 0.04 makes requantization multipliers of about 2^-9 (the kernels'
+    // high-word form); 0.0003 makes them about 1/3 and more (right shifts of 32 and less: the
+    // general form). Ties and a Relu's narrower clamp take their own paths.
     let cases = [
-        ("gemm", IntegerOp::Gemm { k: 67 }, 10, 0.04),
+        ("gemm", IntegerOp::Gemm { k: 67 }, 10, Output::Scale(0.04)),
         (
             "pointwise",
             conv(67, [5, 7], [1, 1], 1, [0; 4], 1, 1),
             10,
-            0.04,
+            Output::Scale(0.04),
         ),
         (
             "3x3 padded",
             conv(5, [9, 11], [3, 3], 1, [1; 4], 1, 1),
             6,
-            0.04,
+            Output::Scale(0.04),
         ),
         (
             "strided dilated",
             conv(3, [12, 13], [3, 3], 2, [1, 0, 2, 1], 2, 1),
             5,
-            0.04,
+            Output::Scale(0.04),
         ),
         (
             "10x4 stride 2",
             conv(1, [49, 10], [10, 4], 2, [4, 1, 5, 1], 1, 1),
             8,
-            0.04,
+            Output::Scale(0.04),
         ),
-        ("grouped", conv(6, [7, 8], [3, 3], 1, [1; 4], 1, 2), 4, 0.04),
+        (
+            "grouped",
+            conv(6, [7, 8], [3, 3], 1, [1; 4], 1, 2),
+            4,
+            Output::Scale(0.04),
+        ),
         (
             "depthwise",
             conv(10, [7, 9], [3, 3], 1, [1; 4], 1, 10),
             10,
-            0.04,
+            Output::Scale(0.04),
         ),
         (
             "depthwise s2",
             conv(6, [9, 9], [3, 3], 2, [1; 4], 1, 6),
             6,
-            0.04,
+            Output::Scale(0.04),
         ),
         (
             "depthwise 5x5 x2",
             conv(4, [8, 6], [5, 5], 1, [2; 4], 1, 4),
             8,
-            0.04,
+            Output::Scale(0.04),
         ),
         (
             "depthwise dilated",
             conv(3, [9, 9], [3, 3], 1, [2; 4], 2, 3),
             3,
-            0.04,
+            Output::Scale(0.04),
         ),
         (
             "pointwise, large scale",
             conv(67, [5, 7], [1, 1], 1, [0; 4], 1, 1),
             10,
-            0.0003,
+            Output::Scale(0.0003),
         ),
         (
             "depthwise, large scale",
             conv(10, [7, 9], [3, 3], 1, [1; 4], 1, 10),
             10,
-            0.0003,
+            Output::Scale(0.0003),
         ),
-        ("gemm, large scale", IntegerOp::Gemm { k: 67 }, 10, 0.0003),
+        (
+            "gemm, large scale",
+            IntegerOp::Gemm { k: 67 },
+            10,
+            Output::Scale(0.0003),
+        ),
+        (
+            "pointwise, ties",
+            conv(67, [5, 7], [1, 1], 1, [0; 4], 1, 1),
+            10,
+            Output::Ties,
+        ),
+        (
+            "depthwise, ties",
+            conv(10, [7, 9], [3, 3], 1, [1; 4], 1, 10),
+            10,
+            Output::Ties,
+        ),
+        (
+            "pointwise, relu",
+            conv(67, [5, 7], [1, 1], 1, [0; 4], 1, 1),
+            10,
+            Output::Relu(0.04),
+        ),
+        (
+            "depthwise, relu",
+            conv(10, [7, 9], [3, 3], 1, [1; 4], 1, 10),
+            10,
+            Output::Relu(0.04),
+        ),
     ];
     unless_missing::<QemuM4>("DSP bit-exactness", || {
-        for (case, op, n, y_scale) in cases {
-            let model = int8_model(op, n, y_scale);
+        for (case, op, n, output) in cases {
+            let model = int8_model(op, n, output);
             let packed = pack(&model, &PackOptions::default()).expect("pack");
             let integer = if matches!(op, IntegerOp::Gemm { .. }) {
                 "QGemm"
@@ -571,6 +634,11 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
             assert!(
                 packed.report.ops.contains_key(integer),
                 "{case}: the op became an integer op: {:?}",
+                packed.report.ops
+            );
+            assert!(
+                !packed.report.ops.contains_key("Relu"),
+                "{case}: the Relu fused into the integer op: {:?}",
                 packed.report.ops
             );
             let bytes = AlignedBytes::from(&packed.bytes[..]);

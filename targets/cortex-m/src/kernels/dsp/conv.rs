@@ -3,17 +3,18 @@
 //! `ferrite_hal::geometry::qconv_scratch_elements`): [`columns`] takes four output positions at
 //! a time, writes the input values each reads (`in_channels_per_group × kernel area`) as int16
 //! `x − zero_point` columns (0 where the window is in the padding), then multiplies every output
-//! channel's int8 weight row against the four columns with `SMLAD`: four weights are unpacked by
-//! two `SXTB16`s into the pairs (w0, w2) and (w1, w3), so each column stores its entries in the
-//! order x0, x2, x1, x3 within every group of four. Depthwise convolutions are in
-//! `super::depthwise`.
+//! channel's int8 weight row against the four columns with `SMLAD` in one assembly loop
+//! ([`groups4`]): four weights are unpacked by two `SXTB16`s into the pairs (w0, w2) and
+//! (w1, w3), so each column stores its entries in the order x0, x2, x1, x3 within every group of
+//! four. The four results are requantized together ([`saturate4`]). Depthwise convolutions are
+//! in `super::depthwise`.
 //!
 //! Integer sums are exact (wrapping, like the portable kernels), so results are bit-exact with
 //! `ferrite_cpu::kernels::integer::qconv`.
 
-use super::{smlad, sxtb16, sxtb16_ror8};
+use super::requantize::{saturate4, Clamp};
 use ferrite_cpu::kernels::conv::ConvDims;
-use ferrite_cpu::kernels::integer::Requantizer;
+use ferrite_cpu::kernels::integer::{HighWordRequantizer, Requantizer};
 use ferrite_cpu::kernels::step_operands_and_scratch;
 use ferrite_cpu::CpuError;
 use ferrite_hal::op::Requantize;
@@ -204,18 +205,7 @@ fn block_index(t: usize, s: usize, k: usize, stride: usize) -> usize {
 #[inline(always)]
 fn dot4(w: &[u8], full: &[u32], tail: &[i16], bias: i32) -> [i32; BLOCK] {
     let (w_full, w_tail) = w.split_at(w.len() & !3);
-    let mut acc = [bias; BLOCK];
-    for (w4, x) in w_full.chunks_exact(4).zip(full.chunks_exact(2 * BLOCK)) {
-        let w4 = u32::from_le_bytes([w4[0], w4[1], w4[2], w4[3]]);
-        let (w02, w13) = (sxtb16(w4), sxtb16_ror8(w4));
-        let Ok(x): Result<&[u32; 2 * BLOCK], _> = x.try_into() else {
-            break;
-        };
-        acc[0] = smlad(w13, x[4], smlad(w02, x[0], acc[0]));
-        acc[1] = smlad(w13, x[5], smlad(w02, x[1], acc[1]));
-        acc[2] = smlad(w13, x[6], smlad(w02, x[2], acc[2]));
-        acc[3] = smlad(w13, x[7], smlad(w02, x[3], acc[3]));
-    }
+    let mut acc = groups4(w_full, full, [bias; BLOCK]);
     let per_column = tail.len() / BLOCK;
     for (t, &wv) in w_tail.iter().enumerate() {
         let wv = wv as i8 as i32;
@@ -225,6 +215,77 @@ fn dot4(w: &[u8], full: &[u32], tail: &[i16], bias: i32) -> [i32; BLOCK] {
         }
     }
     acc
+}
+
+/// `acc` plus the products of the weights `w` (four per group) with the interleaved words
+/// `full` ([`BLOCK`] first words, then [`BLOCK`] second words per group), over as many groups
+/// as both hold, in one assembly loop: per group one weight word unpacked by two `SXTB16`s,
+/// two `LDM`s of four column words and eight `SMLAD`s into the four accumulators, fifteen
+/// instructions for sixteen multiply-accumulates.
+#[inline(always)]
+fn groups4(w: &[u8], full: &[u32], acc: [i32; BLOCK]) -> [i32; BLOCK] {
+    let groups = (w.len() / 4).min(full.len() / (2 * BLOCK));
+    if groups == 0 {
+        return acc;
+    }
+    let [mut a0, mut a1, mut a2, mut a3] = acc;
+    let end = full.as_ptr().wrapping_add(2 * BLOCK * groups);
+    // One group: its weight word unpacked, then the first and second words of the columns.
+    macro_rules! group {
+        () => {
+            concat!(
+                "ldr {w}, [{pw}], #4\n",
+                "ldm {px}!, {{r0, r1, r2, r3}}\n",
+                "sxtb16 r7, {w}, ror #8\n",
+                "sxtb16 {w}, {w}\n",
+                "smlad r4, {w}, r0, r4\n",
+                "smlad r5, {w}, r1, r5\n",
+                "smlad r8, {w}, r2, r8\n",
+                "smlad r10, {w}, r3, r10\n",
+                "ldm {px}!, {{r0, r1, r2, r3}}\n",
+                "smlad r4, r7, r0, r4\n",
+                "smlad r5, r7, r1, r5\n",
+                "smlad r8, r7, r2, r8\n",
+                "smlad r10, r7, r3, r10\n",
+            )
+        };
+    }
+    // SAFETY: the loop runs `groups ≥ 1` times; pass `i` reads weight bytes 4i..4i + 4 of `w`
+    // (an unaligned word, which the cores with the DSP extension load) and words 8i..8i + 8 of
+    // `full` (aligned), both inside their slices. r7, which inline assembly may not name, holds
+    // the odd weights and is saved on the stack around the loop.
+    unsafe {
+        core::arch::asm!(
+            "push {{r7}}",
+            // An odd count runs one group first, then pairs of groups.
+            "sub {w}, {end}, {px}",
+            "tst {w}, #32",
+            "beq 3f",
+            group!(),
+            "cmp {px}, {end}",
+            "beq 4f",
+            "3:",
+            group!(),
+            group!(),
+            "cmp {px}, {end}",
+            "bne 3b",
+            "4:",
+            "pop {{r7}}",
+            pw = inout(reg) w.as_ptr() => _,
+            px = inout(reg) full.as_ptr() => _,
+            end = in(reg) end,
+            w = out(reg) _,
+            inout("r4") a0,
+            inout("r5") a1,
+            inout("r8") a2,
+            inout("r10") a3,
+            out("r0") _,
+            out("r1") _,
+            out("r2") _,
+            out("r3") _,
+        );
+    }
+    [a0, a1, a2, a3]
 }
 
 /// Regular, grouped and pointwise `QConv` on int8 input: [`BLOCK`] output positions at a time
@@ -250,6 +311,7 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
     window_offsets(&g, offsets)?;
     let offsets = &*offsets;
     let positions = d.oh * d.ow;
+    let clamp = Clamp::of(&g.q);
     for b in 0..d.n {
         for grp in 0..g.group {
             let first = (b * d.c + grp * icg) * d.h * d.w;
@@ -284,14 +346,15 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                     let at = (b * d.oc + o) * positions + p;
                     let slots = out.get_mut(at..at + n).ok_or(CpuError::CorruptPlan)?;
                     // The output's low byte (the value is clamped to the output type).
-                    let rq = Requantizer::new(pair, &g.q);
-                    match rq.high_word() {
+                    match HighWordRequantizer::new(pair, &g.q) {
+                        Some(fast) if saturate4(acc, &fast, clamp, slots) => {}
                         Some(fast) => {
                             for (slot, &a) in slots.iter_mut().zip(&acc) {
                                 *slot = fast.apply(a) as u8;
                             }
                         }
                         None => {
+                            let rq = Requantizer::new(pair, &g.q);
                             for (slot, &a) in slots.iter_mut().zip(&acc) {
                                 *slot = rq.apply(a) as u8;
                             }

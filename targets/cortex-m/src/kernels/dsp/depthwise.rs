@@ -3,11 +3,13 @@
 //! border of the input zero point as wide as the padding, so every tap reads in bounds and
 //! `Σ w·(x − zx) = Σ w·x − zx·Σ w`, the correction folded into the bias. Each output channel's
 //! plane is then accumulated [`CHUNK`] outputs at a time and requantized by
-//! [`requantize_into`]:
+//! [`requantize_rows`]:
 //!
 //! - 3×3 windows without dilation at stride 1 (nearly every depthwise layer): pairs of
 //!   neighbouring outputs from one word per input row, all three rows in one assembly loop
-//!   ([`rows3_pairs`], thirteen instructions an output) with the nine weights in registers;
+//!   ([`rows3_pairs`], thirteen instructions an output) with the nine weights in registers.
+//!   Planes up to [`CHUNK`] bytes wide run several padded rows as one flattened run, computing
+//!   and dropping the outputs whose windows straddle a row's end;
 //! - 3×3 at other strides: output by output, one word per row;
 //! - any other window: tap by tap.
 //!
@@ -15,7 +17,7 @@
 //! `ferrite_cpu::kernels::integer::qconv`.
 
 use super::conv::{requant_pair, word, Geometry};
-use super::requantize::{requantize_into, ChannelRequantizer};
+use super::requantize::{requantize_into, requantize_rows, ChannelRequantizer};
 use super::{smlabb, smlad, sxtb16, sxtb16_ror8};
 use ferrite_cpu::kernels::step_operands_and_scratch;
 use ferrite_cpu::CpuError;
@@ -204,6 +206,19 @@ fn plane3x3(
 ) -> Option<()> {
     let mut chunk = [0i32; CHUNK + 1];
     let ow = ow.max(1);
+    if [sh, sw] == [1, 1] && pw <= CHUNK {
+        // Whole padded rows at once, as one run over the flattened plane: the outputs whose
+        // windows straddle a row's end (pw − ow of them per row) are computed and dropped.
+        let rows = CHUNK / pw;
+        for (band, out_band) in out.chunks_mut(rows * ow).enumerate() {
+            let n = out_band.len() / ow;
+            let valid = n.checked_sub(1)? * pw + ow;
+            let accs = chunk.get_mut(..valid + 1)?;
+            run3x3(taps, padded, band * rows * pw, pw, 1, base, accs, valid)?;
+            requantize_rows(accs, pw, rq, out_band, ow);
+        }
+        return Some(());
+    }
     if ow <= CHUNK {
         let rows = CHUNK / ow;
         for (band, out_band) in out.chunks_mut(rows * ow).enumerate() {

@@ -1,16 +1,166 @@
-//! Requantization of a run of int32 accumulators to 8-bit outputs, for the kernels that
-//! accumulate first and requantize after (the depthwise planes): with the high-word form
-//! ([`HighWordRequantizer`], nearly every channel) one assembly loop with every constant in a
-//! register, nineteen instructions an output; else the portable [`Requantizer`].
+//! Requantization of int32 accumulators to 8-bit outputs in assembly, with the high-word form
+//! ([`HighWordRequantizer`], nearly every channel) and every constant in a register: runs and
+//! rows of them for the kernels that accumulate first (the depthwise planes,
+//! [`requantize_rows`]), four at a time for the convolutions' blocks ([`saturate4`]). When the
+//! clamp is a whole 8-bit type's an output takes eight instructions (`SSAT`/`USAT` clamps, and
+//! a possible tie, a product with a zero low word, branches out of the way); a narrower clamp
+//! (a fused activation) takes sixteen; any other requantizer is the portable [`Requantizer`].
 
 use ferrite_cpu::kernels::integer::{HighWordRequantizer, Requantizer};
 use ferrite_hal::op::Requantize;
 
+/// How an output's clamp to `[min, max]` is computed: one saturating instruction when the range
+/// is a whole 8-bit type's (no fused activation narrows it), else two comparisons.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Clamp {
+    /// `[−128, 127]`: `SSAT #8`.
+    Int8,
+    /// `[0, 255]`: `USAT #8`.
+    Uint8,
+    /// Any other range.
+    Range,
+}
+
+impl Clamp {
+    /// The clamp of `q`'s `[min, max]`.
+    pub fn of(q: &Requantize) -> Clamp {
+        match (q.min, q.max) {
+            (-128, 127) => Clamp::Int8,
+            (0, 255) => Clamp::Uint8,
+            _ => Clamp::Range,
+        }
+    }
+}
+
+/// One requantized output in assembly: `$acc` (an input register, overwritten) becomes the
+/// output value, saturated by `$sat` to 8 bits, and is stored at `$store`. A product whose low
+/// word is zero may be a tie: it branches to label `$tie` ([`tie_output`], out of the way),
+/// which rounds it and comes back to label `$back`. Eight instructions with the store.
+macro_rules! saturated_output {
+    ($sat:literal, $acc:literal, $store:literal, $tie:literal, $back:literal) => {
+        concat!(
+            "smull {lo}, ",
+            $acc,
+            ", ",
+            $acc,
+            ", {m}\n",
+            "add ",
+            $acc,
+            ", ",
+            $acc,
+            ", {half}\n",
+            "cmp {lo}, #0\n",
+            "beq ",
+            $tie,
+            "f\n",
+            "asr.w ",
+            $acc,
+            ", ",
+            $acc,
+            ", {shift}\n",
+            $back,
+            ":\n",
+            "add ",
+            $acc,
+            ", ",
+            $acc,
+            ", {zero}\n",
+            $sat,
+            " ",
+            $acc,
+            ", #8, ",
+            $acc,
+            "\n",
+            "strb ",
+            $acc,
+            ", ",
+            $store,
+            "\n",
+        )
+    };
+}
+
+/// The rounding of a possible tie of [`saturated_output`] (label `$tie`): a tie also has the
+/// high word's dropped bits zero, and is rounded to even; then back to label `$back`.
+macro_rules! tie_output {
+    ($acc:literal, $tie:literal, $back:literal) => {
+        concat!(
+            $tie,
+            ":\n",
+            "tst ",
+            $acc,
+            ", {mask}\n",
+            "asr.w ",
+            $acc,
+            ", ",
+            $acc,
+            ", {shift}\n",
+            "it eq\n",
+            "biceq ",
+            $acc,
+            ", ",
+            $acc,
+            ", #1\n",
+            "b ",
+            $back,
+            "b\n",
+        )
+    };
+}
+
+/// The four output bytes of `acc` into `out[..4]` when `clamp` saturates (eight instructions
+/// an output, in assembly); false, with nothing written, otherwise or when `out` is shorter.
+#[inline(always)]
+pub fn saturate4(acc: [i32; 4], rq: &HighWordRequantizer, clamp: Clamp, out: &mut [u8]) -> bool {
+    let Some(out) = out.get_mut(..4) else {
+        return false;
+    };
+    let [m, half, shift, mask, zero, _, _] = rq.words();
+    let dst = out.as_mut_ptr();
+    macro_rules! four {
+        ($sat:literal) => {
+            // SAFETY: writes the four bytes of `out` (checked to be four long), nothing else.
+            unsafe {
+                core::arch::asm!(
+                    saturated_output!($sat, "{a0}", "[{dst}]", "22", "32"),
+                    saturated_output!($sat, "{a1}", "[{dst}, #1]", "23", "33"),
+                    saturated_output!($sat, "{a2}", "[{dst}, #2]", "24", "34"),
+                    saturated_output!($sat, "{a3}", "[{dst}, #3]", "25", "35"),
+                    "b 4f",
+                    tie_output!("{a0}", "22", "32"),
+                    tie_output!("{a1}", "23", "33"),
+                    tie_output!("{a2}", "24", "34"),
+                    tie_output!("{a3}", "25", "35"),
+                    "4:",
+                    a0 = inout(reg) acc[0] => _,
+                    a1 = inout(reg) acc[1] => _,
+                    a2 = inout(reg) acc[2] => _,
+                    a3 = inout(reg) acc[3] => _,
+                    dst = in(reg) dst,
+                    m = in(reg) m,
+                    half = in(reg) half,
+                    shift = in(reg) shift,
+                    mask = in(reg) mask,
+                    zero = in(reg) zero,
+                    lo = out(reg) _,
+                    options(nostack),
+                )
+            }
+        };
+    }
+    match clamp {
+        Clamp::Int8 => four!("ssat"),
+        Clamp::Uint8 => four!("usat"),
+        Clamp::Range => return false,
+    }
+    true
+}
+
 /// A channel's requantizer in the fastest form that gives its results.
 #[derive(Clone, Copy)]
 pub enum ChannelRequantizer {
-    /// A right shift of 33 or more: the high-word form.
-    HighWord(HighWordRequantizer),
+    /// A right shift of 33 or more: the high-word form, and how its clamp is computed.
+    HighWord(HighWordRequantizer, Clamp),
     /// Any other.
     Any(Requantizer),
 }
@@ -20,7 +170,7 @@ impl ChannelRequantizer {
     #[inline(always)]
     pub fn of(pair: [i32; 2], q: &Requantize) -> ChannelRequantizer {
         match HighWordRequantizer::new(pair, q) {
-            Some(fast) => ChannelRequantizer::HighWord(fast),
+            Some(fast) => ChannelRequantizer::HighWord(fast, Clamp::of(q)),
             None => ChannelRequantizer::Any(Requantizer::new(pair, q)),
         }
     }
@@ -29,22 +179,110 @@ impl ChannelRequantizer {
     #[inline(always)]
     pub fn apply(&self, acc: i32) -> i32 {
         match self {
-            ChannelRequantizer::HighWord(fast) => fast.apply(acc),
+            ChannelRequantizer::HighWord(fast, _) => fast.apply(acc),
             ChannelRequantizer::Any(rq) => rq.apply(acc),
         }
     }
 }
 
+/// [`HighWordRequantizer::apply`] with a saturating clamp over `rows ≥ 1` rows of `width ≥ 1`
+/// accumulators, `stride` words apart, into consecutive bytes, in assembly: eleven
+/// instructions an output with its load and the loop, and six a row.
+macro_rules! saturated {
+    ($accs:expr, $stride:expr, $rq:expr, $out:expr, $width:expr, $rows:expr, $sat:literal) => {{
+        let [m, half, shift, mask, zero, _, _] = $rq.words();
+        let (src, dst) = ($accs.as_ptr(), $out.as_mut_ptr());
+        let rows = [
+            $width as u32,
+            4 * ($stride - $width) as u32,
+            dst.wrapping_add($rows * $width) as u32,
+        ];
+        // SAFETY: row r reads words r·stride .. r·stride + width of `accs` and writes bytes
+        // r·width .. (r + 1)·width of `out`, for r < rows, all inside them (checked by the
+        // caller; rows and width ≥ 1, so each loop runs at least once), and reads `rows`.
+        unsafe {
+            core::arch::asm!(
+                "2:",
+                "ldr {lo}, [{rows}]",
+                "add {row_end}, {dst}, {lo}",
+                "3:",
+                "ldr {acc}, [{src}], #4",
+                saturated_output!($sat, "{acc}", "[{dst}], #1", "5", "6"),
+                "cmp {dst}, {row_end}",
+                "bne 3b",
+                "ldrd {lo}, {acc}, [{rows}, #4]",
+                "add {src}, {lo}",
+                "cmp {dst}, {acc}",
+                "bne 2b",
+                "b 7f",
+                tie_output!("{acc}", "5", "6"),
+                "7:",
+                src = inout(reg) src => _,
+                dst = inout(reg) dst => _,
+                rows = in(reg) rows.as_ptr(),
+                m = in(reg) m,
+                half = in(reg) half,
+                shift = in(reg) shift,
+                mask = in(reg) mask,
+                zero = in(reg) zero,
+                row_end = out(reg) _,
+                acc = out(reg) _,
+                lo = out(reg) _,
+                options(nostack, readonly),
+            );
+        }
+    }};
+}
+
 /// `out[i]` = the output byte of `accs[i]`, for as many as both hold. (The value is clamped to
 /// the output type's range, so its low byte is the int8 or uint8 output.)
-#[inline(never)]
+#[inline(always)]
 pub fn requantize_into(accs: &[i32], rq: &ChannelRequantizer, out: &mut [u8]) {
     let n = accs.len().min(out.len());
+    if let Some(out) = out.get_mut(..n) {
+        requantize_rows(accs, n, rq, out, n);
+    }
+}
+
+/// The rows of `width` bytes of `out` = the output bytes of the rows of `accs`, `stride` words
+/// apart: row `r` of `out` from `accs[r·stride..r·stride + width]`. Rows past the end of
+/// `accs` are left as they are.
+#[inline(never)]
+pub fn requantize_rows(
+    accs: &[i32],
+    stride: usize,
+    rq: &ChannelRequantizer,
+    out: &mut [u8],
+    width: usize,
+) {
+    let rows = out.len() / width.max(1);
+    let fits = width >= 1
+        && rows >= 1
+        && stride >= width
+        && (rows - 1)
+            .checked_mul(stride)
+            .and_then(|n| n.checked_add(width))
+            .is_some_and(|n| n <= accs.len());
     match rq {
-        ChannelRequantizer::HighWord(fast) if n > 0 => high_word(accs, fast, out, n),
+        ChannelRequantizer::HighWord(fast, Clamp::Int8) if fits => {
+            saturated!(accs, stride, fast, out, width, rows, "ssat")
+        }
+        ChannelRequantizer::HighWord(fast, Clamp::Uint8) if fits => {
+            saturated!(accs, stride, fast, out, width, rows, "usat")
+        }
         _ => {
-            for (slot, &acc) in out.iter_mut().zip(accs) {
-                *slot = apply(rq, acc) as u8;
+            let width = width.max(1);
+            for (out_row, acc_row) in out.chunks_exact_mut(width).zip(accs.chunks(stride.max(1))) {
+                match rq {
+                    ChannelRequantizer::HighWord(fast, _) if acc_row.len() >= out_row.len() => {
+                        high_word(acc_row, fast, out_row, width)
+                    }
+                    _ => {
+                        for (slot, &acc) in out_row.iter_mut().zip(acc_row) {
+                            *slot = apply(rq, acc) as u8;
+                        }
+                    }
+                }
             }
         }
     }
