@@ -6,12 +6,13 @@
 //! channel's int8 weight row against the four columns with `SMLAD` in one assembly loop
 //! ([`groups4`]): four weights are unpacked by two `SXTB16`s into the pairs (w0, w2) and
 //! (w1, w3), so each column stores its entries in the order x0, x2, x1, x3 within every group of
-//! four. The four results are requantized together ([`saturate4`]). Depthwise convolutions are
+//! four. Full blocks run in [`super::block`]'s assembly channel loop. Depthwise convolutions are
 //! in `super::depthwise`.
 //!
 //! Integer sums are exact (wrapping, like the portable kernels), so results are bit-exact with
 //! `ferrite_cpu::kernels::integer::qconv`.
 
+use super::block::{high_word_pairs, Channels};
 use super::requantize::{saturate4, Clamp};
 use ferrite_cpu::kernels::conv::ConvDims;
 use ferrite_cpu::kernels::integer::{HighWordRequantizer, Requantizer};
@@ -101,6 +102,67 @@ fn window_offsets(g: &Geometry, offsets: &mut [u32]) -> Result<(), CpuError> {
     Ok(())
 }
 
+/// The largest offset [`window_offsets`] writes: the group's last channel, the window's last
+/// row and column.
+#[inline(always)]
+fn last_offset(g: &Geometry) -> usize {
+    let d = &g.d;
+    let icg = d.c / g.group;
+    let [kh, kw] = g.kernel;
+    icg.saturating_sub(1) * d.h * d.w
+        + kh.saturating_sub(1) * g.dilation[0] * d.w
+        + kw.saturating_sub(1) * g.dilation[1]
+}
+
+/// The full groups of four of a column (block position `t`) from a window away from the
+/// padding, in one assembly loop: per group an `LDM` of the four offsets, four `LDRSB`s, two
+/// `PKHBT`s into pairs, two `SSUB16`s of the zero point and two stores (3.5 instructions a
+/// value). The caller checks that `groups` is a non-empty whole number of groups, that `t` is
+/// a block position, and that every offset ([`last_offset`] the largest) lies inside `window`.
+#[inline(always)]
+fn unfold_groups(groups: &[u32], window: &[u8], words: &mut [u32], t: usize, zero: i32) {
+    let n = (groups.len() / 4).min(words.len() / (2 * BLOCK));
+    if n == 0 {
+        return;
+    }
+    let zero2 = (zero as u32 & 0xffff) * 0x0001_0001;
+    let po = groups.as_ptr();
+    let end = po.wrapping_add(4 * n);
+    let dst = words.as_mut_ptr().wrapping_add(t);
+    // SAFETY: pass i reads offsets 4i..4i + 4 of `groups` and the bytes of `window` at them
+    // (each inside it, as the caller checked), and writes words 8i + t and 8i + 4 + t of
+    // `words` (t < 4, i < n ≤ words.len() / 8).
+    unsafe {
+        core::arch::asm!(
+            "2:",
+            "ldm {po}!, {{r0, r1, r2, r3}}",
+            "ldrsb r0, [{base}, r0]",
+            "ldrsb r1, [{base}, r1]",
+            "ldrsb r2, [{base}, r2]",
+            "ldrsb r3, [{base}, r3]",
+            "pkhbt r0, r0, r1, lsl #16",
+            "pkhbt r2, r2, r3, lsl #16",
+            "ssub16 r0, r0, {zero2}",
+            "ssub16 r2, r2, {zero2}",
+            "str r0, [{dst}]",
+            "str r2, [{dst}, #16]",
+            "adds {dst}, #32",
+            "cmp {po}, {end}",
+            "bne 2b",
+            po = inout(reg) po => _,
+            dst = inout(reg) dst => _,
+            end = in(reg) end,
+            base = in(reg) window.as_ptr(),
+            zero2 = in(reg) zero2,
+            out("r0") _,
+            out("r1") _,
+            out("r2") _,
+            out("r3") _,
+            options(nostack),
+        );
+    }
+}
+
 /// Stores the `k` values `x − zx` output position `p` reads from the group input `xg` as the
 /// column of block position `t` in `cols` (laid out as [`block_index`] says, `stride` slots
 /// per column): through `offsets` a word (two slots) at a time when the window is away from the
@@ -137,19 +199,24 @@ fn unfold(
         let head = cols.get_mut(..BLOCK * full).ok_or(CpuError::CorruptPlan)?;
         let words: &mut [u32] =
             bytemuck::try_cast_slice_mut(head).map_err(|_| CpuError::Misaligned)?;
-        let pair = |a: i16, b: i16| a as u16 as u32 | (b as u16 as u32) << 16;
         let groups = offsets.get(..full).ok_or(CpuError::CorruptPlan)?;
-        for (o, w) in groups
-            .chunks_exact(4)
-            .zip(words.chunks_exact_mut(2 * BLOCK))
-        {
-            let (first, second) = w.split_at_mut(BLOCK);
-            let (&[o0, o1, o2, o3], Some(a), Some(b)) = (o, first.get_mut(t), second.get_mut(t))
-            else {
-                return Err(CpuError::CorruptPlan);
-            };
-            *a = pair(at(o0)?, at(o1)?);
-            *b = pair(at(o2)?, at(o3)?);
+        if full > 0 && t < BLOCK && window.len() > last_offset(g) {
+            unfold_groups(groups, window, words, t, g.q.input_zero);
+        } else {
+            let pair = |a: i16, b: i16| a as u16 as u32 | (b as u16 as u32) << 16;
+            for (o, w) in groups
+                .chunks_exact(4)
+                .zip(words.chunks_exact_mut(2 * BLOCK))
+            {
+                let (first, second) = w.split_at_mut(BLOCK);
+                let (&[o0, o1, o2, o3], Some(a), Some(b)) =
+                    (o, first.get_mut(t), second.get_mut(t))
+                else {
+                    return Err(CpuError::CorruptPlan);
+                };
+                *a = pair(at(o0)?, at(o1)?);
+                *b = pair(at(o2)?, at(o3)?);
+            }
         }
         let tail_offsets = offsets.get(full..k).ok_or(CpuError::CorruptPlan)?;
         for (s, &off) in (full..k).zip(tail_offsets) {
@@ -314,6 +381,16 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
     let clamp = Clamp::of(&g.q);
     for b in 0..d.n {
         for grp in 0..g.group {
+            // The group's pairs (one pair may serve every channel), and whether the assembly
+            // channel loop can take its full blocks.
+            let group_requant = if requant.len() == 8 {
+                requant
+            } else {
+                requant
+                    .get(8 * grp * ocg..8 * (grp + 1) * ocg)
+                    .ok_or(CpuError::CorruptPlan)?
+            };
+            let fast = k % 4 == 0 && high_word_pairs(group_requant);
             let first = (b * d.c + grp * icg) * d.h * d.w;
             let xg = x
                 .get(first..first + icg * d.h * d.w)
@@ -334,6 +411,24 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                 let biases = bias
                     .get(4 * grp * ocg..4 * (grp + 1) * ocg)
                     .ok_or(CpuError::CorruptPlan)?;
+                if fast && n == BLOCK {
+                    let first_out = (b * d.oc + grp * ocg) * positions + p;
+                    let out_group = out.get_mut(first_out..).ok_or(CpuError::CorruptPlan)?;
+                    let channels = Channels::new(
+                        rows,
+                        k / 4,
+                        full,
+                        biases,
+                        group_requant,
+                        out_group,
+                        positions,
+                        &g.q,
+                    );
+                    if let Some(channels) = channels {
+                        channels.run(rows);
+                        continue;
+                    }
+                }
                 for (i, (row, b4)) in rows
                     .chunks_exact(k.max(1))
                     .zip(biases.chunks_exact(4))

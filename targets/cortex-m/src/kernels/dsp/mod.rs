@@ -3,9 +3,11 @@
 //! Integer arithmetic is exact, so every kernel here is bit-exact with its portable counterpart
 //! (checked under QEMU by `tests/tests/qemu.rs`).
 
+#[macro_use]
+mod requantize;
+mod block;
 mod conv;
 mod depthwise;
-mod requantize;
 
 use ferrite_cpu::kernels::integer::Requantizer;
 use ferrite_cpu::kernels::step_operands;

@@ -2,21 +2,19 @@
 //! ([`HighWordRequantizer`], nearly every channel) and every constant in a register: runs and
 //! rows of them for the kernels that accumulate first (the depthwise planes,
 //! [`requantize_rows`]), four at a time for the convolutions' blocks ([`saturate4`]). When the
-//! clamp is a whole 8-bit type's an output takes eight instructions (`SSAT`/`USAT` clamps, and
+//! clamp is int8's whole range an output takes eight instructions (`SSAT` clamps, and
 //! a possible tie, a product with a zero low word, branches out of the way); a narrower clamp
 //! (a fused activation) takes sixteen; any other requantizer is the portable [`Requantizer`].
 
 use ferrite_cpu::kernels::integer::{HighWordRequantizer, Requantizer};
 use ferrite_hal::op::Requantize;
 
-/// How an output's clamp to `[min, max]` is computed: one saturating instruction when the range
-/// is a whole 8-bit type's (no fused activation narrows it), else two comparisons.
+/// How an output's clamp to `[min, max]` is computed: one `SSAT` when the range is int8's whole
+/// range (no fused activation narrows it), else two comparisons.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Clamp {
     /// `[−128, 127]`: `SSAT #8`.
     Int8,
-    /// `[0, 255]`: `USAT #8`.
-    Uint8,
     /// Any other range.
     Range,
 }
@@ -26,7 +24,6 @@ impl Clamp {
     pub fn of(q: &Requantize) -> Clamp {
         match (q.min, q.max) {
             (-128, 127) => Clamp::Int8,
-            (0, 255) => Clamp::Uint8,
             _ => Clamp::Range,
         }
     }
@@ -38,44 +35,24 @@ impl Clamp {
 /// which rounds it and comes back to label `$back`. Eight instructions with the store.
 macro_rules! saturated_output {
     ($sat:literal, $acc:literal, $store:literal, $tie:literal, $back:literal) => {
+        saturated_output!(
+            $sat, $acc, $store, $tie, $back; "{lo}", "{m}", "{half}", "{shift}", "{zero}"
+        )
+    };
+    (
+        $sat:literal, $acc:literal, $store:literal, $tie:literal, $back:literal;
+        $lo:literal, $m:literal, $half:literal, $shift:literal, $zero:literal
+    ) => {
         concat!(
-            "smull {lo}, ",
-            $acc,
-            ", ",
-            $acc,
-            ", {m}\n",
-            "add ",
-            $acc,
-            ", ",
-            $acc,
-            ", {half}\n",
-            "cmp {lo}, #0\n",
-            "beq ",
-            $tie,
-            "f\n",
-            "asr.w ",
-            $acc,
-            ", ",
-            $acc,
-            ", {shift}\n",
-            $back,
-            ":\n",
-            "add ",
-            $acc,
-            ", ",
-            $acc,
-            ", {zero}\n",
-            $sat,
-            " ",
-            $acc,
-            ", #8, ",
-            $acc,
-            "\n",
-            "strb ",
-            $acc,
-            ", ",
-            $store,
-            "\n",
+            "smull ", $lo, ", ", $acc, ", ", $acc, ", ", $m, "\n",
+            "add ", $acc, ", ", $acc, ", ", $half, "\n",
+            "cmp ", $lo, ", #0\n",
+            "beq ", $tie, "f\n",
+            "asr.w ", $acc, ", ", $acc, ", ", $shift, "\n",
+            $back, ":\n",
+            "add ", $acc, ", ", $acc, ", ", $zero, "\n",
+            $sat, " ", $acc, ", #8, ", $acc, "\n",
+            "strb ", $acc, ", ", $store, "\n",
         )
     };
 }
@@ -84,74 +61,54 @@ macro_rules! saturated_output {
 /// high word's dropped bits zero, and is rounded to even; then back to label `$back`.
 macro_rules! tie_output {
     ($acc:literal, $tie:literal, $back:literal) => {
+        tie_output!($acc, $tie, $back; "{mask}", "{shift}")
+    };
+    ($acc:literal, $tie:literal, $back:literal; $mask:literal, $shift:literal) => {
         concat!(
-            $tie,
-            ":\n",
-            "tst ",
-            $acc,
-            ", {mask}\n",
-            "asr.w ",
-            $acc,
-            ", ",
-            $acc,
-            ", {shift}\n",
+            $tie, ":\n",
+            "tst ", $acc, ", ", $mask, "\n",
+            "asr.w ", $acc, ", ", $acc, ", ", $shift, "\n",
             "it eq\n",
-            "biceq ",
-            $acc,
-            ", ",
-            $acc,
-            ", #1\n",
-            "b ",
-            $back,
-            "b\n",
+            "biceq ", $acc, ", ", $acc, ", #1\n",
+            "b ", $back, "b\n",
         )
     };
 }
 
-/// The four output bytes of `acc` into `out[..4]` when `clamp` saturates (eight instructions
+/// The four output bytes of `acc` into `out[..4]` when `clamp` is `SSAT`'s (eight instructions
 /// an output, in assembly); false, with nothing written, otherwise or when `out` is shorter.
 #[inline(always)]
 pub fn saturate4(acc: [i32; 4], rq: &HighWordRequantizer, clamp: Clamp, out: &mut [u8]) -> bool {
-    let Some(out) = out.get_mut(..4) else {
+    let (Clamp::Int8, Some(out)) = (clamp, out.get_mut(..4)) else {
         return false;
     };
     let [m, half, shift, mask, zero, _, _] = rq.words();
-    let dst = out.as_mut_ptr();
-    macro_rules! four {
-        ($sat:literal) => {
-            // SAFETY: writes the four bytes of `out` (checked to be four long), nothing else.
-            unsafe {
-                core::arch::asm!(
-                    saturated_output!($sat, "{a0}", "[{dst}]", "22", "32"),
-                    saturated_output!($sat, "{a1}", "[{dst}, #1]", "23", "33"),
-                    saturated_output!($sat, "{a2}", "[{dst}, #2]", "24", "34"),
-                    saturated_output!($sat, "{a3}", "[{dst}, #3]", "25", "35"),
-                    "b 4f",
-                    tie_output!("{a0}", "22", "32"),
-                    tie_output!("{a1}", "23", "33"),
-                    tie_output!("{a2}", "24", "34"),
-                    tie_output!("{a3}", "25", "35"),
-                    "4:",
-                    a0 = inout(reg) acc[0] => _,
-                    a1 = inout(reg) acc[1] => _,
-                    a2 = inout(reg) acc[2] => _,
-                    a3 = inout(reg) acc[3] => _,
-                    dst = in(reg) dst,
-                    m = in(reg) m,
-                    half = in(reg) half,
-                    shift = in(reg) shift,
-                    mask = in(reg) mask,
-                    zero = in(reg) zero,
-                    lo = out(reg) _,
-                    options(nostack),
-                )
-            }
-        };
-    }
-    match clamp {
-        Clamp::Int8 => four!("ssat"),
-        Clamp::Uint8 => four!("usat"),
-        Clamp::Range => return false,
+    // SAFETY: writes the four bytes of `out` (checked to be four long), nothing else.
+    unsafe {
+        core::arch::asm!(
+            saturated_output!("ssat", "{a0}", "[{dst}]", "22", "32"),
+            saturated_output!("ssat", "{a1}", "[{dst}, #1]", "23", "33"),
+            saturated_output!("ssat", "{a2}", "[{dst}, #2]", "24", "34"),
+            saturated_output!("ssat", "{a3}", "[{dst}, #3]", "25", "35"),
+            "b 4f",
+            tie_output!("{a0}", "22", "32"),
+            tie_output!("{a1}", "23", "33"),
+            tie_output!("{a2}", "24", "34"),
+            tie_output!("{a3}", "25", "35"),
+            "4:",
+            a0 = inout(reg) acc[0] => _,
+            a1 = inout(reg) acc[1] => _,
+            a2 = inout(reg) acc[2] => _,
+            a3 = inout(reg) acc[3] => _,
+            dst = in(reg) out.as_mut_ptr(),
+            m = in(reg) m,
+            half = in(reg) half,
+            shift = in(reg) shift,
+            mask = in(reg) mask,
+            zero = in(reg) zero,
+            lo = out(reg) _,
+            options(nostack),
+        )
     }
     true
 }
@@ -266,9 +223,6 @@ pub fn requantize_rows(
     match rq {
         ChannelRequantizer::HighWord(fast, Clamp::Int8) if fits => {
             saturated!(accs, stride, fast, out, width, rows, "ssat")
-        }
-        ChannelRequantizer::HighWord(fast, Clamp::Uint8) if fits => {
-            saturated!(accs, stride, fast, out, width, rows, "usat")
         }
         _ => {
             let width = width.max(1);
