@@ -13,9 +13,9 @@
 //! `ferrite_cpu::kernels::integer::qconv`.
 
 use super::block::{high_word_pairs, Channels};
-use super::requantize::{saturate4, Clamp};
+use super::requantize::{output_byte, saturate4, Clamp};
 use ferrite_cpu::kernels::conv::ConvDims;
-use ferrite_cpu::kernels::integer::{HighWordRequantizer, Requantizer};
+use ferrite_cpu::kernels::integer::HighWordRequantizer;
 use ferrite_cpu::kernels::step_operands_and_scratch;
 use ferrite_cpu::CpuError;
 use ferrite_hal::op::Requantize;
@@ -117,8 +117,8 @@ fn last_offset(g: &Geometry) -> usize {
 /// The full groups of four of a column (block position `t`) from a window away from the
 /// padding, in one assembly loop: per group an `LDM` of the four offsets, four `LDRSB`s, two
 /// `PKHBT`s into pairs, two `SSUB16`s of the zero point and two stores (3.5 instructions a
-/// value). The caller checks that `groups` is a non-empty whole number of groups, that `t` is
-/// a block position, and that every offset ([`last_offset`] the largest) lies inside `window`.
+/// value). The caller checks that `t` is a block position and that every offset
+/// ([`last_offset`] the largest) lies inside `window`.
 #[inline(always)]
 fn unfold_groups(groups: &[u32], window: &[u8], words: &mut [u32], t: usize, zero: i32) {
     let n = (groups.len() / 4).min(words.len() / (2 * BLOCK));
@@ -200,24 +200,11 @@ fn unfold(
         let words: &mut [u32] =
             bytemuck::try_cast_slice_mut(head).map_err(|_| CpuError::Misaligned)?;
         let groups = offsets.get(..full).ok_or(CpuError::CorruptPlan)?;
-        if full > 0 && t < BLOCK && window.len() > last_offset(g) {
-            unfold_groups(groups, window, words, t, g.q.input_zero);
-        } else {
-            let pair = |a: i16, b: i16| a as u16 as u32 | (b as u16 as u32) << 16;
-            for (o, w) in groups
-                .chunks_exact(4)
-                .zip(words.chunks_exact_mut(2 * BLOCK))
-            {
-                let (first, second) = w.split_at_mut(BLOCK);
-                let (&[o0, o1, o2, o3], Some(a), Some(b)) =
-                    (o, first.get_mut(t), second.get_mut(t))
-                else {
-                    return Err(CpuError::CorruptPlan);
-                };
-                *a = pair(at(o0)?, at(o1)?);
-                *b = pair(at(o2)?, at(o3)?);
-            }
+        // Every offset is at most `last_offset`, so one check covers the whole window.
+        if t >= BLOCK || window.len() <= last_offset(g) {
+            return Err(CpuError::CorruptPlan);
         }
+        unfold_groups(groups, window, words, t, g.q.input_zero);
         let tail_offsets = offsets.get(full..k).ok_or(CpuError::CorruptPlan)?;
         for (s, &off) in (full..k).zip(tail_offsets) {
             let slot = cols.get_mut(block_index(t, s, k, stride));
@@ -324,19 +311,10 @@ fn groups4(w: &[u8], full: &[u32], acc: [i32; BLOCK]) -> [i32; BLOCK] {
     unsafe {
         core::arch::asm!(
             "push {{r7}}",
-            // An odd count runs one group first, then pairs of groups.
-            "sub {w}, {end}, {px}",
-            "tst {w}, #32",
-            "beq 3f",
+            "2:",
             group!(),
             "cmp {px}, {end}",
-            "beq 4f",
-            "3:",
-            group!(),
-            group!(),
-            "cmp {px}, {end}",
-            "bne 3b",
-            "4:",
+            "bne 2b",
             "pop {{r7}}",
             pw = inout(reg) w.as_ptr() => _,
             px = inout(reg) full.as_ptr() => _,
@@ -440,19 +418,10 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                     let pair = requant_pair(requant, o)?;
                     let at = (b * d.oc + o) * positions + p;
                     let slots = out.get_mut(at..at + n).ok_or(CpuError::CorruptPlan)?;
-                    // The output's low byte (the value is clamped to the output type).
-                    match HighWordRequantizer::new(pair, &g.q) {
-                        Some(fast) if saturate4(acc, &fast, clamp, slots) => {}
-                        Some(fast) => {
-                            for (slot, &a) in slots.iter_mut().zip(&acc) {
-                                *slot = fast.apply(a) as u8;
-                            }
-                        }
-                        None => {
-                            let rq = Requantizer::new(pair, &g.q);
-                            for (slot, &a) in slots.iter_mut().zip(&acc) {
-                                *slot = rq.apply(a) as u8;
-                            }
+                    let fast = HighWordRequantizer::new(pair, &g.q);
+                    if !fast.is_some_and(|fast| saturate4(acc, &fast, clamp, slots)) {
+                        for (slot, &a) in slots.iter_mut().zip(&acc) {
+                            *slot = output_byte(a, pair, &g.q);
                         }
                     }
                 }

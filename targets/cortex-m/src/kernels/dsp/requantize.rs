@@ -1,7 +1,7 @@
 //! Requantization of int32 accumulators to 8-bit outputs in assembly, with the high-word form
 //! ([`HighWordRequantizer`], nearly every channel) and every constant in a register: runs and
 //! rows of them for the kernels that accumulate first (the depthwise planes,
-//! [`requantize_rows`]), four at a time for the convolutions' blocks ([`saturate4`]). When the
+//! [`requantize_rows`]), four at a time ([`saturate4`], [`saturate4_pairs`] with a pair each). When the
 //! clamp is int8's whole range an output takes eight instructions (`SSAT` clamps, and
 //! a possible tie, a product with a zero low word, branches out of the way); a narrower clamp
 //! (a fused activation) takes sixteen; any other requantizer is the portable [`Requantizer`].
@@ -111,6 +111,59 @@ pub fn saturate4(acc: [i32; 4], rq: &HighWordRequantizer, clamp: Clamp, out: &mu
         )
     }
     true
+}
+
+/// The output bytes of four accumulators, each with its own `(multiplier, shift)` pair (`pairs`,
+/// four of them back to back, every one in the high-word form: the caller checks), `SSAT`'s
+/// clamp and the output zero point `zero`, in assembly: sixteen instructions an output.
+#[inline(always)]
+pub fn saturate4_pairs(acc: [i32; 4], pairs: &[u8; 32], zero: i32, out: &mut [u8; 4]) {
+    macro_rules! output {
+        ($acc:literal, $at:literal, $store:literal, $tie:literal, $back:literal) => {
+            concat!(
+                "ldr {m}, [{pairs}, #",
+                $at,
+                "]\n",
+                "ldr {shift}, [{pairs}, #",
+                $at,
+                " + 4]\n",
+                "mvn {shift}, {shift}\n",
+                "movs {half}, #1\n",
+                "lsl {half}, {half}, {shift}\n",
+                "sub {mask}, {half}, #1\n",
+                "lsr {half}, {half}, #1\n",
+                saturated_output!("ssat", $acc, $store, $tie, $back),
+            )
+        };
+    }
+    // SAFETY: reads the 32 bytes of `pairs` and writes the four bytes of `out`, nothing else.
+    unsafe {
+        core::arch::asm!(
+            output!("{a0}", "0", "[{dst}]", "22", "32"),
+            output!("{a1}", "8", "[{dst}, #1]", "23", "33"),
+            output!("{a2}", "16", "[{dst}, #2]", "24", "34"),
+            output!("{a3}", "24", "[{dst}, #3]", "25", "35"),
+            "b 4f",
+            tie_output!("{a0}", "22", "32"),
+            tie_output!("{a1}", "23", "33"),
+            tie_output!("{a2}", "24", "34"),
+            tie_output!("{a3}", "25", "35"),
+            "4:",
+            a0 = inout(reg) acc[0] => _,
+            a1 = inout(reg) acc[1] => _,
+            a2 = inout(reg) acc[2] => _,
+            a3 = inout(reg) acc[3] => _,
+            pairs = in(reg) pairs.as_ptr(),
+            dst = in(reg) out.as_mut_ptr(),
+            zero = in(reg) zero,
+            m = out(reg) _,
+            shift = out(reg) _,
+            half = out(reg) _,
+            mask = out(reg) _,
+            lo = out(reg) _,
+            options(nostack, readonly),
+        );
+    }
 }
 
 /// A channel's requantizer in the fastest form that gives its results.
@@ -240,6 +293,14 @@ pub fn requantize_rows(
             }
         }
     }
+}
+
+/// The output byte of `acc` under the requantizer of `pair` and `q` (its low byte: the value is
+/// clamped to the output type): one shared copy, out of line, for the kernels' rare paths
+/// (partial blocks, tails, channels without the high-word form).
+#[inline(never)]
+pub fn output_byte(acc: i32, pair: [i32; 2], q: &Requantize) -> u8 {
+    ChannelRequantizer::of(pair, q).apply(acc) as u8
 }
 
 /// [`ChannelRequantizer::apply`] out of line: the loop above, for the rare channel without the
