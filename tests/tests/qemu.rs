@@ -609,6 +609,7 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
             10,
             Output::Ties,
         ),
+        ("gemm, ties", IntegerOp::Gemm { k: 67 }, 10, Output::Ties),
         (
             "pointwise, relu",
             conv(67, [5, 7], [1, 1], 1, [0; 4], 1, 1),
@@ -620,6 +621,12 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
             conv(10, [7, 9], [3, 3], 1, [1; 4], 1, 10),
             10,
             Output::Relu(0.04),
+        ),
+        (
+            "pointwise 64, ties",
+            conv(64, [5, 5], [1, 1], 1, [0; 4], 1, 1),
+            12,
+            Output::Ties,
         ),
     ];
     unless_missing::<QemuM4>("DSP bit-exactness", || {

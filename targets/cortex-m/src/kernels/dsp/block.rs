@@ -13,7 +13,7 @@ use super::requantize::Clamp;
 use ferrite_hal::op::Requantize;
 
 /// One group of four weights against the block's columns, in the registers of
-/// [`Channels::run`]: r9 the weights, r11 the column words, r0–r3 four of them, r4, r5, r8,
+/// [`Channels::run`] (and `conv::groups4`): r9 the weights, r11 the column words, r0–r3 four of them, r4, r5, r8,
 /// r10 the accumulators, lr the even and r7 the odd weights.
 macro_rules! column_group {
     () => {

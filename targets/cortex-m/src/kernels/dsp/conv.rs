@@ -284,42 +284,23 @@ fn groups4(w: &[u8], full: &[u32], acc: [i32; BLOCK]) -> [i32; BLOCK] {
     }
     let [mut a0, mut a1, mut a2, mut a3] = acc;
     let end = full.as_ptr().wrapping_add(2 * BLOCK * groups);
-    // One group: its weight word unpacked, then the first and second words of the columns.
-    macro_rules! group {
-        () => {
-            concat!(
-                "ldr {w}, [{pw}], #4\n",
-                "ldm {px}!, {{r0, r1, r2, r3}}\n",
-                "sxtb16 r7, {w}, ror #8\n",
-                "sxtb16 {w}, {w}\n",
-                "smlad r4, {w}, r0, r4\n",
-                "smlad r5, {w}, r1, r5\n",
-                "smlad r8, {w}, r2, r8\n",
-                "smlad r10, {w}, r3, r10\n",
-                "ldm {px}!, {{r0, r1, r2, r3}}\n",
-                "smlad r4, r7, r0, r4\n",
-                "smlad r5, r7, r1, r5\n",
-                "smlad r8, r7, r2, r8\n",
-                "smlad r10, r7, r3, r10\n",
-            )
-        };
-    }
     // SAFETY: the loop runs `groups ≥ 1` times; pass `i` reads weight bytes 4i..4i + 4 of `w`
     // (an unaligned word, which the cores with the DSP extension load) and words 8i..8i + 8 of
-    // `full` (aligned), both inside their slices. r7, which inline assembly may not name, holds
-    // the odd weights and is saved on the stack around the loop.
+    // `full` (aligned), both inside their slices. Every operand is in a named register, so r7,
+    // which inline assembly may not name, is no operand's: it holds the odd weights and is saved
+    // on the stack around the loop.
     unsafe {
         core::arch::asm!(
             "push {{r7}}",
             "2:",
-            group!(),
-            "cmp {px}, {end}",
+            column_group!(),
+            "cmp r11, r12",
             "bne 2b",
             "pop {{r7}}",
-            pw = inout(reg) w.as_ptr() => _,
-            px = inout(reg) full.as_ptr() => _,
-            end = in(reg) end,
-            w = out(reg) _,
+            inout("r9") w.as_ptr() => _,
+            inout("r11") full.as_ptr() => _,
+            in("r12") end,
+            out("lr") _,
             inout("r4") a0,
             inout("r5") a1,
             inout("r8") a2,

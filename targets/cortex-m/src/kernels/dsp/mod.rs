@@ -5,6 +5,7 @@
 
 #[macro_use]
 mod requantize;
+#[macro_use]
 mod block;
 mod conv;
 mod depthwise;
