@@ -610,6 +610,13 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
             Output::Ties,
         ),
         ("gemm, ties", IntegerOp::Gemm { k: 67 }, 10, Output::Ties),
+        // Chunks of 64 activations and groups of 32 columns: three chunks, a second group.
+        (
+            "gemm 150 x 37",
+            IntegerOp::Gemm { k: 150 },
+            37,
+            Output::Scale(0.01),
+        ),
         (
             "pointwise, relu",
             conv(67, [5, 7], [1, 1], 1, [0; 4], 1, 1),

@@ -1,10 +1,12 @@
-//! `QGemm` on int8 activations for the DSP extension: `bias + Σ (a − zero)·w` per output, four
-//! output columns per pass over the activation row. Each word of four activations is unpacked
-//! once (`SXTB16`, then `SSUB16` of the zero point in both halves) and meets a word of each of
-//! the four columns' weights (two `SXTB16`s, two `SMLAD`s), in one assembly loop
-//! ([`columns4`]): 25 instructions for sixteen multiply-accumulates, the weights read once, as
-//! a one-row product must. The last `k mod 4` terms and the last `n mod 4` columns are added
-//! value by value.
+//! `QGemm` on int8 activations for the DSP extension: `bias + Σ (a − zero)·w` per output.
+//! The output columns go [`GROUP`] at a time, their sums kept on the stack; the activation row
+//! goes [`CHUNK`] values at a time, each chunk unpacked once into int16 pairs `(a − zero)` on
+//! the stack ([`unpack`]: `SXTB16`, `SSUB16` of the zero point in both halves). One assembly
+//! loop ([`blocks`]) then runs the group's columns four at a time over the chunk: per four
+//! activations one `LDRD` of their pairs meets a weight word of each of the four columns (two
+//! `SXTB16`s, two `SMLAD`s), 23 instructions for sixteen multiply-accumulates, the weights read
+//! once, as a one-row product must. The last `k mod 4` terms and the last `n mod 4` columns
+//! are added value by value; outputs are requantized four at a time, each with its pair.
 //!
 //! Integer sums are exact (wrapping, like the portable kernels), so results are bit-exact with
 //! `ferrite_cpu::kernels::integer::qgemm`.
@@ -16,32 +18,98 @@ use ferrite_cpu::kernels::step_operands;
 use ferrite_cpu::CpuError;
 use ferrite_hal::{Op, Step};
 
-/// Columns multiplied together.
+/// Columns multiplied together by the assembly loop.
 const COLUMNS: usize = 4;
 
-/// The dot products of the first `4 × groups` activations `a` (less `zero`) with four weight
-/// rows, row `j` at `w[j·k..]`, in assembly. The caller checks `groups ≥ 1`, `a` holding `4 ×
-/// groups` bytes and `w` holding `3·k + 4 × groups` (every row's first `4 × groups` bytes).
+/// Output columns whose sums are kept at once, on the stack (a multiple of [`COLUMNS`]).
+const GROUP: usize = 32;
+
+/// Activations unpacked at once, on the stack (a multiple of four).
+const CHUNK: usize = 64;
+
+/// `words` = the activations `a` less `zero`, four at a time as the pairs (a0, a2), (a1, a3)
+/// of int16 halves, in assembly (eight instructions per four). The caller checks that `a`
+/// holds `2 × words.len()` bytes and `words.len()` is even and not zero.
 #[inline(always)]
-fn columns4(a: &[u8], w: &[u8], k: usize, groups: usize, zero: i32) -> [i32; COLUMNS] {
+fn unpack(a: &[u8], zero: i32, words: &mut [u32]) {
     let zero2 = (zero as u32 & 0xffff) * 0x0001_0001;
-    let (mut s0, mut s1, mut s2, mut s3) = (0i32, 0i32, 0i32, 0i32);
-    // SAFETY: pass i reads activation bytes 4i..4i + 4 and weight bytes j·k + 4i..j·k + 4i + 4
-    // for j < 4 (unaligned words, which cores with the DSP extension load), all inside the
-    // slices (checked by the caller; the loop runs `groups ≥ 1` times). r6 and r7, which inline
-    // assembly may not name, hold the zero point and 3·k and are saved on the stack around the
-    // loop.
+    let dst = words.as_mut_ptr();
+    // SAFETY: pass i reads activation bytes 4i..4i + 4 (an unaligned word, which cores with
+    // the DSP extension load) and writes words 2i and 2i + 1 (aligned), for 2i < words.len(),
+    // all inside the slices (checked by the caller: at least one pass).
+    unsafe {
+        core::arch::asm!(
+            "2:",
+            "ldr {x}, [{src}], #4",
+            "sxtb16 {odd}, {x}, ror #8",
+            "sxtb16 {x}, {x}",
+            "ssub16 {x}, {x}, {zero2}",
+            "ssub16 {odd}, {odd}, {zero2}",
+            "strd {x}, {odd}, [{dst}], #8",
+            "cmp {dst}, {end}",
+            "bne 2b",
+            src = inout(reg) a.as_ptr() => _,
+            dst = inout(reg) dst => _,
+            end = in(reg) dst.wrapping_add(words.len()),
+            zero2 = in(reg) zero2,
+            x = out(reg) _,
+            odd = out(reg) _,
+            options(nostack),
+        );
+    }
+}
+
+/// What the assembly block loop reads and advances, by offset.
+#[repr(C)]
+struct Blocks {
+    /// The next block's four sums (offset 0; advanced by 16) and the end of the sums (4).
+    sums: *mut i32,
+    sums_end: *mut i32,
+    /// The unpacked chunk (8) and its end (12).
+    chunk: *const u32,
+    chunk_end: *const u32,
+    /// The next block's first weight row at the chunk (16; advanced by `4·k`).
+    weights: *const u8,
+    /// `3·k` (20).
+    three_k: usize,
+}
+
+/// `sums[4j + c] += Σ chunk · w` for the blocks `j` of four columns, column `4j + c`'s weights
+/// at `w[(4j + c)·k..]`, over the unpacked `chunk` (two words per four activations), in one
+/// assembly loop. The caller checks that `sums` holds whole blocks (at least one), `chunk` a
+/// whole, non-empty number of pairs of words, and `w` every column's first `2 × chunk.len()`
+/// bytes.
+#[inline(always)]
+fn blocks(chunk: &[u32], w: &[u8], k: usize, sums: &mut [i32]) {
+    let range = sums.as_mut_ptr_range();
+    let chunk_range = chunk.as_ptr_range();
+    let mut state = Blocks {
+        sums: range.start,
+        sums_end: range.end,
+        chunk: chunk_range.start,
+        chunk_end: chunk_range.end,
+        weights: w.as_ptr(),
+        three_k: 3 * k,
+    };
+    let state: *mut Blocks = &mut state;
+    // SAFETY: block j reads and writes sums 4j..4j + 4, reads the chunk's words and, for each
+    // of its four columns, `2 × chunk.len()` weight bytes (unaligned words, which cores with
+    // the DSP extension load), all inside the slices (checked by the caller), and reads and
+    // writes the record. Every operand is in a named register, so r6 and r7, which inline
+    // assembly may not name, are no operand's: they hold the record's pointer and 3·k, saved on
+    // the stack around the loop.
     unsafe {
         core::arch::asm!(
             "push {{r6, r7}}",
             "mov r6, r0",
-            "mov r7, r1",
+            "ldr r7, [r6, #20]",
             "2:",
-            "ldr r0, [r11], #4",
-            "sxtb16 r1, r0, ror #8",
-            "sxtb16 r0, r0",
-            "ssub16 r0, r0, r6",
-            "ssub16 r1, r1, r6",
+            "ldr r0, [r6]",
+            "ldm r0, {{r4, r5, r8, r10}}",
+            "ldrd r11, r12, [r6, #8]",
+            "ldr lr, [r6, #16]",
+            "3:",
+            "ldrd r0, r1, [r11], #8",
             "ldr r2, [lr, r9]",
             "sxtb16 r3, r2, ror #8",
             "sxtb16 r2, r2",
@@ -63,23 +131,31 @@ fn columns4(a: &[u8], w: &[u8], k: usize, groups: usize, zero: i32) -> [i32; COL
             "smlad r4, r2, r0, r4",
             "smlad r4, r3, r1, r4",
             "cmp r11, r12",
+            "bne 3b",
+            "ldr r0, [r6]",
+            "stm r0!, {{r4, r5, r8, r10}}",
+            "str r0, [r6]",
+            "ldr r2, [r6, #16]",
+            "add r2, r2, r9, lsl #2",
+            "str r2, [r6, #16]",
+            "ldr r1, [r6, #4]",
+            "cmp r0, r1",
             "bne 2b",
             "pop {{r6, r7}}",
-            inout("r0") zero2 => _,
-            inout("r1") 3 * k => _,
+            inout("r0") state => _,
+            out("r1") _,
             out("r2") _,
             out("r3") _,
-            inout("r4") s0,
-            inout("r5") s1,
-            inout("r8") s2,
-            inout("r10") s3,
+            out("r4") _,
+            out("r5") _,
+            out("r8") _,
             in("r9") k,
-            inout("r11") a.as_ptr() => _,
-            in("r12") a.as_ptr().wrapping_add(4 * groups),
-            inout("lr") w.as_ptr() => _,
+            out("r10") _,
+            out("r11") _,
+            out("r12") _,
+            out("lr") _,
         );
     }
-    [s0, s1, s2, s3]
 }
 
 /// Adds to `sums[j]` the terms `done..k` of column `j` (its weights at `w[j·k..]`): what the
@@ -109,7 +185,7 @@ pub fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), Cp
     let (m, k) = (a.shape.dim(0), a.shape.dim(1));
     let n = y.shape.dim(1);
     let ([a, b, bias, requant], out) = step_operands::<4>(step, arena, weights)?;
-    let groups = k / 4;
+    let whole_k = k & !3;
     // One pair for every column is repeated four times, for the assembly's four pairs.
     let mut repeated = [0u8; 32];
     if let Some(pair) = requant.get(..8).filter(|_| requant.len() == 8) {
@@ -117,49 +193,91 @@ pub fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), Cp
             four.copy_from_slice(pair);
         }
     }
-    let saturating = Clamp::of(&q) == Clamp::Int8;
+    // Whether every output takes the assembly requantization: SSAT's clamp, every pair in the
+    // high-word form (checked once per step).
+    let fast_step = Clamp::of(&q) == Clamp::Int8 && high_word_pairs(requant);
+    let mut group_sums = [0i32; GROUP];
+    let mut unpacked = [0u32; CHUNK / 2];
     for row in 0..m {
         let a_row = a.get(row * k..(row + 1) * k).ok_or(CpuError::CorruptPlan)?;
         let out_row = out
             .get_mut(row * n..(row + 1) * n)
             .ok_or(CpuError::CorruptPlan)?;
-        for (block, slots) in out_row.chunks_mut(COLUMNS).enumerate() {
-            let col = block * COLUMNS;
+        for (group, slots) in out_row.chunks_mut(GROUP).enumerate() {
+            let col0 = group * GROUP;
             let w = b
-                .get(col * k..(col + slots.len()) * k)
+                .get(col0 * k..(col0 + slots.len()) * k)
                 .ok_or(CpuError::CorruptPlan)?;
-            // The assembly takes whole blocks' whole groups; the rest goes value by value.
-            let (mut sums, done) = if slots.len() == COLUMNS && groups > 0 {
-                (columns4(a_row, w, k, groups, q.input_zero), 4 * groups)
-            } else {
-                ([0; COLUMNS], 0)
-            };
-            if done < k || slots.len() < COLUMNS {
-                rest(a_row, w, k, done, q.input_zero, &mut sums[..slots.len()]);
-            }
-            let pairs: Option<&[u8; 32]> = if requant.len() == 8 {
-                Some(&repeated)
-            } else {
-                requant
-                    .get(8 * col..8 * col + 32)
-                    .and_then(|p| p.try_into().ok())
-            };
-            let four: Option<&mut [u8; COLUMNS]> = slots.try_into().ok();
-            let biases = bias.get(4 * col..4 * col + 16);
-            if let (true, Some(pairs), Some(four), Some(biases)) = (saturating, pairs, four, biases)
-            {
-                if high_word_pairs(pairs) {
-                    let mut acc = sums;
-                    for (a, b4) in acc.iter_mut().zip(biases.chunks_exact(4)) {
-                        *a = a.wrapping_add(i32::from_le_bytes([b4[0], b4[1], b4[2], b4[3]]));
-                    }
-                    saturate4_pairs(acc, pairs, q.output_zero, four);
-                    continue;
+            let sums = group_sums
+                .get_mut(..slots.len())
+                .ok_or(CpuError::CorruptPlan)?;
+            sums.fill(0);
+            // Whole blocks over whole groups of four activations in assembly; the rest value by
+            // value.
+            let (in_blocks, lone) = sums.split_at_mut(slots.len() & !(COLUMNS - 1));
+            if !in_blocks.is_empty() {
+                for k0 in (0..whole_k).step_by(CHUNK) {
+                    let kc = CHUNK.min(whole_k - k0);
+                    let (Some(words), Some(chunk), Some(w_chunk)) = (
+                        unpacked.get_mut(..kc / 2),
+                        a_row.get(k0..k0 + kc),
+                        w.get(k0..),
+                    ) else {
+                        return Err(CpuError::CorruptPlan);
+                    };
+                    unpack(chunk, q.input_zero, words);
+                    blocks(words, w_chunk, k, in_blocks);
+                }
+                if whole_k < k {
+                    rest(a_row, w, k, whole_k, q.input_zero, in_blocks);
                 }
             }
-            for (j, (slot, sum)) in slots.iter_mut().zip(sums).enumerate() {
-                let acc = word(bias, col + j)?.wrapping_add(sum);
-                *slot = output_byte(acc, requant_pair(requant, col + j)?, &q);
+            let w_lone = w.get(in_blocks.len() * k..).unwrap_or(&[]);
+            rest(a_row, w_lone, k, 0, q.input_zero, lone);
+            // Whole blocks with the high-word form and SSAT's clamp: four outputs at a time.
+            let fast = if fast_step { slots.len() / COLUMNS } else { 0 };
+            let (fast_slots, other_slots) = slots.split_at_mut(fast * COLUMNS);
+            let group_bias = bias.get(4 * col0..4 * (col0 + fast * COLUMNS));
+            let group_pairs = if requant.len() == 8 {
+                None
+            } else {
+                requant.get(8 * col0..8 * (col0 + fast * COLUMNS))
+            };
+            if let Some(group_bias) = group_bias.filter(|_| fast > 0) {
+                let blocks_of = fast_slots
+                    .chunks_exact_mut(COLUMNS)
+                    .zip(sums.chunks_exact(COLUMNS))
+                    .zip(group_bias.chunks_exact(16))
+                    .enumerate();
+                for (j, ((four, s4), b16)) in blocks_of {
+                    let pairs = match group_pairs {
+                        Some(p) => p.get(32 * j..32 * j + 32),
+                        None => Some(&repeated[..]),
+                    };
+                    let (Ok(four), Some(Ok(pairs)), &[s0, s1, s2, s3]) =
+                        (four.try_into(), pairs.map(<&[u8; 32]>::try_from), s4)
+                    else {
+                        return Err(CpuError::CorruptPlan);
+                    };
+                    let b =
+                        |i: usize| i32::from_le_bytes([b16[i], b16[i + 1], b16[i + 2], b16[i + 3]]);
+                    let acc = [
+                        s0.wrapping_add(b(0)),
+                        s1.wrapping_add(b(4)),
+                        s2.wrapping_add(b(8)),
+                        s3.wrapping_add(b(12)),
+                    ];
+                    saturate4_pairs(acc, pairs, q.output_zero, four);
+                }
+            } else if fast > 0 {
+                return Err(CpuError::CorruptPlan);
+            }
+            let first = fast * COLUMNS;
+            for (c, slot) in other_slots.iter_mut().enumerate() {
+                let col = col0 + first + c;
+                let sum = sums.get(first + c).copied().unwrap_or(0);
+                let acc = word(bias, col)?.wrapping_add(sum);
+                *slot = output_byte(acc, requant_pair(requant, col)?, &q);
             }
         }
     }
