@@ -4,7 +4,8 @@
 For every generated test model (and the digits demo) it packs the ONNX file, runs it in Ferrite's
 firmware on QEMU's Cortex-M4F (`ferrite bench --device qemu-m4 --json`) and records flash (the
 firmware alone and with the model), RAM (arena + static + stack, by stack painting) and exact
-instructions per inference; the digits model also runs on the Cortex-M0 and M7 builds.
+instructions per inference; the digits model also runs on the Cortex-M0, M7 and M33 builds, the
+MLPerf Tiny int8 models on the M7 and M33.
 
 Usage: scripts/footprint.sh (builds what is needed, then runs this with the project's venv).
 """
@@ -46,6 +47,13 @@ TFLM = {
     "fc_autoencoder": (582_944, 1_952_292),
     "resnet8": (29_863_352, 107_404_887),
     "mobilenet_v1_025": (24_101_962, 100_250_553),
+}
+# Each MLPerf Tiny model's entry in TFLM.
+MLPERF_TFLM = {
+    "mlperf_kws_ds_cnn": "ds_cnn",
+    "mlperf_vww_mbv1": "mobilenet_v1_025",
+    "mlperf_ic_resnet8": "resnet8",
+    "mlperf_ad_fc_ae": "fc_autoencoder",
 }
 
 
@@ -122,7 +130,10 @@ def main():
     digits = WORK / "digits.frt"
     pack(ROOT / "demo/digits.onnx", {}, digits)
     digits_size = bench(digits, "qemu-m4", profile="size")
-    cores = {device: bench(digits, device) for device in ["qemu-m0", "qemu-m4", "qemu-m7"]}
+    cores = {device: bench(digits, device) for device in ["qemu-m0", "qemu-m4", "qemu-m7", "qemu-m33"]}
+    # The int8 DSP kernels on the three cores that have them.
+    dsp_cores = ["qemu-m4", "qemu-m7", "qemu-m33"]
+    dsp_rows = [(name, {device: bench(WORK / f"{name}.frt", device) for device in dsp_cores}) for name in MLPERF]
     rows.append(("digits", cores["qemu-m4"]))
 
     out = [
@@ -180,8 +191,7 @@ def main():
     for name, r, small in own_rows:
         (cmsis_flash, cmsis_stack), (ref_flash, _) = TFLM_FOOTPRINT[name]
         own, own_small = r["model_firmware"], small["model_firmware"]
-        cmsis_instr = TFLM[{"mlperf_kws_ds_cnn": "ds_cnn", "mlperf_vww_mbv1": "mobilenet_v1_025",
-                            "mlperf_ic_resnet8": "resnet8", "mlperf_ad_fc_ae": "fc_autoencoder"}[name]][0]
+        cmsis_instr = TFLM[MLPERF_TFLM[name]][0]
         out.append(
             f"| {MLPERF[name]} | {own['runtime_flash_bytes']:,} | {own_small['runtime_flash_bytes']:,} | "
             f"{cmsis_flash:,} | {ref_flash:,} | {own['inference_stack_bytes']:,} | {cmsis_stack:,} | "
@@ -242,7 +252,7 @@ def main():
             )
     out += [
         "",
-        "## The same digits model on three cores",
+        "## The same digits model on four cores",
         "",
         "| core (QEMU machine) | instructions / inference | flash: firmware (+ model) |",
         "|---|---:|---:|",
@@ -256,8 +266,22 @@ def main():
         "",
         "The Cortex-M0 has no FPU: every f32 operation is a software routine. Its firmware embeds the",
         "digits model and links only the kernels that model uses (`CortexMDevice::<_, { digits::OPS }>`,",
-        "from `ferrite pack --emit rust`); the M4/M7 firmware runs models sent by the host, so it links",
-        "every kernel.",
+        "from `ferrite pack --emit rust`); the M4/M7/M33 firmware runs models sent by the host, so it",
+        "links every kernel.",
+        "",
+        "## The int8 DSP kernels on the M4, M7 and M33",
+        "",
+        "The MLPerf Tiny models in the every-kernel firmwares of the three cores with the DSP",
+        "extension (the M33 build: ARMv8-M Mainline, `-C target-cpu=cortex-m33`), bit-exact with each",
+        "other and with the portable kernels (`tests/tests/qemu.rs`):",
+        "",
+        "| model | Cortex-M4F | Cortex-M7 | Cortex-M33 | TFLM + CMSIS-NN (M4) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for name, r in dsp_rows:
+        counts = " | ".join(f"{r[d]['instructions_per_inference']:,}" for d in dsp_cores)
+        out.append(f"| {MLPERF[name]} | {counts} | {TFLM[MLPERF_TFLM[name]][0]:,} |")
+    out += [
         "",
         "## Against TFLM + CMSIS-NN (int8) on the same emulated core",
         "",

@@ -25,7 +25,7 @@ cargo fmt --all --check
 (cd boards && cargo fmt --all --check)
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -q -- -D warnings
-for board in qemu-mps2-an386 qemu-mps2-an500 qemu-microbit nrf52840-dk panic-free; do
+for board in qemu-mps2-an386 qemu-mps2-an500 qemu-mps2-an505 qemu-microbit nrf52840-dk panic-free; do
     (cd "boards/$board" && cargo clippy --release -q -- -D warnings)
 done
 # The per-model template, around the digits model (what a user's `model/` folder holds).

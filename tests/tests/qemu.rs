@@ -1,6 +1,7 @@
 //! The conformance suites on the real firmware under QEMU's emulated Cortex-M4F (`qemu-m4`); one
-//! model each on the Cortex-M0 (`qemu-m0`, microbit) and Cortex-M7 (`qemu-m7`, mps2-an500)
-//! builds; and the firmware's answers to bad input: the same typed errors as on the host, a
+//! model each on the Cortex-M0 (`qemu-m0`, microbit), Cortex-M7 (`qemu-m7`, mps2-an500) and
+//! Cortex-M33 (`qemu-m33`, mps2-an505) builds, and the DSP kernels' bit-exactness on all three
+//! cores that have them; and the firmware's answers to bad input: the same typed errors as on the host, a
 //! model whose arena exceeds the board refused with both sizes, a hung firmware stopped by the
 //! timeout, a model other than the one an M0 firmware embeds refused.
 //!
@@ -212,9 +213,9 @@ fn matches_the_host(board: Board, bytes: &AlignedBytes) -> Vec<u64> {
 }
 
 #[test]
-fn the_cortex_m0_and_m7_firmwares_match_the_host() {
-    unless_missing::<QemuM4>("qemu-m0/m7", || {
-        for board in [Board::M0, Board::M7] {
+fn the_cortex_m0_m7_and_m33_firmwares_match_the_host() {
+    unless_missing::<QemuM4>("qemu-m0/m7/m33", || {
+        for board in [Board::M0, Board::M7, Board::M33] {
             if let Some(why) = board.unavailable() {
                 panic!("{}: {why}", board.device_name());
             }
@@ -223,11 +224,17 @@ fn the_cortex_m0_and_m7_firmwares_match_the_host() {
         let m0 = matches_the_host(Board::M0, &digits);
         let m7 = matches_the_host(Board::M7, &digits);
         let m4 = matches_the_host(Board::M4, &digits);
+        let m33 = matches_the_host(Board::M33, &digits);
         // The M7 runs the same Thumb-2 + FPU code as the M4 (two builds of the same source, so
-        // within a few instructions); the M0 emulates floats in software.
+        // within a few instructions), the M33 an ARMv8-M build of it, scheduled for that core
+        // (13 % more instructions on the digits MLP); the M0 emulates floats in software.
         assert!(
             m7[0].abs_diff(m4[0]) * 100 < m4[0],
             "M7 {m7:?} vs M4 {m4:?}"
+        );
+        assert!(
+            m33[0].abs_diff(m4[0]) * 4 < m4[0],
+            "M33 {m33:?} vs M4 {m4:?}"
         );
         assert!(m0[0] > 5 * m4[0], "M0 {m0:?} vs M4 {m4:?}");
         matches_the_host(Board::M7, &packed(&tiny_mlp()));
@@ -659,7 +666,7 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
             let model = Model::load(bytes.as_bytes()).expect("load");
             let input = f32_input(&model);
             let host = Cpu::run(&model, std::slice::from_ref(&input)).expect("cpu");
-            for board in [Board::M4, Board::M7] {
+            for board in [Board::M4, Board::M7, Board::M33] {
                 let inputs = std::slice::from_ref(&input);
                 let run = qemu::run(board, bytes.as_bytes(), &model, inputs, 1).expect("qemu");
                 let name = board.device_name();

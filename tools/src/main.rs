@@ -719,7 +719,7 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `bench --device qemu-m0|m4|m7`: instructions per inference (exact; QEMU is not
+/// `bench --device qemu-m0|m4|m7|m33`: instructions per inference (exact; QEMU is not
 /// cycle-accurate, so no latency), flash and RAM. Runs are capped at 3: every run executes the
 /// same instructions.
 /// The per-model firmware's figures (`boards/template` built around the model).

@@ -1,6 +1,6 @@
-//! The `qemu-m0`, `qemu-m4` and `qemu-m7` devices: Ferrite's real firmware (`boards/qemu-*`) on
-//! QEMU's emulated Cortex-M0 (microbit), Cortex-M4F (mps2-an386) and Cortex-M7 (mps2-an500),
-//! driven from the host.
+//! The `qemu-m0`, `qemu-m4`, `qemu-m7` and `qemu-m33` devices: Ferrite's real firmware
+//! (`boards/qemu-*`) on QEMU's emulated Cortex-M0 (microbit), Cortex-M4F (mps2-an386), Cortex-M7
+//! (mps2-an500) and Cortex-M33 (mps2-an505, with the DSP extension), driven from the host.
 //!
 //! The runner writes the packed model and raw inputs into a fresh directory, starts
 //! `qemu-system-arm` with the firmware and the instruction-count plugin (`boards/qemu-plugin`),
@@ -29,11 +29,14 @@ pub enum Board {
     M4,
     /// `qemu-m7`: mps2-an500 (Cortex-M7); any model up to 8 MiB, arena up to 8 MiB.
     M7,
+    /// `qemu-m33`: mps2-an505 (Cortex-M33 with the DSP extension, ARMv8-M Mainline); any model
+    /// up to 8 MiB, arena up to 8 MiB.
+    M33,
 }
 
 impl Board {
     /// Every board.
-    pub const ALL: [Board; 3] = [Board::M0, Board::M4, Board::M7];
+    pub const ALL: [Board; 4] = [Board::M0, Board::M4, Board::M7, Board::M33];
 
     /// The `--device` name.
     pub fn device_name(self) -> &'static str {
@@ -41,6 +44,7 @@ impl Board {
             Board::M0 => "qemu-m0",
             Board::M4 => "qemu-m4",
             Board::M7 => "qemu-m7",
+            Board::M33 => "qemu-m33",
         }
     }
 
@@ -55,6 +59,7 @@ impl Board {
             Board::M0 => ["microbit", "cortex-m0"],
             Board::M4 => ["mps2-an386", "cortex-m4"],
             Board::M7 => ["mps2-an500", "cortex-m7"],
+            Board::M33 => ["mps2-an505", "cortex-m33"],
         }
     }
 
@@ -64,6 +69,7 @@ impl Board {
             Board::M0 => "Cortex-M0, QEMU microbit",
             Board::M4 => "Cortex-M4F, QEMU mps2-an386",
             Board::M7 => "Cortex-M7, QEMU mps2-an500",
+            Board::M33 => "Cortex-M33, QEMU mps2-an505",
         }
     }
 
@@ -72,7 +78,7 @@ impl Board {
         self == Board::M0
     }
 
-    /// Where the firmware ELF is: `$FERRITE_FIRMWARE_QEMU_M0|M4|M7`, or the boards workspace's
+    /// Where the firmware ELF is: `$FERRITE_FIRMWARE_QEMU_M0|M4|M7|M33`, or the boards workspace's
     /// build (`scripts/build-firmware.sh`).
     pub fn firmware_path(self) -> PathBuf {
         let (var, target, binary) = match self {
@@ -90,6 +96,11 @@ impl Board {
                 "FERRITE_FIRMWARE_QEMU_M7",
                 "thumbv7em-none-eabihf",
                 "qemu-mps2-an500",
+            ),
+            Board::M33 => (
+                "FERRITE_FIRMWARE_QEMU_M33",
+                "thumbv8m.main-none-eabihf",
+                "qemu-mps2-an505",
             ),
         };
         std::env::var_os(var).map(PathBuf::from).unwrap_or_else(|| {

@@ -66,7 +66,7 @@ pub enum DeviceSpec {
     Vulkan(usize),
     /// The N-th NVIDIA GPU (`cuda` = `cuda:0`).
     Cuda(usize),
-    /// Ferrite's firmware on an emulated Cortex-M (`qemu-m0`, `qemu-m4`, `qemu-m7`; see
+    /// Ferrite's firmware on an emulated Cortex-M (`qemu-m0`, `qemu-m4`, `qemu-m7`, `qemu-m33`; see
     /// [`crate::qemu`]).
     Qemu(crate::qemu::Board),
 }

@@ -1,6 +1,6 @@
 //! The firmware side of Ferrite's QEMU runner, shared by every emulated board.
 //!
-//! The host (`ferrite run/bench --device qemu-m0|qemu-m4|qemu-m7`) writes `model.frt` and
+//! The host (`ferrite run/bench --device qemu-m0|qemu-m4|qemu-m7|qemu-m33`) writes `model.frt` and
 //! `input_<i>.bin` into a directory and starts QEMU with `arg=ferrite,arg=DIR,arg=RUNS`. The
 //! firmware gets the model — read over semihosting into a RAM buffer, or embedded in flash on a
 //! board too small to hold it in RAM (then the host's `model.frt` must be byte-identical) —
