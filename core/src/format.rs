@@ -7,8 +7,9 @@
 pub const MAGIC: [u8; 4] = *b"FRT\0";
 /// Major version: a reader refuses any other major version.
 pub const VERSION_MAJOR: u16 = 1;
-/// Minor version: newer minors only add sections that older readers skip.
-pub const VERSION_MINOR: u16 = 0;
+/// Minor version: newer minors only add sections that older readers skip. The newest this reader
+/// knows; the writer writes the oldest its file needs (1.0 without a QUANTIZATION section).
+pub const VERSION_MINOR: u16 = 1;
 /// Size of the fixed header.
 pub const HEADER_BYTES: usize = 32;
 /// Byte offset of the first byte covered by the CRC-32 (everything after the CRC field).
@@ -35,6 +36,8 @@ pub const NO_TENSOR: u32 = u32::MAX;
 pub const STORAGE_ARENA: u8 = 0;
 /// `storage` byte of a tensor in the weights section.
 pub const STORAGE_WEIGHTS: u8 = 1;
+/// Size of one QUANTIZATION record (per graph input, then per graph output).
+pub const QUANTIZATION_RECORD_BYTES: usize = 16;
 /// Layout code: ONNX's layout (NCHW) throughout.
 pub const LAYOUT_NCHW: u32 = 0;
 
@@ -54,6 +57,8 @@ pub mod section {
     pub const GRAPH: u32 = 6;
     /// Weight bytes, 16-byte aligned.
     pub const WEIGHTS: u32 = 7;
+    /// Optional (minor version 1): the scale and zero point of each graph input and output.
+    pub const QUANTIZATION: u32 = 8;
     /// Every section a reader of major version 1 requires.
     pub const REQUIRED: [u32; 7] = [STRINGS, TENSORS, OPS, OPERANDS, PARAMS, GRAPH, WEIGHTS];
 }

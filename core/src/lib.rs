@@ -33,7 +33,7 @@ pub mod session;
 
 pub use arena::Arena;
 pub use error::{Error, FormatError, FormatErrorKind, MissingOps};
-pub use model::{Model, TensorInfo};
+pub use model::{Model, Quantization, TensorInfo};
 pub use session::Session;
 
 /// Checks one step against its op's rules (operand counts, dtypes, shapes, overlap): what

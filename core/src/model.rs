@@ -34,10 +34,61 @@ pub struct Model<'a, const OPS: Selection = ALL_OPS> {
     weights: &'a [u8],
     inputs: &'a [u8],
     outputs: &'a [u8],
+    /// The QUANTIZATION section (empty when the file has none).
+    quantization: &'a [u8],
     arena_bytes: usize,
     arena_lower_bound: usize,
     file_bytes: usize,
     file: &'a [u8],
+}
+
+/// The scale and zero point of a quantized graph input or output: `real = (q − zero_point) ×
+/// scale` (what a firmware needs to quantize its features and dequantize its scores).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Quantization {
+    /// The step between neighbouring integers, finite and positive.
+    pub scale: f32,
+    /// The integer that stands for 0, in the tensor's integer range.
+    pub zero_point: i32,
+}
+
+/// QUANTIZATION record `i`, if it says the tensor is quantized (verified at load).
+fn quantization_record(section: &[u8], i: usize) -> Option<Quantization> {
+    let at = i.checked_mul(format::QUANTIZATION_RECORD_BYTES)?;
+    if u32_at(section, at)? != 1 {
+        return None;
+    }
+    Some(Quantization {
+        scale: f32::from_bits(u32_at(section, at + 4)?),
+        zero_point: u32_at(section, at + 8)? as i32,
+    })
+}
+
+/// Checks QUANTIZATION record `i` of a tensor of `dtype`: flags 0 (not quantized: the rest zero)
+/// or 1 (a finite, positive scale and a zero point in the integer type's range), reserved zero.
+fn verify_quantization(section: &[u8], i: usize, dtype: DType) -> Result<(), FormatError> {
+    let at = i * format::QUANTIZATION_RECORD_BYTES;
+    let word = |k: usize| u32_at(section, at + 4 * k).unwrap_or(u32::MAX);
+    let (flags, scale, zero, reserved) = (word(0), word(1), word(2) as i32, word(3));
+    let (lo, hi) = match dtype {
+        DType::I8 => (-128, 127),
+        DType::U8 => (0, 255),
+        DType::I16 => (-32768, 32767),
+        DType::U16 => (0, 65535),
+        _ => (1, 0),
+    };
+    // A finite positive f32 has its bits in (0, +infinity's).
+    let valid = reserved == 0
+        && match flags {
+            0 => scale == 0 && zero == 0,
+            1 => scale > 0 && scale < 0x7f80_0000 && lo <= zero && zero <= hi,
+            _ => false,
+        };
+    if valid {
+        Ok(())
+    } else {
+        Err(err(K::InvalidValue, "quantization record"))
+    }
 }
 
 #[inline(always)]
@@ -102,7 +153,7 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
         if table_end > file_bytes {
             return Err(err(K::Truncated, "section table"));
         }
-        let mut found: [Option<&'a [u8]>; 8] = [None; 8];
+        let mut found: [Option<&'a [u8]>; 9] = [None; 9];
         for i in 0..count {
             let entry = format::HEADER_BYTES + i * format::SECTION_ENTRY_BYTES;
             let kind = u32_at(file, entry).ok_or(err(K::Truncated, "section table"))?;
@@ -186,6 +237,7 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
             weights,
             inputs,
             outputs,
+            quantization: found[section::QUANTIZATION as usize].unwrap_or(&[]),
             arena_bytes,
             arena_lower_bound,
             file_bytes,
@@ -304,6 +356,34 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
                     .at(i));
                 }
             }
+        }
+        if self.quantization.is_empty() {
+            return Ok(());
+        }
+        self.verify_quantization_section()
+    }
+
+    /// The QUANTIZATION section: one record per graph input and output, each valid for its
+    /// tensor's type. Out of line, so that a build whose models have none pays little for it.
+    #[inline(never)]
+    fn verify_quantization_section(&self) -> Result<(), FormatError> {
+        let io = self.input_count() + self.output_count();
+        if self.quantization.len() != io * format::QUANTIZATION_RECORD_BYTES {
+            return Err(err(K::InvalidValue, "quantization section size"));
+        }
+        let tensors = self
+            .inputs
+            .chunks_exact(4)
+            .chain(self.outputs.chunks_exact(4));
+        for (record, tensor) in tensors.enumerate() {
+            // The dtype byte of the tensor's record (verified by `verify_tensors`).
+            let index = u32_at(tensor, 0).unwrap_or(u32::MAX) as usize;
+            let code = index
+                .checked_mul(format::TENSOR_RECORD_BYTES)
+                .and_then(|at| u8_at(self.tensors, at))
+                .unwrap_or(0);
+            let dtype = DType::from_code(code).ok_or(err(K::InvalidValue, "tensor dtype"))?;
+            verify_quantization(self.quantization, record, dtype).map_err(|e| e.at(record))?;
         }
         Ok(())
     }
@@ -461,6 +541,23 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
     /// Number of graph outputs.
     pub fn output_count(&self) -> usize {
         self.outputs.len() / 4
+    }
+
+    /// The scale and zero point of graph input `i`, when the file records them (an 8- or 16-bit
+    /// integer input of a quantized model: `real = (q − zero_point) × scale`).
+    pub fn input_quantization(&self, i: usize) -> Option<Quantization> {
+        if i >= self.input_count() {
+            return None;
+        }
+        quantization_record(self.quantization, i)
+    }
+
+    /// The scale and zero point of graph output `i`, as [`Model::input_quantization`].
+    pub fn output_quantization(&self, i: usize) -> Option<Quantization> {
+        if i >= self.output_count() {
+            return None;
+        }
+        quantization_record(self.quantization, self.input_count().checked_add(i)?)
     }
 
     /// Tensor index of graph input `i`.

@@ -23,6 +23,9 @@ fn the_emitted_module_runs_in_an_arena_sized_at_compile_time() {
     assert_eq!((name, dtype), ("image", "float32"));
     assert_eq!(shape, model.input(0).unwrap().desc.shape.dims());
     assert_eq!(digits::OUTPUTS[0].2, &[1, 10]);
+    // A float model: no input or output is quantized.
+    assert_eq!(digits::INPUT_QUANTIZATION, [None]);
+    assert_eq!(digits::OUTPUT_QUANTIZATION, [None]);
 
     let mut arena = Arena::<{ digits::ARENA_BYTES }>::new();
     let mut session =

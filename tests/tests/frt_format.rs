@@ -786,3 +786,81 @@ fn a_build_selecting_other_binary_ops_refuses_the_model() {
     );
     assert_eq!(selected, [0.5, 1.0, 1.5, 3.5, 4.0, 4.5]);
 }
+
+/// xq (int8 [1, 8]) → DequantizeLinear (0.25, 3) → Relu → QuantizeLinear (0.125, −7) → yq: a
+/// model with a QUANTIZATION section (one record per graph input and output).
+fn int8_io_model() -> Vec<u8> {
+    use ferrite_tools::onnx::build::{ModelBuilder, D};
+    use ferrite_tools::onnx::proto::{data_type, TensorProto};
+    let int8 = |name: &str, v: i32| TensorProto {
+        name: name.into(),
+        data_type: data_type::INT8,
+        int32_data: vec![v],
+        ..Default::default()
+    };
+    ModelBuilder::new(13)
+        .input("xq", data_type::INT8, &[D::N(1), D::N(8)])
+        .init_f32("x_scale", &[], &[0.25])
+        .init(int8("x_zero", 3))
+        .init_f32("y_scale", &[], &[0.125])
+        .init(int8("y_zero", -7))
+        .node(
+            "DequantizeLinear",
+            "dq",
+            &["xq", "x_scale", "x_zero"],
+            &["x"],
+            vec![],
+        )
+        .node("Relu", "relu", &["x"], &["r"], vec![])
+        .node(
+            "QuantizeLinear",
+            "q",
+            &["r", "y_scale", "y_zero"],
+            &["yq"],
+            vec![],
+        )
+        .output("yq")
+        .encode()
+}
+
+#[test]
+fn every_bad_quantization_record_is_refused() {
+    let good = pack(&int8_io_model(), &PackOptions::default())
+        .expect("packs")
+        .bytes;
+    load(&good).expect("the model verifies");
+    let at = section_offset(&good, section::QUANTIZATION);
+    // (what, word of the input's record, value)
+    let cases = [
+        ("flags 2", 0, 2),
+        ("not quantized, yet a scale", 0, 0),
+        ("a NaN scale", 1, f32::NAN.to_bits()),
+        ("an infinite scale", 1, f32::INFINITY.to_bits()),
+        ("a negative scale", 1, (-0.5f32).to_bits()),
+        ("a zero scale", 1, 0),
+        ("a zero point past int8", 2, 128),
+        ("a zero point below int8", 2, (-129i32) as u32),
+        ("reserved bytes", 3, 1),
+    ];
+    for (what, word, value) in cases {
+        let mut bad = good.clone();
+        put_u32(&mut bad, at + 4 * word, value);
+        reseal(&mut bad);
+        assert_eq!(kind_of(&bad), K::InvalidValue, "{what}");
+    }
+    // A section of the wrong length (one record short).
+    let mut short = good.clone();
+    let count = u32_at(&short, 16) as usize;
+    let entry = (0..count)
+        .map(|i| format::HEADER_BYTES + i * format::SECTION_ENTRY_BYTES)
+        .find(|&e| u32_at(&short, e) == section::QUANTIZATION)
+        .expect("entry");
+    put_u32(
+        &mut short,
+        entry + 8,
+        format::QUANTIZATION_RECORD_BYTES as u32,
+    );
+    reseal(&mut short);
+    assert_eq!(kind_of(&short), K::InvalidValue);
+    survives_every_byte_corruption(&good);
+}

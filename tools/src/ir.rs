@@ -97,9 +97,99 @@ pub struct PlanGraph {
     pub inputs: Vec<TensorId>,
     /// Graph outputs.
     pub outputs: Vec<TensorId>,
+    /// The scale and zero point of each quantized graph input and output (an integer input
+    /// dequantized by its first consumer, an integer output quantized by its producer).
+    pub io_quantization: std::collections::BTreeMap<TensorId, (f32, i64)>,
 }
 
 impl PlanGraph {
+    /// Records [`PlanGraph::io_quantization`] from the lowered graph, before passes fuse the
+    /// Dequantize and Quantize ops at its borders into integer ops: per-tensor parameters only
+    /// (a per-channel input or output has no one scale to report).
+    pub fn record_io_quantization(&mut self) {
+        let scalar_f32 = |g: &PlanGraph, t: Option<TensorId>| -> Option<f32> {
+            let v = g.tensors.get(t?)?.value.as_ref()?.to_f32s();
+            (v.len() == 1).then(|| v[0])
+        };
+        let scalar_i64 = |g: &PlanGraph, t: Option<TensorId>| -> Option<i64> {
+            let Some(t) = t else { return Some(0) };
+            let v = g.tensors.get(t)?.value.as_ref()?.to_i64s();
+            (v.len() == 1).then(|| v[0])
+        };
+        // The tensors holding the same values as `t`: its aliases (Reshape, Flatten, ...) and
+        // what Transpose and Copy make of them, transitively.
+        let same_values = |g: &PlanGraph, t: TensorId| -> Vec<TensorId> {
+            let mut set = vec![t];
+            loop {
+                let before = set.len();
+                for (id, tensor) in g.tensors.iter().enumerate() {
+                    if tensor.alias_of.is_some_and(|a| set.contains(&a)) && !set.contains(&id) {
+                        set.push(id);
+                    }
+                }
+                for op in &g.ops {
+                    let moves = matches!(op.op, Op::Transpose { .. } | Op::Copy);
+                    let from = op.inputs.first().copied().flatten();
+                    if moves && from.is_some_and(|f| set.contains(&f)) {
+                        for &o in &op.outputs {
+                            if !set.contains(&o) {
+                                set.push(o);
+                            }
+                        }
+                    }
+                }
+                if set.len() == before {
+                    return set;
+                }
+            }
+        };
+        let mut found = std::collections::BTreeMap::new();
+        for &input in &self.inputs {
+            let values = same_values(self, input);
+            let dequantize = self.ops.iter().find(|op| {
+                matches!(op.op, Op::Dequantize { .. })
+                    && op
+                        .inputs
+                        .first()
+                        .copied()
+                        .flatten()
+                        .is_some_and(|x| values.contains(&x))
+            });
+            if let Some(op) = dequantize {
+                let scale = scalar_f32(self, op.inputs.get(1).copied().flatten());
+                let zero = scalar_i64(self, op.inputs.get(2).copied().flatten());
+                if let (Some(scale), Some(zero)) = (scale, zero) {
+                    found.insert(input, (scale, zero));
+                }
+            }
+        }
+        for &output in &self.outputs {
+            // The output itself, or the tensor it is an alias or Transpose of.
+            let quantize = self.ops.iter().find(|op| {
+                matches!(op.op, Op::Quantize { .. })
+                    && op
+                        .outputs
+                        .first()
+                        .is_some_and(|&q| same_values(self, q).contains(&output))
+            });
+            if let Some(op) = quantize {
+                let scale = scalar_f32(self, op.inputs.get(1).copied().flatten());
+                let zero = scalar_i64(self, op.inputs.get(2).copied().flatten());
+                if let (Some(scale), Some(zero)) = (scale, zero) {
+                    found.insert(output, (scale, zero));
+                }
+            }
+        }
+        let integer = |g: &PlanGraph, t: TensorId| {
+            matches!(
+                g.tensors[t].dtype,
+                DType::I8 | DType::U8 | DType::I16 | DType::U16
+            )
+        };
+        found.retain(|&t, &mut (scale, _)| integer(self, t) && scale.is_finite() && scale > 0.0);
+        self.io_quantization = found;
+    }
+
     /// Adds a tensor and returns its id.
     pub fn add_tensor(
         &mut self,

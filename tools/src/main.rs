@@ -620,11 +620,29 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
     let describe = |index: usize| {
         model.tensor_info(index).map(|t| json!({"name": names.tensor(index, t.name), "index": index, "dtype": t.desc.dtype.name(), "shape": t.desc.shape.dims()}))
     };
+    // An input's or output's scale and zero point, when the model is quantized at its border.
+    let with_quantization = |mut t: serde_json::Value, q: Option<ferrite_core::Quantization>| {
+        if let Some(q) = q {
+            t["scale"] = json!(q.scale);
+            t["zero_point"] = json!(q.zero_point);
+        }
+        t
+    };
     let inputs: Vec<_> = (0..model.input_count())
-        .filter_map(|i| describe(model.input_tensor(i)?))
+        .filter_map(|i| {
+            Some(with_quantization(
+                describe(model.input_tensor(i)?)?,
+                model.input_quantization(i),
+            ))
+        })
         .collect();
     let outputs: Vec<_> = (0..model.output_count())
-        .filter_map(|i| describe(model.output_tensor(i)?))
+        .filter_map(|i| {
+            Some(with_quantization(
+                describe(model.output_tensor(i)?)?,
+                model.output_quantization(i),
+            ))
+        })
         .collect();
     let mut ops = Vec::new();
     for i in 0..model.len() {
@@ -684,8 +702,12 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
     );
     for (label, list) in [("input", &doc["inputs"]), ("output", &doc["outputs"])] {
         for t in list.as_array().into_iter().flatten() {
+            let quantization = match (t["scale"].as_f64(), t["zero_point"].as_i64()) {
+                (Some(scale), Some(zero)) => format!("  scale {}, zero point {zero}", scale as f32),
+                _ => String::new(),
+            };
             println!(
-                "  {label}  {} {} {}",
+                "  {label}  {} {} {}{quantization}",
                 t["name"].as_str().unwrap_or(""),
                 t["dtype"].as_str().unwrap_or(""),
                 t["shape"]

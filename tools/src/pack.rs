@@ -273,6 +273,7 @@ pub fn to_plan(
     }
     let mut plan = lw.graph;
     plan.outputs = outputs;
+    plan.record_io_quantization();
     let stats = passes::optimize(&mut plan);
     Ok((plan, stats))
 }

@@ -163,7 +163,21 @@ pub fn write(g: &PlanGraph, plan: &MemoryPlan) -> Result<Vec<u8>, PackError> {
     }
     pad_to(&mut strings, 4);
 
-    let sections: [(u32, &[u8]); 7] = [
+    // Per graph input, then output: flags (1 = quantized), scale, zero point, reserved.
+    let mut quantization = Vec::new();
+    if !g.io_quantization.is_empty() {
+        for t in g.inputs.iter().chain(&g.outputs) {
+            let (flags, scale, zero) = match g.io_quantization.get(t) {
+                Some(&(scale, zero)) => (1u32, scale.to_bits(), zero as i32 as u32),
+                None => (0, 0, 0),
+            };
+            for v in [flags, scale, zero, 0] {
+                quantization.extend(v.to_le_bytes());
+            }
+        }
+    }
+
+    let mut sections: Vec<(u32, &[u8])> = vec![
         (section::STRINGS, &strings),
         (section::TENSORS, &tensors),
         (section::OPS, &ops),
@@ -172,6 +186,9 @@ pub fn write(g: &PlanGraph, plan: &MemoryPlan) -> Result<Vec<u8>, PackError> {
         (section::GRAPH, &graph),
         (section::WEIGHTS, &weights),
     ];
+    if !quantization.is_empty() {
+        sections.push((section::QUANTIZATION, &quantization));
+    }
     assemble(&sections)
 }
 
@@ -202,7 +219,16 @@ pub(crate) fn assemble(sections: &[(u32, &[u8])]) -> Result<Vec<u8>, PackError> 
     let total = u32_of(file.len(), "file")?;
     file[0..4].copy_from_slice(&format::MAGIC);
     file[4..6].copy_from_slice(&format::VERSION_MAJOR.to_le_bytes());
-    file[6..8].copy_from_slice(&format::VERSION_MINOR.to_le_bytes());
+    // The oldest minor version the file needs: 1 with a QUANTIZATION section, else 0.
+    let minor: u16 = if sections
+        .iter()
+        .any(|&(kind, _)| kind == section::QUANTIZATION)
+    {
+        1
+    } else {
+        0
+    };
+    file[6..8].copy_from_slice(&minor.to_le_bytes());
     file[8..12].copy_from_slice(&total.to_le_bytes());
     file[16..20].copy_from_slice(&(sections.len() as u32).to_le_bytes());
     let crc = crc32fast::hash(&file[format::CRC_START..]);

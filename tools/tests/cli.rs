@@ -992,3 +992,71 @@ fn a_driver_without_devices_is_reported() {
     assert_error(&run, "reports no CUDA device");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// An int8-in, int8-out model: `inspect` (table and `--json`) and `--emit rust` show each input's
+/// and output's scale and zero point, which a firmware needs to quantize features and
+/// dequantize scores.
+#[test]
+fn inspect_and_emit_rust_show_the_borders_scale_and_zero_point() {
+    let int8 = |name: &str, v: i32| TensorProto {
+        name: name.into(),
+        data_type: data_type::INT8,
+        int32_data: vec![v],
+        ..Default::default()
+    };
+    let onnx_bytes = ModelBuilder::new(13)
+        .input("xq", data_type::INT8, &[D::N(1), D::N(8)])
+        .init_f32("x_scale", &[], &[0.25])
+        .init(int8("x_zero", 3))
+        .init_f32("y_scale", &[], &[0.125])
+        .init(int8("y_zero", -7))
+        .node(
+            "DequantizeLinear",
+            "dq",
+            &["xq", "x_scale", "x_zero"],
+            &["x"],
+            vec![],
+        )
+        .node("Relu", "relu", &["x"], &["r"], vec![])
+        .node(
+            "QuantizeLinear",
+            "q",
+            &["r", "y_scale", "y_zero"],
+            &["yq"],
+            vec![],
+        )
+        .output("yq")
+        .encode();
+    let dir = temp_dir("io-quantization");
+    let onnx = dir.join("q.onnx");
+    std::fs::write(&onnx, onnx_bytes).unwrap();
+    let frt = dir.join("q.frt");
+    let out = ferrite(&["pack", s(&onnx), "-o", s(&frt), "--emit", "rust"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: serde_json::Value =
+        serde_json::from_slice(&ferrite(&["inspect", s(&frt), "--json"]).stdout).unwrap();
+    assert_eq!(doc["inputs"][0]["scale"], 0.25);
+    assert_eq!(doc["inputs"][0]["zero_point"], 3);
+    assert_eq!(doc["outputs"][0]["scale"], 0.125);
+    assert_eq!(doc["outputs"][0]["zero_point"], -7);
+    let table = String::from_utf8(ferrite(&["inspect", s(&frt)]).stdout).unwrap();
+    assert!(table.contains("scale 0.25, zero point 3"), "{table}");
+    assert!(table.contains("scale 0.125, zero point -7"), "{table}");
+    let module = std::fs::read_to_string(dir.join("q.rs")).unwrap();
+    assert!(
+        module.contains(
+            "pub const INPUT_QUANTIZATION: [Option<(f32, i32)>; 1] = [\n    Some((0.25, 3)),"
+        ),
+        "{module}"
+    );
+    assert!(
+        module.contains(
+            "pub const OUTPUT_QUANTIZATION: [Option<(f32, i32)>; 1] = [\n    Some((0.125, -7)),"
+        ),
+        "{module}"
+    );
+}

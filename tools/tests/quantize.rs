@@ -968,3 +968,66 @@ fn bad_integer_nodes_are_refused_by_name() {
         "{text}"
     );
 }
+
+/// xq (int8 [1, 8]) → Reshape → DequantizeLinear (0.25, 3) → Relu → QuantizeLinear (0.125, −7)
+/// → yq (int8): a model quantized at its border, as MLPerf Tiny's are.
+fn int8_io_model() -> Vec<u8> {
+    ModelBuilder::new(13)
+        .input("xq", data_type::INT8, &[D::N(1), D::N(8)])
+        .init(TensorProto {
+            name: "shape".into(),
+            dims: vec![2],
+            data_type: data_type::INT64,
+            int64_data: vec![2, 4],
+            ..Default::default()
+        })
+        .init_f32("x_scale", &[], &[0.25])
+        .init(int_init("x_zero", data_type::INT8, &[], &[3]))
+        .init_f32("y_scale", &[], &[0.125])
+        .init(int_init("y_zero", data_type::INT8, &[], &[-7]))
+        .node("Reshape", "reshape", &["xq", "shape"], &["xr"], vec![])
+        .node(
+            "DequantizeLinear",
+            "dq",
+            &["xr", "x_scale", "x_zero"],
+            &["x"],
+            vec![],
+        )
+        .node("Relu", "relu", &["x"], &["r"], vec![])
+        .node(
+            "QuantizeLinear",
+            "q",
+            &["r", "y_scale", "y_zero"],
+            &["yq"],
+            vec![],
+        )
+        .output("yq")
+        .encode()
+}
+
+#[test]
+fn a_model_quantized_at_its_border_records_each_inputs_and_outputs_scale_and_zero_point() {
+    let packed = pack(&int8_io_model(), &PackOptions::default()).expect("pack");
+    let bytes = AlignedBytes::from(&packed.bytes[..]);
+    let model = Model::load(bytes.as_bytes()).expect("load");
+    let q = |v: Option<ferrite_core::Quantization>| v.map(|q| (q.scale, q.zero_point));
+    assert_eq!(q(model.input_quantization(0)), Some((0.25, 3)));
+    assert_eq!(q(model.output_quantization(0)), Some((0.125, -7)));
+    assert_eq!(q(model.input_quantization(1)), None);
+    // Minor version 1: the file has a QUANTIZATION section.
+    assert_eq!(&packed.bytes[4..8], &[1, 0, 1, 0]);
+}
+
+#[test]
+fn a_float_model_records_no_quantization_and_stays_version_1_0() {
+    let packed = pack(
+        &round_trip(&[0.5, 0.25, 2.0], &[0, 3, -4]),
+        &PackOptions::default(),
+    )
+    .expect("pack");
+    let bytes = AlignedBytes::from(&packed.bytes[..]);
+    let model = Model::load(bytes.as_bytes()).expect("load");
+    assert_eq!(model.input_quantization(0), None);
+    assert_eq!(model.output_quantization(0), None);
+    assert_eq!(&packed.bytes[4..8], &[1, 0, 0, 0]);
+}

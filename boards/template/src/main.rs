@@ -7,7 +7,7 @@
 #![no_std]
 #![no_main]
 
-#[allow(dead_code)] // INPUTS, OUTPUTS and MODEL_BYTES describe the model for applications.
+#[allow(dead_code)] // INPUTS, OUTPUTS, their quantization and MODEL_BYTES describe the model.
 mod model {
     include!(env!("FERRITE_MODEL_RS"));
 }
