@@ -7,8 +7,8 @@ use crate::format::{self, section};
 use crate::rules;
 use ferrite_hal::words::WordReader;
 use ferrite_hal::{
-    selects, selects_activation, selects_binary, DType, Location, Op, OpKind, Plan, Selection,
-    Shape, Step, TensorDesc, TensorList, Tensors, ALL_OPS,
+    selects, selects_activation, selects_binary, selects_dtype, DType, Location, Op, OpKind, Plan,
+    Selection, Shape, Step, TensorDesc, TensorList, Tensors, ALL_OPS,
 };
 
 /// A tensor's description together with its name.
@@ -357,11 +357,19 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
                 }
             }
         }
-        if self.quantization.is_empty() {
+        if self.quantization.is_empty() || !Self::INTEGER_TENSORS {
             return Ok(());
         }
         self.verify_quantization_section()
     }
+
+    /// Whether the build's selection has the integer types a quantized input or output can have:
+    /// a build for float models neither verifies nor reads the QUANTIZATION section (its
+    /// accessors answer `None`), so links none of it.
+    const INTEGER_TENSORS: bool = selects_dtype(OPS, DType::I8)
+        || selects_dtype(OPS, DType::U8)
+        || selects_dtype(OPS, DType::I16)
+        || selects_dtype(OPS, DType::U16);
 
     /// The QUANTIZATION section: one record per graph input and output, each valid for its
     /// tensor's type. Out of line, so that a build whose models have none pays little for it.
@@ -546,7 +554,7 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
     /// The scale and zero point of graph input `i`, when the file records them (an 8- or 16-bit
     /// integer input of a quantized model: `real = (q − zero_point) × scale`).
     pub fn input_quantization(&self, i: usize) -> Option<Quantization> {
-        if i >= self.input_count() {
+        if i >= self.input_count() || !Self::INTEGER_TENSORS {
             return None;
         }
         quantization_record(self.quantization, i)
@@ -554,7 +562,7 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
 
     /// The scale and zero point of graph output `i`, as [`Model::input_quantization`].
     pub fn output_quantization(&self, i: usize) -> Option<Quantization> {
-        if i >= self.output_count() {
+        if i >= self.output_count() || !Self::INTEGER_TENSORS {
             return None;
         }
         quantization_record(self.quantization, self.input_count().checked_add(i)?)
