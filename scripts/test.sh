@@ -45,6 +45,13 @@ cargo build -q -p ferrite-core -p ferrite-cortex-m --features ferrite-core/defmt
 cargo build -q -p ferrite-cpu --features fast-math --target thumbv7em-none-eabihf
 # Float-only builds (no integer kernels), as the micro:bit firmware links them.
 cargo build -q -p ferrite-cpu -p ferrite-cortex-m --no-default-features --target thumbv6m-none-eabi
+echo "== the C static library (ferrite-c) for Cortex-M0, M4F/M7 and M33 with DSP (the host one: cargo test)"
+for target in thumbv6m-none-eabi thumbv7em-none-eabihf; do
+    cargo build -q --release -p ferrite-c --no-default-features --features cortex-m --target "$target"
+done
+RUSTFLAGS="-C target-cpu=cortex-m33" cargo build -q --release -p ferrite-c --no-default-features \
+    --features cortex-m --target thumbv8m.main-none-eabihf --target-dir target/m33-c
+cargo clippy -q -p ferrite-c --no-default-features --features cortex-m --target thumbv7em-none-eabihf -- -D warnings
 echo "== aarch64 (Jetson) cross-build of the host parts, run under qemu-user"
 bash scripts/cross-aarch64.sh
 echo "== tests"

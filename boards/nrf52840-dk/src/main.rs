@@ -14,6 +14,7 @@
 use defmt_rtt as _;
 use panic_probe as _;
 
+#[allow(dead_code)] // The quantization constants describe the model for applications.
 mod model {
     include!(concat!(env!("OUT_DIR"), "/digits.rs"));
     include!(concat!(env!("OUT_DIR"), "/sample.rs"));
