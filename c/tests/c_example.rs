@@ -1,6 +1,7 @@
-//! The host C example (`examples/host.c`), built with the system's C compiler against the host
-//! static library, classifies the digits demo's 360 held-out images: the same accuracy, image
-//! for image, as the same model through `ferrite-core` in Rust.
+//! The host C examples, built with the system's C compiler against the host static library,
+//! classify the digits demo's 360 held-out images with the same accuracy as the same model
+//! through `ferrite-core` in Rust: `examples/host.c` reading the `.frt` from a file,
+//! `examples/embedded.c` with the model compiled in by `ferrite pack --emit c`.
 
 use ferrite_core::{Model, Session};
 use ferrite_cpu::CpuDevice;
@@ -90,4 +91,40 @@ fn the_host_c_example_classifies_the_digits_like_rust() {
     let want = format!("({correct} of {})", labels.len());
     assert!(stdout.contains(&want), "C: {stdout} Rust: {want}");
     assert!(correct * 100 > 95 * labels.len(), "accuracy {correct}");
+
+    // The model compiled in: `--emit c`'s digits.h and digits.c with examples/embedded.c.
+    let (header, source) = ferrite_tools::emit::c_module(&model, "digits", "digits.onnx");
+    std::fs::write(dir.join("digits.h"), header).unwrap();
+    std::fs::write(dir.join("digits.c"), source).unwrap();
+    let embedded = dir.join("embedded");
+    let build = Command::new(&cc)
+        .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(root.join("c"))
+        .arg("-I")
+        .arg(&dir)
+        .arg(root.join("c/examples/embedded.c"))
+        .arg(dir.join("digits.c"))
+        .arg(&library)
+        .args(["-lpthread", "-ldl", "-lm", "-o"])
+        .arg(&embedded)
+        .output()
+        .expect("a C compiler");
+    assert!(
+        build.status.success(),
+        "{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let run = Command::new(&embedded)
+        .arg(dir.join("images.f32"))
+        .arg(dir.join("labels.u8"))
+        .output()
+        .expect("run the embedded example");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    println!("{stdout}");
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(stdout.contains(&want), "C: {stdout} Rust: {want}");
 }

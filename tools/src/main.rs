@@ -54,7 +54,10 @@ enum Command {
         #[arg(long)]
         bias_correction: bool,
         /// Also write source code embedding the model: `rust` writes OUT.rs next to OUT.frt (the
-        /// model as an aligned static in flash, `ARENA_BYTES` for the arena).
+        /// model as an aligned static in flash, `ARENA_BYTES` for the arena); `c` writes ID.h and
+        /// ID.c beside it, ID being OUT's stem as a C identifier (the model as an aligned
+        /// `const uint8_t ID_model[]`, `#define`s of the arena, the inputs' and outputs' shapes,
+        /// types, scales and zero points).
         #[arg(long, value_name = "LANG")]
         emit: Option<String>,
         /// Refuse the model if its arena needs more than this many bytes (the board's RAM
@@ -390,10 +393,11 @@ fn cmd_pack(
     strip_names: bool,
 ) -> CliResult {
     let quantization = quantization?;
-    let emit_rust = match emit.as_deref() {
-        None => false,
-        Some("rust") => true,
-        Some(other) => return Err(format!("--emit {other}: the only language is `rust`")),
+    let (emit_rust, emit_c) = match emit.as_deref() {
+        None => (false, false),
+        Some("rust") => (true, false),
+        Some("c") => (false, true),
+        Some(other) => return Err(format!("--emit {other}: the languages are `rust` and `c`")),
     };
     let opts = plan.options()?;
     // Refuse an output over the input before any work (it is checked again when written).
@@ -401,6 +405,15 @@ fn cmd_pack(
     if emit_rust {
         files::check_not_input(&output.with_extension("rs"), &[input])
             .map_err(|e| e.to_string())?;
+    }
+    if emit_c {
+        let stem = output.file_stem().unwrap_or_default().to_string_lossy();
+        let id = ferrite_tools::emit::c_identifier(&stem);
+        let dir = output.parent().unwrap_or(Path::new(""));
+        for extension in ["h", "c"] {
+            files::check_not_input(&dir.join(format!("{id}.{extension}")), &[input])
+                .map_err(|e| e.to_string())?;
+        }
     }
     let names_file = ferrite_tools::strip::side_file(output);
     if strip_names {
@@ -452,6 +465,31 @@ fn cmd_pack(
             "rust module {} (includes {})",
             module.display(),
             name(output)
+        );
+    }
+    if emit_c {
+        let aligned = AlignedBytes::from(&packed.bytes[..]);
+        let model = Model::load(aligned.as_bytes()).map_err(|e| e.to_string())?;
+        let stem = output
+            .file_stem()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let id = ferrite_tools::emit::c_identifier(&stem);
+        let source = input
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let (header, code) = ferrite_tools::emit::c_module(&model, &id, &source);
+        let dir = output.parent().unwrap_or(Path::new(""));
+        let (h_path, c_path) = (dir.join(format!("{id}.h")), dir.join(format!("{id}.c")));
+        files::write_atomic(&h_path, header.as_bytes(), &[input, output])
+            .map_err(|e| e.to_string())?;
+        files::write_atomic(&c_path, code.as_bytes(), &[input, output])
+            .map_err(|e| e.to_string())?;
+        println!(
+            "c header {} and source {} ({id}_model)",
+            h_path.display(),
+            c_path.display()
         );
     }
     let r = &packed.report;

@@ -857,8 +857,8 @@ fn pack_emits_a_rust_module_and_enforces_the_arena_budget() {
         ),
     );
     assert_error(
-        &ferrite(&["pack", s(&onnx), "-o", s(&frt), "--emit", "c"]),
-        "--emit c",
+        &ferrite(&["pack", s(&onnx), "-o", s(&frt), "--emit", "go"]),
+        "--emit go: the languages are `rust` and `c`",
     );
 }
 
@@ -1046,6 +1046,38 @@ fn inspect_and_emit_rust_show_the_borders_scale_and_zero_point() {
     let table = String::from_utf8(ferrite(&["inspect", s(&frt)]).stdout).unwrap();
     assert!(table.contains("scale 0.25, zero point 3"), "{table}");
     assert!(table.contains("scale 0.125, zero point -7"), "{table}");
+    // --emit c: a header with the same figures, and a source the C compiler takes.
+    let frt_c = dir.join("q-c.v2.frt");
+    let out = ferrite(&["pack", s(&onnx), "-o", s(&frt_c), "--emit", "c"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let header = std::fs::read_to_string(dir.join("q_c_v2.h")).unwrap();
+    for line in [
+        "#define Q_C_V2_INPUT0_SCALE 0.25f",
+        "#define Q_C_V2_INPUT0_ZERO_POINT 3",
+        "#define Q_C_V2_OUTPUT0_SCALE 0.125f",
+        "#define Q_C_V2_OUTPUT0_ZERO_POINT -7",
+        "#define Q_C_V2_INPUT0_DIMS {1, 8}",
+        "#define Q_C_V2_INPUT0_DTYPE 4 /* ferrite_dtype: int8 */",
+        "extern const uint8_t q_c_v2_model[Q_C_V2_MODEL_BYTES];",
+    ] {
+        assert!(header.contains(line), "{line} not in\n{header}");
+    }
+    let compiled = std::process::Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-pedantic", "-c"])
+        .arg(dir.join("q_c_v2.c"))
+        .arg("-o")
+        .arg(dir.join("q_c_v2.o"))
+        .output()
+        .expect("a C compiler");
+    assert!(
+        compiled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&compiled.stderr)
+    );
     let module = std::fs::read_to_string(dir.join("q.rs")).unwrap();
     assert!(
         module.contains(
