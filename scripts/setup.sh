@@ -22,8 +22,9 @@ fi
 
 # Vulkan: the loader, lavapipe, the Khronos validation layer and spirv-val; QEMU for the Cortex-M
 # firmware and gcc for its instruction-count plugin; g++ for the CUDA kernels' host emulator; the
-# aarch64 cross compiler and qemu-user for the Jetson cross-build (Debian package names).
-SYSTEM_PACKAGES="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers spirv-tools qemu-system-arm gcc g++ gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user"
+# aarch64 cross compiler and qemu-user for the Jetson cross-build; arm-none-eabi GCC for the C
+# firmware (boards/c-firmware) (Debian package names).
+SYSTEM_PACKAGES="libvulkan1 mesa-vulkan-drivers vulkan-validationlayers spirv-tools qemu-system-arm gcc g++ gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user gcc-arm-none-eabi libnewlib-arm-none-eabi make"
 missing=""
 for package in $SYSTEM_PACKAGES; do
     dpkg -s "$package" >/dev/null 2>&1 || missing="$missing $package"

@@ -1,0 +1,175 @@
+//! The C firmware (`boards/c-firmware`: `main.c`, its startup, linker script and Makefile),
+//! built with Debian's arm-none-eabi GCC against the Cortex-M4F static library and the digits
+//! model from `ferrite pack --emit c`, classifies the 360 held-out images on QEMU's mps2-an386:
+//! the same accuracy as the same model through `ferrite-core` in Rust. Needs arm-none-eabi-gcc
+//! and qemu-system-arm (`scripts/setup.sh` installs them); without them it prints `SKIPPED:`,
+//! and fails instead when `FERRITE_REQUIRE_QEMU_M4=1` (CI).
+
+use ferrite_core::{Model, Session};
+use ferrite_cpu::CpuDevice;
+use ferrite_tools::aligned::AlignedBytes;
+use ferrite_tools::pack::{pack, PackOptions};
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn available(tool: &str) -> bool {
+    Command::new(tool)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn the_c_firmware_classifies_the_digits_on_qemu_like_rust() {
+    for tool in ["arm-none-eabi-gcc", "qemu-system-arm", "make"] {
+        if !available(tool) {
+            if std::env::var_os("FERRITE_REQUIRE_QEMU_M4").is_some_and(|v| v == "1") {
+                panic!("{tool} is not installed (scripts/setup.sh installs it)");
+            }
+            println!("SKIPPED: C firmware: {tool} is not installed");
+            return;
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // The Cortex-M4F static library (up to date in seconds when scripts/test.sh built it).
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = Command::new(cargo)
+        .current_dir(&root)
+        .args([
+            "build",
+            "-q",
+            "--release",
+            "-p",
+            "ferrite-c",
+            "--no-default-features",
+        ])
+        .args([
+            "--features",
+            "cortex-m",
+            "--target",
+            "thumbv7em-none-eabihf",
+        ])
+        .status()
+        .expect("cargo");
+    assert!(
+        built.success(),
+        "the Cortex-M4F static library did not build"
+    );
+
+    let onnx = std::fs::read(root.join("demo/digits.onnx")).expect("demo/digits.onnx");
+    let frt = pack(&onnx, &PackOptions::default()).expect("pack").bytes;
+    let aligned = AlignedBytes::from(&frt[..]);
+    let model = Model::load(aligned.as_bytes()).expect("load");
+    let images = ferrite_tools::npy::read(&root.join("demo/digits_test_x.npy")).expect("images");
+    let labels = ferrite_tools::npy::read(&root.join("demo/digits_test_y.npy")).expect("labels");
+    let labels: Vec<u8> = labels
+        .bytes
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u8)
+        .collect();
+    let per_image = images.bytes.len() / 4 / labels.len();
+
+    // Rust's count on the CPU device.
+    let mut arena = AlignedBytes::zeroed(model.arena_bytes());
+    let mut session =
+        Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()).expect("session");
+    let mut correct = 0;
+    for (image, &label) in images.bytes.chunks_exact(4 * per_image).zip(&labels) {
+        session.set_input(0, image).expect("input");
+        session.run().expect("run");
+        let scores = session.output_f32(0).expect("output");
+        let best = (0..scores.len()).fold(0, |b, c| if scores[c] > scores[b] { c } else { b });
+        correct += (best == label as usize) as usize;
+    }
+
+    // The firmware's generated sources: the model, the images.
+    let build = std::env::temp_dir().join(format!("ferrite-c-firmware-{}", std::process::id()));
+    std::fs::create_dir_all(&build).unwrap();
+    let (header, source) = ferrite_tools::emit::c_module(&model, "digits", "digits.onnx");
+    std::fs::write(build.join("digits.h"), header).unwrap();
+    std::fs::write(build.join("digits.c"), source).unwrap();
+    let n = labels.len();
+    std::fs::write(
+        build.join("images.h"),
+        format!(
+            "#include <stdint.h>\n#define IMAGE_COUNT {n}u\n\
+             extern const float images[IMAGE_COUNT][{per_image}];\n\
+             extern const uint8_t labels[IMAGE_COUNT];\n"
+        ),
+    )
+    .unwrap();
+    let mut c =
+        format!("#include \"images.h\"\nconst float images[IMAGE_COUNT][{per_image}] = {{\n");
+    for image in images.bytes.chunks_exact(4 * per_image) {
+        c += "    {";
+        for v in image.chunks_exact(4) {
+            let v = f32::from_le_bytes(v.try_into().unwrap());
+            write!(c, "{v:?}f, ").unwrap();
+        }
+        c += "},\n";
+    }
+    c += "};\nconst uint8_t labels[IMAGE_COUNT] = {";
+    for l in &labels {
+        write!(c, "{l}, ").unwrap();
+    }
+    c += "};\n";
+    std::fs::write(build.join("images.c"), c).unwrap();
+
+    let make = Command::new("make")
+        .current_dir(root.join("boards/c-firmware"))
+        .arg(format!("ROOT={}", root.display()))
+        .arg(format!("BUILD={}", build.display()))
+        .output()
+        .expect("make");
+    assert!(
+        make.status.success(),
+        "make failed:\n{}{}",
+        String::from_utf8_lossy(&make.stdout),
+        String::from_utf8_lossy(&make.stderr)
+    );
+    let mut qemu = Command::new("qemu-system-arm")
+        .args([
+            "-M",
+            "mps2-an386",
+            "-cpu",
+            "cortex-m4",
+            "-nographic",
+            "-monitor",
+            "none",
+        ])
+        .args([
+            "-serial",
+            "none",
+            "-semihosting-config",
+            "enable=on,target=native",
+            "-kernel",
+        ])
+        .arg(build.join("firmware.elf"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("qemu-system-arm");
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while qemu.try_wait().expect("qemu").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = qemu.kill();
+            panic!("the C firmware did not finish within 120 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = qemu.wait_with_output().expect("qemu output");
+    // QEMU writes the semihosting console to stdout or stderr, depending on what they are.
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    println!("C firmware on qemu-m4: {text}");
+    assert!(out.status.success(), "{text}");
+    let want = format!("({correct} of {n})");
+    assert!(text.contains(&want), "C firmware: {text} Rust: {want}");
+}
