@@ -3,10 +3,9 @@
 //! through `ferrite-core` in Rust: `examples/host.c` reading the `.frt` from a file,
 //! `examples/embedded.c` with the model compiled in by `ferrite pack --emit c`.
 
-use ferrite_core::{Model, Session};
-use ferrite_cpu::CpuDevice;
-use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::pack::{pack, PackOptions};
+mod common;
+
+use common::{root, Digits};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -20,54 +19,21 @@ fn static_library() -> PathBuf {
     profile.join("libferrite_c.a")
 }
 
-#[test]
-fn the_host_c_example_classifies_the_digits_like_rust() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let onnx = std::fs::read(root.join("demo/digits.onnx")).expect("demo/digits.onnx");
-    let frt = pack(&onnx, &PackOptions::default()).expect("pack").bytes;
-    let images = ferrite_tools::npy::read(&root.join("demo/digits_test_x.npy")).expect("images");
-    let labels = ferrite_tools::npy::read(&root.join("demo/digits_test_y.npy")).expect("labels");
-    let labels: Vec<u8> = labels
-        .bytes
-        .chunks_exact(8)
-        .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u8)
-        .collect();
-
-    // The Rust side: the same .frt on the CPU device.
-    let aligned = AlignedBytes::from(&frt[..]);
-    let model = Model::load(aligned.as_bytes()).expect("load");
-    let mut arena = AlignedBytes::zeroed(model.arena_bytes());
-    let mut session =
-        Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()).expect("session");
-    let image_bytes = images.bytes.len() / labels.len();
-    let mut correct = 0;
-    for (image, &label) in images.bytes.chunks_exact(image_bytes).zip(&labels) {
-        session.set_input(0, image).expect("input");
-        session.run().expect("run");
-        let scores = session.output_f32(0).expect("output");
-        let best = (0..scores.len())
-            .max_by(|&a, &b| scores[a].total_cmp(&scores[b]).then(b.cmp(&a)))
-            .unwrap();
-        correct += (best == label as usize) as usize;
-    }
-
-    // The C side.
-    let dir = std::env::temp_dir().join(format!("ferrite-c-example-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(dir.join("digits.frt"), &frt).unwrap();
-    std::fs::write(dir.join("images.f32"), &images.bytes).unwrap();
-    std::fs::write(dir.join("labels.u8"), &labels).unwrap();
+/// Compiles `sources` (with `c/` and `include` on the include path) and the host static library
+/// into `exe`, then runs it with `args`; its standard output.
+fn build_and_run(sources: &[PathBuf], include: &Path, exe: &Path, args: &[PathBuf]) -> String {
     let library = static_library();
     assert!(library.is_file(), "{} not built", library.display());
-    let exe = dir.join("host");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let build = Command::new(&cc)
         .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(root.join("c"))
-        .arg(root.join("c/examples/host.c"))
+        .arg(root().join("c"))
+        .arg("-I")
+        .arg(include)
+        .args(sources)
         .arg(&library)
         .args(["-lpthread", "-ldl", "-lm", "-o"])
-        .arg(&exe)
+        .arg(exe)
         .output()
         .expect("a C compiler");
     assert!(
@@ -75,56 +41,58 @@ fn the_host_c_example_classifies_the_digits_like_rust() {
         "{cc} failed:\n{}",
         String::from_utf8_lossy(&build.stderr)
     );
-    let run = Command::new(&exe)
-        .arg(dir.join("digits.frt"))
-        .arg(dir.join("images.f32"))
-        .arg(dir.join("labels.u8"))
+    let run = Command::new(exe)
+        .args(args)
         .output()
         .expect("run the example");
-    let stdout = String::from_utf8_lossy(&run.stdout);
+    let stdout = String::from_utf8_lossy(&run.stdout).into_owned();
     println!("{stdout}");
     assert!(
         run.status.success(),
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let want = format!("({correct} of {})", labels.len());
-    assert!(stdout.contains(&want), "C: {stdout} Rust: {want}");
-    assert!(correct * 100 > 95 * labels.len(), "accuracy {correct}");
+    stdout
+}
 
-    // The model compiled in: `--emit c`'s digits.h and digits.c with examples/embedded.c.
-    let (header, source) = ferrite_tools::emit::c_module(&model, "digits", "digits.onnx");
+#[test]
+fn the_host_c_examples_classify_the_digits_like_rust() {
+    let digits = Digits::load();
+    assert!(
+        digits.correct * 100 > 95 * digits.labels.len(),
+        "accuracy {}",
+        digits.correct
+    );
+    let dir = std::env::temp_dir().join(format!("ferrite-c-example-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (frt, images, labels) = (
+        dir.join("digits.frt"),
+        dir.join("images.f32"),
+        dir.join("labels.u8"),
+    );
+    std::fs::write(&frt, digits.frt.as_bytes()).unwrap();
+    std::fs::write(&images, &digits.images).unwrap();
+    std::fs::write(&labels, &digits.labels).unwrap();
+
+    // The model read from its file.
+    let host = [root().join("c/examples/host.c")];
+    let args = [frt, images.clone(), labels.clone()];
+    let out = build_and_run(&host, &dir, &dir.join("host"), &args);
+    assert!(
+        out.contains(&digits.expected()),
+        "C: {out} Rust: {}",
+        digits.expected()
+    );
+
+    // The model compiled in: `--emit c`'s digits.h and digits.c.
+    let (header, source) = ferrite_tools::emit::c_module(&digits.model(), "digits", "digits.onnx");
     std::fs::write(dir.join("digits.h"), header).unwrap();
     std::fs::write(dir.join("digits.c"), source).unwrap();
-    let embedded = dir.join("embedded");
-    let build = Command::new(&cc)
-        .args(["-std=c11", "-O2", "-Wall", "-Wextra", "-Werror", "-I"])
-        .arg(root.join("c"))
-        .arg("-I")
-        .arg(&dir)
-        .arg(root.join("c/examples/embedded.c"))
-        .arg(dir.join("digits.c"))
-        .arg(&library)
-        .args(["-lpthread", "-ldl", "-lm", "-o"])
-        .arg(&embedded)
-        .output()
-        .expect("a C compiler");
+    let embedded = [root().join("c/examples/embedded.c"), dir.join("digits.c")];
+    let out = build_and_run(&embedded, &dir, &dir.join("embedded"), &[images, labels]);
     assert!(
-        build.status.success(),
-        "{}",
-        String::from_utf8_lossy(&build.stderr)
+        out.contains(&digits.expected()),
+        "C: {out} Rust: {}",
+        digits.expected()
     );
-    let run = Command::new(&embedded)
-        .arg(dir.join("images.f32"))
-        .arg(dir.join("labels.u8"))
-        .output()
-        .expect("run the embedded example");
-    let stdout = String::from_utf8_lossy(&run.stdout);
-    println!("{stdout}");
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    assert!(stdout.contains(&want), "C: {stdout} Rust: {want}");
 }

@@ -5,12 +5,10 @@
 //! and qemu-system-arm (`scripts/setup.sh` installs them); without them it prints `SKIPPED:`,
 //! and fails instead when `FERRITE_REQUIRE_QEMU_M4=1` (CI).
 
-use ferrite_core::{Model, Session};
-use ferrite_cpu::CpuDevice;
-use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::pack::{pack, PackOptions};
+mod common;
+
+use common::{root, Digits};
 use std::fmt::Write as _;
-use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -34,7 +32,7 @@ fn the_c_firmware_classifies_the_digits_on_qemu_like_rust() {
             return;
         }
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = root();
     // The Cortex-M4F static library (up to date in seconds when scripts/test.sh built it).
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let built = Command::new(cargo)
@@ -60,31 +58,10 @@ fn the_c_firmware_classifies_the_digits_on_qemu_like_rust() {
         "the Cortex-M4F static library did not build"
     );
 
-    let onnx = std::fs::read(root.join("demo/digits.onnx")).expect("demo/digits.onnx");
-    let frt = pack(&onnx, &PackOptions::default()).expect("pack").bytes;
-    let aligned = AlignedBytes::from(&frt[..]);
-    let model = Model::load(aligned.as_bytes()).expect("load");
-    let images = ferrite_tools::npy::read(&root.join("demo/digits_test_x.npy")).expect("images");
-    let labels = ferrite_tools::npy::read(&root.join("demo/digits_test_y.npy")).expect("labels");
-    let labels: Vec<u8> = labels
-        .bytes
-        .chunks_exact(8)
-        .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u8)
-        .collect();
-    let per_image = images.bytes.len() / 4 / labels.len();
-
-    // Rust's count on the CPU device.
-    let mut arena = AlignedBytes::zeroed(model.arena_bytes());
-    let mut session =
-        Session::new(&model, CpuDevice::new(), arena.as_mut_bytes()).expect("session");
-    let mut correct = 0;
-    for (image, &label) in images.bytes.chunks_exact(4 * per_image).zip(&labels) {
-        session.set_input(0, image).expect("input");
-        session.run().expect("run");
-        let scores = session.output_f32(0).expect("output");
-        let best = (0..scores.len()).fold(0, |b, c| if scores[c] > scores[b] { c } else { b });
-        correct += (best == label as usize) as usize;
-    }
+    let digits = Digits::load();
+    let model = digits.model();
+    let (images, labels) = (&digits.images, &digits.labels);
+    let per_image = digits.image_bytes() / 4;
 
     // The firmware's generated sources: the model, the images.
     let build = std::env::temp_dir().join(format!("ferrite-c-firmware-{}", std::process::id()));
@@ -104,7 +81,7 @@ fn the_c_firmware_classifies_the_digits_on_qemu_like_rust() {
     .unwrap();
     let mut c =
         format!("#include \"images.h\"\nconst float images[IMAGE_COUNT][{per_image}] = {{\n");
-    for image in images.bytes.chunks_exact(4 * per_image) {
+    for image in images.chunks_exact(4 * per_image) {
         c += "    {";
         for v in image.chunks_exact(4) {
             let v = f32::from_le_bytes(v.try_into().unwrap());
@@ -113,7 +90,7 @@ fn the_c_firmware_classifies_the_digits_on_qemu_like_rust() {
         c += "},\n";
     }
     c += "};\nconst uint8_t labels[IMAGE_COUNT] = {";
-    for l in &labels {
+    for l in labels {
         write!(c, "{l}, ").unwrap();
     }
     c += "};\n";
@@ -170,6 +147,6 @@ fn the_c_firmware_classifies_the_digits_on_qemu_like_rust() {
     );
     println!("C firmware on qemu-m4: {text}");
     assert!(out.status.success(), "{text}");
-    let want = format!("({correct} of {n})");
+    let want = digits.expected();
     assert!(text.contains(&want), "C firmware: {text} Rust: {want}");
 }

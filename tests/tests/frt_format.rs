@@ -6,7 +6,7 @@ use ferrite_core::{Error, FormatErrorKind as K, Model, Session};
 use ferrite_cpu::CpuDevice;
 use ferrite_hal::{Capabilities, DType, Device, ErrorKind, Location, OpKind, OpSet, Plan};
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::onnx::build::tiny_mlp;
+use ferrite_tools::onnx::build::{border_quantized_model, tiny_mlp};
 use ferrite_tools::pack::{pack, PackOptions, Packed};
 
 fn packed() -> Packed {
@@ -787,45 +787,9 @@ fn a_build_selecting_other_binary_ops_refuses_the_model() {
     assert_eq!(selected, [0.5, 1.0, 1.5, 3.5, 4.0, 4.5]);
 }
 
-/// xq (int8 [1, 8]) → DequantizeLinear (0.25, 3) → Relu → QuantizeLinear (0.125, −7) → yq: a
-/// model with a QUANTIZATION section (one record per graph input and output).
-fn int8_io_model() -> Vec<u8> {
-    use ferrite_tools::onnx::build::{ModelBuilder, D};
-    use ferrite_tools::onnx::proto::{data_type, TensorProto};
-    let int8 = |name: &str, v: i32| TensorProto {
-        name: name.into(),
-        data_type: data_type::INT8,
-        int32_data: vec![v],
-        ..Default::default()
-    };
-    ModelBuilder::new(13)
-        .input("xq", data_type::INT8, &[D::N(1), D::N(8)])
-        .init_f32("x_scale", &[], &[0.25])
-        .init(int8("x_zero", 3))
-        .init_f32("y_scale", &[], &[0.125])
-        .init(int8("y_zero", -7))
-        .node(
-            "DequantizeLinear",
-            "dq",
-            &["xq", "x_scale", "x_zero"],
-            &["x"],
-            vec![],
-        )
-        .node("Relu", "relu", &["x"], &["r"], vec![])
-        .node(
-            "QuantizeLinear",
-            "q",
-            &["r", "y_scale", "y_zero"],
-            &["yq"],
-            vec![],
-        )
-        .output("yq")
-        .encode()
-}
-
 #[test]
 fn every_bad_quantization_record_is_refused() {
-    let good = pack(&int8_io_model(), &PackOptions::default())
+    let good = pack(&border_quantized_model(), &PackOptions::default())
         .expect("packs")
         .bytes;
     load(&good).expect("the model verifies");

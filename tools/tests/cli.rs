@@ -3,7 +3,7 @@
 
 use ferrite_hal::DType;
 use ferrite_tools::npy::{self, NpyArray};
-use ferrite_tools::onnx::build::{attr_int, tiny_mlp, ModelBuilder, D};
+use ferrite_tools::onnx::build::{attr_int, border_quantized_model, tiny_mlp, ModelBuilder, D};
 use ferrite_tools::onnx::proto::{data_type, TensorProto};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -998,35 +998,7 @@ fn a_driver_without_devices_is_reported() {
 /// dequantize scores.
 #[test]
 fn inspect_and_emit_rust_show_the_borders_scale_and_zero_point() {
-    let int8 = |name: &str, v: i32| TensorProto {
-        name: name.into(),
-        data_type: data_type::INT8,
-        int32_data: vec![v],
-        ..Default::default()
-    };
-    let onnx_bytes = ModelBuilder::new(13)
-        .input("xq", data_type::INT8, &[D::N(1), D::N(8)])
-        .init_f32("x_scale", &[], &[0.25])
-        .init(int8("x_zero", 3))
-        .init_f32("y_scale", &[], &[0.125])
-        .init(int8("y_zero", -7))
-        .node(
-            "DequantizeLinear",
-            "dq",
-            &["xq", "x_scale", "x_zero"],
-            &["x"],
-            vec![],
-        )
-        .node("Relu", "relu", &["x"], &["r"], vec![])
-        .node(
-            "QuantizeLinear",
-            "q",
-            &["r", "y_scale", "y_zero"],
-            &["yq"],
-            vec![],
-        )
-        .output("yq")
-        .encode();
+    let onnx_bytes = border_quantized_model();
     let dir = temp_dir("io-quantization");
     let onnx = dir.join("q.onnx");
     std::fs::write(&onnx, onnx_bytes).unwrap();

@@ -5,7 +5,7 @@
 use ferrite_core::Model;
 use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::npy::NpyArray;
-use ferrite_tools::onnx::build::{attr_int, ModelBuilder, D};
+use ferrite_tools::onnx::build::{attr_int, border_quantized_model, ModelBuilder, D};
 use ferrite_tools::onnx::proto::{data_type, TensorProto};
 use ferrite_tools::pack::{pack, PackOptions};
 use ferrite_tools::runner::run_cpu;
@@ -969,45 +969,9 @@ fn bad_integer_nodes_are_refused_by_name() {
     );
 }
 
-/// xq (int8 [1, 8]) → Reshape → DequantizeLinear (0.25, 3) → Relu → QuantizeLinear (0.125, −7)
-/// → yq (int8): a model quantized at its border, as MLPerf Tiny's are.
-fn int8_io_model() -> Vec<u8> {
-    ModelBuilder::new(13)
-        .input("xq", data_type::INT8, &[D::N(1), D::N(8)])
-        .init(TensorProto {
-            name: "shape".into(),
-            dims: vec![2],
-            data_type: data_type::INT64,
-            int64_data: vec![2, 4],
-            ..Default::default()
-        })
-        .init_f32("x_scale", &[], &[0.25])
-        .init(int_init("x_zero", data_type::INT8, &[], &[3]))
-        .init_f32("y_scale", &[], &[0.125])
-        .init(int_init("y_zero", data_type::INT8, &[], &[-7]))
-        .node("Reshape", "reshape", &["xq", "shape"], &["xr"], vec![])
-        .node(
-            "DequantizeLinear",
-            "dq",
-            &["xr", "x_scale", "x_zero"],
-            &["x"],
-            vec![],
-        )
-        .node("Relu", "relu", &["x"], &["r"], vec![])
-        .node(
-            "QuantizeLinear",
-            "q",
-            &["r", "y_scale", "y_zero"],
-            &["yq"],
-            vec![],
-        )
-        .output("yq")
-        .encode()
-}
-
 #[test]
 fn a_model_quantized_at_its_border_records_each_inputs_and_outputs_scale_and_zero_point() {
-    let packed = pack(&int8_io_model(), &PackOptions::default()).expect("pack");
+    let packed = pack(&border_quantized_model(), &PackOptions::default()).expect("pack");
     let bytes = AlignedBytes::from(&packed.bytes[..]);
     let model = Model::load(bytes.as_bytes()).expect("load");
     let q = |v: Option<ferrite_core::Quantization>| v.map(|q| (q.scale, q.zero_point));

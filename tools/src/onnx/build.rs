@@ -241,3 +241,51 @@ pub fn tiny_mlp() -> Vec<u8> {
         .output("y")
         .encode()
 }
+
+/// A tiny model quantized at its border, as the MLPerf Tiny ones are: `xq` (int8 `[1, 8]`) →
+/// Reshape to `[2, 4]` → DequantizeLinear (scale 0.25, zero point 3) → Relu → QuantizeLinear
+/// (0.125, −7) → `yq` (int8), so its `.frt` records both scales and zero points.
+pub fn border_quantized_model() -> Vec<u8> {
+    use super::proto::{data_type, TensorProto};
+    let int = |name: &str, data_type: i32, dims: Vec<i64>, values: Vec<i64>| TensorProto {
+        name: name.into(),
+        dims,
+        data_type,
+        int32_data: if data_type == super::proto::data_type::INT64 {
+            Vec::new()
+        } else {
+            values.iter().map(|&v| v as i32).collect()
+        },
+        int64_data: if data_type == super::proto::data_type::INT64 {
+            values
+        } else {
+            Vec::new()
+        },
+        ..Default::default()
+    };
+    ModelBuilder::new(13)
+        .input("xq", data_type::INT8, &[D::N(1), D::N(8)])
+        .init(int("shape", data_type::INT64, vec![2], vec![2, 4]))
+        .init_f32("x_scale", &[], &[0.25])
+        .init(int("x_zero", data_type::INT8, vec![], vec![3]))
+        .init_f32("y_scale", &[], &[0.125])
+        .init(int("y_zero", data_type::INT8, vec![], vec![-7]))
+        .node("Reshape", "reshape", &["xq", "shape"], &["xr"], vec![])
+        .node(
+            "DequantizeLinear",
+            "dq",
+            &["xr", "x_scale", "x_zero"],
+            &["x"],
+            vec![],
+        )
+        .node("Relu", "relu", &["x"], &["r"], vec![])
+        .node(
+            "QuantizeLinear",
+            "q",
+            &["r", "y_scale", "y_zero"],
+            &["yq"],
+            vec![],
+        )
+        .output("yq")
+        .encode()
+}
