@@ -75,6 +75,26 @@ macro_rules! tie_output {
     };
 }
 
+/// The four outputs of the registers `{a0}`–`{a3}` into bytes `[{dst}]` to `[{dst}, #3]`, each
+/// made by the macro `$output` (given the accumulator, its pair's byte offset, the store and its
+/// tie labels), their possible ties rounded out of the way.
+macro_rules! four_outputs {
+    ($output:ident) => {
+        concat!(
+            $output!("{a0}", "0", "[{dst}]", "22", "32"),
+            $output!("{a1}", "8", "[{dst}, #1]", "23", "33"),
+            $output!("{a2}", "16", "[{dst}, #2]", "24", "34"),
+            $output!("{a3}", "24", "[{dst}, #3]", "25", "35"),
+            "b 4f\n",
+            tie_output!("{a0}", "22", "32"),
+            tie_output!("{a1}", "23", "33"),
+            tie_output!("{a2}", "24", "34"),
+            tie_output!("{a3}", "25", "35"),
+            "4:\n",
+        )
+    };
+}
+
 /// The four output bytes of `acc` into `out[..4]` when `clamp` is `SSAT`'s (eight instructions
 /// an output, in assembly); false, with nothing written, otherwise or when `out` is shorter.
 #[inline(always)]
@@ -83,19 +103,16 @@ pub fn saturate4(acc: [i32; 4], rq: &HighWordRequantizer, clamp: Clamp, out: &mu
         return false;
     };
     let [m, half, shift, mask, zero, _, _] = rq.words();
+    // Every output with the one pair's constants, in registers.
+    macro_rules! one_pair {
+        ($acc:literal, $at:literal, $store:literal, $tie:literal, $back:literal) => {
+            saturated_output!("ssat", $acc, $store, $tie, $back)
+        };
+    }
     // SAFETY: writes the four bytes of `out` (checked to be four long), nothing else.
     unsafe {
         core::arch::asm!(
-            saturated_output!("ssat", "{a0}", "[{dst}]", "22", "32"),
-            saturated_output!("ssat", "{a1}", "[{dst}, #1]", "23", "33"),
-            saturated_output!("ssat", "{a2}", "[{dst}, #2]", "24", "34"),
-            saturated_output!("ssat", "{a3}", "[{dst}, #3]", "25", "35"),
-            "b 4f",
-            tie_output!("{a0}", "22", "32"),
-            tie_output!("{a1}", "23", "33"),
-            tie_output!("{a2}", "24", "34"),
-            tie_output!("{a3}", "25", "35"),
-            "4:",
+            four_outputs!(one_pair),
             a0 = inout(reg) acc[0] => _,
             a1 = inout(reg) acc[1] => _,
             a2 = inout(reg) acc[2] => _,
@@ -118,7 +135,8 @@ pub fn saturate4(acc: [i32; 4], rq: &HighWordRequantizer, clamp: Clamp, out: &mu
 /// clamp and the output zero point `zero`, in assembly: sixteen instructions an output.
 #[inline(always)]
 pub fn saturate4_pairs(acc: [i32; 4], pairs: &[u8; 32], zero: i32, out: &mut [u8; 4]) {
-    macro_rules! output {
+    // Each output with its pair's constants, loaded from `pairs` at byte `$at` and derived.
+    macro_rules! own_pair {
         ($acc:literal, $at:literal, $store:literal, $tie:literal, $back:literal) => {
             concat!(
                 "ldr {m}, [{pairs}, #",
@@ -139,16 +157,7 @@ pub fn saturate4_pairs(acc: [i32; 4], pairs: &[u8; 32], zero: i32, out: &mut [u8
     // SAFETY: reads the 32 bytes of `pairs` and writes the four bytes of `out`, nothing else.
     unsafe {
         core::arch::asm!(
-            output!("{a0}", "0", "[{dst}]", "22", "32"),
-            output!("{a1}", "8", "[{dst}, #1]", "23", "33"),
-            output!("{a2}", "16", "[{dst}, #2]", "24", "34"),
-            output!("{a3}", "24", "[{dst}, #3]", "25", "35"),
-            "b 4f",
-            tie_output!("{a0}", "22", "32"),
-            tie_output!("{a1}", "23", "33"),
-            tie_output!("{a2}", "24", "34"),
-            tie_output!("{a3}", "25", "35"),
-            "4:",
+            four_outputs!(own_pair),
             a0 = inout(reg) acc[0] => _,
             a1 = inout(reg) acc[1] => _,
             a2 = inout(reg) acc[2] => _,
