@@ -89,6 +89,10 @@ typedef enum {
    * A kernel refused the data (e.g. an index out of range) or the plan.
    */
   FERRITE_DEVICE_ERROR = 12,
+  /**
+   * An input's bytes or an output's destination overlap the session's arena.
+   */
+  FERRITE_OVERLAPS_ARENA = 13,
 } ferrite_status;
 
 /**
@@ -171,6 +175,11 @@ typedef struct {
  */
 typedef struct {
   uint64_t storage[FERRITE_SESSION_WORDS];
+  /**
+   * The arena's first byte and length, to refuse buffers that overlap it.
+   */
+  uint8_t *arena;
+  size_t arena_len;
   /**
    * Non-zero once created.
    */
@@ -261,8 +270,8 @@ ferrite_status ferrite_session_new(ferrite_session *session,
                                    size_t arena_len);
 
 /**
- * Copies the `len` bytes at `data` into input `index` (exactly the input's size). Every input
- * is written before every run.
+ * Copies the `len` bytes at `data` into input `index` (exactly the input's size; outside the
+ * arena). Every input is written before every run.
  *
  * # Safety
  * `session` points to a created `ferrite_session` and `data` to `len` readable bytes.
@@ -293,7 +302,8 @@ ferrite_status ferrite_session_output(ferrite_session *session,
                                       size_t *len);
 
 /**
- * Copies output `index` into the `len` bytes at `dst` (exactly the output's size).
+ * Copies output `index` into the `len` bytes at `dst` (exactly the output's size; outside the
+ * arena).
  *
  * # Safety
  * `session` points to a created `ferrite_session` and `dst` to `len` writable bytes.

@@ -5,8 +5,8 @@
 //!
 //! The layer is thin: it only converts between C and `ferrite-core`. Handles live in storage
 //! the caller owns ([`ferrite_model`], [`ferrite_session`]); the model's bytes, the model handle
-//! and the arena must outlive every handle made from them, and must not move while in use (a
-//! session points at its model). The header `ferrite.h` is generated from this file by
+//! and the arena must outlive every handle made from them, and must not move or be loaded again
+//! while in use (a session points at its model). The header `ferrite.h` is generated from this file by
 //! cbindgen (`cargo test -p ferrite-c` checks it is current; `FERRITE_UPDATE_HEADER=1` rewrites
 //! it).
 //!
@@ -56,6 +56,9 @@ pub struct ferrite_model {
 #[repr(C)]
 pub struct ferrite_session {
     storage: [u64; FERRITE_SESSION_WORDS],
+    /// The arena's first byte and length, to refuse buffers that overlap it.
+    arena: *mut u8,
+    arena_len: usize,
     /// Non-zero once created.
     created: u32,
 }
@@ -91,6 +94,8 @@ pub enum ferrite_status {
     FERRITE_NOT_RUN = 11,
     /// A kernel refused the data (e.g. an index out of range) or the plan.
     FERRITE_DEVICE_ERROR = 12,
+    /// An input's bytes or an output's destination overlap the session's arena.
+    FERRITE_OVERLAPS_ARENA = 13,
 }
 
 use ferrite_status::*;
@@ -157,6 +162,7 @@ pub extern "C" fn ferrite_status_message(status: i32) -> *const core::ffi::c_cha
         FERRITE_INPUT_NOT_SET,
         FERRITE_NOT_RUN,
         FERRITE_DEVICE_ERROR,
+        FERRITE_OVERLAPS_ARENA,
     ];
     let Some(&status) = known.iter().find(|&&s| s as i32 == status) else {
         return c"not a ferrite_status".as_ptr();
@@ -175,6 +181,7 @@ pub extern "C" fn ferrite_status_message(status: i32) -> *const core::ffi::c_cha
         FERRITE_INPUT_NOT_SET => c"an input was not written since the last run",
         FERRITE_NOT_RUN => c"an output was read before a successful run",
         FERRITE_DEVICE_ERROR => c"a kernel refused the data or the plan",
+        FERRITE_OVERLAPS_ARENA => c"the buffer overlaps the session's arena",
     };
     text.as_ptr()
 }
@@ -219,16 +226,26 @@ unsafe fn model_ref<'a>(model: *const ferrite_model) -> Result<&'a Model<'static
     Ok(unsafe { &*(handle.storage.as_ptr() as *const Model<'static>) })
 }
 
-/// The session in a created handle.
+/// The session in a created handle, checking that the `len` bytes at `buffer` stay clear of its
+/// arena.
 ///
 /// # Safety
 /// As [`model_ref`], for a `ferrite_session`.
 unsafe fn session_mut<'a>(
     session: *mut ferrite_session,
+    buffer: (*const u8, usize),
 ) -> Result<&'a mut RustSession, ferrite_status> {
     let handle = unsafe { &mut *(checked(session)? as *mut ferrite_session) };
     if handle.created == 0 {
         return Err(FERRITE_NULL_POINTER);
+    }
+    let (start, len) = (buffer.0 as usize, buffer.1);
+    let arena = handle.arena as usize;
+    if len > 0
+        && start < arena.saturating_add(handle.arena_len)
+        && arena < start.saturating_add(len)
+    {
+        return Err(FERRITE_OVERLAPS_ARENA);
     }
     // SAFETY: as in `model_ref`: written by `ferrite_session_new` before `created` was set.
     Ok(unsafe { &mut *(handle.storage.as_mut_ptr() as *mut RustSession) })
@@ -402,6 +419,8 @@ pub unsafe extern "C" fn ferrite_session_new(
         if arena.is_null() {
             return Err(FERRITE_NULL_POINTER);
         }
+        handle.arena = arena;
+        handle.arena_len = arena_len;
         // SAFETY: the caller gives `arena_len` writable bytes for the session's lifetime.
         let arena: &'static mut [u8] = unsafe { core::slice::from_raw_parts_mut(arena, arena_len) };
         let made = Session::new(model, Device::default(), arena).map_err(|e| status_of(&e))?;
@@ -412,8 +431,8 @@ pub unsafe extern "C" fn ferrite_session_new(
     })())
 }
 
-/// Copies the `len` bytes at `data` into input `index` (exactly the input's size). Every input
-/// is written before every run.
+/// Copies the `len` bytes at `data` into input `index` (exactly the input's size; outside the
+/// arena). Every input is written before every run.
 ///
 /// # Safety
 /// `session` points to a created `ferrite_session` and `data` to `len` readable bytes.
@@ -425,11 +444,11 @@ pub unsafe extern "C" fn ferrite_session_set_input(
     len: usize,
 ) -> ferrite_status {
     status((|| {
-        let s = unsafe { session_mut(session) }?;
         if data.is_null() {
             return Err(FERRITE_NULL_POINTER);
         }
-        // SAFETY: the caller gives `len` readable bytes.
+        let s = unsafe { session_mut(session, (data, len)) }?;
+        // SAFETY: the caller gives `len` readable bytes, outside the arena (checked).
         let bytes = unsafe { core::slice::from_raw_parts(data, len) };
         s.set_input(index, bytes).map_err(|e| status_of(&e))
     })())
@@ -442,7 +461,7 @@ pub unsafe extern "C" fn ferrite_session_set_input(
 #[no_mangle]
 pub unsafe extern "C" fn ferrite_session_run(session: *mut ferrite_session) -> ferrite_status {
     status((|| {
-        let s = unsafe { session_mut(session) }?;
+        let s = unsafe { session_mut(session, (core::ptr::null(), 0)) }?;
         s.run().map_err(|e| status_of(&e))
     })())
 }
@@ -460,11 +479,13 @@ pub unsafe extern "C" fn ferrite_session_output(
     len: *mut usize,
 ) -> ferrite_status {
     status((|| {
-        let s = unsafe { session_mut(session) }?;
         let (data, len) = (
             checked(data)? as *mut *const u8,
             checked(len)? as *mut usize,
         );
+        // Neither out-pointer may sit in the arena the output is read from.
+        unsafe { session_mut(session, (len as *const u8, size_of::<usize>())) }?;
+        let s = unsafe { session_mut(session, (data as *const u8, size_of::<*const u8>())) }?;
         let bytes = s.output(index).map_err(|e| status_of(&e))?;
         unsafe {
             *data = bytes.as_ptr();
@@ -474,7 +495,8 @@ pub unsafe extern "C" fn ferrite_session_output(
     })())
 }
 
-/// Copies output `index` into the `len` bytes at `dst` (exactly the output's size).
+/// Copies output `index` into the `len` bytes at `dst` (exactly the output's size; outside the
+/// arena).
 ///
 /// # Safety
 /// `session` points to a created `ferrite_session` and `dst` to `len` writable bytes.
@@ -486,15 +508,15 @@ pub unsafe extern "C" fn ferrite_session_read_output(
     len: usize,
 ) -> ferrite_status {
     status((|| {
-        let s = unsafe { session_mut(session) }?;
         if dst.is_null() {
             return Err(FERRITE_NULL_POINTER);
         }
+        let s = unsafe { session_mut(session, (dst, len)) }?;
         let bytes = s.output(index).map_err(|e| status_of(&e))?;
         if bytes.len() != len {
             return Err(FERRITE_WRONG_SIZE);
         }
-        // SAFETY: the caller gives `len` writable bytes, not overlapping the arena's output.
+        // SAFETY: the caller gives `len` writable bytes, outside the arena (checked).
         unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), dst, len) };
         Ok(())
     })())

@@ -164,12 +164,40 @@ fn bad_input_gets_its_status() {
             FERRITE_OK
         );
         assert_eq!(copy, std::slice::from_raw_parts(data, len));
+        // Buffers inside the arena are refused: an input read from it, an output copied into it,
+        // the output's pointer or length stored in it.
+        let inside = arena
+            .as_mut_ptr()
+            .add(arena_len - input_bytes.min(arena_len));
+        assert_eq!(
+            ferrite_session_set_input(s, 0, inside, input_bytes),
+            FERRITE_OVERLAPS_ARENA
+        );
+        assert_eq!(
+            ferrite_session_read_output(s, 0, arena.as_mut_ptr(), len),
+            FERRITE_OVERLAPS_ARENA
+        );
+        let slot = arena.as_mut_ptr() as *mut *const u8;
+        assert_eq!(
+            ferrite_session_output(s, 0, slot, &mut len),
+            FERRITE_OVERLAPS_ARENA
+        );
+        let count = arena.as_mut_ptr().add(arena_len - 8) as *mut usize;
+        assert_eq!(
+            ferrite_session_output(s, 0, &mut data, count),
+            FERRITE_OVERLAPS_ARENA
+        );
+        // Just past the arena is fine (the buffer has 16 bytes more).
+        assert!(len <= 16);
+        let after = arena.as_mut_ptr().add(arena_len);
+        assert_eq!(ferrite_session_read_output(s, 0, after, len), FERRITE_OK);
         // Every input again before the next run.
         assert_eq!(ferrite_session_run(s), FERRITE_INPUT_NOT_SET);
     }
     // Every status has a message, an unknown value too.
     assert_eq!(message(FERRITE_OK), "ok");
     assert!(message(FERRITE_ARENA_TOO_SMALL).contains("arena"));
+    assert!(message(FERRITE_OVERLAPS_ARENA).contains("overlaps"));
     let unknown = unsafe { CStr::from_ptr(ferrite_status_message(99)) };
     assert_eq!(unknown.to_str().unwrap(), "not a ferrite_status");
 }
