@@ -251,6 +251,17 @@ unsafe fn session_mut<'a>(
     Ok(unsafe { &mut *(handle.storage.as_mut_ptr() as *mut RustSession) })
 }
 
+/// Whether `len` bytes from `ptr` are a span a Rust slice may have: at most `isize::MAX` bytes,
+/// not wrapping around the address space (else `FERRITE_WRONG_SIZE`).
+fn spans(ptr: *const u8, len: usize) -> Result<(), ferrite_status> {
+    let fits = len <= isize::MAX as usize && (ptr as usize).checked_add(len).is_some();
+    if fits {
+        Ok(())
+    } else {
+        Err(FERRITE_WRONG_SIZE)
+    }
+}
+
 fn status(result: Result<(), ferrite_status>) -> ferrite_status {
     match result {
         Ok(()) => FERRITE_OK,
@@ -279,7 +290,9 @@ pub unsafe extern "C" fn ferrite_model_load(
         if !(bytes as usize).is_multiple_of(FERRITE_ALIGNMENT) {
             return Err(FERRITE_MISALIGNED);
         }
-        // SAFETY: the caller gives `len` readable bytes that outlive the model.
+        spans(bytes, len)?;
+        // SAFETY: the caller gives `len` readable bytes that outlive the model (a span a slice
+        // can have: checked).
         let file: &'static [u8] = unsafe { core::slice::from_raw_parts(bytes, len) };
         let loaded = Model::load(file).map_err(|_| FERRITE_INVALID_MODEL)?;
         // SAFETY: the storage is large and aligned enough for a `Model` (compile-time checks).
@@ -419,6 +432,7 @@ pub unsafe extern "C" fn ferrite_session_new(
         if arena.is_null() {
             return Err(FERRITE_NULL_POINTER);
         }
+        spans(arena, arena_len)?;
         handle.arena = arena;
         handle.arena_len = arena_len;
         // SAFETY: the caller gives `arena_len` writable bytes for the session's lifetime.
@@ -447,6 +461,7 @@ pub unsafe extern "C" fn ferrite_session_set_input(
         if data.is_null() {
             return Err(FERRITE_NULL_POINTER);
         }
+        spans(data, len)?;
         let s = unsafe { session_mut(session, (data, len)) }?;
         // SAFETY: the caller gives `len` readable bytes, outside the arena (checked).
         let bytes = unsafe { core::slice::from_raw_parts(data, len) };

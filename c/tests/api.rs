@@ -43,6 +43,11 @@ fn bad_input_gets_its_status() {
             ferrite_model_load(m, file.as_ptr(), file.len() - 1),
             FERRITE_INVALID_MODEL
         );
+        // A length no slice can have.
+        assert_eq!(
+            ferrite_model_load(m, file.as_ptr(), usize::MAX),
+            FERRITE_WRONG_SIZE
+        );
         let mut corrupt = file.to_vec();
         corrupt[40] ^= 0xff;
         let corrupt = AlignedBytes::from(&corrupt[..]);
@@ -131,6 +136,10 @@ fn bad_input_gets_its_status() {
         assert_eq!(
             ferrite_session_set_input(s, 0, null(), input_bytes),
             FERRITE_NULL_POINTER
+        );
+        assert_eq!(
+            ferrite_session_set_input(s, 0, raw, usize::MAX),
+            FERRITE_WRONG_SIZE
         );
         assert_eq!(
             ferrite_session_set_input(s, 0, raw, input_bytes),
