@@ -9,13 +9,24 @@ use common::{root, Digits};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// `libferrite_c.a` of this build: beside the test binary's `deps` folder.
+/// The host `libferrite_c.a` of this build's profile, built here: `cargo test` builds the
+/// library only as an rlib for the tests to link.
 fn static_library() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     let profile = exe
         .parent()
         .and_then(Path::parent)
         .expect("target/<profile>");
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut build = Command::new(cargo);
+    build
+        .current_dir(root())
+        .args(["build", "-q", "-p", "ferrite-c"]);
+    if profile.file_name().is_some_and(|n| n == "release") {
+        build.arg("--release");
+    }
+    let built = build.status().expect("cargo");
+    assert!(built.success(), "the host static library did not build");
     profile.join("libferrite_c.a")
 }
 
