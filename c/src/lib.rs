@@ -226,25 +226,27 @@ unsafe fn model_ref<'a>(model: *const ferrite_model) -> Result<&'a Model<'static
     Ok(unsafe { &*(handle.storage.as_ptr() as *const Model<'static>) })
 }
 
-/// The session in a created handle, checking that the `len` bytes at `buffer` stay clear of its
-/// arena.
+/// The session in a created handle, checking that each of `buffers` (start, bytes) stays clear
+/// of its arena.
 ///
 /// # Safety
 /// As [`model_ref`], for a `ferrite_session`.
 unsafe fn session_mut<'a>(
     session: *mut ferrite_session,
-    buffer: (*const u8, usize),
+    buffers: &[(*const u8, usize)],
 ) -> Result<&'a mut RustSession, ferrite_status> {
     let handle = unsafe { &mut *(checked(session)? as *mut ferrite_session) };
     if handle.created == 0 {
         return Err(FERRITE_NULL_POINTER);
     }
-    let (start, len) = (buffer.0 as usize, buffer.1);
     let arena = handle.arena as usize;
-    if len > 0
-        && start < arena.saturating_add(handle.arena_len)
-        && arena < start.saturating_add(len)
-    {
+    let overlaps = |&(start, len): &(*const u8, usize)| {
+        let start = start as usize;
+        len > 0
+            && start < arena.saturating_add(handle.arena_len)
+            && arena < start.saturating_add(len)
+    };
+    if buffers.iter().any(overlaps) {
         return Err(FERRITE_OVERLAPS_ARENA);
     }
     // SAFETY: as in `model_ref`: written by `ferrite_session_new` before `created` was set.
@@ -462,7 +464,7 @@ pub unsafe extern "C" fn ferrite_session_set_input(
             return Err(FERRITE_NULL_POINTER);
         }
         spans(data, len)?;
-        let s = unsafe { session_mut(session, (data, len)) }?;
+        let s = unsafe { session_mut(session, &[(data, len)]) }?;
         // SAFETY: the caller gives `len` readable bytes, outside the arena (checked).
         let bytes = unsafe { core::slice::from_raw_parts(data, len) };
         s.set_input(index, bytes).map_err(|e| status_of(&e))
@@ -476,7 +478,7 @@ pub unsafe extern "C" fn ferrite_session_set_input(
 #[no_mangle]
 pub unsafe extern "C" fn ferrite_session_run(session: *mut ferrite_session) -> ferrite_status {
     status((|| {
-        let s = unsafe { session_mut(session, (core::ptr::null(), 0)) }?;
+        let s = unsafe { session_mut(session, &[]) }?;
         s.run().map_err(|e| status_of(&e))
     })())
 }
@@ -499,8 +501,11 @@ pub unsafe extern "C" fn ferrite_session_output(
             checked(len)? as *mut usize,
         );
         // Neither out-pointer may sit in the arena the output is read from.
-        unsafe { session_mut(session, (len as *const u8, size_of::<usize>())) }?;
-        let s = unsafe { session_mut(session, (data as *const u8, size_of::<*const u8>())) }?;
+        let out_pointers = [
+            (data as *const u8, size_of::<*const u8>()),
+            (len as *const u8, size_of::<usize>()),
+        ];
+        let s = unsafe { session_mut(session, &out_pointers) }?;
         let bytes = s.output(index).map_err(|e| status_of(&e))?;
         unsafe {
             *data = bytes.as_ptr();
@@ -526,7 +531,7 @@ pub unsafe extern "C" fn ferrite_session_read_output(
         if dst.is_null() {
             return Err(FERRITE_NULL_POINTER);
         }
-        let s = unsafe { session_mut(session, (dst, len)) }?;
+        let s = unsafe { session_mut(session, &[(dst, len)]) }?;
         let bytes = s.output(index).map_err(|e| status_of(&e))?;
         if bytes.len() != len {
             return Err(FERRITE_WRONG_SIZE);

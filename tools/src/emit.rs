@@ -174,11 +174,6 @@ pub fn c_identifier(stem: &str) -> String {
     id
 }
 
-/// The `ferrite_dtype` code (`c/ferrite.h`) of `dtype`: the `.frt` file's dtype code.
-fn c_dtype(dtype: DType) -> (u8, &'static str) {
-    (dtype.code(), dtype.name())
-}
-
 /// The header and the source of `ferrite pack --emit c` for the model in `model` (made from
 /// `source`), with `id` (a C identifier, [`c_identifier`]) naming everything: the packed bytes
 /// as a 16-byte aligned `const uint8_t ID_model[]` in flash, and `#define`s of the arena's
@@ -219,7 +214,8 @@ pub fn c_module(model: &Model<'_>, id: &str, source: &str) -> (String, String) {
                         q: Option<ferrite_core::Quantization>| {
         let Some(info) = info else { return };
         let dims = info.desc.shape.dims();
-        let (code, dtype) = c_dtype(info.desc.dtype);
+        // The `ferrite_dtype` code of c/ferrite.h is the `.frt` file's dtype code.
+        let (code, dtype) = (info.desc.dtype.code(), info.desc.dtype.name());
         let name = info.name.replace("*/", "* /");
         let p = format!("{upper}_{kind}{i}");
         let list: Vec<String> = dims.iter().map(|d| d.to_string()).collect();

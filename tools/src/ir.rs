@@ -163,16 +163,19 @@ impl PlanGraph {
                 }
             }
         }
+        // Each Quantize op with the tensors holding its output's values (worked out once).
+        let quantized: Vec<(&PlanOp, Vec<TensorId>)> = self
+            .ops
+            .iter()
+            .filter(|op| matches!(op.op, Op::Quantize { .. }))
+            .filter_map(|op| Some((op, same_values(self, *op.outputs.first()?))))
+            .collect();
         for &output in &self.outputs {
-            // The output itself, or the tensor it is an alias or Transpose of.
-            let quantize = self.ops.iter().find(|op| {
-                matches!(op.op, Op::Quantize { .. })
-                    && op
-                        .outputs
-                        .first()
-                        .is_some_and(|&q| same_values(self, q).contains(&output))
-            });
-            if let Some(op) = quantize {
+            // The output itself, or an alias or Transpose of a Quantize's output.
+            let quantize = quantized
+                .iter()
+                .find(|(_, values)| values.contains(&output));
+            if let Some((op, _)) = quantize {
                 let scale = scalar_f32(self, op.inputs.get(1).copied().flatten());
                 let zero = scalar_i64(self, op.inputs.get(2).copied().flatten());
                 if let (Some(scale), Some(zero)) = (scale, zero) {

@@ -406,14 +406,17 @@ fn cmd_pack(
         files::check_not_input(&output.with_extension("rs"), &[input])
             .map_err(|e| e.to_string())?;
     }
-    if emit_c {
-        let stem = output.file_stem().unwrap_or_default().to_string_lossy();
-        let id = ferrite_tools::emit::c_identifier(&stem);
+    // `--emit c`: the C identifier the files and symbols take, and the two files beside OUT.
+    let c_files = emit_c.then(|| {
+        let id = ferrite_tools::emit::c_identifier(
+            &output.file_stem().unwrap_or_default().to_string_lossy(),
+        );
         let dir = output.parent().unwrap_or(Path::new(""));
-        for extension in ["h", "c"] {
-            files::check_not_input(&dir.join(format!("{id}.{extension}")), &[input])
-                .map_err(|e| e.to_string())?;
-        }
+        let paths = [dir.join(format!("{id}.h")), dir.join(format!("{id}.c"))];
+        (id, paths)
+    });
+    for path in c_files.iter().flat_map(|(_, paths)| paths) {
+        files::check_not_input(path, &[input]).map_err(|e| e.to_string())?;
     }
     let names_file = ferrite_tools::strip::side_file(output);
     if strip_names {
@@ -467,25 +470,18 @@ fn cmd_pack(
             name(output)
         );
     }
-    if emit_c {
+    if let Some((id, [h_path, c_path])) = &c_files {
         let aligned = AlignedBytes::from(&packed.bytes[..]);
         let model = Model::load(aligned.as_bytes()).map_err(|e| e.to_string())?;
-        let stem = output
-            .file_stem()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let id = ferrite_tools::emit::c_identifier(&stem);
         let source = input
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let (header, code) = ferrite_tools::emit::c_module(&model, &id, &source);
-        let dir = output.parent().unwrap_or(Path::new(""));
-        let (h_path, c_path) = (dir.join(format!("{id}.h")), dir.join(format!("{id}.c")));
-        files::write_atomic(&h_path, header.as_bytes(), &[input, output])
-            .map_err(|e| e.to_string())?;
-        files::write_atomic(&c_path, code.as_bytes(), &[input, output])
-            .map_err(|e| e.to_string())?;
+        let (header, code) = ferrite_tools::emit::c_module(&model, id, &source);
+        for (path, text) in [(h_path, header), (c_path, code)] {
+            files::write_atomic(path, text.as_bytes(), &[input, output])
+                .map_err(|e| e.to_string())?;
+        }
         println!(
             "c header {} and source {} ({id}_model)",
             h_path.display(),
