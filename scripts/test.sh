@@ -54,6 +54,8 @@ RUSTFLAGS="-C target-cpu=cortex-m33" cargo build -q --release -p ferrite-c --no-
 cargo clippy -q -p ferrite-c --no-default-features --features cortex-m --target thumbv7em-none-eabihf -- -D warnings
 echo "== aarch64 (Jetson) cross-build of the host parts, run under qemu-user"
 bash scripts/cross-aarch64.sh
+echo "== the Python package: the abi3 wheel, pip install . in a fresh venv, pytest against onnxruntime"
+bash scripts/python-check.sh
 echo "== tests"
 # Lavapipe and QEMU are installed by setup.sh: a missing device is a failure here, not a skip.
 export FERRITE_REQUIRE_VULKAN="${FERRITE_REQUIRE_VULKAN:-1}"

@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod aligned;
+pub mod bench;
 pub mod emit;
 pub mod error;
 pub mod files;

@@ -775,178 +775,6 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `bench --device qemu-m0|m4|m7|m33`: instructions per inference (exact; QEMU is not
-/// cycle-accurate, so no latency), flash and RAM. Runs are capped at 3: every run executes the
-/// same instructions.
-/// The per-model firmware's figures (`boards/template` built around the model).
-struct ModelFirmware {
-    flash_bytes: u64,
-    runtime_flash_bytes: u64,
-    model_bytes: u64,
-    ram_bytes: u64,
-    static_ram_bytes: u64,
-    inference_stack_bytes: u64,
-    stack_bytes: u64,
-    instructions: u64,
-}
-
-impl ModelFirmware {
-    fn of(run: &ferrite_tools::qemu::QemuRun, model: &Model<'_>) -> ModelFirmware {
-        let flash = run.firmware.flash_bytes;
-        // The arena is a static of this firmware: it is in its static RAM already.
-        ModelFirmware {
-            flash_bytes: flash,
-            runtime_flash_bytes: flash.saturating_sub(model.file_bytes() as u64),
-            model_bytes: model.file_bytes() as u64,
-            ram_bytes: run.firmware.static_ram_bytes + run.inference_stack_bytes,
-            static_ram_bytes: run.firmware.static_ram_bytes,
-            inference_stack_bytes: run.inference_stack_bytes,
-            stack_bytes: run.stack_bytes,
-            instructions: run.instructions.first().copied().unwrap_or(0),
-        }
-    }
-
-    fn json(&self) -> serde_json::Value {
-        json!({
-            "flash_bytes": self.flash_bytes,
-            "runtime_flash_bytes": self.runtime_flash_bytes,
-            "model_bytes": self.model_bytes,
-            "ram_bytes": self.ram_bytes,
-            "static_ram_bytes": self.static_ram_bytes,
-            "inference_stack_bytes": self.inference_stack_bytes,
-            "stack_bytes": self.stack_bytes,
-            "instructions_per_inference": self.instructions,
-        })
-    }
-}
-
-/// What `bench` was asked for, besides the model and device.
-#[derive(Clone, Copy)]
-struct BenchFlags {
-    runs: usize,
-    as_json: bool,
-    profile: bool,
-}
-
-fn bench_qemu(
-    board: ferrite_tools::qemu::Board,
-    model_path: &Path,
-    bytes: &[u8],
-    model: &Model<'_>,
-    arrays: &[NpyArray],
-    flags: BenchFlags,
-) -> CliResult {
-    let BenchFlags {
-        runs,
-        as_json,
-        profile,
-    } = flags;
-    let runs = runs.min(3);
-    let result =
-        ferrite_tools::qemu::run(board, bytes, model, arrays, runs).map_err(|e| e.to_string())?;
-    // Per-step counts come from a second, marked run (the markers add a few instructions per
-    // step, which the unmarked run above does not have).
-    let steps: Vec<(String, String, u64)> = if profile {
-        let marked = ferrite_tools::qemu::run_profiled(board, bytes, model, arrays)
-            .map_err(|e| e.to_string())?;
-        marked
-            .step_instructions
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| {
-                let op = model.step(i).map(|s| op_label(&s.op)).unwrap_or_default();
-                (op, model.op_name(i).unwrap_or("").to_string(), n)
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let instructions = result.instructions.iter().copied().max().unwrap_or(0);
-    let deterministic = result.instructions.windows(2).all(|w| w[0] == w[1]);
-    let fw = result.firmware;
-    // A firmware that embeds its model already counts it in its own flash.
-    let model_flash = if board.embeds_model() {
-        0
-    } else {
-        model.file_bytes() as u64
-    };
-    let flash = fw.flash_bytes + model_flash;
-    // What an application needs: the arena, static RAM and the stack inference itself uses.
-    let ram = model.arena_bytes() as u64 + fw.static_ram_bytes + result.inference_stack_bytes;
-    // The firmware a user would flash for this model alone (Cortex-M4F): built when needed.
-    let per_model = (board == ferrite_tools::qemu::Board::M4).then(|| {
-        let elf = ferrite_tools::firmware::model_firmware(bytes, model)?;
-        let run = ferrite_tools::qemu::run_firmware(board, &elf, bytes, model, arrays, 1)
-            .map_err(|e| e.to_string())?;
-        if run.outputs != result.outputs {
-            return Err(
-                "the per-model firmware's outputs differ from the every-kernel firmware's"
-                    .to_string(),
-            );
-        }
-        Ok(ModelFirmware::of(&run, model))
-    });
-    if as_json {
-        let doc = json!({
-            "model": model_path.display().to_string(),
-            "device": board.device_name(),
-            "core": board.describe(),
-            "runs": runs,
-            "instructions_per_inference": instructions,
-            "instructions_per_run": result.instructions,
-            "deterministic": deterministic,
-            "flash_bytes": flash,
-            "firmware_flash_bytes": fw.flash_bytes,
-            "model_bytes": model.file_bytes(),
-            "ram_bytes": ram,
-            "arena_bytes": model.arena_bytes(),
-            "static_ram_bytes": fw.static_ram_bytes,
-            "stack_bytes": result.stack_bytes,
-            "inference_stack_bytes": result.inference_stack_bytes,
-            "weights_bytes": model.weights_bytes(),
-            "ops": steps.iter().map(|(op, name, n)| json!({"op": op, "name": name, "instructions": n})).collect::<Vec<_>>(),
-            "model_firmware": match &per_model {
-                Some(Ok(m)) => m.json(),
-                Some(Err(e)) => json!({"error": e}),
-                None => serde_json::Value::Null,
-            },
-        });
-        println!("{doc}");
-    } else {
-        println!(
-            "{} on {} ({}): {instructions} instructions per inference{}",
-            model_path.display(),
-            board.device_name(),
-            board.describe(),
-            if deterministic { "" } else { " (runs differ!)" }
-        );
-        println!(
-            "  flash {flash} B = firmware {} B + model {model_flash} B;  RAM {ram} B = arena {} B + static {} B + inference stack {} B (whole firmware's stack {} B)",
-            fw.flash_bytes,
-            model.arena_bytes(),
-            fw.static_ram_bytes,
-            result.inference_stack_bytes,
-            result.stack_bytes
-        );
-        match &per_model {
-            Some(Ok(m)) => println!(
-                "  this model's own firmware (only its kernels): flash {} B = runtime {} B + model {} B;  RAM {} B = static {} B (arena included) + inference stack {} B;  {} instructions per inference",
-                m.flash_bytes, m.runtime_flash_bytes, m.model_bytes, m.ram_bytes, m.static_ram_bytes, m.inference_stack_bytes, m.instructions
-            ),
-            Some(Err(e)) => println!("  this model's own firmware: not measured: {e}"),
-            None => {}
-        }
-        let total: u64 = steps.iter().map(|s| s.2).sum();
-        for (i, (op, name, n)) in steps.iter().enumerate() {
-            println!(
-                "  #{i:<3} {op:<22} {name:<28} {n:>11} instr.  {:>5.1}%",
-                100.0 * *n as f64 / total.max(1) as f64
-            );
-        }
-    }
-    Ok(ExitCode::SUCCESS)
-}
-
 fn cmd_bench(
     model_path: &Path,
     device: &str,
@@ -955,7 +783,7 @@ fn cmd_bench(
     inputs: &[String],
     profile: bool,
 ) -> CliResult {
-    let spec = device_spec(device)?;
+    device_spec(device)?;
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
@@ -966,66 +794,19 @@ fn cmd_bench(
     } else {
         read_inputs(&model, inputs)?
     };
-    if let DeviceSpec::Qemu(board) = spec {
-        return bench_qemu(
-            board,
-            model_path,
-            bytes.as_bytes(),
-            &model,
-            &arrays,
-            BenchFlags {
-                runs,
-                as_json,
-                profile,
-            },
-        );
-    }
-    let stats = runner::bench(&model, &arrays, runs, spec).map_err(|e| e.to_string())?;
-    let steps = if profile {
-        runner::profile(&model, &arrays, runs, spec).map_err(|e| e.to_string())?
-    } else {
-        Vec::new()
+    let label = model_path.display().to_string();
+    let request = ferrite_tools::bench::BenchRequest {
+        label: &label,
+        device,
+        runs,
+        profile,
     };
+    let report = ferrite_tools::bench::bench(bytes.as_bytes(), &model, &arrays, request)
+        .map_err(|e| e.to_string())?;
     if as_json {
-        let doc = json!({
-            "model": model_path.display().to_string(),
-            "device": device,
-            "runs": stats.runs,
-            "median_us": stats.median_us,
-            "p90_us": stats.p90_us,
-            "min_us": stats.min_us,
-            "mean_us": stats.mean_us,
-            "device_median_us": stats.device_median_us,
-            "host_overhead_us": stats.host_overhead_us,
-            "arena_bytes": model.arena_bytes(),
-            "weights_bytes": model.weights_bytes(),
-            "simd": ferrite_cpu::CpuDevice::simd(),
-            "ops": steps.iter().map(|(op, name, us)| json!({"op": op, "name": name, "median_us": us})).collect::<Vec<_>>(),
-        });
-        println!("{doc}");
+        println!("{}", report.json());
     } else {
-        println!(
-            "{} on {device}: median {:.1} us, p90 {:.1} us, min {:.1} us over {} runs (arena {} B)",
-            model_path.display(),
-            stats.median_us,
-            stats.p90_us,
-            stats.min_us,
-            stats.runs,
-            model.arena_bytes()
-        );
-        if let (Some(device_us), Some(overhead)) = (stats.device_median_us, stats.host_overhead_us)
-        {
-            println!(
-                "  device time (timestamps): median {device_us:.1} us; host overhead per run (wall - device): median {overhead:.1} us"
-            );
-        }
-        let total: f64 = steps.iter().map(|s| s.2).sum();
-        for (i, (op, name, us)) in steps.iter().enumerate() {
-            println!(
-                "  #{i:<3} {op:<22} {name:<28} {us:>9.1} us  {:>5.1}%",
-                100.0 * us / total.max(1e-9)
-            );
-        }
+        print!("{report}");
     }
     Ok(ExitCode::SUCCESS)
 }

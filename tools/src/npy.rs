@@ -41,7 +41,8 @@ pub enum NpyError {
     },
 }
 
-fn dtype_from_descr(descr: &str) -> Option<DType> {
+/// The element type of a numpy type string (`'<f4'`, `'|i1'`, ...): little-endian types only.
+pub fn dtype_from_descr(descr: &str) -> Option<DType> {
     match descr {
         "<f4" => Some(DType::F32),
         "<i8" => Some(DType::I64),
@@ -59,7 +60,8 @@ fn dtype_from_descr(descr: &str) -> Option<DType> {
     }
 }
 
-fn descr_of(dtype: DType) -> &'static str {
+/// The numpy type string of an element type (`<V2`, raw bytes, for bfloat16).
+pub fn descr_of(dtype: DType) -> &'static str {
     match dtype {
         DType::F32 => "<f4",
         DType::I64 => "<i8",

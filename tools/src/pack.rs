@@ -56,6 +56,31 @@ pub struct PackReport {
     pub scratch_bytes: usize,
 }
 
+impl PackReport {
+    /// The report as data (what `ferrite pack` prints, for programs: the Python package returns
+    /// it as a dict).
+    pub fn to_json(&self) -> serde_json::Value {
+        let p = &self.passes;
+        serde_json::json!({
+            "ops": self.ops,
+            "op_count": self.ops.values().sum::<usize>(),
+            "weights_bytes": self.weights_bytes,
+            "arena_bytes": self.arena_bytes,
+            "arena_lower_bound": self.arena_lower_bound,
+            "file_bytes": self.file_bytes,
+            "scratch_bytes": self.scratch_bytes,
+            "convolutions": self.conv_strategies,
+            "passes": {
+                "batch_norms_folded": p.batch_norms_folded,
+                "matmul_add_fused": p.matmul_add_fused,
+                "activations_fused": p.activations_fused,
+                "integer_ops": p.integer_ops,
+                "dead_ops_removed": p.dead_ops_removed,
+            },
+        })
+    }
+}
+
 /// The CPU strategy of a convolution (as `ferrite_hal::geometry` decides it), for the report.
 fn conv_strategy(graph: &PlanGraph, op: &crate::ir::PlanOp) -> Option<&'static str> {
     use ferrite_hal::geometry::{depthwise_strategy, Depthwise};

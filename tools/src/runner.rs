@@ -29,6 +29,9 @@ pub enum RunError {
     /// The `.frt` is invalid.
     #[error("{0}")]
     Model(#[from] FormatError),
+    /// Bytes given as a model are neither a `.frt` nor ONNX.
+    #[error("{0}")]
+    NotAModel(String),
     /// An input file is invalid.
     #[error(transparent)]
     Npy(#[from] NpyError),
@@ -151,14 +154,111 @@ pub fn load_model_bytes(path: &Path, options: &PackOptions) -> Result<AlignedByt
             other => RunError::Input(other.to_string()),
         },
     )?;
-    let is_onnx = path
+    // By content: a file that starts as a `.frt` is one (a corrupt `.frt` named so too, for its
+    // own error); anything else is read as ONNX.
+    let named_frt = path
         .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("onnx"));
-    if is_onnx {
-        let packed = pack(&bytes, options)?;
-        return Ok(AlignedBytes::from(&packed.bytes[..]));
+        .is_some_and(|e| e.eq_ignore_ascii_case("frt"));
+    if named_frt || is_frt(&bytes) {
+        return Ok(AlignedBytes::from(&bytes[..]));
     }
-    Ok(AlignedBytes::from(&bytes[..]))
+    let packed = pack(&bytes, options)?;
+    Ok(AlignedBytes::from(&packed.bytes[..]))
+}
+
+/// Whether `bytes` start as a packed model: the `.frt` magic, or (a file cut short) a prefix of
+/// it, so that a truncated `.frt` is reported as one.
+pub fn is_frt(bytes: &[u8]) -> bool {
+    let magic = &ferrite_core::format::MAGIC;
+    bytes.starts_with(magic) || (!bytes.is_empty() && magic.starts_with(bytes))
+}
+
+/// A model given as bytes: a `.frt` (by its magic) as is, else ONNX packed in memory with
+/// `options`. Bytes that are neither say so.
+pub fn load_model_from_bytes(
+    bytes: &[u8],
+    options: &PackOptions,
+) -> Result<AlignedBytes, RunError> {
+    if is_frt(bytes) {
+        return Ok(AlignedBytes::from(bytes));
+    }
+    match pack(bytes, options) {
+        Ok(packed) => Ok(AlignedBytes::from(&packed.bytes[..])),
+        Err(PackError::Decode(why)) => Err(RunError::NotAModel(format!(
+            "neither a packed model (no .frt magic) nor an ONNX model ({why})"
+        ))),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// One array offered as a model input, as [`match_feeds`] checks it.
+#[derive(Clone, Copy, Debug)]
+pub struct Feed<'a> {
+    /// The input it is for.
+    pub name: &'a str,
+    /// Its element type.
+    pub dtype: ferrite_hal::DType,
+    /// Its shape.
+    pub shape: &'a [usize],
+}
+
+/// Matches named arrays to the model's inputs: each feed's input index, in the feeds' order.
+/// An unknown, repeated or missing name, or an array of another dtype or shape than its
+/// input's, is an error naming the input.
+pub fn match_feeds(model: &Model<'_>, feeds: &[Feed<'_>]) -> Result<Vec<usize>, RunError> {
+    let names: Vec<&str> = (0..model.input_count())
+        .filter_map(|i| model.input(i).map(|t| t.name))
+        .collect();
+    let listed = || names.join(", ");
+    let mut given = vec![false; names.len()];
+    let mut order = Vec::with_capacity(feeds.len());
+    for feed in feeds {
+        let Some(i) = names.iter().position(|n| *n == feed.name) else {
+            return Err(RunError::Input(format!(
+                "the model has no input '{}' (inputs: {})",
+                feed.name,
+                listed()
+            )));
+        };
+        if std::mem::replace(&mut given[i], true) {
+            return Err(RunError::Input(format!(
+                "input '{}' is given twice",
+                feed.name
+            )));
+        }
+        let info = model
+            .input(i)
+            .ok_or_else(|| RunError::Input(format!("no input #{i}")))?;
+        if feed.dtype != info.desc.dtype {
+            return Err(RunError::Input(format!(
+                "input '{}' is {}, the array is {}",
+                feed.name, info.desc.dtype, feed.dtype
+            )));
+        }
+        if feed.shape != info.desc.shape.dims() {
+            return Err(RunError::Input(format!(
+                "input '{}' has shape {:?}, the array has {:?}",
+                feed.name,
+                info.desc.shape.dims(),
+                feed.shape
+            )));
+        }
+        order.push(i);
+    }
+    let missing: Vec<&str> = names
+        .iter()
+        .zip(&given)
+        .filter(|(_, g)| !**g)
+        .map(|(n, _)| *n)
+        .collect();
+    if !missing.is_empty() {
+        return Err(RunError::Input(format!(
+            "missing input(s): {} (inputs: {})",
+            missing.join(", "),
+            listed()
+        )));
+    }
+    Ok(order)
 }
 
 /// Checks that `inputs` match the model's inputs in count, dtype and shape.

@@ -389,3 +389,78 @@ fn bias_correction_removes_the_weights_systematic_error() {
         "{text}"
     );
 }
+
+/// `calibration=` arrays given in memory (the Python package): the same samples as the folder
+/// form, by name or in input order, batched or not; and one clear error per bad entry.
+#[test]
+fn samples_given_in_memory_quantize_as_the_same_samples_in_a_folder_do() {
+    let in_memory = |entries: Vec<ptq::calibration::Entry>| {
+        ptq::quantize_in_memory(
+            &two_input_model(),
+            &PackOptions::default(),
+            entries,
+            Method::MinMax,
+            &mut |_, _, _| {},
+        )
+        .map(|(p, r)| (p.bytes, r.samples))
+        .map_err(|e| e.to_string())
+    };
+    let dir = temp_dir("memory");
+    for k in 0..3 {
+        let sample = dir.join(format!("sample{k}"));
+        std::fs::create_dir(&sample).unwrap();
+        save(&sample.join("a.npy"), &floats(&[1, 8], k));
+        save(&sample.join("b.npy"), &floats(&[1, 8], k + 10));
+    }
+    let (folder, _) = quantize(&two_input_model(), &dir).unwrap();
+    let named: Vec<ptq::calibration::Entry> = (0..3)
+        .map(|k| {
+            vec![
+                (Some("b".to_string()), floats(&[1, 8], k + 10)),
+                (Some("a".to_string()), floats(&[1, 8], k)),
+            ]
+        })
+        .collect();
+    let positional: Vec<ptq::calibration::Entry> = (0..3)
+        .map(|k| vec![(None, floats(&[1, 8], k)), (None, floats(&[1, 8], k + 10))])
+        .collect();
+    assert_eq!(in_memory(named).unwrap(), (folder.bytes.clone(), 3));
+    assert_eq!(in_memory(positional).unwrap(), (folder.bytes, 3));
+    // A batch along a new first axis is several samples.
+    let batched = |n: usize| NpyArray {
+        shape: vec![n, 1, 8],
+        ..floats(&[n, 8], 0)
+    };
+    let (_, samples) = in_memory(vec![vec![(None, batched(5)), (None, batched(5))]]).unwrap();
+    assert_eq!(samples, 5);
+    let refusals: [(Vec<ptq::calibration::Entry>, &str); 6] = [
+        (vec![], "no calibration sample"),
+        (
+            vec![vec![(None, floats(&[1, 8], 0))]],
+            "entry 0: 1 array(s) for 2 input(s) (a, b); name them",
+        ),
+        (
+            vec![vec![(Some("c".into()), floats(&[1, 8], 0))]],
+            "entry 0: the model has no input 'c' (inputs: a, b)",
+        ),
+        (
+            vec![vec![
+                (Some("a".into()), floats(&[1, 8], 0)),
+                (Some("a".into()), floats(&[1, 8], 0)),
+            ]],
+            "entry 0: input 'a' is given twice",
+        ),
+        (
+            vec![vec![(Some("a".into()), floats(&[1, 8], 0))]],
+            "entry 0: input 'b' is missing",
+        ),
+        (
+            vec![vec![(None, batched(2)), (None, batched(3))]],
+            "entry 0: the inputs hold different numbers of samples",
+        ),
+    ];
+    for (entries, needle) in refusals {
+        let e = in_memory(entries).unwrap_err();
+        assert!(e.starts_with("calibration: ") && e.contains(needle), "{e}");
+    }
+}

@@ -54,9 +54,8 @@ fn is_npy(path: &Path) -> bool {
             .is_some_and(|e| e.eq_ignore_ascii_case("npy"))
 }
 
-/// Splits `array` (read from `file`) into samples of `input`'s shape.
-fn samples_of(array: NpyArray, input: &InputSpec, file: &Path) -> Result<Vec<Vec<u8>>, PackError> {
-    let shown = file.display();
+/// Splits `array` (`shown` says where it came from) into samples of `input`'s shape.
+fn samples_of(array: NpyArray, input: &InputSpec, shown: &str) -> Result<Vec<Vec<u8>>, PackError> {
     if array.dtype != input.dtype {
         return Err(error(format!(
             "{shown}: holds {}, input '{}' is {}",
@@ -101,7 +100,7 @@ fn check_count(dir: &Path, count: usize) -> Result<(), PackError> {
 
 fn read_samples(file: &Path, input: &InputSpec) -> Result<Vec<Vec<u8>>, PackError> {
     let array = npy::read(file).map_err(|e| error(e.to_string()))?;
-    samples_of(array, input, file)
+    samples_of(array, input, &file.display().to_string())
 }
 
 /// Reads the calibration samples in `dir` for a model with `inputs`: one `Vec` per sample
@@ -174,6 +173,91 @@ pub fn load(dir: &Path, inputs: &[InputSpec]) -> Result<Vec<Vec<NpyArray>>, Pack
                 )));
             }
         }
+    }
+    Ok(samples)
+}
+
+/// One calibration entry given in memory: an array per model input, named or (all unnamed) in
+/// input order, each one sample of the input's shape or a batch of them along a new first
+/// axis, as a file of the folder form holds.
+pub type Entry = Vec<(Option<String>, NpyArray)>;
+
+/// The samples of calibration entries given in memory (the Python package's `calibration=`),
+/// checked as [`load`] checks a folder's: one `Vec` per sample holding each input's bytes, in
+/// input order.
+pub fn from_memory(
+    entries: Vec<Entry>,
+    inputs: &[InputSpec],
+) -> Result<Vec<Vec<NpyArray>>, PackError> {
+    if inputs.is_empty() {
+        return Err(error("the model has no inputs to calibrate".into()));
+    }
+    let names = || {
+        inputs
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let mut samples = Vec::new();
+    for (k, entry) in entries.into_iter().enumerate() {
+        let mut by_input: Vec<Option<NpyArray>> = vec![None; inputs.len()];
+        let count = entry.len();
+        for (position, (name, array)) in entry.into_iter().enumerate() {
+            let i = match &name {
+                Some(name) => inputs.iter().position(|i| &i.name == name).ok_or_else(|| {
+                    error(format!(
+                        "entry {k}: the model has no input '{name}' (inputs: {})",
+                        names()
+                    ))
+                })?,
+                None if count == inputs.len() => position,
+                None => {
+                    return Err(error(format!(
+                        "entry {k}: {count} array(s) for {} input(s) ({}); name them",
+                        inputs.len(),
+                        names()
+                    )))
+                }
+            };
+            if by_input[i].replace(array).is_some() {
+                return Err(error(format!(
+                    "entry {k}: input '{}' is given twice",
+                    inputs[i].name
+                )));
+            }
+        }
+        let mut per_input = Vec::with_capacity(inputs.len());
+        for (input, array) in inputs.iter().zip(by_input) {
+            let array = array
+                .ok_or_else(|| error(format!("entry {k}: input '{}' is missing", input.name)))?;
+            per_input.push(samples_of(array, input, &format!("entry {k}"))?);
+        }
+        let batch = per_input.first().map_or(0, Vec::len);
+        if per_input.iter().any(|s| s.len() != batch) {
+            return Err(error(format!(
+                "entry {k}: the inputs hold different numbers of samples"
+            )));
+        }
+        for b in 0..batch {
+            samples.push(
+                inputs
+                    .iter()
+                    .zip(&mut per_input)
+                    .map(|(input, s)| NpyArray {
+                        dtype: input.dtype,
+                        shape: input.shape.clone(),
+                        bytes: std::mem::take(&mut s[b]),
+                    })
+                    .collect(),
+            );
+        }
+        if samples.len() > MAX_SAMPLES {
+            return Err(error(format!("more than {MAX_SAMPLES} samples")));
+        }
+    }
+    if samples.is_empty() {
+        return Err(error("no calibration sample was given".into()));
     }
     Ok(samples)
 }

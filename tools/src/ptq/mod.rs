@@ -117,6 +117,42 @@ pub struct QuantizationReport {
     pub outputs: Vec<OutputAccuracy>,
 }
 
+impl QuantizationReport {
+    /// The report as data (what `ferrite pack --quantize` prints, for programs).
+    pub fn to_json(&self) -> serde_json::Value {
+        let outputs: Vec<serde_json::Value> = self
+            .outputs
+            .iter()
+            .map(|o| match o {
+                OutputAccuracy::Float {
+                    name,
+                    sqnr_db,
+                    max_abs_error,
+                    max_abs_reference,
+                } => serde_json::json!({
+                    "name": name,
+                    // JSON has no infinity: an identical output's SQNR is null.
+                    "sqnr_db": sqnr_db.is_finite().then_some(*sqnr_db),
+                    "max_abs_error": max_abs_error,
+                    "max_abs_reference": max_abs_reference,
+                }),
+                OutputAccuracy::Exact { name, agreement } => {
+                    serde_json::json!({"name": name, "agreement": agreement})
+                }
+            })
+            .collect();
+        serde_json::json!({
+            "type": "int8",
+            "method": self.method.to_string(),
+            "samples": self.samples,
+            "weights": self.weights,
+            "activations": self.activations,
+            "biases_corrected": self.biases_corrected,
+            "outputs": outputs,
+        })
+    }
+}
+
 /// The inputs of a plan, as calibration files must match them.
 pub fn plan_inputs(g: &PlanGraph) -> Vec<InputSpec> {
     g.inputs
@@ -139,6 +175,20 @@ pub fn quantize(
 ) -> Result<(Packed, QuantizationReport), PackError> {
     let (plan, passes) = to_plan(onnx_bytes, options)?;
     let samples = calibration::load(calibration_dir, &plan_inputs(&plan))?;
+    quantize_plan(plan, passes, &samples, settings, progress)
+}
+
+/// Packs `onnx_bytes` as an int8 model calibrated on samples given in memory (see
+/// [`calibration::from_memory`]).
+pub fn quantize_in_memory(
+    onnx_bytes: &[u8],
+    options: &PackOptions,
+    entries: Vec<calibration::Entry>,
+    settings: impl Into<Settings>,
+    progress: Progress<'_>,
+) -> Result<(Packed, QuantizationReport), PackError> {
+    let (plan, passes) = to_plan(onnx_bytes, options)?;
+    let samples = calibration::from_memory(entries, &plan_inputs(&plan))?;
     quantize_plan(plan, passes, &samples, settings, progress)
 }
 
