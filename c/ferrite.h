@@ -66,7 +66,8 @@ typedef enum {
    */
   FERRITE_ARENA_TOO_LARGE = 6,
   /**
-   * The device lacks an op the model needs.
+   * The device lacks an op the model needs, or the library was built without it (its
+   * `FERRITE_OPS` selection leaves the op out).
    */
   FERRITE_UNSUPPORTED = 7,
   /**

@@ -11,22 +11,31 @@
 //! it).
 //!
 //! The device is chosen at build time: the portable CPU kernels (feature `cpu`, the host build)
-//! or the Cortex-M device with its DSP kernels (feature `cortex-m`).
+//! or the Cortex-M device with its DSP kernels (feature `cortex-m`). So are the ops: built with
+//! `FERRITE_OPS` set to a model's selection (the `ID_OPS` of `ferrite pack --emit c`), the
+//! library links only that model's decoding, verification and kernels, and refuses other models
+//! with `FERRITE_UNSUPPORTED`.
 #![cfg_attr(not(feature = "std"), no_std)]
 #![allow(non_camel_case_types)]
 // Every function here takes raw pointers from C and checks them before use.
 #![allow(clippy::missing_safety_doc)]
 
 use core::mem::{align_of, size_of};
-use ferrite_core::{Error, Model, Quantization, Session};
+use ferrite_core::{Error, FormatError, FormatErrorKind, Model, Quantization, Session};
 use ferrite_hal::DType;
 
-#[cfg(feature = "cortex-m")]
-type Device = ferrite_cortex_m::CortexMDevice;
-#[cfg(not(feature = "cortex-m"))]
-type Device = ferrite_cpu::CpuDevice;
+mod selection {
+    include!(concat!(env!("OUT_DIR"), "/ops.rs"));
+}
+use selection::OPS;
 
-type RustSession = Session<'static, 'static, Device>;
+#[cfg(feature = "cortex-m")]
+type Device = ferrite_cortex_m::CortexMDevice<ferrite_cortex_m::NoProfiler, OPS>;
+#[cfg(not(feature = "cortex-m"))]
+type Device = ferrite_cpu::CpuDevice<OPS>;
+
+type RustModel = Model<'static, OPS>;
+type RustSession = Session<'static, 'static, Device, OPS>;
 
 /// Words of storage a [`ferrite_model`] takes.
 pub const FERRITE_MODEL_WORDS: usize = 24;
@@ -37,8 +46,8 @@ pub const FERRITE_MAX_RANK: usize = 8;
 /// The alignment, in bytes, the arena and the model's bytes must have.
 pub const FERRITE_ALIGNMENT: usize = 16;
 
-const _: () = assert!(size_of::<Model<'static>>() <= 8 * FERRITE_MODEL_WORDS);
-const _: () = assert!(align_of::<Model<'static>>() <= 8);
+const _: () = assert!(size_of::<RustModel>() <= 8 * FERRITE_MODEL_WORDS);
+const _: () = assert!(align_of::<RustModel>() <= 8);
 const _: () = assert!(size_of::<RustSession>() <= 8 * FERRITE_SESSION_WORDS);
 const _: () = assert!(align_of::<RustSession>() <= 8);
 const _: () = assert!(FERRITE_MAX_RANK == ferrite_hal::MAX_RANK);
@@ -82,7 +91,8 @@ pub enum ferrite_status {
     FERRITE_ARENA_MISALIGNED = 5,
     /// The model needs more arena than the device can hold.
     FERRITE_ARENA_TOO_LARGE = 6,
-    /// The device lacks an op the model needs.
+    /// The device lacks an op the model needs, or the library was built without it (its
+    /// `FERRITE_OPS` selection leaves the op out).
     FERRITE_UNSUPPORTED = 7,
     /// No input or output with this index.
     FERRITE_NO_SUCH_TENSOR = 8,
@@ -175,7 +185,7 @@ pub extern "C" fn ferrite_status_message(status: i32) -> *const core::ffi::c_cha
         FERRITE_ARENA_TOO_SMALL => c"the arena is smaller than ferrite_model_arena_bytes",
         FERRITE_ARENA_MISALIGNED => c"the arena does not start at a multiple of FERRITE_ALIGNMENT",
         FERRITE_ARENA_TOO_LARGE => c"the model needs more arena than the device can hold",
-        FERRITE_UNSUPPORTED => c"the device lacks an op the model needs",
+        FERRITE_UNSUPPORTED => c"the model uses an op this device or build does not have",
         FERRITE_NO_SUCH_TENSOR => c"no input or output with this index",
         FERRITE_WRONG_SIZE => c"the buffer's size is not the tensor's",
         FERRITE_INPUT_NOT_SET => c"an input was not written since the last run",
@@ -201,6 +211,15 @@ fn status_of<E>(e: &Error<E>) -> ferrite_status {
     }
 }
 
+/// The status of a model that did not load: a valid model for another build (an op outside
+/// `FERRITE_OPS`) is `FERRITE_UNSUPPORTED`, anything else `FERRITE_INVALID_MODEL`.
+fn load_status(e: &FormatError) -> ferrite_status {
+    match e.kind {
+        FormatErrorKind::NotLinked => FERRITE_UNSUPPORTED,
+        _ => FERRITE_INVALID_MODEL,
+    }
+}
+
 /// `ptr` when it is non-null and aligned for `T`.
 fn checked<T>(ptr: *const T) -> Result<*const T, ferrite_status> {
     if ptr.is_null() {
@@ -216,14 +235,14 @@ fn checked<T>(ptr: *const T) -> Result<*const T, ferrite_status> {
 ///
 /// # Safety
 /// `model` is null or points to a `ferrite_model` (checked for null and alignment).
-unsafe fn model_ref<'a>(model: *const ferrite_model) -> Result<&'a Model<'static>, ferrite_status> {
+unsafe fn model_ref<'a>(model: *const ferrite_model) -> Result<&'a RustModel, ferrite_status> {
     let handle = unsafe { &*checked(model)? };
     if handle.loaded == 0 {
         return Err(FERRITE_NULL_POINTER);
     }
     // SAFETY: `loaded` is set only after `ferrite_model_load` wrote a `Model` at the start of
     // the storage, which is large and aligned enough (checked at compile time).
-    Ok(unsafe { &*(handle.storage.as_ptr() as *const Model<'static>) })
+    Ok(unsafe { &*(handle.storage.as_ptr() as *const RustModel) })
 }
 
 /// The session in a created handle, checking that each of `buffers` (start, bytes) stays clear
@@ -296,9 +315,9 @@ pub unsafe extern "C" fn ferrite_model_load(
         // SAFETY: the caller gives `len` readable bytes that outlive the model (a span a slice
         // can have: checked).
         let file: &'static [u8] = unsafe { core::slice::from_raw_parts(bytes, len) };
-        let loaded = Model::load(file).map_err(|_| FERRITE_INVALID_MODEL)?;
+        let loaded = RustModel::load_selected(file).map_err(|e| load_status(&e))?;
         // SAFETY: the storage is large and aligned enough for a `Model` (compile-time checks).
-        unsafe { (handle.storage.as_mut_ptr() as *mut Model<'static>).write(loaded) };
+        unsafe { (handle.storage.as_mut_ptr() as *mut RustModel).write(loaded) };
         handle.loaded = 1;
         Ok(())
     })())
@@ -364,7 +383,7 @@ fn describe(
     let out = unsafe { &mut *(checked(out)? as *mut ferrite_tensor_info) };
     let info = info.ok_or(FERRITE_NO_SUCH_TENSOR)?;
     let mut dims = [0usize; FERRITE_MAX_RANK];
-    for (d, &v) in dims.iter_mut().zip(info.desc.shape.dims()) {
+    for (d, &v) in dims.iter_mut().zip(info.desc.shape.dims_checked()) {
         *d = v;
     }
     *out = ferrite_tensor_info {
@@ -430,7 +449,7 @@ pub unsafe extern "C" fn ferrite_session_new(
     status((|| {
         let handle = unsafe { &mut *(checked(session)? as *mut ferrite_session) };
         handle.created = 0;
-        let model: &'static Model<'static> = unsafe { model_ref(model) }?;
+        let model: &'static RustModel = unsafe { model_ref(model) }?;
         if arena.is_null() {
             return Err(FERRITE_NULL_POINTER);
         }
@@ -439,7 +458,7 @@ pub unsafe extern "C" fn ferrite_session_new(
         handle.arena_len = arena_len;
         // SAFETY: the caller gives `arena_len` writable bytes for the session's lifetime.
         let arena: &'static mut [u8] = unsafe { core::slice::from_raw_parts_mut(arena, arena_len) };
-        let made = Session::new(model, Device::default(), arena).map_err(|e| status_of(&e))?;
+        let made = Session::new(model, Device::selected(), arena).map_err(|e| status_of(&e))?;
         // SAFETY: the storage is large and aligned enough for a session (compile-time checks).
         unsafe { (handle.storage.as_mut_ptr() as *mut RustSession).write(made) };
         handle.created = 1;
@@ -542,10 +561,37 @@ pub unsafe extern "C" fn ferrite_session_read_output(
     })())
 }
 
-/// Stops a Cortex-M build on a panic; none is reachable from the API (every path above returns
-/// a status), but a `no_std` static library must name a handler.
+/// Stops a Cortex-M build on a panic; a `no_std` static library must name a handler. Built for
+/// a model's ops (`FERRITE_OPS`), none is reachable: `scripts/panic-free.sh` links every
+/// function of the API with arbitrary arguments and finds no panic code left. With every op
+/// linked, the kernels keep bounds checks that the verifier makes unreachable but the optimiser
+/// cannot remove.
 #[cfg(all(not(feature = "std"), not(test)))]
 #[panic_handler]
 fn panic(_: &core::panic::PanicInfo) -> ! {
     loop {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferrite_hal::{selection, OpKind};
+
+    /// A library built for other ops refuses a model as unsupported, not as corrupt.
+    #[test]
+    fn a_model_outside_the_selection_is_unsupported() {
+        let onnx = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/../demo/digits.onnx"))
+            .expect("demo/digits.onnx");
+        let packed =
+            ferrite_tools::pack(&onnx, &ferrite_tools::PackOptions::default()).expect("pack");
+        let frt = ferrite_tools::aligned::AlignedBytes::from(&packed.bytes[..]);
+        const RELU_ONLY: ferrite_hal::Selection = selection(&[OpKind::Unary], &[DType::F32]);
+        let e = Model::<RELU_ONLY>::load_selected(frt.as_bytes()).unwrap_err();
+        assert_eq!(load_status(&e), FERRITE_UNSUPPORTED);
+        let mut corrupt = packed.bytes.clone();
+        corrupt[40] ^= 1;
+        let corrupt = ferrite_tools::aligned::AlignedBytes::from(&corrupt[..]);
+        let e = Model::<RELU_ONLY>::load_selected(corrupt.as_bytes()).unwrap_err();
+        assert_eq!(load_status(&e), FERRITE_INVALID_MODEL);
+    }
 }

@@ -9,6 +9,7 @@ mod common;
 
 use common::{root, Digits};
 use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -33,31 +34,6 @@ fn the_c_firmware_classifies_the_digits_on_qemu_like_rust() {
         }
     }
     let root = root();
-    // The Cortex-M4F static library (up to date in seconds when scripts/test.sh built it).
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let built = Command::new(cargo)
-        .current_dir(&root)
-        .args([
-            "build",
-            "-q",
-            "--release",
-            "-p",
-            "ferrite-c",
-            "--no-default-features",
-        ])
-        .args([
-            "--features",
-            "cortex-m",
-            "--target",
-            "thumbv7em-none-eabihf",
-        ])
-        .status()
-        .expect("cargo");
-    assert!(
-        built.success(),
-        "the Cortex-M4F static library did not build"
-    );
-
     let digits = Digits::load();
     let model = digits.model();
     let (images, labels) = (&digits.images, &digits.labels);
@@ -96,10 +72,78 @@ fn the_c_firmware_classifies_the_digits_on_qemu_like_rust() {
     c += "};\n";
     std::fs::write(build.join("images.c"), c).unwrap();
 
+    let ops = format!("{:#x}", ferrite_tools::emit::model_selection(&model));
+    let want = digits.expected();
+    // The library with every op, and built for this model alone (`FERRITE_OPS`, the header's
+    // `DIGITS_OPS`): the same classifications, in less flash.
+    let mut flash = Vec::new();
+    for (label, selection, target_dir) in [
+        ("every op", None, root.join("target")),
+        (
+            "digits' ops only",
+            Some(ops.as_str()),
+            root.join("target/c-digits-ops"),
+        ),
+    ] {
+        let lib = static_library(&root, selection, &target_dir);
+        let out_dir = build.join(if selection.is_some() {
+            "selected"
+        } else {
+            "all"
+        });
+        std::fs::create_dir_all(&out_dir).unwrap();
+        let (text, bytes) = run_firmware(&root, &build, &out_dir, &lib);
+        // Besides the model and the 360 images: the library, main.c and the startup code.
+        let data = (model.file_bytes() + images.len() + labels.len()) as u64;
+        println!(
+            "C firmware ({label}) on qemu-m4: {bytes} B of flash, {} B besides the model and the images: {}",
+            bytes.saturating_sub(data),
+            text.trim()
+        );
+        assert!(
+            text.contains(&want),
+            "C firmware ({label}): {text} Rust: {want}"
+        );
+        flash.push(bytes);
+    }
+    assert!(
+        flash[1] < flash[0],
+        "the selected library is not smaller: {flash:?}"
+    );
+}
+
+/// Builds the Cortex-M4F static library (up to date in seconds when scripts/test.sh built it),
+/// with `FERRITE_OPS` when given, into `target_dir`; returns its path.
+fn static_library(root: &Path, ops: Option<&str>, target_dir: &Path) -> PathBuf {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(root)
+        .args(["build", "-q", "--release", "-p", "ferrite-c"])
+        .args(["--no-default-features", "--features", "cortex-m"])
+        .args(["--target", "thumbv7em-none-eabihf", "--target-dir"])
+        .arg(target_dir)
+        .env_remove("FERRITE_OPS");
+    if let Some(ops) = ops {
+        command.env("FERRITE_OPS", ops);
+    }
+    let built = command.status().expect("cargo");
+    assert!(
+        built.success(),
+        "the Cortex-M4F static library did not build"
+    );
+    target_dir.join("thumbv7em-none-eabihf/release/libferrite_c.a")
+}
+
+/// Links the firmware (sources in `build`, output in `out_dir`) against `lib`, runs it on QEMU
+/// and returns what it printed and its flash bytes (text + data).
+fn run_firmware(root: &Path, build: &Path, out_dir: &Path, lib: &Path) -> (String, u64) {
     let make = Command::new("make")
         .current_dir(root.join("boards/c-firmware"))
         .arg(format!("ROOT={}", root.display()))
         .arg(format!("BUILD={}", build.display()))
+        .arg(format!("OUT={}", out_dir.display()))
+        .arg(format!("LIB={}", lib.display()))
         .output()
         .expect("make");
     assert!(
@@ -125,7 +169,7 @@ fn the_c_firmware_classifies_the_digits_on_qemu_like_rust() {
             "enable=on,target=native",
             "-kernel",
         ])
-        .arg(build.join("firmware.elf"))
+        .arg(out_dir.join("firmware.elf"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -145,8 +189,24 @@ fn the_c_firmware_classifies_the_digits_on_qemu_like_rust() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    println!("C firmware on qemu-m4: {text}");
     assert!(out.status.success(), "{text}");
-    let want = digits.expected();
-    assert!(text.contains(&want), "C firmware: {text} Rust: {want}");
+    let elf = std::fs::read(out_dir.join("firmware.elf")).expect("firmware.elf");
+    (text, flash_bytes(&elf))
+}
+
+/// The flash an ELF takes: its loadable, non-writable-only sections that are stored (text,
+/// rodata, and data's initial values).
+fn flash_bytes(elf: &[u8]) -> u64 {
+    use object::{Object, ObjectSection, SectionFlags};
+    let file = object::File::parse(elf).expect("an ELF");
+    file.sections()
+        .filter(|s| match s.flags() {
+            SectionFlags::Elf { sh_flags } => {
+                sh_flags & u64::from(object::elf::SHF_ALLOC) != 0
+                    && s.kind() != object::SectionKind::UninitializedData
+            }
+            _ => false,
+        })
+        .map(|s| s.size())
+        .sum()
 }

@@ -41,6 +41,9 @@ pub enum FormatErrorKind {
     DuplicateSection,
     /// An op's tensors disagree with its rules (shapes, dtypes, operand count, overlap).
     InvalidOp,
+    /// The model uses an op kind, activation or arithmetic this build does not link (its `OPS`
+    /// selection): a valid file, for another firmware.
+    NotLinked,
 }
 
 /// A model-file error: what is wrong, where, and (when relevant) which record.
@@ -98,6 +101,7 @@ impl FormatErrorKind {
             FormatErrorKind::MissingSection => "missing section",
             FormatErrorKind::DuplicateSection => "duplicate section",
             FormatErrorKind::InvalidOp => "op is inconsistent with its tensors",
+            FormatErrorKind::NotLinked => "the model uses an op this build does not link",
         }
     }
 }

@@ -448,7 +448,7 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
         .ok_or(e(K::OutOfRange, "op params"))?;
         if !selects(OPS, kind) {
             return Err(e(
-                K::InvalidOp,
+                K::NotLinked,
                 "this op kind is not linked into this build",
             ));
         }
@@ -456,14 +456,14 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
             .ok_or(e(K::InvalidValue, "op parameters"))?;
         if !op.activations().iter().all(|a| selects_activation(OPS, a)) {
             return Err(e(
-                K::InvalidOp,
+                K::NotLinked,
                 "this activation is not linked into this build",
             ));
         }
         if let Op::Binary { op: binary, .. } = op {
             if !selects_binary(OPS, binary) {
                 return Err(e(
-                    K::InvalidOp,
+                    K::NotLinked,
                     "this binary op is not linked into this build",
                 ));
             }

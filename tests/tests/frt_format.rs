@@ -140,7 +140,7 @@ fn a_build_selecting_other_ops_refuses_the_model_and_runs_its_own() {
     // Without Softmax: refused at load, naming the step.
     let err = Model::<WITHOUT_SOFTMAX>::load_selected(aligned.as_bytes())
         .expect_err("a build without Softmax refuses the model");
-    assert_eq!(err.kind, K::InvalidOp);
+    assert_eq!(err.kind, K::NotLinked);
     assert!(
         err.to_string().contains("not linked into this build"),
         "{err}"
@@ -149,7 +149,7 @@ fn a_build_selecting_other_ops_refuses_the_model_and_runs_its_own() {
     assert!(Model::<WITH_RELU>::load_selected(aligned.as_bytes()).is_ok());
     let err = Model::<WITH_TANH_ONLY>::load_selected(aligned.as_bytes())
         .expect_err("a build without Relu refuses the model");
-    assert_eq!(err.kind, K::InvalidOp);
+    assert_eq!(err.kind, K::NotLinked);
     assert!(
         err.to_string().contains("activation is not linked"),
         "{err}"
@@ -763,7 +763,7 @@ fn a_build_selecting_other_binary_ops_refuses_the_model() {
     const MUL_ONLY: Selection = with_binary_ops(op_mask(&[OpKind::Binary]), &[BinaryOp::Mul]);
     let err = Model::<MUL_ONLY>::load_selected(bytes.as_bytes())
         .expect_err("a build without Sub refuses the model");
-    assert_eq!(err.kind, K::InvalidOp);
+    assert_eq!(err.kind, K::NotLinked);
     assert!(err.to_string().contains("binary op is not linked"), "{err}");
 
     let a = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];

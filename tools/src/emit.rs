@@ -14,17 +14,11 @@ use ferrite_hal::{
 /// `OUTPUT_QUANTIZATION` and `OPS` (the op kinds it uses,
 /// for a device that links only their kernels) as constants.
 pub fn rust_module(model: &Model<'_>, frt_name: &str, source: &str) -> String {
-    let kinds: Vec<OpKind> = OpKind::ALL
-        .into_iter()
-        .filter(|&k| (0..model.len()).any(|i| model.step(i).is_some_and(|s| s.op.kind() == k)))
-        .collect();
+    let kinds = model_kinds(model);
     let dtypes = model_dtypes(model);
     let activations = model_activations(model);
     let binary = model_binary_ops(model);
-    let ops = with_binary_ops(
-        with_activations(selection(&kinds, &dtypes), &activations),
-        &binary,
-    );
+    let ops = model_selection(model);
     let kind_names: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
     let binary_names = if binary.is_empty() {
         String::new()
@@ -121,6 +115,27 @@ pub static MODEL: &[u8] = ferrite_core::include_model!("{frt_name}");
     )
 }
 
+/// The op kinds the model's steps use, in `OpKind::ALL` order.
+fn model_kinds(model: &Model<'_>) -> Vec<OpKind> {
+    OpKind::ALL
+        .into_iter()
+        .filter(|&k| (0..model.len()).any(|i| model.step(i).is_some_and(|s| s.op.kind() == k)))
+        .collect()
+}
+
+/// The selection (`ferrite_hal::Selection`) of what the model uses: its op kinds, dtypes,
+/// activations and binary arithmetic. A build with it links only the model's decoding, checks
+/// and kernels (`--emit rust`'s `OPS`, `--emit c`'s `ID_OPS` for ferrite-c's `FERRITE_OPS`).
+pub fn model_selection(model: &Model<'_>) -> u128 {
+    with_binary_ops(
+        with_activations(
+            selection(&model_kinds(model), &model_dtypes(model)),
+            &model_activations(model),
+        ),
+        &model_binary_ops(model),
+    )
+}
+
 /// Every activation the model's steps apply besides the identity, fused or standalone, in code
 /// order.
 fn model_activations(model: &Model<'_>) -> Vec<Activation> {
@@ -205,6 +220,9 @@ pub fn c_module(model: &Model<'_>, id: &str, source: &str) -> (String, String) {
         format!("#define {upper}_MODEL_BYTES {}", model.file_bytes()),
         format!("#define {upper}_INPUT_COUNT {}", model.input_count()),
         format!("#define {upper}_OUTPUT_COUNT {}", model.output_count()),
+        "/* What the model uses (ops, types, activations), as a ferrite_hal::Selection: build the".to_string(),
+        format!(" * library with FERRITE_OPS={:#x} to link only this model's code. */", model_selection(model)),
+        format!("#define {upper}_OPS \"{:#x}\"", model_selection(model)),
     ]
     .join("\n");
     h.push('\n');
