@@ -175,13 +175,8 @@ fn bench_qemu(
     inputs: &[NpyArray],
     request: BenchRequest<'_>,
 ) -> Result<BenchReport, RunError> {
-    let BenchRequest {
-        label,
-        runs,
-        profile,
-        ..
-    } = request;
-    let runs = runs.min(3);
+    let BenchRequest { label, profile, .. } = request;
+    let runs = request.runs.min(3);
     let result = qemu::run(board, bytes, model, inputs, runs)?;
     // Per-step counts come from a second, marked run (the markers add a few instructions per
     // step, which the unmarked run above does not have).
@@ -254,6 +249,13 @@ fn bench_qemu(
         board.describe(),
         if deterministic { "" } else { " (runs differ!)" }
     );
+    if request.runs > runs {
+        let _ = writeln!(
+            text,
+            "  {runs} runs of the {} asked for: every run executes the same instructions",
+            request.runs
+        );
+    }
     let _ = writeln!(
         text,
         "  flash {flash} B = firmware {} B + model {model_flash} B;  RAM {ram} B = arena {} B + static {} B + inference stack {} B (whole firmware's stack {} B)",

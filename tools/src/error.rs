@@ -69,13 +69,13 @@ pub enum PackError {
     #[error("tensor '{0}' stores its data in an external file, which is not supported yet; re-export the model with the weights embedded")]
     ExternalData(String),
     /// The default-domain opset is outside the supported range.
-    #[error("ONNX opset {0} is not supported (Ferrite reads opsets 7 to 27)")]
+    #[error("ONNX opset {0} is not supported (Ferrite reads opsets {min} to {max})", min = crate::onnx::MIN_OPSET, max = crate::onnx::MAX_OPSET)]
     Opset(i64),
     /// Nodes Ferrite cannot run.
     #[error("{0}")]
     Unsupported(UnsupportedReport),
     /// Graph inputs whose shapes are not fully known.
-    #[error("input shapes are not fully known: {0}; fix them with --input-shape NAME=1x3x96x96")]
+    #[error("input shapes are not fully known: {0}")]
     Symbolic(String),
     /// A `--input-shape` option is malformed or names no input.
     #[error("bad --input-shape: {0}")]

@@ -100,6 +100,8 @@ pub struct PlanGraph {
     /// The scale and zero point of each quantized graph input and output (an integer input
     /// dequantized by its first consumer, an integer output quantized by its producer).
     pub io_quantization: std::collections::BTreeMap<TensorId, (f32, i64)>,
+    /// What packing assumed and the report says (a symbolic batch dimension taken as 1).
+    pub notes: Vec<String>,
 }
 
 impl PlanGraph {

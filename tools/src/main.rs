@@ -53,16 +53,17 @@ enum Command {
         /// times the input's per-channel means on the calibration samples) to each bias.
         #[arg(long)]
         bias_correction: bool,
-        /// Also write source code embedding the model: `rust` writes OUT.rs next to OUT.frt (the
-        /// model as an aligned static in flash, `ARENA_BYTES` for the arena); `c` writes ID.h and
+        /// Also write source code embedding the model: `rust` writes NAME.rs next to OUT.frt,
+        /// NAME being OUT's stem as a Rust module name (the model as an aligned static in flash,
+        /// `ARENA_BYTES` for the arena); `c` writes ID.h and
         /// ID.c beside it, ID being OUT's stem as a C identifier (the model as an aligned
         /// `const uint8_t ID_model[]`, `#define`s of the arena, the inputs' and outputs' shapes,
         /// types, scales and zero points).
         #[arg(long, value_name = "LANG")]
         emit: Option<String>,
         /// Refuse the model if its arena needs more than this many bytes (the board's RAM
-        /// budget for the arena).
-        #[arg(long, value_name = "BYTES")]
+        /// budget for the arena): 65536, 64K or 64KiB, 1M (K = 1024 bytes).
+        #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
         max_arena: Option<usize>,
         /// Leave tensor and op names out of the .frt (they sit in flash for nothing); they go
         /// to OUT.names.json, which `inspect` reads when it lies next to the model.
@@ -83,12 +84,16 @@ enum Command {
         /// Inputs in graph-input order, or NAME=FILE.npy (none for a model without inputs).
         #[arg(long = "input", num_args = 1..)]
         inputs: Vec<String>,
-        /// Device to run on.
+        /// Device to run on: cpu, vulkan[:N], cuda[:N], qemu-m0, qemu-m4, qemu-m7 or qemu-m33
+        /// (`ferrite devices` lists what this machine has).
         #[arg(long, default_value = "cpu")]
         device: String,
-        /// Directory for `output_<i>.npy`.
+        /// Directory for `output_<i>.npy` (created if missing).
         #[arg(long = "out-dir")]
         out_dir: PathBuf,
+        /// Also print each output: its values, or the top 5 of a score vector.
+        #[arg(long)]
+        print: bool,
         #[command(flatten)]
         plan: PlanArgs,
     },
@@ -104,10 +109,11 @@ enum Command {
     Bench {
         /// The model.
         model: PathBuf,
-        /// Device to run on.
+        /// Device to run on: cpu, vulkan[:N], cuda[:N], qemu-m0, qemu-m4, qemu-m7 or qemu-m33
+        /// (`ferrite devices` lists what this machine has).
         #[arg(long, default_value = "cpu")]
         device: String,
-        /// Timed runs.
+        /// Timed runs (on qemu-*, at most 3: every run executes the same instructions).
         #[arg(long, default_value_t = 200)]
         runs: usize,
         /// Print JSON.
@@ -116,9 +122,12 @@ enum Command {
         /// Inputs (default: deterministic random data).
         #[arg(long = "input", num_args = 1..)]
         inputs: Vec<String>,
-        /// Also time each op (CPU device).
+        /// Also measure each op: time on cpu and vulkan, instructions on qemu-* (cuda replays
+        /// its plan as one graph and has no per-op figures).
         #[arg(long)]
         profile: bool,
+        #[command(flatten)]
+        plan: PlanArgs,
     },
     /// List the devices this machine can run on.
     Devices,
@@ -127,9 +136,13 @@ enum Command {
 /// How an ONNX model's inputs are pinned down at pack time.
 #[derive(clap::Args)]
 struct PlanArgs {
-    /// Fix an input's shape: NAME=1x3x96x96 (repeatable).
+    /// Fix an input's shape, NAME=1x3x96x96, or a symbolic dimension in every input,
+    /// SYMBOL=N (repeatable). A leading symbolic dimension left over is taken as 1.
     #[arg(long = "input-shape", value_name = "NAME=DIMS")]
     input_shapes: Vec<String>,
+    /// Refuse a symbolic leading (batch) dimension instead of taking it as 1.
+    #[arg(long)]
+    strict_shapes: bool,
     /// Freeze an input to a value known at pack time (e.g. a target shape): NAME=FILE.npy.
     #[arg(long = "constant", value_name = "NAME=FILE.npy")]
     constants: Vec<String>,
@@ -156,6 +169,7 @@ impl PlanArgs {
         }
         Ok(PackOptions {
             input_shapes,
+            strict_shapes: self.strict_shapes,
             constants,
         })
     }
@@ -199,8 +213,9 @@ fn main() -> ExitCode {
             inputs,
             device,
             out_dir,
+            print,
             plan,
-        } => cmd_run(&model, &inputs, &device, &out_dir, &plan),
+        } => cmd_run(&model, &inputs, &device, &out_dir, print, &plan),
         Command::Inspect { model, json } => cmd_inspect(&model, json),
         Command::Bench {
             model,
@@ -209,7 +224,8 @@ fn main() -> ExitCode {
             json,
             inputs,
             profile,
-        } => cmd_bench(&model, &device, runs, json, &inputs, profile),
+            plan,
+        } => cmd_bench(&model, &device, runs, json, &inputs, profile, &plan),
         Command::Devices => cmd_devices(),
     };
     match result {
@@ -231,7 +247,7 @@ fn device_spec(device: &str) -> Result<DeviceSpec, String> {
 
 fn cmd_devices() -> CliResult {
     println!(
-        "cpu        host CPU, Rust kernels (f32), SIMD build: {}",
+        "cpu        host CPU, Rust kernels (float and int8), SIMD build: {}",
         ferrite_cpu::CpuDevice::simd()
     );
     #[cfg(feature = "vulkan")]
@@ -356,8 +372,11 @@ fn calibration_progress() -> impl FnMut(ptq::Stage, usize, usize) {
 
 fn print_quantization(report: &ptq::QuantizationReport) {
     println!(
-        "  quantized:    int8: {} weight tensors (per channel), {} activations, calibrated on {} samples ({})",
-        report.weights, report.activations, report.samples, report.method
+        "  quantized:    int8: {} (per channel), {}, calibrated on {} ({})",
+        count(report.weights, "weight tensor"),
+        count(report.activations, "activation"),
+        count(report.samples, "sample"),
+        report.method
     );
     if report.biases_corrected > 0 {
         println!(
@@ -402,9 +421,24 @@ fn cmd_pack(
     let opts = plan.options()?;
     // Refuse an output over the input before any work (it is checked again when written).
     files::check_not_input(output, &[input]).map_err(|e| e.to_string())?;
+    let folder = output.parent().filter(|p| !p.as_os_str().is_empty());
+    if let Some(folder) = folder.filter(|f| !f.is_dir()) {
+        return Err(format!(
+            "-o {}: the folder {} does not exist",
+            output.display(),
+            folder.display()
+        ));
+    }
+    // `--emit rust`: OUT's stem as a Rust module name (`my-model.v2.frt` -> `my_model_v2.rs`).
+    let rust_module = output.with_file_name(format!(
+        "{}.rs",
+        ferrite_tools::emit::c_identifier(
+            &output.file_stem().unwrap_or_default().to_string_lossy()
+        )
+        .to_ascii_lowercase()
+    ));
     if emit_rust {
-        files::check_not_input(&output.with_extension("rs"), &[input])
-            .map_err(|e| e.to_string())?;
+        files::check_not_input(&rust_module, &[input]).map_err(|e| e.to_string())?;
     }
     // `--emit c`: the C identifier the files and symbols take, and the two files beside OUT.
     let c_files = emit_c.then(|| {
@@ -423,6 +457,12 @@ fn cmd_pack(
         files::check_not_input(&names_file, &[input]).map_err(|e| e.to_string())?;
     }
     let onnx = read(input)?;
+    if runner::is_frt(&onnx) {
+        return Err(format!(
+            "{} is already packed (a .frt file): run, inspect or bench it as it is",
+            input.display()
+        ));
+    }
     let (mut packed, quantization_report) = match &quantization {
         None => (pack::pack(&onnx, &opts).map_err(|e| e.to_string())?, None),
         Some(q) => {
@@ -453,7 +493,7 @@ fn cmd_pack(
     }
     files::write_atomic(output, &packed.bytes, &[input]).map_err(|e| e.to_string())?;
     if emit_rust {
-        let module = output.with_extension("rs");
+        let module = rust_module;
         let aligned = AlignedBytes::from(&packed.bytes[..]);
         let model = Model::load(aligned.as_bytes()).map_err(|e| e.to_string())?;
         let name = |p: &Path| {
@@ -491,11 +531,15 @@ fn cmd_pack(
     let r = &packed.report;
     let ops: Vec<String> = r.ops.iter().map(|(k, n)| format!("{k} x{n}")).collect();
     println!("packed {} -> {}", input.display(), output.display());
-    println!(
-        "  ops:          {} ({})",
-        packed.graph.ops.len(),
-        ops.join(", ")
-    );
+    if ops.is_empty() {
+        println!("  ops:          none (the outputs are inputs or constants)");
+    } else {
+        println!(
+            "  ops:          {} ({})",
+            packed.graph.ops.len(),
+            ops.join(", ")
+        );
+    }
     println!("  weights:      {} bytes", r.weights_bytes);
     println!(
         "  arena:        {} bytes (lower bound {}, {:.3}x)",
@@ -533,6 +577,9 @@ fn cmd_pack(
     if let Some(report) = &quantization_report {
         print_quantization(report);
     }
+    for note in &r.notes {
+        println!("  note:         {note}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -565,8 +612,82 @@ fn cmd_check(input: &Path, plan: &PlanArgs) -> CliResult {
     Ok(ExitCode::FAILURE)
 }
 
-fn load(model: &Path, options: &PackOptions) -> Result<AlignedBytes, String> {
-    runner::load_model_bytes(model, options).map_err(|e| e.to_string())
+/// Whether the file `path` holding `bytes` is a packed model (by content; a file named `.frt`
+/// is one too, so that a corrupt one reports its own error).
+fn is_packed(path: &Path, bytes: &[u8]) -> bool {
+    runner::is_frt(bytes)
+        || path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("frt"))
+}
+
+/// The packed model of `bytes` (read from `path`): a `.frt` as is, an ONNX model packed in
+/// memory with `options` (what it assumed on stderr).
+fn load_bytes(path: &Path, bytes: &[u8], options: &PackOptions) -> Result<AlignedBytes, String> {
+    if is_packed(path, bytes) {
+        return Ok(AlignedBytes::from(bytes));
+    }
+    let packed = pack::pack(bytes, options).map_err(|e| e.to_string())?;
+    for note in &packed.report.notes {
+        eprintln!("note: {note}");
+    }
+    Ok(AlignedBytes::from(&packed.bytes[..]))
+}
+
+/// For an ONNX model run on given arrays: each input without `--input-shape` takes its array's
+/// shape (so a model with symbolic dimensions runs on what it is given).
+fn shapes_from_arrays(
+    onnx: &[u8],
+    options: &mut PackOptions,
+    args: &[String],
+) -> Result<(), String> {
+    let graph = ferrite_tools::onnx::import(onnx).map_err(|e| e.to_string())?;
+    let names: Vec<&str> = graph
+        .inputs
+        .iter()
+        .map(|i| i.name.as_str())
+        .filter(|n| !options.constants.iter().any(|(c, _)| c == n))
+        .collect();
+    for (k, file) in runner::match_input_args(&names, args).map_err(|e| e.to_string())? {
+        let name = names[k];
+        if !options.input_shapes.iter().any(|(n, _)| n == name) {
+            let array = npy::read(Path::new(&file)).map_err(|e| e.to_string())?;
+            options.input_shapes.push((name.to_string(), array.shape));
+        }
+    }
+    Ok(())
+}
+
+/// `--max-arena`'s value: bytes, or with a unit, `64K`/`64KiB`/`64KB`, `1M` (K = 1024).
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (digits, unit) = t.split_at(split);
+    let scale: usize = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        _ => {
+            return Err(format!(
+                "'{text}': a number of bytes, or with K, M or G (1024-based)"
+            ))
+        }
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("'{text}': a number of bytes, or with K, M or G (1024-based)"))
+}
+
+/// `n thing` or `n things`.
+fn count(n: usize, thing: &str) -> String {
+    if n == 1 {
+        format!("1 {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
 }
 
 fn read_inputs(model: &Model<'_>, args: &[String]) -> Result<Vec<NpyArray>, String> {
@@ -582,10 +703,22 @@ fn cmd_run(
     inputs: &[String],
     device: &str,
     out_dir: &Path,
+    print: bool,
     plan: &PlanArgs,
 ) -> CliResult {
     let spec = device_spec(device)?;
-    let bytes = load(model_path, &plan.options()?)?;
+    if out_dir.exists() && !out_dir.is_dir() {
+        return Err(format!(
+            "--out-dir {}: exists and is not a folder",
+            out_dir.display()
+        ));
+    }
+    let raw = read(model_path)?;
+    let mut options = plan.options()?;
+    if !is_packed(model_path, &raw) {
+        shapes_from_arrays(&raw, &mut options, inputs)?;
+    }
+    let bytes = load_bytes(model_path, &raw, &options)?;
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
     let arrays = read_inputs(&model, inputs)?;
     let outputs =
@@ -601,7 +734,11 @@ fn cmd_run(
             .map(Path::new)
             .collect();
         npy::write_excluding(&path, out, &input_paths).map_err(|e| e.to_string())?;
-        println!("{}  {} {:?}", path.display(), out.dtype, out.shape);
+        let name = model.output(i).map(|t| t.name).unwrap_or("");
+        println!("{}  {name} {} {:?}", path.display(), out.dtype, out.shape);
+        if print {
+            println!("    {}", npy::describe_values(out));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -648,7 +785,14 @@ impl ShownNames {
 }
 
 fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
-    let bytes = AlignedBytes::from(&read(model_path)?[..]);
+    let raw = read(model_path)?;
+    if !is_packed(model_path, &raw) && ferrite_tools::onnx::import(&raw).is_ok() {
+        return Err(format!(
+            "{path} is an ONNX model, not a packed one: `ferrite pack {path} -o MODEL.frt` packs it (`ferrite check {path}` lists what Ferrite cannot run)",
+            path = model_path.display()
+        ));
+    }
+    let bytes = AlignedBytes::from(&raw[..]);
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
     let names = ShownNames::for_model(model_path, bytes.as_bytes());
     let describe = |index: usize| {
@@ -782,12 +926,18 @@ fn cmd_bench(
     as_json: bool,
     inputs: &[String],
     profile: bool,
+    plan: &PlanArgs,
 ) -> CliResult {
     device_spec(device)?;
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
-    let bytes = load(model_path, &PackOptions::default())?;
+    let raw = read(model_path)?;
+    let mut options = plan.options()?;
+    if !is_packed(model_path, &raw) && !inputs.is_empty() {
+        shapes_from_arrays(&raw, &mut options, inputs)?;
+    }
+    let bytes = load_bytes(model_path, &raw, &options)?;
     let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
     let arrays = if inputs.is_empty() {
         runner::synthetic_inputs(&model)

@@ -301,6 +301,71 @@ fn file_error(path: &str, e: crate::files::FileError) -> NpyError {
     }
 }
 
+/// The elements of `array` as numbers (bools as 0 and 1).
+pub fn values(array: &NpyArray) -> Vec<f64> {
+    let b = &array.bytes;
+    macro_rules! each {
+        ($n:literal, $f:expr) => {
+            b.chunks_exact($n)
+                .map(|c| $f(c.try_into().unwrap_or([0; $n])))
+                .collect()
+        };
+    }
+    match array.dtype {
+        DType::F32 => each!(4, |c| f64::from(f32::from_le_bytes(c))),
+        DType::F64 => each!(8, f64::from_le_bytes),
+        DType::F16 => each!(2, |c| f64::from(half::f16::from_le_bytes(c).to_f32())),
+        DType::BF16 => each!(2, |c| f64::from(half::bf16::from_le_bytes(c).to_f32())),
+        DType::I8 => each!(1, |c| f64::from(i8::from_le_bytes(c))),
+        DType::U8 | DType::Bool => each!(1, |c| f64::from(u8::from_le_bytes(c))),
+        DType::I16 => each!(2, |c| f64::from(i16::from_le_bytes(c))),
+        DType::U16 => each!(2, |c| f64::from(u16::from_le_bytes(c))),
+        DType::I32 => each!(4, |c| f64::from(i32::from_le_bytes(c))),
+        DType::U32 => each!(4, |c| f64::from(u32::from_le_bytes(c))),
+        DType::I64 => each!(8, |c| i64::from_le_bytes(c) as f64),
+        DType::U64 => each!(8, |c| u64::from_le_bytes(c) as f64),
+    }
+}
+
+/// What `ferrite run --print` shows of an output: the top 5 of a score vector (a float output
+/// with one dimension above 1, e.g. `[1, 10]`), else the values (the first 16 of a longer one).
+pub fn describe_values(array: &NpyArray) -> String {
+    let values = values(array);
+    let is_float = matches!(
+        array.dtype,
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16
+    );
+    let score_vector =
+        is_float && values.len() > 1 && array.shape.iter().filter(|&&d| d > 1).count() == 1;
+    if score_vector {
+        let mut order: Vec<usize> = (0..values.len()).collect();
+        order.sort_by(|&a, &b| values[b].total_cmp(&values[a]).then(a.cmp(&b)));
+        let top: Vec<String> = order
+            .iter()
+            .take(5)
+            .map(|&i| format!("{i}: {:.6}", values[i]))
+            .collect();
+        return format!("top {} of {}: {}", top.len(), values.len(), top.join(", "));
+    }
+    let shown: Vec<String> = values
+        .iter()
+        .take(16)
+        .map(|v| {
+            if is_float {
+                format!("{v:.6}")
+            } else {
+                format!("{v}")
+            }
+        })
+        .collect();
+    let more = values.len().saturating_sub(16);
+    if more > 0 {
+        format!("[{}, ... {more} more]", shown.join(", "))
+    } else {
+        format!("[{}]", shown.join(", "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

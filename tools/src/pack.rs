@@ -14,8 +14,11 @@ use std::collections::BTreeMap;
 /// Options of `ferrite pack`.
 #[derive(Clone, Debug, Default)]
 pub struct PackOptions {
-    /// `--input-shape NAME=1x3x96x96`: fixes every dimension of the named input.
+    /// `--input-shape NAME=1x3x96x96`: fixes every dimension of the named input;
+    /// `--input-shape SYMBOL=N`: the size of a named symbolic dimension, in every input.
     pub input_shapes: Vec<(String, Vec<usize>)>,
+    /// `--strict-shapes`: refuse a symbolic leading (batch) dimension instead of taking it as 1.
+    pub strict_shapes: bool,
     /// Inputs frozen to a value at pack time (they become constants and leave the input list).
     pub constants: Vec<(String, crate::tensor::HostTensor)>,
 }
@@ -54,6 +57,8 @@ pub struct PackReport {
     pub conv_strategies: BTreeMap<&'static str, usize>,
     /// The largest scratch buffer of any step, in bytes (included in `arena_bytes`).
     pub scratch_bytes: usize,
+    /// What packing assumed (a symbolic batch dimension taken as 1), one line each.
+    pub notes: Vec<String>,
 }
 
 impl PackReport {
@@ -70,6 +75,7 @@ impl PackReport {
             "file_bytes": self.file_bytes,
             "scratch_bytes": self.scratch_bytes,
             "convolutions": self.conv_strategies,
+            "notes": self.notes,
             "passes": {
                 "batch_norms_folded": p.batch_norms_folded,
                 "matmul_add_fused": p.matmul_add_fused,
@@ -123,22 +129,46 @@ pub struct Packed {
     pub report: PackReport,
 }
 
+/// What `lower` does with an input shape it cannot fix.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ShapeProblems {
+    /// Refuse the model (`pack`).
+    Refuse,
+    /// Report each as an unsupported input and go on with 1 for the unknown sizes (`check`).
+    Report,
+}
+
 /// Lowers `graph` to the plan IR, collecting every unsupported node.
 fn lower(
     graph: &Graph,
     options: &PackOptions,
-    symbolic_as_one: bool,
+    problems: ShapeProblems,
 ) -> Result<Lowerer, PackError> {
     let mut lw = Lowerer::new(graph.opset);
     let mut symbolic = Vec::new();
     let mut bad_inputs = Vec::new();
-    for (name, _) in &options.input_shapes {
-        if !graph.inputs.iter().any(|i| &i.name == name) {
-            let names: Vec<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+    let fixes = ShapeFixes::of(graph, options)?;
+    let names: Vec<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+    for (name, value) in &options.constants {
+        if !names.contains(&name.as_str()) {
             return Err(PackError::InputShape(format!(
-                "the model has no input '{name}' (inputs: {})",
+                "--constant {name}: the model has no input '{name}' (inputs: {})",
                 names.join(", ")
             )));
+        }
+        if options.constants.iter().filter(|(n, _)| n == name).count() > 1 {
+            return Err(PackError::InputShape(format!(
+                "--constant {name} is given twice"
+            )));
+        }
+        let input = graph.inputs.iter().find(|i| &i.name == name);
+        if let Some(want) = input.and_then(|i| dtype_from_onnx(i.elem_type)) {
+            if value.dtype != want {
+                return Err(PackError::InputShape(format!(
+                    "--constant {name}: input '{name}' is {want}, the array is {}",
+                    value.dtype
+                )));
+            }
         }
     }
     for input in &graph.inputs {
@@ -158,43 +188,31 @@ fn lower(
             lw.add_unknown(&input.name);
             continue;
         };
-        let fixed = options.input_shapes.iter().find(|(n, _)| n == &input.name);
-        let shape = match (fixed, &input.dims) {
-            (Some((_, dims)), declared) => {
-                if let Some(declared) = declared {
-                    let conflict = declared.len() != dims.len()
-                        || declared
-                            .iter()
-                            .zip(dims)
-                            .any(|(d, v)| matches!(d, Dim::Known(k) if k != v));
-                    if conflict {
-                        return Err(PackError::InputShape(format!(
-                            "'{}' is declared as {}, not {dims:?}",
-                            input.name,
-                            describe(declared)
-                        )));
-                    }
-                }
-                dims.clone()
+        let shape = match fixes.shape_of(input, options.strict_shapes)? {
+            Resolved::Shape(shape) => shape,
+            Resolved::Assumed { shape, note } => {
+                lw.graph.notes.push(note);
+                shape
             }
-            (None, Some(dims)) => {
-                if dims.iter().any(|d| matches!(d, Dim::Symbolic(_))) && !symbolic_as_one {
-                    symbolic.push(format!("'{}' is {}", input.name, describe(dims)));
+            Resolved::Unknown { problem, guess } => match problems {
+                ShapeProblems::Refuse => {
+                    symbolic.push(problem);
                     continue;
                 }
-                dims.iter()
-                    .map(|d| if let Dim::Known(k) = d { *k } else { 1 })
-                    .collect()
-            }
-            (None, None) => {
-                symbolic.push(format!("'{}' has no declared shape", input.name));
-                continue;
-            }
+                ShapeProblems::Report => {
+                    bad_inputs.push(Unsupported {
+                        op_type: "input".into(),
+                        node: input.name.clone(),
+                        reason: format!("shape not fully known: {problem}"),
+                    });
+                    guess
+                }
+            },
         };
         lw.add_input(&input.name, dtype, shape);
     }
     if !symbolic.is_empty() {
-        return Err(PackError::Symbolic(symbolic.join(", ")));
+        return Err(PackError::Symbolic(symbolic.join("; ")));
     }
     for (name, value) in &graph.initializers {
         lw.add_initializer(name, value.clone());
@@ -204,6 +222,193 @@ fn lower(
     }
     lw.errors.splice(0..0, bad_inputs);
     Ok(lw)
+}
+
+/// How one input's shape came out.
+enum Resolved {
+    /// Every dimension known or fixed.
+    Shape(Vec<usize>),
+    /// A leading symbolic dimension taken as 1, with the note that says so.
+    Assumed { shape: Vec<usize>, note: String },
+    /// Still unknown: what to tell the user, and the shape with 1 for each unknown (to go on
+    /// checking).
+    Unknown { problem: String, guess: Vec<usize> },
+}
+
+/// The `--input-shape` options, split into whole input shapes (`NAME=1x3x96x96`) and sizes of
+/// named symbolic dimensions (`SYMBOL=N`, fixing that symbol in every input, as tract's `--set`
+/// and onnxruntime's free-dimension overrides do).
+struct ShapeFixes<'a> {
+    inputs: Vec<(&'a str, &'a [usize])>,
+    symbols: BTreeMap<&'a str, usize>,
+}
+
+impl<'a> ShapeFixes<'a> {
+    fn of(graph: &Graph, options: &'a PackOptions) -> Result<ShapeFixes<'a>, PackError> {
+        let names: Vec<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
+        let mut symbol_names: Vec<&str> = graph
+            .inputs
+            .iter()
+            .flat_map(|i| i.dims.iter().flatten())
+            .filter_map(|d| match d {
+                Dim::Symbolic(s) if s != "?" => Some(s.as_str()),
+                _ => None,
+            })
+            .collect();
+        symbol_names.sort_unstable();
+        symbol_names.dedup();
+        let mut fixes = ShapeFixes {
+            inputs: Vec::new(),
+            symbols: BTreeMap::new(),
+        };
+        for (name, dims) in &options.input_shapes {
+            let twice = options
+                .input_shapes
+                .iter()
+                .filter(|(n, _)| n == name)
+                .count()
+                > 1;
+            if twice {
+                return Err(PackError::InputShape(format!(
+                    "--input-shape {name} is given twice"
+                )));
+            }
+            if names.contains(&name.as_str()) {
+                fixes.inputs.push((name, dims));
+            } else if symbol_names.contains(&name.as_str()) {
+                match dims[..] {
+                    [n] => {
+                        fixes.symbols.insert(name.as_str(), n);
+                    }
+                    _ => {
+                        return Err(PackError::InputShape(format!(
+                            "'{name}' is a symbolic dimension: give it one size (--input-shape {name}=N)"
+                        )))
+                    }
+                }
+            } else {
+                let symbols = if symbol_names.is_empty() {
+                    String::new()
+                } else {
+                    format!("; symbolic dimensions: {}", symbol_names.join(", "))
+                };
+                return Err(PackError::InputShape(format!(
+                    "the model has no input or symbolic dimension '{name}' (inputs: {}{symbols})",
+                    names.join(", ")
+                )));
+            }
+        }
+        Ok(fixes)
+    }
+
+    /// The shape `input` takes: `--input-shape NAME=...`, else its declared dims with each
+    /// symbol fixed by `--input-shape SYMBOL=N`, a leading one left over taken as 1 (unless
+    /// `strict`), else unknown.
+    fn shape_of(&self, input: &onnx::GraphInput, strict: bool) -> Result<Resolved, PackError> {
+        let name = &input.name;
+        let fixed = self.inputs.iter().find(|(n, _)| n == name).map(|(_, d)| *d);
+        let Some(declared) = &input.dims else {
+            return Ok(match fixed {
+                Some(dims) => Resolved::Shape(dims.to_vec()),
+                None => Resolved::Unknown {
+                    problem: format!(
+                        "'{name}' has no declared shape: pass --input-shape {name}=DIMxDIM..."
+                    ),
+                    guess: Vec::new(),
+                },
+            });
+        };
+        if let Some(dims) = fixed {
+            let conflict = declared.len() != dims.len()
+                || declared
+                    .iter()
+                    .zip(dims)
+                    .any(|(d, v)| matches!(d, Dim::Known(k) if k != v));
+            if conflict {
+                return Err(PackError::InputShape(format!(
+                    "'{name}' is declared as {}, not {dims:?}",
+                    describe(declared)
+                )));
+            }
+            return Ok(Resolved::Shape(dims.to_vec()));
+        }
+        let mut shape = Vec::with_capacity(declared.len());
+        let mut assumed = None;
+        let mut unknown = false;
+        for (axis, d) in declared.iter().enumerate() {
+            shape.push(match d {
+                Dim::Known(k) => *k,
+                Dim::Symbolic(s) => match self.symbols.get(s.as_str()) {
+                    Some(&n) => n,
+                    None if axis == 0 && !strict => {
+                        assumed = Some(s.clone());
+                        1
+                    }
+                    None => {
+                        unknown = true;
+                        1
+                    }
+                },
+            });
+        }
+        let flag = |shape: &[usize]| {
+            let dims: Vec<String> = declared
+                .iter()
+                .zip(shape)
+                .enumerate()
+                .map(|(axis, (d, &n))| match d {
+                    Dim::Symbolic(s) if !self.symbols.contains_key(s.as_str()) && axis > 0 => {
+                        if s == "?" {
+                            "N".to_string()
+                        } else {
+                            s.clone()
+                        }
+                    }
+                    _ => n.to_string(),
+                })
+                .collect();
+            format!("--input-shape {name}={}", dims.join("x"))
+        };
+        if unknown {
+            // The symbols the user must size (a leading one becomes 1 in the flag).
+            let mut open: Vec<&str> = declared
+                .iter()
+                .skip(1)
+                .filter_map(|d| match d {
+                    Dim::Symbolic(s) if !self.symbols.contains_key(s.as_str()) => Some(s.as_str()),
+                    _ => None,
+                })
+                .collect();
+            open.dedup();
+            let sizes = if open.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " with sizes for {} (or --input-shape SYMBOL=N to fix a symbol in every input)",
+                    open.join(", ")
+                )
+            };
+            return Ok(Resolved::Unknown {
+                problem: format!(
+                    "'{name}' is {}: pass {}{sizes}",
+                    describe(declared),
+                    flag(&shape)
+                ),
+                guess: shape,
+            });
+        }
+        Ok(match assumed {
+            Some(symbol) => Resolved::Assumed {
+                note: format!(
+                    "input '{name}' is {}: its leading dimension '{symbol}' is taken as 1 ({} to choose another size, --strict-shapes to refuse instead)",
+                    describe(declared),
+                    flag(&shape)
+                ),
+                shape,
+            },
+            None => Resolved::Shape(shape),
+        })
+    }
 }
 
 fn describe(dims: &[Dim]) -> String {
@@ -265,7 +470,7 @@ fn unsupported(graph: &Graph, lowering: Vec<Unsupported>) -> UnsupportedReport {
 /// taken as 1 for this check (`pack` requires them fixed).
 pub fn check(onnx_bytes: &[u8], options: &PackOptions) -> Result<UnsupportedReport, PackError> {
     let graph = onnx::import(onnx_bytes)?;
-    let lw = lower(&graph, options, true)?;
+    let lw = lower(&graph, options, ShapeProblems::Report)?;
     Ok(unsupported(&graph, lw.errors))
 }
 
@@ -275,7 +480,7 @@ pub fn to_plan(
     options: &PackOptions,
 ) -> Result<(PlanGraph, PassStats), PackError> {
     let graph = onnx::import(onnx_bytes)?;
-    let mut lw = lower(&graph, options, false)?;
+    let mut lw = lower(&graph, options, ShapeProblems::Refuse)?;
     if !lw.errors.is_empty() {
         let errors = std::mem::take(&mut lw.errors);
         return Err(PackError::Unsupported(unsupported(&graph, errors)));
@@ -343,6 +548,7 @@ pub fn pack_plan(mut graph: PlanGraph, passes: PassStats) -> Result<Packed, Pack
         passes,
         conv_strategies,
         scratch_bytes,
+        notes: graph.notes.clone(),
     };
     Ok(Packed {
         bytes,

@@ -294,25 +294,80 @@ pub fn check_inputs(model: &Model<'_>, inputs: &[NpyArray]) -> Result<(), RunErr
 
 /// Matches `NAME=FILE` arguments (or plain files in graph-input order) to input positions.
 pub fn order_inputs(model: &Model<'_>, args: &[String]) -> Result<Vec<(usize, String)>, RunError> {
-    let mut out = Vec::new();
-    for (i, arg) in args.iter().enumerate() {
-        let named = (0..model.input_count()).find_map(|k| {
-            let info = model.input(k)?;
-            arg.strip_prefix(info.name)
-                .and_then(|r| r.strip_prefix('='))
-                .map(|f| (k, f.to_string()))
+    let names: Vec<&str> = (0..model.input_count())
+        .filter_map(|i| model.input(i).map(|t| t.name))
+        .collect();
+    match_input_args(&names, args)
+}
+
+/// Matches `--input` arguments to the inputs `names`: `NAME=FILE` by name, plain files in
+/// order; each input once. An unknown name, a repeated or missing input, or too many files is
+/// an error that names the inputs.
+pub fn match_input_args(names: &[&str], args: &[String]) -> Result<Vec<(usize, String)>, RunError> {
+    let listed = || {
+        if names.is_empty() {
+            "the model has no inputs".to_string()
+        } else {
+            format!("inputs: {}", names.join(", "))
+        }
+    };
+    let mut slots: Vec<Option<String>> = vec![None; names.len()];
+    let mut next = 0;
+    for arg in args {
+        let named = names.iter().position(|n| {
+            arg.strip_prefix(n)
+                .is_some_and(|rest| rest.starts_with('='))
         });
-        out.push(named.unwrap_or((i, arg.clone())));
-    }
-    out.sort_by_key(|(k, _)| *k);
-    for (pos, (k, _)) in out.iter().enumerate() {
-        if *k != pos {
-            return Err(RunError::Input(
-                "each input must be given exactly once".into(),
-            ));
+        let (k, file) = match named {
+            Some(k) => (k, arg[names[k].len() + 1..].to_string()),
+            None => {
+                // `c=a.npy` names an input that does not exist (unless it is a file's path).
+                if let Some((name, _)) = arg.split_once('=') {
+                    if !Path::new(arg).exists() {
+                        return Err(RunError::Input(format!(
+                            "--input {arg}: the model has no input '{name}' ({})",
+                            listed()
+                        )));
+                    }
+                }
+                while slots.get(next).is_some_and(Option::is_some) {
+                    next += 1;
+                }
+                if next >= names.len() {
+                    return Err(RunError::Input(format!(
+                        "--input {arg}: more input files than the model's {} input(s) ({})",
+                        names.len(),
+                        listed()
+                    )));
+                }
+                (next, arg.clone())
+            }
+        };
+        if slots[k].replace(file).is_some() {
+            return Err(RunError::Input(format!(
+                "input '{}' is given twice",
+                names[k]
+            )));
         }
     }
-    Ok(out)
+    let missing: Vec<&str> = names
+        .iter()
+        .zip(&slots)
+        .filter(|(_, s)| s.is_none())
+        .map(|(n, _)| *n)
+        .collect();
+    if !missing.is_empty() {
+        return Err(RunError::Input(format!(
+            "missing input(s): {} ({}; --input NAME=FILE.npy)",
+            missing.join(", "),
+            listed()
+        )));
+    }
+    Ok(slots
+        .into_iter()
+        .enumerate()
+        .filter_map(|(k, s)| Some((k, s?)))
+        .collect())
 }
 
 /// A session's arena on the heap, 16-byte aligned.

@@ -184,9 +184,18 @@ fn bad_onnx_files() {
         .output("y")
         .encode();
     std::fs::write(&symbolic, model).unwrap();
+    // A leading symbolic dimension is taken as 1, with a note; --strict-shapes refuses with
+    // the exact flag to pass.
+    let out = ferrite(&["pack", s(&symbolic), "-o", s(&frt)]);
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("note:") && text.contains("its leading dimension 'batch' is taken as 1"),
+        "{text}"
+    );
     assert_error(
-        &ferrite(&["pack", s(&symbolic), "-o", s(&frt)]),
-        "'images' is [batchx3]",
+        &ferrite(&["pack", s(&symbolic), "-o", s(&frt), "--strict-shapes"]),
+        "'images' is [batchx3]: pass --input-shape images=1x3",
     );
     assert!(ferrite(&[
         "pack",
@@ -207,7 +216,7 @@ fn bad_onnx_files() {
             "--input-shape",
             "nope=2x3",
         ]),
-        "no input 'nope'",
+        "no input or symbolic dimension 'nope'",
     );
     assert_error(
         &ferrite(&[
@@ -325,7 +334,7 @@ fn bad_frt_and_inputs() {
             "--out-dir",
             s(&out_dir),
         ]),
-        "1 input(s), 2 were given",
+        "more input files than the model's 1 input(s) (inputs: x)",
     );
     let not_npy = dir.join("not.npy");
     std::fs::write(&not_npy, b"hello").unwrap();

@@ -163,7 +163,27 @@ impl Lowerer {
             return;
         }
         let result = self.lower_checked(node);
-        if let Err(reason) = result {
+        if let Err(mut reason) = result {
+            // A value that must be known at pack time but is a graph input: say how to fix it.
+            if reason.contains("must be a constant") {
+                let inputs: Vec<&str> = node
+                    .inputs
+                    .iter()
+                    .skip(1)
+                    .filter(|n| {
+                        self.graph
+                            .inputs
+                            .iter()
+                            .any(|&t| self.graph.tensors[t].name == **n)
+                    })
+                    .map(String::as_str)
+                    .collect();
+                for name in inputs {
+                    reason += &format!(
+                        "; '{name}' is a graph input: freeze it with --constant {name}=FILE.npy"
+                    );
+                }
+            }
             self.errors.push(Unsupported {
                 op_type: if is_default_domain(&node.domain) {
                     node.op_type.clone()
