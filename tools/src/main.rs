@@ -74,6 +74,10 @@ enum Command {
     Check {
         /// The ONNX model.
         input: PathBuf,
+        /// Also list the ops this device cannot run (cpu, vulkan, cuda, qemu-m0|m4|m7|m33),
+        /// from its kernel list, before any run.
+        #[arg(long)]
+        device: Option<String>,
         #[command(flatten)]
         plan: PlanArgs,
     },
@@ -207,7 +211,11 @@ fn main() -> ExitCode {
             max_arena,
             strip_names,
         ),
-        Command::Check { input, plan } => cmd_check(&input, &plan),
+        Command::Check {
+            input,
+            device,
+            plan,
+        } => cmd_check(&input, device.as_deref(), &plan),
         Command::Run {
             model,
             inputs,
@@ -591,23 +599,59 @@ fn ratio(a: usize, b: usize) -> f64 {
     }
 }
 
-fn cmd_check(input: &Path, plan: &PlanArgs) -> CliResult {
+fn cmd_check(input: &Path, device: Option<&str>, plan: &PlanArgs) -> CliResult {
+    let spec = device.map(device_spec).transpose()?;
     let opts = plan.options()?;
-    let report = pack::check(&read(input)?, &opts).map_err(|e| e.to_string())?;
-    if report.items.is_empty() {
+    let onnx = read(input)?;
+    let report = pack::check(&onnx, &opts).map_err(|e| e.to_string())?;
+    if !report.items.is_empty() {
+        println!(
+            "{}: {} node(s) cannot run on Ferrite",
+            input.display(),
+            report.items.len()
+        );
+        for (op, nodes) in report.grouped() {
+            println!("  {op} ({} node(s))", nodes.len());
+            for (node, reason) in nodes {
+                println!("    {node}: {reason}");
+            }
+        }
+        return Ok(ExitCode::FAILURE);
+    }
+    let Some((spec, device)) = spec.zip(device) else {
         println!("{}: every node is supported", input.display());
+        return Ok(ExitCode::SUCCESS);
+    };
+    // The device's kernels, against the packed plan (what its session would refuse).
+    let packed = pack::pack(&onnx, &opts).map_err(|e| e.to_string())?;
+    let bytes = AlignedBytes::from(&packed.bytes[..]);
+    let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
+    let missing = runner::unsupported_steps(&model, spec).map_err(|e| e.to_string())?;
+    if let DeviceSpec::Qemu(board) = spec {
+        if board.embeds_model() {
+            println!(
+                "note: the {device} firmware embeds the digits demo model in flash and runs only that one"
+            );
+        }
+    }
+    if missing.is_empty() {
+        println!(
+            "{}: every node is supported, and {device} runs every op of the packed plan",
+            input.display()
+        );
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "{}: {} node(s) cannot run on Ferrite",
+        "{}: every node is supported, but {device} cannot run {} of the packed plan's {} steps:",
         input.display(),
-        report.items.len()
+        missing.len(),
+        model.len()
     );
-    for (op, nodes) in report.grouped() {
-        println!("  {op} ({} node(s))", nodes.len());
-        for (node, reason) in nodes {
-            println!("    {node}: {reason}");
-        }
+    for (step, op) in &missing {
+        println!(
+            "  #{step:<3} {op:<24} {}",
+            model.op_name(*step).unwrap_or("")
+        );
     }
     Ok(ExitCode::FAILURE)
 }

@@ -337,3 +337,32 @@ fn small_things_a_user_reads() {
     );
     let _ = attr_int;
 }
+
+#[test]
+fn check_says_which_ops_a_device_cannot_run() {
+    let dir = temp_dir("ux-check");
+    let onnx = dir.join("mlp.onnx");
+    std::fs::write(&onnx, tiny_mlp()).unwrap();
+    let text = stdout(&ferrite(&["check", s(&onnx), "--device", "vulkan"]));
+    assert!(
+        text.contains("vulkan runs every op of the packed plan"),
+        "{text}"
+    );
+    // An integer model: the CPU runs it, Vulkan and the float-only Cortex-M0 firmware do not.
+    let int8 = dir.join("int8.onnx");
+    std::fs::write(&int8, ferrite_tools::onnx::build::border_quantized_model()).unwrap();
+    assert!(stdout(&ferrite(&["check", s(&int8), "--device", "cpu"])).contains("cpu runs every op"));
+    for device in ["vulkan", "qemu-m0"] {
+        let out = ferrite(&["check", s(&int8), "--device", device]);
+        assert!(!out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            text.contains(&format!("but {device} cannot run")) && text.contains("(int8)"),
+            "{text}"
+        );
+    }
+    assert_error(
+        &ferrite(&["check", s(&onnx), "--device", "tpu"]),
+        "unknown device 'tpu'",
+    );
+}
