@@ -35,12 +35,116 @@ pub struct BenchRequest<'a> {
 pub struct BenchReport {
     json: Value,
     text: String,
+    steps: Vec<StepFigure>,
+    unit: Unit,
+}
+
+/// What a per-step figure counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Unit {
+    /// Median microseconds (a host device).
+    Microseconds,
+    /// Instructions (QEMU).
+    Instructions,
+}
+
+/// One step's figure from `--profile`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StepFigure {
+    /// The op, with its variant (`Conv+Relu`).
+    pub op: String,
+    /// The node's name.
+    pub name: String,
+    /// Its multiply-accumulates (convolutions and matrix products).
+    pub macs: Option<u64>,
+    /// Microseconds or instructions (see [`BenchReport::unit`]).
+    pub value: f64,
 }
 
 impl BenchReport {
     /// The figures as `ferrite bench --json` prints them.
     pub fn json(&self) -> &Value {
         &self.json
+    }
+
+    /// The per-step figures (empty without `profile`).
+    pub fn steps(&self) -> &[StepFigure] {
+        &self.steps
+    }
+
+    /// What the per-step figures count.
+    pub fn unit(&self) -> Unit {
+        self.unit
+    }
+
+    /// The profile in Chrome's trace-event format (Perfetto and `chrome://tracing` open it):
+    /// one complete event per step, back to back, with its MACs; on QEMU one instruction is
+    /// shown as one microsecond.
+    pub fn trace(&self) -> Value {
+        let mut at = 0.0;
+        let events: Vec<Value> = self
+            .steps
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let event = json!({
+                    "name": s.op,
+                    "cat": "step",
+                    "ph": "X",
+                    "ts": at,
+                    "dur": s.value,
+                    "pid": 1,
+                    "tid": 1,
+                    "args": {
+                        "step": i,
+                        "node": s.name,
+                        "macs": s.macs,
+                        self.unit_key(): s.value,
+                    },
+                });
+                at += s.value;
+                event
+            })
+            .collect();
+        json!({
+            "traceEvents": events,
+            "displayTimeUnit": "ms",
+            "otherData": {
+                "model": self.json["model"],
+                "device": self.json["device"],
+                "unit": match self.unit {
+                    Unit::Microseconds => "median microseconds per step",
+                    Unit::Instructions => "instructions per step (shown as microseconds)",
+                },
+            },
+        })
+    }
+
+    /// The profile as CSV: `step,op,name,macs,` then `median_us` or `instructions`.
+    pub fn csv(&self) -> String {
+        let quote = |t: &str| format!("\"{}\"", t.replace('"', "\"\""));
+        let mut out = format!("step,op,name,macs,{}\n", self.unit_key());
+        for (i, s) in self.steps.iter().enumerate() {
+            let value = match self.unit {
+                Unit::Microseconds => format!("{:.3}", s.value),
+                Unit::Instructions => format!("{:.0}", s.value),
+            };
+            let _ = writeln!(
+                out,
+                "{i},{},{},{},{value}",
+                quote(&s.op),
+                quote(&s.name),
+                s.macs.map(|m| m.to_string()).unwrap_or_default(),
+            );
+        }
+        out
+    }
+
+    fn unit_key(&self) -> &'static str {
+        match self.unit {
+            Unit::Microseconds => "median_us",
+            Unit::Instructions => "instructions",
+        }
     }
 }
 
@@ -122,7 +226,13 @@ fn bench_host(
             100.0 * us / total.max(1e-9)
         );
     }
-    Ok(BenchReport { json, text })
+    let steps = figures(model, steps.into_iter());
+    Ok(BenchReport {
+        json,
+        text,
+        steps,
+        unit: Unit::Microseconds,
+    })
 }
 
 /// The per-model firmware's figures (`boards/template` built around the model).
@@ -286,5 +396,30 @@ fn bench_qemu(
             100.0 * *n as f64 / total.max(1) as f64
         );
     }
-    Ok(BenchReport { json, text })
+    let steps = figures(
+        model,
+        steps.into_iter().map(|(op, name, n)| (op, name, n as f64)),
+    );
+    Ok(BenchReport {
+        json,
+        text,
+        steps,
+        unit: Unit::Instructions,
+    })
+}
+
+/// Per-step figures with each step's MACs.
+fn figures(
+    model: &Model<'_>,
+    steps: impl Iterator<Item = (String, String, f64)>,
+) -> Vec<StepFigure> {
+    steps
+        .enumerate()
+        .map(|(i, (op, name, value))| StepFigure {
+            op,
+            name,
+            macs: crate::plan_view::macs(model, i),
+            value,
+        })
+        .collect()
 }

@@ -21,6 +21,7 @@ pub mod npy;
 pub mod onnx;
 pub mod pack;
 pub mod passes;
+pub mod plan_view;
 pub mod planner;
 pub mod ptq;
 pub mod qemu;

@@ -10,6 +10,7 @@ use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::files;
 use ferrite_tools::npy::{self, NpyArray};
 use ferrite_tools::pack::{self, op_label, parse_input_shape, PackOptions};
+use ferrite_tools::plan_view;
 use ferrite_tools::ptq;
 use ferrite_tools::runner::{self, DeviceSpec, RunError};
 use serde_json::json;
@@ -88,7 +89,7 @@ enum Command {
         /// Inputs in graph-input order, or NAME=FILE.npy (none for a model without inputs).
         #[arg(long = "input", num_args = 1..)]
         inputs: Vec<String>,
-        /// Device to run on: cpu, vulkan[:N], cuda[:N], qemu-m0, qemu-m4, qemu-m7 or qemu-m33
+        /// Device to run on: cpu, vulkan or vulkan:N, cuda or cuda:N, qemu-m0, qemu-m4, qemu-m7, qemu-m33
         /// (`ferrite devices` lists what this machine has).
         #[arg(long, default_value = "cpu")]
         device: String,
@@ -105,15 +106,19 @@ enum Command {
     Inspect {
         /// The .frt model.
         model: PathBuf,
-        /// Print JSON.
+        /// Print JSON (names in full).
         #[arg(long)]
         json: bool,
+        /// Also draw the memory plan as an SVG: step across, arena offset down, one rectangle
+        /// per tensor lifetime (names on hover).
+        #[arg(long, value_name = "FILE.svg")]
+        plot: Option<PathBuf>,
     },
     /// Time repeated inferences.
     Bench {
         /// The model.
         model: PathBuf,
-        /// Device to run on: cpu, vulkan[:N], cuda[:N], qemu-m0, qemu-m4, qemu-m7 or qemu-m33
+        /// Device to run on: cpu, vulkan or vulkan:N, cuda or cuda:N, qemu-m0, qemu-m4, qemu-m7, qemu-m33
         /// (`ferrite devices` lists what this machine has).
         #[arg(long, default_value = "cpu")]
         device: String,
@@ -130,6 +135,13 @@ enum Command {
         /// its plan as one graph and has no per-op figures).
         #[arg(long)]
         profile: bool,
+        /// With --profile: also write the per-op profile in Chrome's trace-event format
+        /// (opens in Perfetto), with each op's MACs.
+        #[arg(long, value_name = "FILE.json", requires = "profile")]
+        trace: Option<PathBuf>,
+        /// With --profile: print the per-op profile as CSV instead of the table.
+        #[arg(long, requires = "profile", conflicts_with = "json")]
+        csv: bool,
         #[command(flatten)]
         plan: PlanArgs,
     },
@@ -224,7 +236,7 @@ fn main() -> ExitCode {
             print,
             plan,
         } => cmd_run(&model, &inputs, &device, &out_dir, print, &plan),
-        Command::Inspect { model, json } => cmd_inspect(&model, json),
+        Command::Inspect { model, json, plot } => cmd_inspect(&model, json, plot.as_deref()),
         Command::Bench {
             model,
             device,
@@ -232,8 +244,22 @@ fn main() -> ExitCode {
             json,
             inputs,
             profile,
+            trace,
+            csv,
             plan,
-        } => cmd_bench(&model, &device, runs, json, &inputs, profile, &plan),
+        } => cmd_bench(
+            &model,
+            &device,
+            runs,
+            BenchOutput {
+                json,
+                csv,
+                trace: trace.as_deref(),
+            },
+            &inputs,
+            profile,
+            &plan,
+        ),
         Command::Devices => cmd_devices(),
     };
     match result {
@@ -828,7 +854,7 @@ impl ShownNames {
     }
 }
 
-fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
+fn cmd_inspect(model_path: &Path, as_json: bool, plot: Option<&Path>) -> CliResult {
     let raw = read(model_path)?;
     if !is_packed(model_path, &raw) && ferrite_tools::onnx::import(&raw).is_ok() {
         return Err(format!(
@@ -879,9 +905,13 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
                 })
                 .collect()
         };
+        let output = step.outputs.get(0);
         ops.push(json!({
             "index": i,
             "op": op_label(&step.op),
+            "output_dtype": output.map(|d| d.dtype.name()),
+            "output_shape": output.map(|d| d.shape.dims().to_vec()),
+            "macs": plan_view::macs(&model, i),
             "name": names.op(i, model.op_name(i).unwrap_or("")),
             "inputs": tensors(step.inputs),
             "outputs": tensors(step.outputs),
@@ -896,6 +926,19 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
             }
         }
     }
+    let plan = plan_view::lifetimes(&model, |t, stored| names.tensor(t, stored));
+    if let Some(path) = plot {
+        let title = model_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let svg = plan_view::svg(&model, &plan, &title);
+        files::write_atomic(path, svg.as_bytes(), &[model_path]).map_err(|e| e.to_string())?;
+    }
+    let plan_json: Vec<serde_json::Value> = plan
+        .iter()
+        .map(|r| json!({"name": r.name, "aliases": r.aliases, "offset": r.offset, "bytes": r.bytes, "first_step": r.first, "last_step": r.last, "scratch": r.scratch}))
+        .collect();
     let doc = json!({
         "file_bytes": model.file_bytes(),
         "weights_bytes": model.weights_bytes(),
@@ -905,6 +948,7 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
         "inputs": inputs,
         "outputs": outputs,
         "arena_tensors": arena,
+        "arena_plan": plan_json,
     });
     if as_json {
         println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
@@ -937,37 +981,94 @@ fn cmd_inspect(model_path: &Path, as_json: bool) -> CliResult {
         }
     }
     println!("  ops ({}):", model.len());
+    println!(
+        "    {:<4} {:<22} {:<26} {:>12}  name",
+        "#", "op", "output", "MACs"
+    );
     for op in &ops {
+        let shape: Vec<String> = op["output_shape"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|d| d.to_string())
+            .collect();
+        let output = format!(
+            "{} [{}]",
+            op["output_dtype"].as_str().unwrap_or(""),
+            shape.join(",")
+        );
+        let macs = op["macs"]
+            .as_u64()
+            .map_or_else(|| "-".to_string(), thousands);
+        let scratch = match op["scratch_bytes"].as_u64() {
+            Some(0) | None => String::new(),
+            Some(s) => format!("  (scratch {s} B)"),
+        };
         println!(
-            "    #{:<3} {:<22} {:<24} {} -> {}{}",
-            op["index"],
+            "    {:<4} {:<22} {:<26} {:>12}  {}{scratch}",
+            op["index"].as_u64().unwrap_or(0),
             op["op"].as_str().unwrap_or(""),
-            op["name"].as_str().unwrap_or(""),
-            op["inputs"],
-            op["outputs"],
-            match op["scratch_bytes"].as_u64() {
-                Some(0) | None => String::new(),
-                Some(s) => format!("  (scratch {s} B)"),
-            }
+            output,
+            macs,
+            plan_view::shorten(op["name"].as_str().unwrap_or(""), 48)
         );
     }
-    println!("  arena plan:");
-    for t in &arena {
+    let total: u64 = ops.iter().filter_map(|o| o["macs"].as_u64()).sum();
+    if total > 0 {
+        println!("    {:>67}  in all", thousands(total));
+    }
+    println!("  arena plan (offset, bytes, the steps each region is live in):");
+    for r in &plan {
+        let also = if r.aliases > 0 {
+            format!(
+                " (+{} alias{})",
+                r.aliases,
+                if r.aliases == 1 { "" } else { "es" }
+            )
+        } else {
+            String::new()
+        };
         println!(
-            "    [{:>8} .. {:>8})  {}",
-            t["offset"],
-            t["offset"].as_u64().unwrap_or(0) + t["bytes"].as_u64().unwrap_or(0),
-            t["name"].as_str().unwrap_or("")
+            "    [{:>8} .. {:>8}) {:>8} B  steps {:>3}-{:<3}  {}{also}",
+            r.offset,
+            r.offset + r.bytes,
+            r.bytes,
+            r.first,
+            r.last,
+            plan_view::shorten(&r.name, 48)
         );
+    }
+    if let Some(path) = plot {
+        println!("  plan drawn in {}", path.display());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `1234567` as `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// How `bench` reports: JSON or CSV on stdout instead of the text, and a trace file.
+struct BenchOutput<'a> {
+    json: bool,
+    csv: bool,
+    trace: Option<&'a Path>,
 }
 
 fn cmd_bench(
     model_path: &Path,
     device: &str,
     runs: usize,
-    as_json: bool,
+    output: BenchOutput<'_>,
     inputs: &[String],
     profile: bool,
     plan: &PlanArgs,
@@ -997,10 +1098,22 @@ fn cmd_bench(
     };
     let report = ferrite_tools::bench::bench(bytes.as_bytes(), &model, &arrays, request)
         .map_err(|e| e.to_string())?;
-    if as_json {
+    if let Some(path) = output.trace {
+        let trace = serde_json::to_vec_pretty(&report.trace()).map_err(|e| e.to_string())?;
+        files::write_atomic(path, &trace, &[model_path]).map_err(|e| e.to_string())?;
+    }
+    if output.json {
         println!("{}", report.json());
+    } else if output.csv {
+        print!("{}", report.csv());
     } else {
         print!("{report}");
+        if let Some(path) = output.trace {
+            println!(
+                "  trace written to {} (open it in Perfetto)",
+                path.display()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -814,6 +814,27 @@ fn qemu_m4_through_the_cli() {
         .all(|op| op["instructions"].as_u64().unwrap_or(0) > 0));
     let text = String::from_utf8_lossy(&ferrite(&args[..5]).stdout).into_owned();
     assert!(text.contains("instr.") && text.contains("%"), "{text}");
+    // More runs than QEMU needs: it says what it does, and the trace counts instructions.
+    let trace = dir.join("trace.json");
+    let out = ferrite(&[
+        "bench",
+        s(&frt),
+        "--device",
+        "qemu-m4",
+        "--runs",
+        "5",
+        "--profile",
+        "--trace",
+        s(&trace),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(text.contains("3 runs of the 5 asked for"), "{text}");
+    let trace: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    assert_eq!(
+        trace["traceEvents"].as_array().map(Vec::len),
+        Some(ops.len())
+    );
+    assert!(trace["traceEvents"][0]["args"]["instructions"].as_f64() > Some(0.0));
 }
 
 /// `pack --emit rust` writes the module next to the `.frt`; `--max-arena` refuses a model whose

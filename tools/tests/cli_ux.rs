@@ -296,7 +296,9 @@ fn small_things_a_user_reads() {
     // The help lists the device values and what --profile measures where.
     let help = stdout(&ferrite(&["bench", "--help"]));
     assert!(
-        help.contains("cpu, vulkan[:N], cuda[:N], qemu-m0, qemu-m4, qemu-m7 or qemu-m33"),
+        help.contains(
+            "cpu, vulkan or vulkan:N, cuda or cuda:N, qemu-m0, qemu-m4, qemu-m7, qemu-m33"
+        ),
         "{help}"
     );
     assert!(help.contains("instructions on qemu-*"), "{help}");
@@ -314,11 +316,16 @@ fn small_things_a_user_reads() {
         .output("y")
         .encode();
     std::fs::write(&identity, model).unwrap();
-    let out = ferrite(&["pack", s(&identity), "-o", s(&dir.join("identity.frt"))]);
-    if out.status.success() {
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(!text.contains("0 ()"), "{text}");
-    }
+    let text = stdout(&ferrite(&[
+        "pack",
+        s(&identity),
+        "-o",
+        s(&dir.join("identity.frt")),
+    ]));
+    assert!(
+        text.contains("ops:          none") && !text.contains("0 ()"),
+        "{text}"
+    );
     // The opset range in the error is the code's.
     let old = dir.join("old.onnx");
     let model = ModelBuilder::new(1)
@@ -335,7 +342,6 @@ fn small_things_a_user_reads() {
             ferrite_tools::onnx::MAX_OPSET
         ),
     );
-    let _ = attr_int;
 }
 
 #[test]
@@ -365,4 +371,172 @@ fn check_says_which_ops_a_device_cannot_run() {
         &ferrite(&["check", s(&onnx), "--device", "tpu"]),
         "unknown device 'tpu'",
     );
+}
+
+/// A minimal XML check: every tag closed in order, attributes quoted, text escaped.
+fn well_formed(xml: &str) -> Result<usize, String> {
+    let mut stack: Vec<String> = Vec::new();
+    let mut elements = 0;
+    let mut rest = xml;
+    while let Some(start) = rest.find('<') {
+        let text = &rest[..start];
+        if text.contains('>') || (text.contains('&') && !text.contains(';')) {
+            return Err(format!("unescaped text: {text}"));
+        }
+        let end = rest[start..].find('>').ok_or("an unclosed tag")? + start;
+        let tag = &rest[start + 1..end];
+        if let Some(name) = tag.strip_prefix('/') {
+            if stack.pop().as_deref() != Some(name.trim()) {
+                return Err(format!("</{name}> closes nothing open"));
+            }
+        } else {
+            elements += 1;
+            let name: String = tag
+                .chars()
+                .take_while(|c| !c.is_whitespace() && *c != '/')
+                .collect();
+            if !tag.matches('"').count().is_multiple_of(2) {
+                return Err(format!("unbalanced quotes in <{tag}>"));
+            }
+            if !tag.ends_with('/') {
+                stack.push(name);
+            }
+        }
+        rest = &rest[end + 1..];
+    }
+    if stack.is_empty() {
+        Ok(elements)
+    } else {
+        Err(format!("unclosed: {stack:?}"))
+    }
+}
+
+#[test]
+fn inspect_is_readable_and_draws_the_plan() {
+    let dir = temp_dir("ux-inspect");
+    // A chain of convolutions with a 250-character name, as tf2onnx writes them.
+    let long = format!("model/{}/conv", "block".repeat(49));
+    let w: Vec<f32> = (0..4 * 2 * 3 * 3)
+        .map(|i| (i % 7) as f32 * 0.1 - 0.3)
+        .collect();
+    let onnx = dir.join("conv.onnx");
+    let model = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(2), D::N(8), D::N(8)])
+        .init_f32("w", &[4, 2, 3, 3], &w)
+        .node("Conv", &long, &["x", "w"], &["c"], vec![])
+        .node(
+            "Softmax",
+            "softmax",
+            &["c"],
+            &["y"],
+            vec![attr_int("axis", 1)],
+        )
+        .output("y")
+        .encode();
+    std::fs::write(&onnx, model).unwrap();
+    let frt = dir.join("conv.frt");
+    stdout(&ferrite(&["pack", s(&onnx), "-o", s(&frt)]));
+    let svg_path = dir.join("plan.svg");
+    let text = stdout(&ferrite(&["inspect", s(&frt), "--plot", s(&svg_path)]));
+    // Names shortened in the table, in full in --json; output shape and MACs per step.
+    assert!(text.lines().all(|l| l.chars().count() < 140), "{text}");
+    assert!(
+        text.contains("model/blockblock") && text.contains('…'),
+        "{text}"
+    );
+    // 4 x 6 x 6 outputs, each 2 channels x 3x3.
+    assert!(
+        text.contains("float32 [1,4,6,6]") && text.contains("2,592"),
+        "{text}"
+    );
+    assert!(text.contains("steps   0-1"), "{text}");
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout(&ferrite(&["inspect", s(&frt), "--json"]))).unwrap();
+    assert_eq!(json["ops"][0]["name"], serde_json::json!(long));
+    assert_eq!(json["ops"][0]["macs"], serde_json::json!(2592));
+    assert_eq!(json["ops"][1]["macs"], serde_json::Value::Null);
+    assert_eq!(
+        json["ops"][0]["output_shape"],
+        serde_json::json!([1, 4, 6, 6])
+    );
+    let plan = json["arena_plan"].as_array().unwrap();
+    assert!(plan
+        .iter()
+        .any(|r| r["first_step"] == 0 && r["last_step"] == 1));
+    // The picture: well-formed, one rectangle with a title per plan row, the peak marked.
+    let svg = std::fs::read_to_string(&svg_path).unwrap();
+    well_formed(&svg).unwrap();
+    assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+    let rects = svg.matches("<rect class=\"tensor\"").count()
+        + svg.matches("<rect class=\"scratch\"").count();
+    assert_eq!(rects, plan.len());
+    assert!(
+        svg.contains(&format!("<title>scratch of step 0 ({long})")),
+        "full names on hover"
+    );
+    assert!(svg.contains("class=\"peak\"") && svg.contains("peak: "));
+    assert!(well_formed("<a><b></a>").is_err());
+}
+
+#[test]
+fn bench_writes_the_profile_as_a_trace_and_as_csv() {
+    let dir = temp_dir("ux-trace");
+    let onnx = dir.join("mlp.onnx");
+    std::fs::write(&onnx, tiny_mlp()).unwrap();
+    let frt = dir.join("mlp.frt");
+    stdout(&ferrite(&["pack", s(&onnx), "-o", s(&frt)]));
+    let steps = {
+        let json: serde_json::Value =
+            serde_json::from_str(&stdout(&ferrite(&["inspect", s(&frt), "--json"]))).unwrap();
+        json["ops"].as_array().unwrap().clone()
+    };
+    let trace_path = dir.join("trace.json");
+    let text = stdout(&ferrite(&[
+        "bench",
+        s(&frt),
+        "--runs",
+        "3",
+        "--profile",
+        "--trace",
+        s(&trace_path),
+    ]));
+    assert!(text.contains("trace written to"), "{text}");
+    let trace: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&trace_path).unwrap()).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    assert_eq!(events.len(), steps.len());
+    let mut at = 0.0;
+    for (event, step) in events.iter().zip(&steps) {
+        assert_eq!(event["ph"], "X");
+        assert_eq!(event["name"], step["op"]);
+        assert_eq!(event["args"]["macs"], step["macs"]);
+        assert!(
+            (event["ts"].as_f64().unwrap() - at).abs() < 1e-6,
+            "back to back"
+        );
+        at += event["dur"].as_f64().unwrap();
+        assert!(event["args"]["median_us"].as_f64().unwrap() >= 0.0);
+    }
+    let csv = stdout(&ferrite(&[
+        "bench",
+        s(&frt),
+        "--runs",
+        "3",
+        "--profile",
+        "--csv",
+    ]));
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines[0], "step,op,name,macs,median_us");
+    assert_eq!(lines.len(), steps.len() + 1);
+    for (line, step) in lines[1..].iter().zip(&steps) {
+        let fields: Vec<&str> = line.split(',').collect();
+        assert_eq!(fields[1], format!("\"{}\"", step["op"].as_str().unwrap()));
+        assert_eq!(
+            fields[3],
+            step["macs"]
+                .as_u64()
+                .map(|m| m.to_string())
+                .unwrap_or_default()
+        );
+    }
 }
