@@ -67,14 +67,15 @@ fn calibration_of(value: &Bound<'_, PyAny>) -> PyResult<Calibration> {
 /// weights, arena, file size, convolution strategies, passes, and with `quantize="int8"` the
 /// int8-vs-float accuracy per output).
 ///
-/// `input_shapes` fixes inputs' shapes (`{"x": (1, 49, 10, 1)}`), `constants` freezes inputs
-/// to values (`{"shape": np.array([...])}`). `quantize="int8"` needs `calibration`: a folder of
+/// `input_shapes` fixes inputs' shapes (`{"x": (1, 49, 10, 1)}`) or sizes symbolic dimensions
+/// (`{"batch": 4}`; a leading one left over is 1, unless `strict_shapes`), `constants` freezes
+/// inputs to values (`{"shape": np.array([...])}`). The report's `notes` say what was assumed. `quantize="int8"` needs `calibration`: a folder of
 /// `.npy` samples, an array (one input; a sample or a batch along a new first axis), a dict of
 /// arrays by input name, or a list of those. `calibration_method` is `minmax`, `percentile`,
 /// `percentile=P` or `entropy`; `bias_correction` adds the int8 weights' expected error to the
 /// biases.
 #[pyfunction]
-#[pyo3(signature = (model, input_shapes=None, constants=None, quantize=None, calibration=None, calibration_method="minmax", bias_correction=false))]
+#[pyo3(signature = (model, input_shapes=None, constants=None, quantize=None, calibration=None, calibration_method="minmax", bias_correction=false, strict_shapes=false))]
 #[allow(clippy::too_many_arguments)]
 pub fn pack<'py>(
     py: Python<'py>,
@@ -85,6 +86,7 @@ pub fn pack<'py>(
     calibration: Option<&Bound<'py, PyAny>>,
     calibration_method: &str,
     bias_correction: bool,
+    strict_shapes: bool,
 ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyAny>)> {
     let onnx = source::read(model)?.bytes;
     if onnx.starts_with(&ferrite_core::format::MAGIC) {
@@ -92,7 +94,7 @@ pub fn pack<'py>(
             "the model is already packed (a .frt file): load it with ferrite.Session",
         ));
     }
-    let options = source::options(input_shapes, constants)?;
+    let options = source::options(input_shapes, constants, strict_shapes)?;
     let quantization = match quantize {
         None if calibration.is_some() => {
             return Err(PackError::new_err("calibration needs quantize=\"int8\""))

@@ -202,17 +202,18 @@ impl Session {
 #[pymethods]
 impl Session {
     #[new]
-    #[pyo3(signature = (model, device="cpu", input_shapes=None, constants=None))]
+    #[pyo3(signature = (model, device="cpu", input_shapes=None, constants=None, strict_shapes=false))]
     fn new(
         py: Python<'_>,
         model: &Bound<'_, PyAny>,
         device: &str,
         input_shapes: Option<&Bound<'_, PyDict>>,
         constants: Option<&Bound<'_, PyDict>>,
+        strict_shapes: bool,
     ) -> PyResult<Session> {
         let source = source::read(model)?;
         let label = source.label.clone();
-        let options = source::options(input_shapes, constants)?;
+        let options = source::options(input_shapes, constants, strict_shapes)?;
         let spec = DeviceSpec::parse(device).map_err(from_run_error)?;
         let session = py
             .detach(move || {

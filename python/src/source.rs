@@ -61,19 +61,24 @@ pub fn read(value: &Bound<'_, PyAny>) -> PyResult<ModelSource> {
     })
 }
 
-/// `input_shapes={"x": (1, 3, 96, 96)}` (or `"1x3x96x96"`) and `constants={"k": array}` as
-/// pack options.
+/// `input_shapes={"x": (1, 3, 96, 96)}` (or `"1x3x96x96"`; `{"batch": 4}` sizes a symbolic
+/// dimension in every input), `constants={"k": array}` and `strict_shapes` as pack options.
 pub fn options(
     input_shapes: Option<&Bound<'_, PyDict>>,
     constants: Option<&Bound<'_, PyDict>>,
+    strict_shapes: bool,
 ) -> PyResult<PackOptions> {
-    let mut options = PackOptions::default();
+    let mut options = PackOptions {
+        strict_shapes,
+        ..PackOptions::default()
+    };
     for (name, dims) in input_shapes.into_iter().flat_map(|d| d.iter()) {
         let name: String = name.extract()?;
         let shape = match dims.extract::<String>() {
             Ok(text) => parse_input_shape(&format!("{name}={text}"))
                 .map_err(crate::errors::from_pack_error)?
                 .1,
+            Err(_) if dims.extract::<usize>().is_ok() => vec![dims.extract::<usize>()?],
             Err(_) => dims.extract::<Vec<usize>>().map_err(|_| {
                 PackError::new_err(format!(
                     "bad input_shapes['{name}']: a sequence of non-negative integers or 'DIMxDIM...'"

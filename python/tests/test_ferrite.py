@@ -363,7 +363,15 @@ def test_pack_refusals_are_pack_errors(tmp_path, digits):
     assert ferrite.Session(frt).inputs[0].shape == (2, 4)
     frt_text, _ = ferrite.pack(symbolic, input_shapes={"x": "2x4"})
     assert frt_text == frt
-    with pytest.raises(ferrite.PackError, match="no input 'z'"):
+    frt_symbol, _ = ferrite.pack(symbolic, input_shapes={"batch": 2})
+    assert frt_symbol == frt
+    # A symbolic batch is taken as 1, with a note; strict_shapes refuses with the flag to pass.
+    one, report = ferrite.pack(symbolic)
+    assert ferrite.Session(one).inputs[0].shape == (1, 4)
+    assert "taken as 1" in report["notes"][0]
+    with pytest.raises(ferrite.PackError, match="pass --input-shape x=1x4"):
+        ferrite.pack(symbolic, strict_shapes=True)
+    with pytest.raises(ferrite.PackError, match="no input or symbolic dimension 'z'"):
         ferrite.pack(symbolic, input_shapes={"z": (1, 4)})
     unsupported = oh.make_model(
         oh.make_graph(
