@@ -94,7 +94,14 @@ fn dim_from_right(s: &Shape, from_right: usize) -> usize {
 
 /// Whether `input` broadcasts to exactly `output` (numpy rules, one direction).
 pub fn broadcasts_to(input: &Shape, output: &Shape) -> bool {
-    input.rank() <= output.rank() && broadcast(input, output) == Some(*output)
+    let (from, to) = (input.dims_checked(), output.dims_checked());
+    // Aligned on the right, each input dimension is 1 or the output's.
+    from.len() <= to.len()
+        && from
+            .iter()
+            .rev()
+            .zip(to.iter().rev())
+            .all(|(&a, &b)| a == 1 || a == b)
 }
 
 /// Strides (in elements) to read `input` while iterating over `output`, aligned to the output's
@@ -367,6 +374,38 @@ pub fn qadd_scratch_elements(elements: usize) -> usize {
 
 #[cfg(test)]
 mod tests {
+    /// `broadcasts_to` is "broadcasting the two gives the output", on every pair of shapes of
+    /// rank 0 to 3 with dimensions 0 to 3.
+    #[test]
+    fn broadcasts_to_agrees_with_broadcast() {
+        use super::{broadcast, broadcasts_to, Shape};
+        let scalar = Shape::new(&[]).unwrap();
+        let mut shapes = [scalar; 85];
+        let mut count = 1;
+        for rank in 1..=3usize {
+            for code in 0..4usize.pow(rank as u32) {
+                let mut dims = [0usize; 3];
+                for (a, d) in dims.iter_mut().enumerate().take(rank) {
+                    *d = code / 4usize.pow(a as u32) % 4;
+                }
+                shapes[count] = Shape::new(&dims[..rank]).unwrap();
+                count += 1;
+            }
+        }
+        assert_eq!(count, shapes.len());
+        for a in &shapes {
+            for b in &shapes {
+                let expected = a.rank() <= b.rank() && broadcast(a, b) == Some(*b);
+                assert_eq!(
+                    broadcasts_to(a, b),
+                    expected,
+                    "{:?} -> {:?}",
+                    a.dims(),
+                    b.dims()
+                );
+            }
+        }
+    }
 
     /// Runs `copy` on `src` into a destination of `len` elements (reference semantics).
     fn apply(copy: &StridedCopy, src: &[i32], len: usize) -> [i32; 8] {
