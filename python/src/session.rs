@@ -215,12 +215,23 @@ impl Session {
         let label = source.label.clone();
         let options = source::options(input_shapes, constants, strict_shapes)?;
         let spec = DeviceSpec::parse(device).map_err(from_run_error)?;
-        let session = py
+        let (session, notes) = py
             .detach(move || {
-                let bytes: AlignedBytes = runner::load_model_from_bytes(&source.bytes, &options)?;
-                OwnedSession::open(bytes, spec)
+                let (bytes, notes): (AlignedBytes, _) =
+                    runner::load_model_from_bytes(&source.bytes, &options)?;
+                Ok((OwnedSession::open(bytes, spec)?, notes))
             })
             .map_err(from_run_error)?;
+        // What packing an ONNX model assumed (a batch taken as 1), as Python warnings.
+        for note in notes {
+            let message = std::ffi::CString::new(note).unwrap_or_default();
+            PyErr::warn(
+                py,
+                &py.get_type::<pyo3::exceptions::PyUserWarning>(),
+                &message,
+                1,
+            )?;
+        }
         let (inputs, outputs) = describe(session.model());
         let objects = |list: Vec<TensorInfo>| -> PyResult<Vec<Py<TensorInfo>>> {
             list.into_iter().map(|t| Py::new(py, t)).collect()

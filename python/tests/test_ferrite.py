@@ -371,6 +371,8 @@ def test_pack_refusals_are_pack_errors(tmp_path, digits):
     assert "taken as 1" in report["notes"][0]
     with pytest.raises(ferrite.PackError, match="pass --input-shape x=1x4"):
         ferrite.pack(symbolic, strict_shapes=True)
+    with pytest.warns(UserWarning, match="taken as 1"):
+        assert ferrite.Session(symbolic).inputs[0].shape == (1, 4)
     with pytest.raises(ferrite.PackError, match="no input or symbolic dimension 'z'"):
         ferrite.pack(symbolic, input_shapes={"z": (1, 4)})
     unsupported = oh.make_model(

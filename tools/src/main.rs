@@ -697,11 +697,12 @@ fn load_bytes(path: &Path, bytes: &[u8], options: &PackOptions) -> Result<Aligne
     if is_packed(path, bytes) {
         return Ok(AlignedBytes::from(bytes));
     }
-    let packed = pack::pack(bytes, options).map_err(|e| e.to_string())?;
-    for note in &packed.report.notes {
+    let (packed, notes) =
+        runner::load_model_from_bytes(bytes, options).map_err(|e| e.to_string())?;
+    for note in &notes {
         eprintln!("note: {note}");
     }
-    Ok(AlignedBytes::from(&packed.bytes[..]))
+    Ok(packed)
 }
 
 /// For an ONNX model run on given arrays: each input without `--input-shape` takes its array's

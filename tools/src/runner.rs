@@ -143,29 +143,6 @@ fn no_vulkan() -> RunError {
     )
 }
 
-/// Loads a model file: `.frt` as is, `.onnx` packed in memory with `options`.
-pub fn load_model_bytes(path: &Path, options: &PackOptions) -> Result<AlignedBytes, RunError> {
-    let bytes = crate::files::read_bounded(path, crate::files::MODEL_LIMIT, "a model").map_err(
-        |e| match e {
-            crate::files::FileError::Io { source, .. } => RunError::Io {
-                path: path.display().to_string(),
-                source,
-            },
-            other => RunError::Input(other.to_string()),
-        },
-    )?;
-    // By content: a file that starts as a `.frt` is one (a corrupt `.frt` named so too, for its
-    // own error); anything else is read as ONNX.
-    let named_frt = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("frt"));
-    if named_frt || is_frt(&bytes) {
-        return Ok(AlignedBytes::from(&bytes[..]));
-    }
-    let packed = pack(&bytes, options)?;
-    Ok(AlignedBytes::from(&packed.bytes[..]))
-}
-
 /// Whether `bytes` start as a packed model: the `.frt` magic, or (a file cut short) a prefix of
 /// it, so that a truncated `.frt` is reported as one.
 pub fn is_frt(bytes: &[u8]) -> bool {
@@ -174,16 +151,17 @@ pub fn is_frt(bytes: &[u8]) -> bool {
 }
 
 /// A model given as bytes: a `.frt` (by its magic) as is, else ONNX packed in memory with
-/// `options`. Bytes that are neither say so.
+/// `options`, with what packing assumed (its report's notes, e.g. a batch taken as 1). Bytes
+/// that are neither say so.
 pub fn load_model_from_bytes(
     bytes: &[u8],
     options: &PackOptions,
-) -> Result<AlignedBytes, RunError> {
+) -> Result<(AlignedBytes, Vec<String>), RunError> {
     if is_frt(bytes) {
-        return Ok(AlignedBytes::from(bytes));
+        return Ok((AlignedBytes::from(bytes), Vec::new()));
     }
     match pack(bytes, options) {
-        Ok(packed) => Ok(AlignedBytes::from(&packed.bytes[..])),
+        Ok(packed) => Ok((AlignedBytes::from(&packed.bytes[..]), packed.report.notes)),
         Err(PackError::Decode(why)) => Err(RunError::NotAModel(format!(
             "neither a packed model (no .frt magic) nor an ONNX model ({why})"
         ))),

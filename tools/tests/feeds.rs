@@ -31,19 +31,16 @@ fn two_input_model() -> Vec<u8> {
 fn model_bytes_are_recognised_by_content() {
     let onnx = two_input_model();
     let options = PackOptions::default();
-    let packed = runner::load_model_from_bytes(&onnx, &options).unwrap();
+    let (packed, _) = runner::load_model_from_bytes(&onnx, &options).unwrap();
     let frt = packed.as_bytes();
     assert!(runner::is_frt(frt) && !runner::is_frt(&onnx));
     // A .frt comes back as itself.
-    assert_eq!(
-        runner::load_model_from_bytes(frt, &options)
-            .unwrap()
-            .as_bytes(),
-        frt
-    );
+    let (again, notes) = runner::load_model_from_bytes(frt, &options).unwrap();
+    assert_eq!(again.as_bytes(), frt);
+    assert!(notes.is_empty());
     // A .frt cut anywhere, even inside its magic, is reported as a truncated model.
     for cut in [1, 3, 10, frt.len() / 2, frt.len() - 1] {
-        let bytes = runner::load_model_from_bytes(&frt[..cut], &options).unwrap();
+        let (bytes, _) = runner::load_model_from_bytes(&frt[..cut], &options).unwrap();
         let e = Model::load(bytes.as_bytes()).unwrap_err().to_string();
         assert!(e.contains("truncated"), "cut at {cut}: {e}");
     }
@@ -56,7 +53,8 @@ fn model_bytes_are_recognised_by_content() {
 
 #[test]
 fn feeds_are_matched_by_name_and_checked() {
-    let bytes = runner::load_model_from_bytes(&two_input_model(), &PackOptions::default()).unwrap();
+    let (bytes, _) =
+        runner::load_model_from_bytes(&two_input_model(), &PackOptions::default()).unwrap();
     let model = Model::load(bytes.as_bytes()).unwrap();
     let a = Feed {
         name: "a",
