@@ -4,26 +4,28 @@
 set -euo pipefail
 source "$(dirname "$0")/setup.sh"
 cd "$FERRITE_ROOT"
+# Each stage's name, with the seconds since the start (CI must stay under 40 minutes).
+stage() { echo "== $1 [${SECONDS} s]"; }
 
-echo "== generate the test models and their onnxruntime references"
+stage "generate the test models and their onnxruntime references"
 "$FERRITE_PYTHON" tests/models/generate.py target/test-models
 export FERRITE_TEST_MODELS="$FERRITE_ROOT/target/test-models"
 FERRITE_NODE_TESTS="$("$FERRITE_PYTHON" -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node"))')"
 export FERRITE_NODE_TESTS
 
-echo "== NVRTC and ptxas for the CUDA kernel checks (PyPI wheels)"
+stage "NVRTC and ptxas for the CUDA kernel checks (PyPI wheels)"
 source scripts/cuda-tools.sh
 export FERRITE_REQUIRE_NVRTC="${FERRITE_REQUIRE_NVRTC:-1}"
 
-echo "== build the Cortex-M firmware, the QEMU instruction-count plugin and the real-board crate"
+stage "build the Cortex-M firmware, the QEMU instruction-count plugin and the real-board crate"
 bash scripts/build-firmware.sh
 (cd boards/nrf52840-dk && cargo build --release -q)
-echo "== link-time proof: no panic path in Model::load, nor in a run of the digits MLP's kernels"
+stage "link-time proof: no panic path in Model::load, nor in a run of the digits MLP's kernels"
 bash scripts/panic-free.sh
-echo "== cargo fmt --check"
+stage "cargo fmt --check"
 cargo fmt --all --check
 (cd boards && cargo fmt --all --check)
-echo "== cargo clippy -D warnings"
+stage "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -q -- -D warnings
 for board in qemu-mps2-an386 qemu-mps2-an500 qemu-mps2-an505 qemu-microbit nrf52840-dk panic-free; do
     (cd "boards/$board" && cargo clippy --release -q -- -D warnings)
@@ -32,9 +34,9 @@ done
 cargo build -q -p ferrite-tools --bin ferrite
 target/debug/ferrite pack demo/digits.onnx -o boards/template/model/model.frt --emit rust >/dev/null
 (cd boards/template && cargo clippy --release -q -- -D warnings)
-echo "== cargo doc (warnings are errors)"
+stage "cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace -q
-echo "== no_std builds (core + cpu + cortex-m) for Cortex-M0, M4F/M7 and M33"
+stage "no_std builds (core + cpu + cortex-m) for Cortex-M0, M4F/M7 and M33"
 for target in thumbv6m-none-eabi thumbv7em-none-eabihf thumbv8m.main-none-eabihf; do
     cargo build -q -p ferrite-core -p ferrite-cpu -p ferrite-cortex-m --target "$target"
 done
@@ -45,18 +47,18 @@ cargo build -q -p ferrite-core -p ferrite-cortex-m --features ferrite-core/defmt
 cargo build -q -p ferrite-cpu --features fast-math --target thumbv7em-none-eabihf
 # Float-only builds (no integer kernels), as the micro:bit firmware links them.
 cargo build -q -p ferrite-cpu -p ferrite-cortex-m --no-default-features --target thumbv6m-none-eabi
-echo "== the C static library (ferrite-c) for Cortex-M0, M4F/M7 and M33 with DSP (the host one: cargo test)"
+stage "the C static library (ferrite-c) for Cortex-M0, M4F/M7 and M33 with DSP (the host one: cargo test)"
 for target in thumbv6m-none-eabi thumbv7em-none-eabihf; do
     cargo build -q --release -p ferrite-c --no-default-features --features cortex-m --target "$target"
 done
 RUSTFLAGS="-C target-cpu=cortex-m33" cargo build -q --release -p ferrite-c --no-default-features \
     --features cortex-m --target thumbv8m.main-none-eabihf --target-dir target/m33-c
 cargo clippy -q -p ferrite-c --no-default-features --features cortex-m --target thumbv7em-none-eabihf -- -D warnings
-echo "== aarch64 (Jetson) cross-build of the host parts, run under qemu-user"
+stage "aarch64 (Jetson) cross-build of the host parts, run under qemu-user"
 bash scripts/cross-aarch64.sh
-echo "== the Python package: the abi3 wheel, pip install . in a fresh venv, pytest against onnxruntime"
+stage "the Python package: the abi3 wheel and its pytest suite against onnxruntime; pip install . in a fresh venv"
 bash scripts/python-check.sh
-echo "== tests"
+stage "tests"
 # Lavapipe and QEMU are installed by setup.sh: a missing device is a failure here, not a skip.
 export FERRITE_REQUIRE_VULKAN="${FERRITE_REQUIRE_VULKAN:-1}"
 export FERRITE_REQUIRE_QEMU_M4="${FERRITE_REQUIRE_QEMU_M4:-1}"
@@ -69,5 +71,6 @@ awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += 
      /SKIPPED: / { s += 1; print }
      END { printf "tests: %d passed, %d failed, %d skipped\n", p - s, f, g + s }' "$LOG"
 rm -f "$LOG"
-echo "== footprint gate: each model's own firmware within 3 % of tests/expectations/footprint.txt"
+stage "footprint gate: each model's own firmware within 3 % of tests/expectations/footprint.txt"
 "$FERRITE_PYTHON" scripts/footprint_gate.py target/debug/ferrite
+stage "done"
