@@ -52,13 +52,7 @@ impl<'m, 'a, D: Device, const OPS: Selection> Session<'m, 'a, D, OPS> {
         let mut missing = OpSet::empty();
         for i in 0..model.len() {
             let Some(step) = model.step(i) else { continue };
-            let dtype = step
-                .inputs
-                .iter()
-                .flatten()
-                .next()
-                .map(|t| t.dtype)
-                .unwrap_or(DType::F32);
+            let dtype = step.kernel_dtype();
             let kind = step.op.kind();
             if !caps.ops.contains(kind, dtype) {
                 missing = missing.with(kind, &[dtype]);

@@ -129,6 +129,19 @@ pub struct Step<'a> {
     pub scratch: Option<TensorDesc>,
 }
 
+impl Step<'_> {
+    /// The element type a device's kernel list ([`crate::OpSet`]) is keyed by for this step:
+    /// its first present input's, else f32.
+    pub fn kernel_dtype(&self) -> crate::DType {
+        self.inputs
+            .iter()
+            .flatten()
+            .next()
+            .map(|t| t.dtype)
+            .unwrap_or(crate::DType::F32)
+    }
+}
+
 /// A verified, static execution plan.
 pub trait Plan {
     /// Number of steps.

@@ -1020,15 +1020,7 @@ fn cmd_inspect(model_path: &Path, as_json: bool, plot: Option<&Path>) -> CliResu
     }
     println!("  arena plan (offset, bytes, the steps each region is live in):");
     for r in &plan {
-        let also = if r.aliases > 0 {
-            format!(
-                " (+{} alias{})",
-                r.aliases,
-                if r.aliases == 1 { "" } else { "es" }
-            )
-        } else {
-            String::new()
-        };
+        let also = r.aliases_note();
         println!(
             "    [{:>8} .. {:>8}) {:>8} B  steps {:>3}-{:<3}  {}{also}",
             r.offset,

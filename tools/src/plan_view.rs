@@ -56,6 +56,17 @@ pub struct Lifetime {
     pub scratch: bool,
 }
 
+impl Lifetime {
+    /// ` (+N aliases)` when other tensors share the region, else empty.
+    pub fn aliases_note(&self) -> String {
+        match self.aliases {
+            0 => String::new(),
+            1 => " (+1 alias)".to_string(),
+            n => format!(" (+{n} aliases)"),
+        }
+    }
+}
+
 /// Every arena tensor's lifetime, in offset order, tensors sharing a region in overlapping
 /// steps merged into one row. `name` gives a tensor's shown name (from its index and stored
 /// name).
@@ -244,15 +255,7 @@ pub fn svg(model: &Model<'_>, rows: &[Lifetime], title: &str) -> String {
         } else {
             palette[i % palette.len()].to_string()
         };
-        let also = if r.aliases > 0 {
-            format!(
-                " (+{} alias{})",
-                r.aliases,
-                if r.aliases == 1 { "" } else { "es" }
-            )
-        } else {
-            String::new()
-        };
+        let also = r.aliases_note();
         let _ = writeln!(
             out,
             r##"<rect class="{}" x="{:.2}" y="{:.2}" width="{:.2}" height="{:.2}" fill="{fill}" stroke="#222" stroke-width="0.5"><title>{}{also}: {} bytes at [{}, {}), steps {}-{}</title></rect>"##,

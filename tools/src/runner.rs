@@ -661,41 +661,32 @@ pub fn profile_cpu(
     Ok(step_table(model, samples))
 }
 
-/// The op support of `device`, from its kernel list, without opening it: `None` for every op
-/// (the CPU and the Cortex-M4/M7/M33 firmware run every kind the file format has).
-fn device_ops(device: DeviceSpec) -> Result<Option<ferrite_hal::OpSet>, RunError> {
+/// The op support of `device`, from its kernel list, without opening it (the Cortex-M
+/// firmware runs the CPU device's kernels).
+fn device_ops(device: DeviceSpec) -> Result<ferrite_hal::OpSet, RunError> {
     Ok(match device {
-        DeviceSpec::Cpu => Some(CpuDevice::supported_ops()),
-        DeviceSpec::Qemu(_) => Some(CpuDevice::supported_ops()),
-        DeviceSpec::Cuda(_) => Some(ferrite_cuda::CudaDevice::supported_ops()),
+        DeviceSpec::Cpu | DeviceSpec::Qemu(_) => CpuDevice::supported_ops(),
+        DeviceSpec::Cuda(_) => ferrite_cuda::CudaDevice::supported_ops(),
         #[cfg(feature = "vulkan")]
-        DeviceSpec::Vulkan(_) => Some(ferrite_vulkan::VulkanDevice::supported_ops()),
+        DeviceSpec::Vulkan(_) => ferrite_vulkan::VulkanDevice::supported_ops(),
         #[cfg(not(feature = "vulkan"))]
         DeviceSpec::Vulkan(_) => return Err(no_vulkan()),
     })
 }
 
 /// The steps of `model` that `device` cannot run, as `(step, "Op(dtype)")`, found from the
-/// device's kernel list (the same rule `Session::new` applies: an op kind on its first input's
-/// dtype) before any device is opened. The Cortex-M0 firmware links no integer kernels.
+/// device's kernel list (the rule `Session::new` applies: the op kind on
+/// `Step::kernel_dtype`) before any device is opened. The Cortex-M0 firmware links no integer kernels.
 pub fn unsupported_steps(
     model: &Model<'_>,
     device: DeviceSpec,
 ) -> Result<Vec<(usize, String)>, RunError> {
-    let Some(ops) = device_ops(device)? else {
-        return Ok(Vec::new());
-    };
+    let ops = device_ops(device)?;
     let float_only = device == DeviceSpec::Qemu(crate::qemu::Board::M0);
     let mut missing = Vec::new();
     for i in 0..model.len() {
         let Some(step) = model.step(i) else { continue };
-        let dtype = step
-            .inputs
-            .iter()
-            .flatten()
-            .next()
-            .map(|t| t.dtype)
-            .unwrap_or(ferrite_hal::DType::F32);
+        let dtype = step.kernel_dtype();
         let kind = step.op.kind();
         let integer = ferrite_hal::OpKind::INTEGER.contains(&kind);
         if !ops.contains(kind, dtype) || (float_only && integer) {
