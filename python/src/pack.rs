@@ -69,7 +69,7 @@ fn calibration_of(value: &Bound<'_, PyAny>) -> PyResult<Calibration> {
 ///
 /// `input_shapes` fixes inputs' shapes (`{"x": (1, 49, 10, 1)}`) or sizes symbolic dimensions
 /// (`{"batch": 4}`; a leading one left over is 1, unless `strict_shapes`), `constants` freezes
-/// inputs to values (`{"shape": np.array([...])}`). The report's `notes` say what was assumed. `quantize="int8"` needs `calibration`: a folder of
+/// inputs to values (`{"shape": np.array([...])}`, or a number for an input of one element: `{"sr": 16000}`). The report's `notes` say what was assumed. `quantize="int8"` needs `calibration`: a folder of
 /// `.npy` samples, an array (one input; a sample or a batch along a new first axis), a dict of
 /// arrays by input name, or a list of those. `calibration_method` is `minmax`, `percentile`,
 /// `percentile=P` or `entropy`; `bias_correction` adds the int8 weights' expected error to the

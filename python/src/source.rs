@@ -4,11 +4,11 @@
 use crate::arrays;
 use crate::errors::{from_run_error, PackError};
 use ferrite_tools::files;
-use ferrite_tools::pack::{parse_input_shape, PackOptions};
+use ferrite_tools::pack::{parse_input_shape, Constant, PackOptions};
 use ferrite_tools::runner::RunError;
 use ferrite_tools::tensor::HostTensor;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyMemoryView, PyString};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyMemoryView, PyString};
 use std::path::PathBuf;
 
 /// A model's bytes and how reports name it.
@@ -62,7 +62,7 @@ pub fn read(value: &Bound<'_, PyAny>) -> PyResult<ModelSource> {
 }
 
 /// `input_shapes={"x": (1, 3, 96, 96)}` (or `"1x3x96x96"`; `{"batch": 4}` sizes a symbolic
-/// dimension in every input), `constants={"k": array}` and `strict_shapes` as pack options.
+/// dimension in every input), `constants={"k": array}` (or a number: `{"sr": 16000}`) and `strict_shapes` as pack options.
 pub fn options(
     input_shapes: Option<&Bound<'_, PyDict>>,
     constants: Option<&Bound<'_, PyDict>>,
@@ -89,12 +89,21 @@ pub fn options(
     }
     for (name, value) in constants.into_iter().flat_map(|d| d.iter()) {
         let name: String = name.extract()?;
+        // A Python number freezes an input of one element, converted to its type.
+        if value.is_instance_of::<PyBool>()
+            || value.is_instance_of::<PyInt>()
+            || value.is_instance_of::<PyFloat>()
+        {
+            let number: f64 = value.extract()?;
+            options.constants.push((name, Constant::Number(number)));
+            continue;
+        }
         let array = arrays::view(&value, &format!("constant '{name}'"))?;
         let tensor = HostTensor::from_le_bytes(array.dtype, array.shape.clone(), array.bytes())
             .ok_or_else(|| {
                 PackError::new_err(format!("constant '{name}': the array is too large"))
             })?;
-        options.constants.push((name, tensor));
+        options.constants.push((name, Constant::Array(tensor)));
     }
     Ok(options)
 }

@@ -398,6 +398,28 @@ def test_pack_refusals_are_pack_errors(tmp_path, digits):
         ferrite.pack(DIGITS, quantize="int8", calibration={"nope": np.zeros((1, 1, 8, 8), np.float32)})
 
 
+def test_constants_take_arrays_or_numbers():
+    # y = x + ReduceSum(k): k frozen to an array, or (one element) to a Python number.
+    x = oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3])
+    k = oh.make_tensor_value_info("k", onnx.TensorProto.INT64, [1])
+    y = oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [3])
+    nodes = [
+        oh.make_node("Cast", ["k"], ["kf"], to=onnx.TensorProto.FLOAT),
+        oh.make_node("Add", ["x", "kf"], ["y"]),
+    ]
+    model = oh.make_model(oh.make_graph(nodes, "g", [x, k], [y]), opset_imports=[oh.make_opsetid("", 17)])
+    feeds = {"x": np.array([0.0, 1.0, 2.0], np.float32)}
+    by_array = ferrite.Session(model, constants={"k": np.array([5], np.int64)}).run(feeds)["y"]
+    by_number = ferrite.Session(model, constants={"k": 5}).run(feeds)["y"]
+    np.testing.assert_array_equal(by_array, [5.0, 6.0, 7.0])
+    np.testing.assert_array_equal(by_number, by_array)
+    assert [i.name for i in ferrite.Session(model, constants={"k": 5}).inputs] == ["x"]
+    with pytest.raises(ferrite.PackError, match="input 'k' is int64, which cannot hold 5.5"):
+        ferrite.pack(model, constants={"k": 5.5})
+    with pytest.raises(ferrite.PackError, match="input 'k' is int64, the array is float32"):
+        ferrite.pack(model, constants={"k": np.array([5], np.float32)})
+
+
 def test_the_readme_example_runs(capsys):
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## From Python") :]

@@ -162,7 +162,9 @@ pub fn run_test<B: Backend>(dir: &Path) -> (Outcome, String) {
                             &value.bytes,
                         );
                         if let Some(t) = t {
-                            options.constants.push((name.clone(), t));
+                            options
+                                .constants
+                                .push((name.clone(), ferrite_tools::pack::Constant::Array(t)));
                         }
                     }
                 }

@@ -228,6 +228,25 @@ impl PlanGraph {
         t
     }
 
+    /// The graph inputs `t` is computed from (through ops and views), in input order: what a
+    /// refusal of a run-time value names, so the user knows which input to freeze.
+    pub fn inputs_feeding(&self, t: TensorId) -> Vec<TensorId> {
+        let mut seen = vec![false; self.tensors.len()];
+        let mut todo = vec![t];
+        while let Some(t) = todo.pop() {
+            if std::mem::replace(&mut seen[t], true) {
+                continue;
+            }
+            if let Some(src) = self.tensors[t].alias_of {
+                todo.push(src);
+            }
+            for op in self.ops.iter().filter(|op| op.outputs.contains(&t)) {
+                todo.extend(op.inputs.iter().flatten());
+            }
+        }
+        self.inputs.iter().copied().filter(|&i| seen[i]).collect()
+    }
+
     /// Number of ops reading `t` (directly).
     pub fn readers(&self, t: TensorId) -> usize {
         self.ops

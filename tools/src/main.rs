@@ -9,7 +9,7 @@ use ferrite_hal::{Location, Plan};
 use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::files;
 use ferrite_tools::npy::{self, NpyArray};
-use ferrite_tools::pack::{self, op_label, parse_input_shape, PackOptions};
+use ferrite_tools::pack::{self, op_label, parse_input_shape, Constant, PackOptions};
 use ferrite_tools::plan_view;
 use ferrite_tools::ptq;
 use ferrite_tools::runner::{self, DeviceSpec, RunError};
@@ -159,8 +159,9 @@ struct PlanArgs {
     /// Refuse a symbolic leading (batch) dimension instead of taking it as 1.
     #[arg(long)]
     strict_shapes: bool,
-    /// Freeze an input to a value known at pack time (e.g. a target shape): NAME=FILE.npy.
-    #[arg(long = "constant", value_name = "NAME=FILE.npy")]
+    /// Freeze an input to a value known at pack time (e.g. a target shape or a sample
+    /// rate): NAME=FILE.npy, or NAME=NUMBER for an input of one element (--constant sr=16000).
+    #[arg(long = "constant", value_name = "NAME=FILE.npy|NUMBER")]
     constants: Vec<String>,
 }
 
@@ -174,13 +175,14 @@ impl PlanArgs {
             .map_err(|e| e.to_string())?;
         let mut constants = Vec::new();
         for arg in &self.constants {
-            let (name, file) = arg
-                .split_once('=')
-                .ok_or_else(|| format!("bad --constant '{arg}': expected NAME=FILE.npy"))?;
-            let a = npy::read(Path::new(file)).map_err(|e| e.to_string())?;
-            let value =
+            let (name, text) = arg.split_once('=').ok_or_else(|| {
+                format!("bad --constant '{arg}': expected NAME=FILE.npy or NAME=NUMBER")
+            })?;
+            let value = Constant::parse(text, |file| {
+                let a = npy::read(Path::new(file)).map_err(|e| e.to_string())?;
                 ferrite_tools::tensor::HostTensor::from_le_bytes(a.dtype, a.shape, &a.bytes)
-                    .ok_or_else(|| format!("{file}: the array is too large"))?;
+                    .ok_or_else(|| format!("{file}: the array is too large"))
+            })?;
             constants.push((name.to_string(), value));
         }
         Ok(PackOptions {

@@ -20,7 +20,104 @@ pub struct PackOptions {
     /// `--strict-shapes`: refuse a symbolic leading (batch) dimension instead of taking it as 1.
     pub strict_shapes: bool,
     /// Inputs frozen to a value at pack time (they become constants and leave the input list).
-    pub constants: Vec<(String, crate::tensor::HostTensor)>,
+    pub constants: Vec<(String, Constant)>,
+}
+
+/// The value `--constant NAME=...` freezes an input to.
+#[derive(Clone, Debug)]
+pub enum Constant {
+    /// An array (`NAME=FILE.npy`, or a numpy array from Python): of the input's element type.
+    Array(crate::tensor::HostTensor),
+    /// A plain number (`--constant sr=16000`): converted to the input's element type, with the
+    /// input's declared shape, which must hold one element (a scalar, `[1]`, ...).
+    Number(f64),
+}
+
+impl Constant {
+    /// Parses the text after `NAME=`: a number, else the path of a `.npy` file (read by
+    /// `read_npy`).
+    pub fn parse(
+        text: &str,
+        read_npy: impl FnOnce(&str) -> Result<crate::tensor::HostTensor, String>,
+    ) -> Result<Constant, String> {
+        match text.trim().parse::<f64>() {
+            Ok(v) if !text.trim().is_empty() => Ok(Constant::Number(v)),
+            _ => read_npy(text).map(Constant::Array),
+        }
+    }
+
+    /// The tensor it gives `input`, or why it does not fit.
+    fn resolve(&self, input: &onnx::GraphInput) -> Result<crate::tensor::HostTensor, String> {
+        let name = &input.name;
+        let want = dtype_from_onnx(input.elem_type);
+        match self {
+            Constant::Array(value) => match want {
+                Some(want) if value.dtype != want => Err(format!(
+                    "--constant {name}: input '{name}' is {want}, the array is {}",
+                    value.dtype
+                )),
+                _ => Ok(value.clone()),
+            },
+            Constant::Number(v) => {
+                let Some(dtype) = want else {
+                    return Err(format!(
+                        "--constant {name}: input '{name}' has a type Ferrite cannot hold"
+                    ));
+                };
+                let dims: Option<Vec<usize>> = match &input.dims {
+                    None => Some(Vec::new()),
+                    Some(dims) => dims
+                        .iter()
+                        .map(|d| match d {
+                            Dim::Known(n) => Some(*n),
+                            Dim::Symbolic(_) => None,
+                        })
+                        .collect(),
+                };
+                let shape = dims.filter(|d| d.iter().product::<usize>() == 1).ok_or_else(|| {
+                    format!(
+                        "--constant {name}={v}: input '{name}' holds more than one value; give an array as FILE.npy"
+                    )
+                })?;
+                number_tensor(*v, dtype, shape).map_err(|why| {
+                    format!("--constant {name}={v}: input '{name}' is {dtype}, {why}")
+                })
+            }
+        }
+    }
+}
+
+/// 2^63, the first integer past i64.
+const TWO_TO_63: f64 = 9_223_372_036_854_775_808.0;
+
+/// One number as a tensor of `dtype` and `shape` (one element), refusing a value the type
+/// cannot hold exactly (a fraction for an integer, an integer out of range, a bool not 0 or 1).
+fn number_tensor(
+    v: f64,
+    dtype: ferrite_hal::DType,
+    shape: Vec<usize>,
+) -> Result<crate::tensor::HostTensor, String> {
+    use crate::tensor::HostTensor;
+    use ferrite_hal::DType;
+    if dtype.is_integer() || dtype == DType::Bool {
+        let (lo, hi): (f64, f64) = match dtype {
+            DType::Bool => (0.0, 1.0),
+            DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+            DType::U8 => (0.0, u8::MAX.into()),
+            DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+            DType::U16 => (0.0, u16::MAX.into()),
+            DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+            DType::U32 => (0.0, u32::MAX.into()),
+            // Up to 2^63 exclusive: values are held as i64.
+            DType::U64 => (0.0, TWO_TO_63),
+            _ => (-TWO_TO_63, TWO_TO_63),
+        };
+        if v.fract() != 0.0 || !(lo..=hi).contains(&v) || v == TWO_TO_63 {
+            return Err(format!("which cannot hold {v}"));
+        }
+        return Ok(HostTensor::int(DType::I64, shape, vec![v as i64]).cast(dtype));
+    }
+    Ok(HostTensor::float(shape, vec![v as f32]).cast(dtype))
 }
 
 /// Parses `NAME=1x3x96x96`.
@@ -149,7 +246,7 @@ fn lower(
     let mut bad_inputs = Vec::new();
     let fixes = ShapeFixes::of(graph, options)?;
     let names: Vec<&str> = graph.inputs.iter().map(|i| i.name.as_str()).collect();
-    for (name, value) in &options.constants {
+    for (name, _) in &options.constants {
         if !names.contains(&name.as_str()) {
             return Err(PackError::InputShape(format!(
                 "--constant {name}: the model has no input '{name}' (inputs: {})",
@@ -161,19 +258,11 @@ fn lower(
                 "--constant {name} is given twice"
             )));
         }
-        let input = graph.inputs.iter().find(|i| &i.name == name);
-        if let Some(want) = input.and_then(|i| dtype_from_onnx(i.elem_type)) {
-            if value.dtype != want {
-                return Err(PackError::InputShape(format!(
-                    "--constant {name}: input '{name}' is {want}, the array is {}",
-                    value.dtype
-                )));
-            }
-        }
     }
     for input in &graph.inputs {
         if let Some((_, value)) = options.constants.iter().find(|(n, _)| n == &input.name) {
-            lw.add_initializer(&input.name, value.clone());
+            let value = value.resolve(input).map_err(PackError::InputShape)?;
+            lw.add_initializer(&input.name, value);
             continue;
         }
         let Some(dtype) = dtype_from_onnx(input.elem_type) else {

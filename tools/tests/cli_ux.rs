@@ -180,7 +180,9 @@ fn inputs_and_constants_that_do_not_fit_are_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success()
-            && err.contains("'shape' is a graph input: freeze it with --constant shape=FILE.npy"),
+            && err.contains(
+                "it depends on graph input 'shape': freeze it with --constant shape=NUMBER (one value) or shape=FILE.npy"
+            ),
         "{err}"
     );
     let floats_for_int64 = floats(&dir, "six.npy", &[1]);
@@ -214,6 +216,13 @@ fn inputs_and_constants_that_do_not_fit_are_named() {
     let good = format!("shape={}", s(&six));
     assert_error(&pack(&[&good, &good]), "--constant shape is given twice");
     assert!(pack(&[&good]).status.success());
+    // A plain number freezes a one-element input, converted to its type.
+    assert!(pack(&["shape=6"]).status.success());
+    assert_error(
+        &pack(&["shape=6.5"]),
+        "--constant shape=6.5: input 'shape' is int64, which cannot hold 6.5",
+    );
+    assert_error(&pack(&["shape"]), "expected NAME=FILE.npy or NAME=NUMBER");
 }
 
 #[test]

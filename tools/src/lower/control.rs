@@ -85,11 +85,12 @@ pub(super) fn if_node(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     for (i, (&a, &b)) in then_outs.iter().zip(&else_outs).enumerate() {
         if lw.shape(a) != lw.shape(b) || lw.dtype(a) != lw.dtype(b) {
             return Err(format!(
-                "output {i} is {:?} {} in one branch and {:?} {} in the other: a run-time condition needs equal shapes (data-dependent shape)",
+                "output {i} is {:?} {} in one branch and {:?} {} in the other: a run-time condition needs equal shapes (data-dependent shape){}",
                 lw.shape(a),
                 lw.dtype(a),
                 lw.shape(b),
-                lw.dtype(b)
+                lw.dtype(b),
+                lw.freeze_hint("the condition", &[cond])
             ));
         }
         let y = lw.temp(node, &format!("picked{i}"), lw.dtype(a), lw.shape(a));

@@ -166,23 +166,10 @@ impl Lowerer {
         if let Err(mut reason) = result {
             // A value that must be known at pack time but is a graph input: say how to fix it.
             if reason.contains("must be a constant") {
-                let inputs: Vec<&str> = node
-                    .inputs
-                    .iter()
-                    .skip(1)
-                    .filter(|n| {
-                        self.graph
-                            .inputs
-                            .iter()
-                            .any(|&t| self.graph.tensors[t].name == **n)
-                    })
-                    .map(String::as_str)
+                let secondary: Vec<TensorId> = (1..node.inputs.len())
+                    .filter_map(|i| self.optional_input(node, i))
                     .collect();
-                for name in inputs {
-                    reason += &format!(
-                        "; '{name}' is a graph input: freeze it with --constant {name}=FILE.npy"
-                    );
-                }
+                reason += &self.freeze_hint("it", &secondary);
             }
             self.errors.push(Unsupported {
                 op_type: if is_default_domain(&node.domain) {
@@ -195,6 +182,26 @@ impl Lowerer {
             });
             self.mark_unknown(node);
         }
+    }
+
+    /// "; {subject} depends on graph input 'sr': freeze it with --constant sr=..." for each
+    /// graph input the values `of` are computed from (empty when none is).
+    pub fn freeze_hint(&self, subject: &str, of: &[TensorId]) -> String {
+        let mut inputs: Vec<TensorId> = of
+            .iter()
+            .flat_map(|&t| self.graph.inputs_feeding(t))
+            .collect();
+        inputs.sort_unstable();
+        inputs.dedup();
+        inputs
+            .into_iter()
+            .map(|t| {
+                let name = &self.graph.tensors[t].name;
+                format!(
+                    "; {subject} depends on graph input '{name}': freeze it with --constant {name}=NUMBER (one value) or {name}=FILE.npy"
+                )
+            })
+            .collect()
     }
 
     fn mark_unknown(&mut self, node: &Node) {

@@ -583,6 +583,9 @@ pub(super) fn variadic(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 
 pub(super) fn activation(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let x = lw.input(node, 0)?;
+    if node.op_type == "Clip" && clip_needs_binary(lw, node, x) {
+        return clip_as_binary(lw, node, x);
+    }
     lw.require_f32(&[x])?;
     let act = match node.op_type.as_str() {
         "Relu" => Activation::Relu,
@@ -653,6 +656,67 @@ pub(super) fn activation(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     };
     let y = lw.output(node, 0, DType::F32, lw.shape(x))?;
     lw.emit(node, Op::Unary(act), vec![Some(x)], vec![y])?;
+    Ok(())
+}
+
+/// Whether a Clip (opset 11 on: bounds as inputs) must run as Max and Min steps rather than as
+/// the fusable f32 activation: its input is an integer, or a bound is computed at run time.
+fn clip_needs_binary(lw: &Lowerer, node: &Node, x: TensorId) -> bool {
+    if lw.opset() < 11 {
+        return false;
+    }
+    let runtime_bound = [1, 2]
+        .into_iter()
+        .filter_map(|i| lw.optional_input(node, i))
+        .any(|b| lw.value(b).is_none());
+    lw.dtype(x) != DType::F32 || runtime_bound
+}
+
+/// Clip as `Min(Max(x, min), max)` with each present bound a scalar operand (broadcast): the
+/// form for integer inputs and for bounds computed at run time (a log-mel floor at
+/// `max(x) − 80 dB`). A min above the max gives the max everywhere, as ONNX defines.
+fn clip_as_binary(lw: &mut Lowerer, node: &Node, x: TensorId) -> Result<(), Reason> {
+    let dtype = lw.dtype(x);
+    if dtype != DType::F32 && !dtype.is_integer() {
+        return Err(format!("type {dtype} is not supported for Clip"));
+    }
+    let shape = lw.shape(x);
+    let bounds: Vec<(BinaryOp, TensorId, &str)> =
+        [(1, BinaryOp::Max, "min"), (2, BinaryOp::Min, "max")]
+            .into_iter()
+            .filter_map(|(i, op, what)| Some((op, lw.optional_input(node, i)?, what)))
+            .collect();
+    let mut acc = x;
+    for (k, &(op, bound, what)) in bounds.iter().enumerate() {
+        if lw.dtype(bound) != dtype {
+            return Err(format!(
+                "Clip {what} is {}, the input {dtype}",
+                lw.dtype(bound)
+            ));
+        }
+        if lw.shape(bound).iter().product::<usize>() != 1 {
+            return Err(format!("Clip {what} must be a scalar"));
+        }
+        let scalar = if lw.shape(bound).is_empty() {
+            bound
+        } else {
+            lw.temp_alias(node, what, bound, vec![])
+        };
+        let y = if k + 1 == bounds.len() {
+            lw.output(node, 0, dtype, shape.clone())?
+        } else {
+            lw.temp(node, "at_least_min", dtype, shape.clone())
+        };
+        let step = Op::Binary {
+            op,
+            activation: Activation::None,
+        };
+        lw.emit(node, step, vec![Some(acc), Some(scalar)], vec![y])?;
+        acc = y;
+    }
+    if bounds.is_empty() {
+        lw.alias_output(node, 0, x, shape)?;
+    }
     Ok(())
 }
 

@@ -139,6 +139,12 @@ impl ModelBuilder {
         self
     }
 
+    /// The graph alone: a subgraph for [`attr_graph`] (an If's branch), its outputs named by
+    /// [`ModelBuilder::output`].
+    pub fn graph(self) -> GraphProto {
+        self.graph
+    }
+
     /// The encoded model.
     pub fn encode(self) -> Vec<u8> {
         let mut opset_import = vec![OperatorSetIdProto {
@@ -188,6 +194,16 @@ pub fn attr_float(name: &str, v: f32) -> AttributeProto {
         name: name.into(),
         r#type: attribute_type::FLOAT,
         f: v,
+        ..Default::default()
+    }
+}
+
+/// A graph attribute (an If's `then_branch` / `else_branch`).
+pub fn attr_graph(name: &str, g: GraphProto) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type: attribute_type::GRAPH,
+        g: Some(Box::new(g)),
         ..Default::default()
     }
 }
