@@ -669,3 +669,65 @@ fn if_and_data_dependent_ops() {
         "{text}"
     );
 }
+
+/// Pad with negative pads crops (a Slice, then the positive pads), in every mode; wrap pads
+/// repeat the input however wide the border (numpy's `wrap`).
+#[test]
+fn pad_crops_with_negative_pads_and_wraps_any_width() {
+    let pad = |mode: &str, pads: &[i64]| {
+        ModelBuilder::new(18)
+            .input("x", data_type::FLOAT, &[D::N(2), D::N(4)])
+            .init_i64("pads", &[4], pads)
+            .node(
+                "Pad",
+                "pad",
+                &["x", "pads"],
+                &["y"],
+                vec![attr_string("mode", mode)],
+            )
+            .output("y")
+            .encode()
+    };
+    let run = |onnx: Vec<u8>| -> (Vec<usize>, Vec<f32>) {
+        let packed = pack(&onnx, &PackOptions::default()).unwrap();
+        let bytes = AlignedBytes::from(&packed.bytes[..]);
+        let model = Model::load(bytes.as_bytes()).unwrap();
+        let x: Vec<f32> = (0..8).map(|v| v as f32).collect();
+        let input = NpyArray {
+            dtype: ferrite_hal::DType::F32,
+            shape: vec![2, 4],
+            bytes: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        let out = run_cpu(&model, &[input]).unwrap();
+        let y = out[0]
+            .bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        (out[0].shape.clone(), y)
+    };
+    // x = [[0 1 2 3] [4 5 6 7]]; pads [row begin, col begin, row end, col end].
+    // Crop one column at the start, pad one at the end with zeros.
+    let (shape, y) = run(pad("constant", &[0, -1, 0, 1]));
+    assert_eq!(shape, [2, 4]);
+    assert_eq!(y, [1.0, 2.0, 3.0, 0.0, 5.0, 6.0, 7.0, 0.0]);
+    // Crop the first row, edge-pad two columns at the start.
+    let (shape, y) = run(pad("edge", &[-1, 2, 0, 0]));
+    assert_eq!(shape, [1, 6]);
+    assert_eq!(y, [4.0, 4.0, 4.0, 5.0, 6.0, 7.0]);
+    // Wrap five columns at the start (wider than the axis) and one at the end.
+    let (shape, y) = run(pad("wrap", &[0, 5, 0, 1]));
+    assert_eq!(shape, [2, 10]);
+    assert_eq!(
+        y,
+        [
+            3.0, 0.0, 1.0, 2.0, 3.0, 0.0, 1.0, 2.0, 3.0, 0.0, 7.0, 4.0, 5.0, 6.0, 7.0, 4.0, 5.0,
+            6.0, 7.0, 4.0
+        ]
+    );
+    let text = pack_error(&pad("constant", &[0, -3, 0, -2]));
+    assert!(
+        text.contains("pads crop 5 elements from an axis of 4"),
+        "{text}"
+    );
+}

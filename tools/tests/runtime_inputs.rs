@@ -238,3 +238,54 @@ fn a_number_for_a_tensor_input_is_refused() {
         "{err}"
     );
 }
+
+/// Pad's constant_value as a graph input: the border takes the value given at run time, the
+/// inside the input, for float and integer tensors.
+#[test]
+fn pad_value_given_at_run_time() {
+    let onnx = |elem: i32| {
+        ModelBuilder::new(18)
+            .input("x", elem, &[D::N(2), D::N(3)])
+            .input("v", elem, &[])
+            .init_i64("pads", &[4], &[1, 0, 0, 2])
+            .node("Pad", "pad", &["x", "pads", "v"], &["y"], vec![])
+            .output("y")
+            .encode()
+    };
+    // Output [3, 5]: one row above, two columns on the right.
+    let expect = |x: &[f32], v: f32| -> Vec<f32> {
+        let mut y = vec![v; 15];
+        for r in 0..2 {
+            for c in 0..3 {
+                y[(r + 1) * 5 + c] = x[r * 3 + c];
+            }
+        }
+        y
+    };
+    let x = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    for v in [0.0f32, -7.5, 1e9] {
+        let out = run(
+            &onnx(data_type::FLOAT),
+            &PackOptions::default(),
+            &[f32_array(&[2, 3], &x), f32_array(&[], &[v])],
+        );
+        assert_eq!(out[0].shape, [3, 5]);
+        assert_eq!(f32_values(&out[0]), expect(&x, v), "value {v}");
+    }
+    let i32s = |v: &[i32], shape: &[usize]| NpyArray {
+        dtype: DType::I32,
+        shape: shape.to_vec(),
+        bytes: v.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    };
+    let out = run(
+        &onnx(data_type::INT32),
+        &PackOptions::default(),
+        &[i32s(&[1, 2, 3, 4, 5, 6], &[2, 3]), i32s(&[-1], &[])],
+    );
+    let got: Vec<f32> = out[0]
+        .bytes
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes(c.try_into().unwrap()) as f32)
+        .collect();
+    assert_eq!(got, expect(&x, -1.0));
+}

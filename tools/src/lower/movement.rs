@@ -4,9 +4,10 @@
 use super::{normalize_axis, Attrs, Lowerer, Reason};
 use crate::ir::TensorId;
 use crate::onnx::Node;
+use crate::tensor::HostTensor;
 use ferrite_hal::op::{BinaryOp, PadMode, ReduceOp};
 use ferrite_hal::Activation;
-use ferrite_hal::{Op, MAX_RANK};
+use ferrite_hal::{DType, Op, MAX_RANK};
 
 fn axes_list(axes: &[i64], rank: usize) -> Result<Vec<usize>, Reason> {
     let mut out = Vec::new();
@@ -334,14 +335,22 @@ pub(super) fn slice(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 }
 
 pub(super) fn pad(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
-    let x = lw.input(node, 0)?;
-    let s = lw.shape(x);
+    let mut x = lw.input(node, 0)?;
+    let mut s = lw.shape(x);
     let rank = s.len();
-    let mode = match node.string("mode", "constant")?.as_str() {
-        "constant" => PadMode::Constant,
-        "reflect" => PadMode::Reflect,
-        "edge" => PadMode::Edge,
+    // Wrap is planned as one constant-index Gather per padded axis.
+    let (mode, wrap) = match node.string("mode", "constant")?.as_str() {
+        "constant" => (PadMode::Constant, false),
+        "reflect" => (PadMode::Reflect, false),
+        "edge" => (PadMode::Edge, false),
+        "wrap" => (PadMode::Constant, true),
         other => return Err(format!("pad mode '{other}' is not supported")),
+    };
+    // A constant_value computed at run time: pad with zeros, then a Where on the (constant)
+    // mask of the input's region puts the value in the border.
+    let runtime_value = match lw.optional_input(node, 2) {
+        Some(v) if lw.opset() >= 11 && lw.value(v).is_none() => Some(v),
+        _ => None,
     };
     let (pads, value, axes) = if lw.opset() < 11 {
         (
@@ -350,11 +359,16 @@ pub(super) fn pad(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
             None,
         )
     } else {
+        let value = match runtime_value {
+            Some(_) => 0.0,
+            None => lw
+                .const_scalar(node, 2, "Pad constant_value")?
+                .unwrap_or(0.0),
+        };
         (
             lw.const_ints(node, 1, "Pad pads")?
                 .ok_or("pads are required")?,
-            lw.const_scalar(node, 2, "Pad constant_value")?
-                .unwrap_or(0.0),
+            value,
             lw.const_ints(node, 3, "Pad axes")?,
         )
     };
@@ -365,42 +379,214 @@ pub(super) fn pad(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     if pads.len() != 2 * axes.len() {
         return Err("pads must have two values per axis".into());
     }
-    if pads.iter().any(|&p| p < 0) {
-        return Err("negative pads (cropping) are not supported".into());
+    let limit = crate::tensor::MAX_CONSTANT_ELEMENTS as i64;
+    if pads.iter().any(|&p| p.abs() > limit) {
+        return Err("pads are too large".into());
+    }
+    // Negative pads crop: a Slice first, then the padding on what is left.
+    let mut crop = [[0usize; 2]; MAX_RANK];
+    for (i, &a) in axes.iter().enumerate() {
+        crop[a] = [
+            (-pads[i]).max(0) as usize,
+            (-pads[i + axes.len()]).max(0) as usize,
+        ];
+    }
+    if crop.iter().any(|c| c[0] + c[1] > 0) {
+        let mut starts = [0usize; MAX_RANK];
+        let mut cropped = s.clone();
+        for a in 0..rank {
+            let [b, e] = crop[a];
+            if b + e > s[a] {
+                return Err(format!(
+                    "pads crop {} elements from an axis of {}",
+                    b + e,
+                    s[a]
+                ));
+            }
+            starts[a] = b;
+            cropped[a] = s[a] - b - e;
+        }
+        let y = lw.temp(node, "cropped", lw.dtype(x), cropped.clone());
+        let step = Op::Slice {
+            starts,
+            steps: [1; MAX_RANK],
+        };
+        lw.emit(node, step, vec![Some(x)], vec![y])?;
+        (x, s) = (y, cropped);
     }
     let mut begins = [0usize; MAX_RANK];
     let mut ends = [0usize; MAX_RANK];
     let mut out = s.clone();
     for (i, &a) in axes.iter().enumerate() {
-        let limit = crate::tensor::MAX_CONSTANT_ELEMENTS as i64;
-        if pads[i] > limit || pads[i + axes.len()] > limit {
-            return Err("pads are too large".into());
-        }
-        begins[a] = pads[i] as usize;
-        ends[a] = pads[i + axes.len()] as usize;
+        begins[a] = pads[i].max(0) as usize;
+        ends[a] = pads[i + axes.len()].max(0) as usize;
         out[a] += begins[a] + ends[a];
-        if mode == PadMode::Reflect
-            && (begins[a] + ends[a] > 0)
-            && (begins[a] >= s[a] || ends[a] >= s[a])
-        {
+        let padded = begins[a] + ends[a] > 0;
+        if mode == PadMode::Reflect && padded && (begins[a] >= s[a] || ends[a] >= s[a]) {
             return Err("reflect padding must be smaller than the axis".into());
         }
-        if mode == PadMode::Edge && (begins[a] + ends[a] > 0) && s[a] == 0 {
-            return Err("edge padding of an empty axis".into());
+        if (mode == PadMode::Edge || wrap) && padded && s[a] == 0 {
+            return Err("edge or wrap padding of an empty axis".into());
         }
     }
-    let y = lw.output(node, 0, lw.dtype(x), out)?;
+    if wrap {
+        return wrap_pad(lw, node, x, &s, &begins, &ends);
+    }
+    let step = Op::Pad {
+        mode,
+        begins,
+        ends,
+        value,
+    };
+    let Some(fill) = runtime_value else {
+        let y = lw.output(node, 0, lw.dtype(x), out)?;
+        return lw.emit(node, step, vec![Some(x)], vec![y]);
+    };
+    if mode != PadMode::Constant {
+        return Err("constant_value is only read by mode 'constant'".into());
+    }
+    let dtype = lw.dtype(x);
+    if lw.dtype(fill) != dtype {
+        return Err(format!(
+            "Pad constant_value is {}, the input {dtype}",
+            lw.dtype(fill)
+        ));
+    }
+    if lw.shape(fill).iter().product::<usize>() != 1 {
+        return Err("Pad constant_value must be a scalar".into());
+    }
+    let fill = if lw.shape(fill).is_empty() {
+        fill
+    } else {
+        lw.temp_alias(node, "fill", fill, vec![])
+    };
+    let count: usize = s.iter().product();
+    let inside = lw.constant(
+        node,
+        "inside",
+        HostTensor::int(DType::Bool, s.clone(), vec![1; count]),
+    );
+    // Folded at pack time: true where the output holds the input.
+    let mask = lw.temp(node, "mask", DType::Bool, out.clone());
+    lw.emit(node, step, vec![Some(inside)], vec![mask])?;
+    let padded = lw.temp(node, "zero_padded", dtype, out.clone());
+    lw.emit(node, step, vec![Some(x)], vec![padded])?;
+    let y = lw.output(node, 0, dtype, out)?;
     lw.emit(
         node,
-        Op::Pad {
-            mode,
+        Op::Where,
+        vec![Some(mask), Some(padded), Some(fill)],
+        vec![y],
+    )
+}
+
+/// CenterCropPad: each listed axis cropped or zero-padded to its target size, centred (an odd
+/// difference leaves the extra element at the end, as ONNX's reference does): a Slice for the
+/// axes that shrink, then a Pad for those that grow.
+pub(super) fn center_crop_pad(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    let s = lw.shape(x);
+    let rank = s.len();
+    let target = lw
+        .const_ints(node, 1, "CenterCropPad shape")?
+        .ok_or("shape is required")?;
+    let axes = match node.ints("axes")? {
+        Some(a) => axes_list(&a, rank)?,
+        None => (0..rank).collect(),
+    };
+    if target.len() != axes.len() {
+        return Err(format!(
+            "shape has {} values for {} axes",
+            target.len(),
+            axes.len()
+        ));
+    }
+    let limit = crate::tensor::MAX_CONSTANT_ELEMENTS as i64;
+    let (mut starts, mut cropped) = ([0usize; MAX_RANK], s.clone());
+    let (mut begins, mut ends, mut out) = ([0usize; MAX_RANK], [0usize; MAX_RANK], s.clone());
+    for (&a, &t) in axes.iter().zip(&target) {
+        if !(0..=limit).contains(&t) {
+            return Err(format!("target size {t} is out of range"));
+        }
+        let (n, t) = (s[a], t as usize);
+        if t < n {
+            starts[a] = (n - t) / 2;
+            cropped[a] = t;
+        } else {
+            begins[a] = (t - n) / 2;
+            ends[a] = t - n - begins[a];
+        }
+        out[a] = t;
+    }
+    let dtype = lw.dtype(x);
+    let grows = begins.iter().chain(&ends).any(|&p| p > 0);
+    let mut y = x;
+    if cropped != s {
+        y = if grows {
+            lw.temp(node, "cropped", dtype, cropped.clone())
+        } else {
+            lw.output(node, 0, dtype, cropped.clone())?
+        };
+        let step = Op::Slice {
+            starts,
+            steps: [1; MAX_RANK],
+        };
+        lw.emit(node, step, vec![Some(x)], vec![y])?;
+    }
+    if grows {
+        let padded = lw.output(node, 0, dtype, out)?;
+        let step = Op::Pad {
+            mode: PadMode::Constant,
             begins,
             ends,
-            value,
-        },
-        vec![Some(x)],
-        vec![y],
-    )?;
+            value: 0.0,
+        };
+        lw.emit(node, step, vec![Some(y)], vec![padded])?;
+    } else if cropped == s {
+        lw.alias_output(node, 0, x, s)?;
+    }
+    Ok(())
+}
+
+/// Wrap padding: along each padded axis, output index `j` reads input index `(j − begin) mod
+/// n` (numpy's `wrap`, any pad size): a Gather with constant indices per axis.
+fn wrap_pad(
+    lw: &mut Lowerer,
+    node: &Node,
+    mut x: TensorId,
+    s: &[usize],
+    begins: &[usize; MAX_RANK],
+    ends: &[usize; MAX_RANK],
+) -> Result<(), Reason> {
+    let padded: Vec<usize> = (0..s.len()).filter(|&a| begins[a] + ends[a] > 0).collect();
+    let mut shape = s.to_vec();
+    for (k, &a) in padded.iter().enumerate() {
+        let (n, len) = (s[a] as i64, s[a] + begins[a] + ends[a]);
+        let indices: Vec<i64> = (0..len as i64)
+            .map(|j| (j - begins[a] as i64).rem_euclid(n))
+            .collect();
+        let idx = lw.constant(
+            node,
+            &format!("wrap{a}"),
+            HostTensor::int(DType::I64, vec![len], indices),
+        );
+        shape[a] = len;
+        let y = if k + 1 == padded.len() {
+            lw.output(node, 0, lw.dtype(x), shape.clone())?
+        } else {
+            lw.temp(node, &format!("wrapped{a}"), lw.dtype(x), shape.clone())
+        };
+        lw.emit(
+            node,
+            Op::Gather { axis: a },
+            vec![Some(x), Some(idx)],
+            vec![y],
+        )?;
+        x = y;
+    }
+    if padded.is_empty() {
+        lw.alias_output(node, 0, x, shape)?;
+    }
     Ok(())
 }
 

@@ -69,6 +69,7 @@ pub(super) const ONNX_OPS: &[OnnxOp] = &[
     op("CastLike", constant::cast, Inputs::Fixed(2)),
     op("Ceil", nn::activation, Inputs::Any),
     op("Celu", nn::activation, Inputs::Any),
+    op("CenterCropPad", movement::center_crop_pad, Inputs::Fixed(2)),
     op("Clip", nn::activation, Inputs::ByOpset(&[(1, 1), (11, 3)])),
     op("Concat", movement::concat, Inputs::Any),
     op("Constant", constant::constant, Inputs::Fixed(0)),
