@@ -29,7 +29,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             let (x, scale, zero, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
             all_f32(&[x, scale])?;
             ensure(
-                matches!(zero.dtype, DType::I8 | DType::U8),
+                matches!(zero.dtype, DType::I8 | DType::U8 | DType::I16 | DType::U16),
                 "QuantizeLinear zero point type",
             )?;
             same_dtype(&[zero, y])?;
@@ -43,7 +43,10 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             )?;
             let (x, scale, y) = (input(0)?, input(1)?, output(0)?);
             ensure(
-                matches!(x.dtype, DType::I8 | DType::U8 | DType::I32),
+                matches!(
+                    x.dtype,
+                    DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::I32
+                ),
                 "DequantizeLinear input type",
             )?;
             all_f32(&[scale, y])?;

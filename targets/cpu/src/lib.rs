@@ -70,7 +70,10 @@ impl CpuDevice {
         let set = set
             .with(Copy, &DType::ALL)
             .with(Quantize, &float)
-            .with(Dequantize, &[DType::I8, DType::U8, DType::I32])
+            .with(
+                Dequantize,
+                &[DType::I8, DType::U8, DType::I16, DType::U16, DType::I32],
+            )
             .with(DynamicQuantize, &float)
             .with(ArgMax, &float)
             .with(ArgMin, &float)

@@ -616,7 +616,15 @@ pub(super) fn gather(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 }
 
 pub(super) fn reduce(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
-    let x = lw.input(node, 0)?;
+    let mut x = lw.input(node, 0)?;
+    // The maximum (any) and minimum (all) of bools: reduced as 0.0 / 1.0, cast back.
+    let boolean =
+        lw.dtype(x) == DType::Bool && matches!(node.op_type.as_str(), "ReduceMax" | "ReduceMin");
+    if boolean {
+        let as_f32 = lw.temp(node, "as_f32", DType::F32, lw.shape(x));
+        lw.emit(node, Op::Convert, vec![Some(x)], vec![as_f32])?;
+        x = as_f32;
+    }
     lw.require_f32(&[x])?;
     let s = lw.shape(x);
     let op = match node.op_type.as_str() {
@@ -666,6 +674,17 @@ pub(super) fn reduce(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let Some(op) = op else {
         return log_sum_exp(lw, node, x, mask, kept, out);
     };
+    if boolean {
+        let reduced = lw.temp(node, "reduced", DType::F32, out.clone());
+        lw.emit(
+            node,
+            Op::Reduce { op, axes: mask },
+            vec![Some(x)],
+            vec![reduced],
+        )?;
+        let y = lw.output(node, 0, DType::Bool, out)?;
+        return lw.emit(node, Op::Convert, vec![Some(reduced)], vec![y]);
+    }
     let y = lw.output(node, 0, lw.dtype(x), out)?;
     lw.emit(node, Op::Reduce { op, axes: mask }, vec![Some(x)], vec![y])?;
     Ok(())

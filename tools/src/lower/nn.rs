@@ -586,6 +586,9 @@ pub(super) fn activation(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     if node.op_type == "Clip" && clip_needs_binary(lw, node, x) {
         return clip_as_binary(lw, node, x);
     }
+    if matches!(node.op_type.as_str(), "Neg" | "Abs") && lw.dtype(x).is_integer() {
+        return integer_neg_abs(lw, node, x);
+    }
     lw.require_f32(&[x])?;
     let act = match node.op_type.as_str() {
         "Relu" => Activation::Relu,
@@ -656,6 +659,35 @@ pub(super) fn activation(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     };
     let y = lw.output(node, 0, DType::F32, lw.shape(x))?;
     lw.emit(node, Op::Unary(act), vec![Some(x)], vec![y])?;
+    Ok(())
+}
+
+/// Neg and Abs of integers (shape arithmetic in function bodies, LayerNormalization's
+/// expansion): `0 − x`, and `Max(x, 0 − x)` (unsigned: `x`), wrapping as two's complement does (`−(−128)` is
+/// −128 in int8, as in numpy and onnxruntime).
+fn integer_neg_abs(lw: &mut Lowerer, node: &Node, x: TensorId) -> Result<(), Reason> {
+    let (dtype, shape) = (lw.dtype(x), lw.shape(x));
+    let unsigned = matches!(dtype, DType::U8 | DType::U16 | DType::U32 | DType::U64);
+    if unsigned && node.op_type == "Abs" {
+        return lw.alias_output(node, 0, x, shape);
+    }
+    let zero = lw.constant(node, "zero", HostTensor::int(dtype, vec![], vec![0]));
+    let plain = |op| Op::Binary {
+        op,
+        activation: Activation::None,
+    };
+    let negated = if node.op_type == "Neg" {
+        lw.output(node, 0, dtype, shape.clone())?
+    } else {
+        lw.temp(node, "negated", dtype, shape.clone())
+    };
+    let inputs = vec![Some(zero), Some(x)];
+    lw.emit(node, plain(BinaryOp::Sub), inputs, vec![negated])?;
+    if node.op_type == "Abs" {
+        let y = lw.output(node, 0, dtype, shape)?;
+        let inputs = vec![Some(x), Some(negated)];
+        lw.emit(node, plain(BinaryOp::Max), inputs, vec![y])?;
+    }
     Ok(())
 }
 
@@ -778,12 +810,17 @@ pub(super) fn arg_extreme(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     lw.emit(node, op, vec![Some(x)], vec![y])
 }
 
-/// A pooling node's f32 input, its shape, spatial dims and `kernel_shape`.
+/// A pooling node's input (f32, or 8-bit integers for MaxPool), its shape, spatial dims and
+/// `kernel_shape`.
 type PoolInput = (TensorId, Vec<usize>, Vec<usize>, Vec<usize>);
 
 fn pool_input(lw: &Lowerer, node: &Node) -> Result<PoolInput, Reason> {
     let x = lw.input(node, 0)?;
-    lw.require_f32(&[x])?;
+    // A maximum commutes with any monotone encoding: MaxPool runs on int8 and uint8 as they are.
+    let integer_max = node.op_type == "MaxPool" && matches!(lw.dtype(x), DType::I8 | DType::U8);
+    if !integer_max {
+        lw.require_f32(&[x])?;
+    }
     let xs = lw.shape(x);
     let spatial = spatial_dims(&xs, &node.op_type)?;
     let kernel = node
@@ -819,14 +856,19 @@ pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let out_spatial = window_out(&p.window, &spatial, Some(p.ceil_mode))?;
     let mut out_shape = xs[..2].to_vec();
     out_shape.extend(out_spatial);
-    let y = lw.output(node, 0, DType::F32, out_shape)?;
-    // A window that is exactly the (unpadded) input is a global pool: one contiguous pass.
+    let dtype = lw.dtype(x);
+    let y = lw.output(node, 0, dtype, out_shape)?;
+    // A window that is exactly the (unpadded) input is a global pool: one contiguous pass
+    // (float only: the reduction is an f32 kernel).
     let whole = if spatial.len() == 1 {
         [1, spatial[0]]
     } else {
         [spatial[0], spatial[1]]
     };
-    let global = p.window.kernel == whole && p.window.pads == [0; 4] && p.window.dilation == [1, 1];
+    let global = p.window.kernel == whole
+        && p.window.pads == [0; 4]
+        && p.window.dilation == [1, 1]
+        && dtype == DType::F32;
     let op = match (global, is_max) {
         (true, false) => Op::GlobalAvgPool,
         (true, true) => Op::Reduce {

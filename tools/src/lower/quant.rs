@@ -117,9 +117,9 @@ pub(super) fn quantize(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         }
     };
     let dtype = lw.dtype(zero);
-    if !matches!(dtype, DType::I8 | DType::U8) {
+    if !matches!(dtype, DType::I8 | DType::U8 | DType::I16 | DType::U16) {
         return Err(format!(
-            "zero point '{}' is {dtype}: only int8 and uint8 quantization is supported",
+            "zero point '{}' is {dtype}: only 8- and 16-bit integer quantization is supported",
             lw.name(zero)
         ));
     }
@@ -136,9 +136,12 @@ pub(super) fn dequantize(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let x = lw.input(node, 0)?;
     let scale = lw.input(node, 1)?;
     let dtype = lw.dtype(x);
-    if !matches!(dtype, DType::I8 | DType::U8 | DType::I32) {
+    if !matches!(
+        dtype,
+        DType::I8 | DType::U8 | DType::I16 | DType::U16 | DType::I32
+    ) {
         return Err(format!(
-            "input '{}' is {dtype}: only int8, uint8 and int32 are dequantized",
+            "input '{}' is {dtype}: only 8- and 16-bit integers and int32 are dequantized",
             lw.name(x)
         ));
     }

@@ -663,6 +663,12 @@ fn run_step_inline<const OPS: Selection>(
                 DType::U8 if selects_dtype(OPS, DType::U8) => {
                     quantize::quantize(x, scale, cast::<u8>(zero)?, ch, cast_mut(out)?)
                 }
+                DType::I16 if selects_dtype(OPS, DType::I16) => {
+                    quantize::quantize(x, scale, cast::<i16>(zero)?, ch, cast_mut(out)?)
+                }
+                DType::U16 if selects_dtype(OPS, DType::U16) => {
+                    quantize::quantize(x, scale, cast::<u16>(zero)?, ch, cast_mut(out)?)
+                }
                 _ => return Err(CpuError::Unsupported),
             }
         }
@@ -680,6 +686,12 @@ fn run_step_inline<const OPS: Selection>(
                 }
                 DType::U8 if selects_dtype(OPS, DType::U8) => {
                     dequantize_typed::<u8>(bytes, scale, zero, ch, y)?
+                }
+                DType::I16 if selects_dtype(OPS, DType::I16) => {
+                    dequantize_typed::<i16>(bytes, scale, zero, ch, y)?
+                }
+                DType::U16 if selects_dtype(OPS, DType::U16) => {
+                    dequantize_typed::<u16>(bytes, scale, zero, ch, y)?
                 }
                 DType::I32 if selects_dtype(OPS, DType::I32) => {
                     dequantize_typed::<i32>(bytes, scale, zero, ch, y)?

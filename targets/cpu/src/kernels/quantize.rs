@@ -36,9 +36,11 @@ macro_rules! quant_int {
     };
 }
 
-// 8-bit differences fit in i32; int32 ones need i64.
+// 8- and 16-bit differences fit in i32; int32 ones need i64.
 quant_int!(i8, i32);
 quant_int!(u8, i32);
+quant_int!(i16, i32);
+quant_int!(u16, i32);
 quant_int!(i32, i64);
 
 /// An 8-bit quantized type: its values can index a 256-entry table by their byte.
