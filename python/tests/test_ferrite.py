@@ -420,6 +420,39 @@ def test_constants_take_arrays_or_numbers():
         ferrite.pack(model, constants={"k": np.array([5], np.float32)})
 
 
+@pytest.mark.parametrize(
+    "mels,dft,rate,low,high",
+    [(40, 512, 16000, 20.0, 4000.0), (10, 640, 16000, 0.0, 8000.0), (64, 1024, 22050, 125.0, 7500.0), (8, 256, 8000, 300.0, 3400.0)],
+)
+def test_mel_weight_matrix_matches_onnxruntime(mels, dft, rate, low, high):
+    # The audio front end's filter bank, computed at pack time: equal to onnxruntime's.
+    i64 = lambda name, v: oh.make_tensor(name, onnx.TensorProto.INT64, [], [v])
+    f32 = lambda name, v: oh.make_tensor(name, onnx.TensorProto.FLOAT, [], [v])
+    inits = [i64("m", mels), i64("d", dft), i64("r", rate), f32("lo", low), f32("hi", high)]
+    x = oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [dft // 2 + 1, mels])
+    y = oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [dft // 2 + 1, mels])
+    nodes = [oh.make_node("MelWeightMatrix", ["m", "d", "r", "lo", "hi"], ["w"]), oh.make_node("Add", ["x", "w"], ["y"])]
+    model = oh.make_model(oh.make_graph(nodes, "g", [x], [y], inits), opset_imports=[oh.make_opsetid("", 17)])
+    feeds = {"x": np.zeros((dft // 2 + 1, mels), np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = ferrite.Session(model).run(feeds)["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("op", ["HannWindow", "HammingWindow", "BlackmanWindow"])
+@pytest.mark.parametrize("size,periodic", [(1, 1), (2, 0), (400, 1), (512, 0), (640, 1)])
+def test_windows_match_onnxruntime(op, size, periodic):
+    n = oh.make_tensor("n", onnx.TensorProto.INT64, [], [size])
+    x = oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [size])
+    y = oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [size])
+    nodes = [oh.make_node(op, ["n"], ["w"], periodic=periodic), oh.make_node("Add", ["x", "w"], ["y"])]
+    model = oh.make_model(oh.make_graph(nodes, "g", [x], [y], [n]), opset_imports=[oh.make_opsetid("", 17)])
+    feeds = {"x": np.zeros(size, np.float32)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    got = ferrite.Session(model).run(feeds)["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 def test_the_readme_example_runs(capsys):
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## From Python") :]

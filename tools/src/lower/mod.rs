@@ -21,6 +21,7 @@ mod qoperator;
 mod quant;
 mod recurrent;
 mod resize;
+mod signal;
 mod table;
 
 pub use qoperator::MICROSOFT_OPS;

@@ -4,7 +4,7 @@
 
 use super::{
     compose, constant, control, einsum, indexing, integer, movement, nn, qoperator, quant,
-    recurrent, resize, Lowerer, Reason,
+    recurrent, resize, signal, Lowerer, Reason,
 };
 use crate::onnx::Node;
 
@@ -65,6 +65,7 @@ pub(super) const ONNX_OPS: &[OnnxOp] = &[
     op("AveragePool", nn::pool, Inputs::Fixed(1)),
     op("BatchNormalization", nn::batch_norm, Inputs::Fixed(5)),
     op("BitShift", nn::binary, Inputs::Fixed(2)),
+    op("BlackmanWindow", signal::window, Inputs::Fixed(1)),
     op("Cast", constant::cast, Inputs::Fixed(1)),
     op("CastLike", constant::cast, Inputs::Fixed(2)),
     op("Ceil", nn::activation, Inputs::Any),
@@ -120,6 +121,8 @@ pub(super) const ONNX_OPS: &[OnnxOp] = &[
     op("Greater", nn::compare, Inputs::Fixed(2)),
     op("GreaterOrEqual", nn::compare, Inputs::Fixed(2)),
     op("GroupNormalization", compose::group_norm, Inputs::Fixed(3)),
+    op("HammingWindow", signal::window, Inputs::Fixed(1)),
+    op("HannWindow", signal::window, Inputs::Fixed(1)),
     op("HardSigmoid", nn::activation, Inputs::Fixed(1)),
     op("HardSwish", nn::activation, Inputs::Fixed(1)),
     op("Hardmax", nn::softmax, Inputs::Any),
@@ -146,6 +149,11 @@ pub(super) const ONNX_OPS: &[OnnxOp] = &[
     op("Max", nn::variadic, Inputs::Any),
     op("MaxPool", nn::pool, Inputs::Fixed(1)),
     op("Mean", nn::variadic, Inputs::Any),
+    op(
+        "MelWeightMatrix",
+        signal::mel_weight_matrix,
+        Inputs::Fixed(5),
+    ),
     op("Min", nn::variadic, Inputs::Any),
     op("Mish", nn::activation, Inputs::Any),
     op("Mod", nn::binary, Inputs::Fixed(2)),
