@@ -33,7 +33,7 @@ def models():
     manifest = json.loads((MODELS / "manifest.json").read_text())
     quantized = json.loads((MODELS / "quantized.json").read_text())
     yield "digits", ROOT / "demo/digits.onnx", {}
-    for name in ["mlp", "ds_cnn", "fc_autoencoder", "resnet8", "mobilenet_v1_025"]:
+    for name in ["mlp", "ds_cnn", "fc_autoencoder", "resnet8", "mobilenet_v1_025", "kws_frontend"]:
         yield name, MODELS / f"{name}.onnx", manifest[name]["input_shapes"]
     for name in ["mlp_qdq", "ds_cnn_qdq", "resnet8_qdq", "mlperf_kws_ds_cnn",
                  "mlperf_ad_fc_ae", "mlperf_ic_resnet8", "mlperf_vww_mbv1"]:

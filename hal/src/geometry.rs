@@ -627,3 +627,90 @@ impl StridedCopy {
         Ok(true)
     }
 }
+
+/// The layout of a [`crate::op::Dft`] step, derived from the op and its signal's shape: the
+/// one rule the planner, the verifier and the kernels share.
+///
+/// The signal is viewed as `[outer, signal, inner, complex_in]` around the transformed axis
+/// (the last dimension is 1 for real values, 2 for complex ones); the output as `[outer,
+/// frames, bins, inner, complex_out]`, its shape [`DftGeometry::out_shape`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DftGeometry {
+    /// Product of the dimensions before the axis.
+    pub outer: usize,
+    /// The signal's length along the axis.
+    pub signal: usize,
+    /// Product of the dimensions between the axis and the last.
+    pub inner: usize,
+    /// 1 (real) or 2 (complex) input values per element.
+    pub complex_in: usize,
+    /// Frames (STFT), 1 for a DFT.
+    pub frames: usize,
+    /// Samples read per frame (the rest of the transform's length is zeros).
+    pub frame_length: usize,
+    /// Output bins per frame.
+    pub bins: usize,
+    /// 1 (real, an inverse one-sided transform) or 2 (complex) output values per element.
+    pub complex_out: usize,
+    /// The output's shape.
+    pub out_shape: Shape,
+}
+
+impl DftGeometry {
+    /// The geometry of `op` on a signal of shape `x`, or `None` when the shapes do not fit
+    /// (axis out of range, last dimension not 1 or 2, an STFT frame longer than the signal, a
+    /// complex input to a one-sided forward transform, ...).
+    pub fn new(op: &crate::op::Dft, x: &Shape) -> Option<DftGeometry> {
+        let dims = x.dims_checked();
+        let r = dims.len();
+        let complex_in = *dims.last()?;
+        let n = op.length;
+        if r < 2 || op.axis + 1 >= r || !(1..=2).contains(&complex_in) || n == 0 {
+            return None;
+        }
+        let signal = *dims.get(op.axis)?;
+        let outer = x.product(0..op.axis);
+        let inner = x.product(op.axis + 1..r - 1);
+        let stft = op.frame_step > 0;
+        let (frames, frame_length) = if stft {
+            if op.axis != 1 || r != 3 || signal < n || op.inverse {
+                return None;
+            }
+            ((signal - n) / op.frame_step + 1, n)
+        } else if op.inverse && op.onesided {
+            // An inverse real transform reads the one-sided half spectrum.
+            (1, signal.min(n / 2 + 1))
+        } else {
+            (1, signal.min(n))
+        };
+        if op.onesided && !op.inverse && complex_in != 1 {
+            return None;
+        }
+        let (bins, complex_out) = match (op.inverse, op.onesided) {
+            (false, true) => (n / 2 + 1, 2),
+            (true, true) => (n, 1),
+            _ => (n, 2),
+        };
+        let mut out = [0usize; MAX_RANK];
+        let rank = if stft {
+            out[..4].copy_from_slice(&[*dims.first()?, frames, bins, complex_out]);
+            4
+        } else {
+            out.get_mut(..r)?.copy_from_slice(dims);
+            *out.get_mut(op.axis)? = bins;
+            *out.get_mut(r - 1)? = complex_out;
+            r
+        };
+        Some(DftGeometry {
+            outer,
+            signal,
+            inner,
+            complex_in,
+            frames,
+            frame_length,
+            bins,
+            complex_out,
+            out_shape: Shape::new(out.get(..rank)?)?,
+        })
+    }
+}

@@ -242,7 +242,29 @@ def tiny_transformer():
     return b.model("input", [1, tokens, d], y, [1, tokens, d], 17), {"input": [1, tokens, d]}
 
 
-MODELS = [mlp, ds_cnn, mobilenet_v1, resnet8, fc_autoencoder, kws_lstm, kws_gru, tiny_transformer]
+def kws_frontend():
+    """A keyword spotter's whole pipeline in one graph (opset 17): 1 s of 16 kHz audio ->
+    STFT (512-point frames every 320 samples, Hann window) -> power -> 10 mel bins
+    (MelWeightMatrix, 20 Hz - 4 kHz) -> log -> a small DS-CNN over the 49 x 10 features."""
+    b = Builder("kws_frontend", 9)
+    i64 = lambda v, prefix: b.const(np.array(v, dtype=np.int64), prefix)
+    f32 = lambda v, prefix: b.const(np.array(v, dtype=np.float32), prefix)
+    signal = b.node("Reshape", ["input", i64([1, 16000, 1], "shape")])
+    window = b.node("HannWindow", [i64(512, "size")])
+    spectrum = b.node("STFT", [signal, i64(320, "step"), window, i64(512, "length")])
+    power = b.node("ReduceSum", [b.node("Mul", [spectrum, spectrum]), i64([3], "axes")], keepdims=0)
+    mel = b.node("MelWeightMatrix", [i64(10, "mels"), i64(512, "dft"), i64(16000, "rate"), f32(20.0, "lo"), f32(4000.0, "hi")])
+    features = b.node("Log", [b.node("Add", [b.node("MatMul", [power, mel]), f32(1e-6, "floor")])])
+    h = b.node("Reshape", [features, i64([1, 1, 49, 10], "image")])
+    h = b.node("Relu", [b.bn(b.conv(h, 1, 16, (10, 4), stride=2, pads=[4, 1, 5, 1], bias=False), 16)])
+    h = b.node("Relu", [b.bn(b.conv(h, 16, 16, 3, group=16, bias=False), 16)])
+    h = b.node("Relu", [b.bn(b.conv(h, 16, 16, 1, pads=[0, 0, 0, 0], bias=False), 16)])
+    h = b.node("Flatten", [b.node("GlobalAveragePool", [h])])
+    y = b.dense(h, 16, 12)
+    return b.model("input", [1, 16000], y, [1, 12], 17), {"input": [1, 16000]}
+
+
+MODELS = [mlp, ds_cnn, mobilenet_v1, resnet8, fc_autoencoder, kws_lstm, kws_gru, tiny_transformer, kws_frontend]
 QUANTIZED = ["mlp", "ds_cnn", "resnet8"]
 
 

@@ -96,6 +96,10 @@ pub fn scratch_elements(tensors: &[crate::ir::Tensor], op: &PlanOp) -> usize {
     if let (Op::QAdd(_), Some(&y)) = (op.op, op.outputs.first()) {
         return qadd_scratch_elements(tensors[y].shape.iter().product());
     }
+    if let Op::Dft(d) = op.op {
+        // One transform's interleaved complex values.
+        return 2 * d.length;
+    }
     if let (Op::Det, Some(Some(x))) = (op.op, op.inputs.first()) {
         // An n × n f64 working copy, in f32 elements.
         let n = tensors[*x].shape.last().copied().unwrap_or(0);

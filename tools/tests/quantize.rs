@@ -185,7 +185,7 @@ fn bad_quantization_parameters_are_refused_by_name() {
     let onnx = ModelBuilder::new(13)
         .input("x", data_type::FLOAT, &[D::N(2)])
         .init_f32("scale", &[], &[1.0])
-        .init(int_init("zero", 5, &[], &[0])) // INT16
+        .init(int_init("zero", 6, &[], &[0])) // INT32: not a quantized type
         .node(
             "QuantizeLinear",
             "q",
@@ -196,7 +196,7 @@ fn bad_quantization_parameters_are_refused_by_name() {
         .output("y")
         .encode();
     let text = pack_error(onnx);
-    assert!(text.contains("int16") && text.contains("zero"), "{text}");
+    assert!(text.contains("int32") && text.contains("zero"), "{text}");
 }
 
 /// x [1, 2, 3, 3] → QuantizeLinear → QLinearConv (1×1, per-channel int8 weights, int32 bias)

@@ -1,4 +1,5 @@
-//! The rules of matrix products (Gemm, MatMul, QGemm, MatMulInteger).
+//! The rules of matrix products (Gemm, MatMul, QGemm, MatMulInteger) and of the Fourier
+//! transform (DFT: a product with the Fourier matrix).
 
 use super::*;
 use ferrite_hal::{selects, Op, OpKind};
@@ -77,6 +78,32 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             ensure(
                 b_zero.elements() == 1 || (b.shape.rank() == 2 && b_zero.elements() == g.n),
                 "MatMulInteger B zero point is one value or one per column",
+            )
+        }
+        Op::Dft(d) if selects(OPS, OpKind::Dft) => {
+            ensure(
+                (2..=3).contains(&n_in) && n_out == 1,
+                "DFT takes a signal, its twiddles and an optional window",
+            )?;
+            let (x, twiddles, y) = (input(0)?, input(1)?, output(0)?);
+            all_f32(&[x, twiddles, y])?;
+            let g = geometry::DftGeometry::new(&d, &x.shape).ok_or(why("DFT signal shape"))?;
+            ensure(g.out_shape == y.shape, "DFT output shape")?;
+            ensure(
+                twiddles.shape.dims_checked() == [d.length, 2],
+                "DFT twiddles are [length, 2]",
+            )?;
+            if let Some(window) = step.inputs.get(2) {
+                all_f32(&[window])?;
+                ensure(
+                    d.frame_step > 0 && window.shape.dims_checked() == [d.length],
+                    "an STFT window has the frame's length",
+                )?;
+            }
+            require_scratch(
+                step.scratch,
+                2 * d.length,
+                "DFT needs a scratch of 2·length",
             )
         }
         _ => Err(why(

@@ -15,6 +15,32 @@ pub struct Gemm {
     pub activation: Activation,
 }
 
+/// A discrete Fourier transform of length `length` along `axis` (a DFT is the product with the
+/// Fourier matrix, hence this family). Inputs: the signal (last dimension 1 for real, 2 for
+/// complex values), the twiddle table `[length, 2]` (`cos, −sin` of `2πk/length`, computed at
+/// pack time), and for STFT an optional window `[length]`. Output: the transform's bins
+/// (`length`, or `length/2 + 1` when `onesided` and forward), complex (last dimension 2) — or,
+/// inverse and `onesided` (an inverse real FFT), `length` real values (last dimension 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dft {
+    /// The transformed axis of the signal.
+    pub axis: usize,
+    /// The transform's length: the signal is zero-padded or truncated to it (STFT: the frame
+    /// length).
+    pub length: usize,
+    /// STFT: samples between frames, which the output has as the axis after the batch; 0 for a
+    /// DFT of the whole signal.
+    pub frame_step: usize,
+    /// The inverse transform (scaled by `1/length`).
+    pub inverse: bool,
+    /// Forward: only the first `length/2 + 1` bins (real input); inverse: the input is such a
+    /// one-sided spectrum and the output real.
+    pub onesided: bool,
+}
+
+/// Longest transform a plan may ask for.
+pub const MAX_DFT_LENGTH: usize = 1 << 20;
+
 /// Appends the parameters of `op`, a matmul op, as words.
 pub(super) fn encode(op: &Op, w: &mut WordWriter) {
     match op {
@@ -25,6 +51,12 @@ pub(super) fn encode(op: &Op, w: &mut WordWriter) {
         }
         Op::MatMul { activation } => activation.encode(w),
         Op::QGemm(q) => q.encode(w),
+        Op::Dft(d) => {
+            w.u32(d.axis as u32);
+            w.u32(d.length as u32);
+            w.u32(d.frame_step as u32);
+            w.u32(u32::from(d.inverse) | u32::from(d.onesided) << 1);
+        }
         _ => {}
     }
 }
@@ -43,6 +75,25 @@ pub(super) fn decode<const OPS: Selection>(kind: OpKind, r: &mut WordReader<'_>)
         },
         OpKind::QGemm if selects(OPS, OpKind::QGemm) => Op::QGemm(Requantize::decode(r)?),
         OpKind::MatMulInteger if selects(OPS, OpKind::MatMulInteger) => Op::MatMulInteger,
+        OpKind::Dft if selects(OPS, OpKind::Dft) => {
+            let axis = r.u32()? as usize;
+            let length = r.u32()? as usize;
+            let frame_step = r.u32()? as usize;
+            let flags = r.u32()?;
+            if axis >= MAX_RANK || !(1..=MAX_DFT_LENGTH).contains(&length) || flags > 3 {
+                return None;
+            }
+            if frame_step > MAX_DFT_LENGTH {
+                return None;
+            }
+            Op::Dft(Dft {
+                axis,
+                length,
+                frame_step,
+                inverse: flags & 1 != 0,
+                onesided: flags & 2 != 0,
+            })
+        }
         _ => return None,
     })
 }

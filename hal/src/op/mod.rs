@@ -204,6 +204,8 @@ op_kinds! {
     Recurrent = 52, "Recurrent", Other, Recurrent;
     /// Determinants of square matrices.
     Det = 53, "Det", Other, Reduce;
+    /// A discrete Fourier transform (DFT, or STFT's framed and windowed one).
+    Dft = 54, "DFT", Other, MatMul;
 }
 
 /// The kinds of `category`, in code order (`N` must be their count: checked at compile time).
@@ -265,7 +267,7 @@ pub use conv::{Conv, ConvInteger, ConvTranspose, QConv, Window};
 pub use elementwise::{BinaryOp, QAdd, QMul, QSoftmax, QADD_LEFT_SHIFT, QSOFTMAX_TABLE_BITS};
 pub use indexing::Reduction;
 pub use logic::{CompareOp, Detect, LogicalOp};
-pub use matmul::Gemm;
+pub use matmul::{Dft, Gemm, MAX_DFT_LENGTH};
 pub use movement::{AxisArray, PadMode};
 pub use pool::{Pool, QAvgPool, QGlobalAvgPool};
 pub use quantize::{Requantize, Rescale};
@@ -504,6 +506,9 @@ pub enum Op {
     /// Input X (f32 `[..., n, n]`); output `[...]`: each matrix's determinant (LU with partial
     /// pivoting, in f64, in an `n·n` f64 scratch — `2·n·n` f32 elements).
     Det,
+    /// A discrete Fourier transform along an axis, of whole signals (DFT) or of frames
+    /// (STFT), with a pack-time twiddle table as an input.
+    Dft(Dft),
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -583,6 +588,7 @@ impl Op {
             Op::CumSum { .. } => OpKind::CumSum,
             Op::Recurrent(_) => OpKind::Recurrent,
             Op::Det => OpKind::Det,
+            Op::Dft(_) => OpKind::Dft,
             Op::Where => OpKind::Where,
             Op::Classify(_) => OpKind::Classify,
             Op::Trilu { .. } => OpKind::Trilu,
@@ -773,6 +779,13 @@ mod tests {
         round_trip(Op::Convert);
         round_trip(Op::Expand);
         round_trip(Op::Det);
+        round_trip(Op::Dft(Dft {
+            axis: 1,
+            length: 400,
+            frame_step: 160,
+            inverse: false,
+            onesided: true,
+        }));
         round_trip(Op::Recurrent(Recurrent {
             cell: Cell::Gru {
                 linear_before_reset: true,

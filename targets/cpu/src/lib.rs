@@ -92,6 +92,7 @@ impl CpuDevice {
             .with(CumSum, &[DType::F32, DType::I32, DType::I64])
             .with(Recurrent, &float)
             .with(Det, &float)
+            .with(Dft, &float)
             .with(Logical, &[DType::Bool])
             .with(Not, &[DType::Bool])
             .with(Classify, &float)

@@ -434,6 +434,7 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
             Err("ops on bool tensors are not implemented by the Vulkan kernels")
         }
         Op::Trilu { .. } => Err("Trilu is not implemented by the Vulkan kernels"),
+        Op::Dft(_) => Err("DFT is not implemented by the Vulkan kernels"),
         Op::Convert => Err("Cast is not implemented by the Vulkan kernels"),
         Op::Resample {
             axis,

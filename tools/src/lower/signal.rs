@@ -1,14 +1,138 @@
-//! Signal-processing ops whose results are constants at pack time: the window functions
-//! (HannWindow, HammingWindow, BlackmanWindow) and MelWeightMatrix. Their inputs are sizes and
-//! frequencies, known when the model is packed; the tensors they give are computed here, in
-//! f64 as ONNX's reference does, and stored with the model (a `size`-element window, a
-//! `bins × mel` matrix), so a device runs no trigonometry for them.
+//! Signal processing: the Fourier transforms DFT and STFT (one `Op::Dft` step each, with its
+//! twiddle table computed here), and the ops whose results are constants at pack time: the
+//! window functions (HannWindow, HammingWindow, BlackmanWindow) and MelWeightMatrix. Their
+//! inputs are sizes and frequencies, known when the model is packed; the tensors they give are
+//! computed here, in f64 as ONNX's reference does, and stored with the model (a `size`-element
+//! window, a `bins × mel` matrix), so a device runs no trigonometry for them.
 
 use super::{Attrs, Lowerer, Reason};
+use crate::ir::TensorId;
 use crate::onnx::Node;
 use crate::tensor::{dtype_from_onnx, HostTensor, MAX_CONSTANT_ELEMENTS};
-use ferrite_hal::DType;
+use ferrite_hal::geometry::DftGeometry;
+use ferrite_hal::op::{Dft, MAX_DFT_LENGTH};
+use ferrite_hal::{DType, Op, Shape};
 use std::f64::consts::PI;
+
+/// The `[n, 2]` table `cos, −sin` of `2πk/n` the transform kernels read.
+fn twiddles(lw: &mut Lowerer, node: &Node, n: usize) -> TensorId {
+    let values = (0..n)
+        .flat_map(|k| {
+            let a = 2.0 * PI * k as f64 / n as f64;
+            [a.cos() as f32, -a.sin() as f32]
+        })
+        .collect();
+    lw.constant(node, "twiddles", HostTensor::float(vec![n, 2], values))
+}
+
+/// Emits the transform `op` of `x` (and `window`) into output 0 of `node`.
+fn transform(
+    lw: &mut Lowerer,
+    node: &Node,
+    op: Dft,
+    x: TensorId,
+    window: Option<TensorId>,
+) -> Result<(), Reason> {
+    if !(1..=MAX_DFT_LENGTH).contains(&op.length) {
+        return Err(format!(
+            "a transform of length {} (at most {MAX_DFT_LENGTH})",
+            op.length
+        ));
+    }
+    let shape = Shape::new(&lw.shape(x)).ok_or("the signal's rank is too high")?;
+    let g = DftGeometry::new(&op, &shape).ok_or_else(|| {
+        format!(
+            "signal {:?} does not fit (last dimension 1 for real or 2 for complex values; a one-sided transform of real values; an STFT frame no longer than the signal)",
+            lw.shape(x)
+        )
+    })?;
+    let t = twiddles(lw, node, op.length);
+    let y = lw.output(node, 0, DType::F32, g.out_shape.dims().to_vec())?;
+    lw.emit(node, Op::Dft(op), vec![Some(x), Some(t), window], vec![y])
+}
+
+/// DFT (opset 17: `axis` attribute; opset 20: an input): forward or inverse, full or one-sided,
+/// zero-padded or truncated to `dft_length`.
+pub(super) fn dft(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    lw.require_f32(&[x])?;
+    let s = lw.shape(x);
+    let rank = s.len() as i64;
+    let axis = if lw.opset() >= 20 {
+        match lw.const_ints(node, 2, "DFT axis")? {
+            Some(v) if v.len() == 1 => v[0],
+            Some(_) => return Err("the DFT axis must be a scalar".into()),
+            None => -2,
+        }
+    } else {
+        node.int("axis", 1)?
+    };
+    let axis = if axis < 0 { axis + rank } else { axis };
+    if axis < 0 || axis + 1 >= rank {
+        return Err(format!(
+            "axis {axis} is not a signal axis of a rank-{rank} input"
+        ));
+    }
+    let (inverse, onesided) = (node.int("inverse", 0)? != 0, node.int("onesided", 0)? != 0);
+    let signal = s[axis as usize];
+    let length = match lw.const_ints(node, 1, "dft_length")? {
+        Some(v) if v.len() == 1 => {
+            usize::try_from(v[0]).map_err(|_| "dft_length must be positive")?
+        }
+        Some(_) => return Err("dft_length must be a scalar".into()),
+        None if inverse && onesided => 2 * signal.saturating_sub(1),
+        None => signal,
+    };
+    let op = Dft {
+        axis: axis as usize,
+        length,
+        frame_step: 0,
+        inverse,
+        onesided,
+    };
+    transform(lw, node, op, x, None)
+}
+
+/// STFT: frames of `frame_length` samples every `frame_step`, each multiplied by the window
+/// (when given) and transformed; output `[batch, frames, bins, 2]`.
+pub(super) fn stft(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    lw.require_f32(&[x])?;
+    let step = int_input(lw, node, 1, "frame_step")?;
+    let window = lw.optional_input(node, 2);
+    if let Some(w) = window {
+        lw.require_f32(&[w])?;
+    }
+    let frame_length = match lw.optional_input(node, 3) {
+        Some(_) => Some(int_input(lw, node, 3, "frame_length")?),
+        None => None,
+    };
+    let window_length = window.map(|w| lw.shape(w));
+    let length = match (frame_length, &window_length) {
+        (Some(n), Some(w)) if w[..] != [n.max(0) as usize] => {
+            return Err(format!(
+                "the window has shape {w:?}, the frame length is {n}"
+            ));
+        }
+        (Some(n), _) => n,
+        (None, Some(w)) if w.len() == 1 => w[0] as i64,
+        (None, Some(w)) => return Err(format!("the window has shape {w:?}, not one axis")),
+        (None, None) => return Err("STFT needs a frame_length or a window".into()),
+    };
+    if step < 1 || length < 1 {
+        return Err(format!(
+            "frame_step {step} and frame length {length} must be positive"
+        ));
+    }
+    let op = Dft {
+        axis: 1,
+        length: length as usize,
+        frame_step: step as usize,
+        inverse: false,
+        onesided: node.int("onesided", 1)? != 0,
+    };
+    transform(lw, node, op, x, window)
+}
 
 /// The element type an `output_datatype` attribute names (float by default).
 fn output_type(node: &Node) -> Result<DType, Reason> {

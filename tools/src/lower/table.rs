@@ -84,6 +84,7 @@ pub(super) const ONNX_OPS: &[OnnxOp] = &[
     op("ConvTranspose", nn::conv_transpose, Inputs::Fixed(3)),
     op("Cos", nn::activation, Inputs::Any),
     op("CumSum", indexing::cum_sum, Inputs::Fixed(2)),
+    op("DFT", signal::dft, Inputs::ByOpset(&[(17, 2), (20, 3)])),
     op("DepthToSpace", compose::depth_space, Inputs::Any),
     op("DequantizeLinear", quant::dequantize, Inputs::Fixed(3)),
     op("Det", nn::det, Inputs::Fixed(1)),
@@ -234,6 +235,7 @@ pub(super) const ONNX_OPS: &[OnnxOp] = &[
         Inputs::ByOpset(&[(1, 2), (11, 4)]),
     ),
     op("Round", nn::activation, Inputs::Any),
+    op("STFT", signal::stft, Inputs::Fixed(4)),
     op("Scatter", indexing::scatter_elements, Inputs::Fixed(3)),
     op(
         "ScatterElements",

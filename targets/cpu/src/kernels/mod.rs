@@ -5,6 +5,7 @@
 pub mod accumulate;
 pub mod conv;
 pub mod elementwise;
+pub mod fourier;
 pub mod gemm;
 pub mod index;
 pub mod indexing;
@@ -866,6 +867,19 @@ fn run_step_inline<const OPS: Selection>(
                 out,
                 |xs, ys| integer::qavg_pool(&q, dims, xs, ys)
             );
+        }
+        Op::Dft(d) if selects(OPS, OpKind::Dft) => {
+            let g = ferrite_hal::geometry::DftGeometry::new(&d, &input(0)?.shape)
+                .ok_or(CpuError::CorruptPlan)?;
+            let v = fourier::Operands {
+                x: f32_in(0)?,
+                twiddles: f32_in(1)?,
+                window: optional_f32(2)?,
+            };
+            let scratch = f32s_mut(scratch.ok_or(CpuError::CorruptPlan)?)?;
+            if !fourier::dft(&d, &g, &v, f32s_mut(out)?, scratch) {
+                return Err(CpuError::CorruptPlan);
+            }
         }
         // Not selected (`OPS`), or built without the integer kernels (the `quantized` feature).
         _ => return Err(CpuError::Unsupported),
