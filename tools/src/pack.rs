@@ -518,7 +518,7 @@ fn unsupported(graph: &Graph, lowering: Vec<Unsupported>) -> UnsupportedReport {
     let mut report = UnsupportedReport::default();
     for node in &graph.nodes {
         let default = is_default_domain(&node.domain);
-        if crate::lower::is_microsoft_op(node) {
+        if crate::lower::is_microsoft_op(node) || crate::lower::is_ml_op(node) {
             continue;
         }
         if !default || !crate::lower::is_supported(&node.op_type) {
@@ -540,6 +540,12 @@ fn unsupported(graph: &Graph, lowering: Vec<Unsupported>) -> UnsupportedReport {
                         "op '{}' of domain 'com.microsoft' is not supported (from it: {})",
                         node.op_type,
                         crate::lower::MICROSOFT_OPS.join(", ")
+                    )
+                } else if node.domain == "ai.onnx.ml" {
+                    format!(
+                        "op '{}' of domain 'ai.onnx.ml' is not supported (from it: {})",
+                        node.op_type,
+                        crate::lower::ML_OPS.join(", ")
                     )
                 } else {
                     format!("domain '{}' is not supported", node.domain)

@@ -15,6 +15,7 @@ mod control;
 mod einsum;
 mod indexing;
 mod integer;
+mod ml;
 mod movement;
 mod nn;
 mod qoperator;
@@ -40,6 +41,14 @@ pub(crate) use attrs::Attrs;
 /// understands ([`MICROSOFT_OPS`]).
 pub fn is_microsoft_op(node: &Node) -> bool {
     node.domain == "com.microsoft" && MICROSOFT_OPS.contains(&node.op_type.as_str())
+}
+
+/// The `ai.onnx.ml` op types lowering understands (skl2onnx's linear models and preprocessing).
+pub const ML_OPS: &[&str] = ml::OPS;
+
+/// Whether `node` is an op of the `ai.onnx.ml` domain that lowering understands.
+pub fn is_ml_op(node: &Node) -> bool {
+    node.domain == "ai.onnx.ml" && ml::OPS.contains(&node.op_type.as_str())
 }
 
 /// Whether lowering understands ONNX op type `op_type` (default domain): a row of its table.
@@ -214,6 +223,8 @@ impl Lowerer {
     fn lower_checked(&mut self, node: &Node) -> Result<(), Reason> {
         if is_microsoft_op(node) {
             qoperator::lower(self, node)?;
+        } else if node.domain == "ai.onnx.ml" {
+            ml::lower(self, node)?;
         } else if !is_default_domain(&node.domain) {
             return Err(format!("domain '{}' is not supported", node.domain));
         } else {

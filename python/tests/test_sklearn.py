@@ -1,0 +1,102 @@
+"""scikit-learn models as skl2onnx writes them (the ai.onnx.ml domain), compared with onnxruntime:
+labels identical, probabilities and regression outputs within 1e-5."""
+
+import numpy as np
+import onnxruntime as ort
+import pytest
+import warnings
+from skl2onnx import to_onnx
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris, load_wine
+from sklearn.impute import SimpleImputer
+from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, RidgeClassifier, SGDClassifier
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import Binarizer, MaxAbsScaler, MinMaxScaler, Normalizer, StandardScaler
+from sklearn.svm import LinearSVR
+
+import ferrite
+
+OPSETS = {"": 17, "ai.onnx.ml": 3}
+
+
+def convert(model, x):
+    return to_onnx(model, x[:1], target_opset=OPSETS)
+
+
+def reference(onnx_model, x):
+    s = ort.InferenceSession(onnx_model.SerializeToString(), providers=["CPUExecutionProvider"])
+    return s.run(None, {"X": x})
+
+
+def ferrite_run(onnx_model, x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # the symbolic batch, fixed here
+        session = ferrite.Session(onnx_model, input_shapes={"X": x.shape})
+    return session.run({"X": x})
+
+
+def probabilities(zipped, labels):
+    """onnxruntime's ZipMap output (a list of {label: p}) as a matrix in label order."""
+    if isinstance(zipped, np.ndarray):
+        return zipped
+    return np.array([[row[c] for c in labels] for row in zipped], np.float32)
+
+
+def data(loader, labels=None):
+    x, y = loader(return_X_y=True)
+    x = x.astype(np.float32)
+    if labels is not None:
+        y = np.asarray(labels)[y]
+    return x, y
+
+
+CLASSIFIERS = {
+    "scaled_logistic_iris": lambda: (make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)), data(load_iris)),
+    "logistic_binary_cancer": lambda: (make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)), data(load_breast_cancer)),
+    "logistic_labels_3_5_7_wine": lambda: (make_pipeline(MinMaxScaler(), LogisticRegression(max_iter=1000)), data(load_wine, [3, 5, 7])),
+    "normalized_ridge_classifier_iris": lambda: (make_pipeline(Normalizer("l2"), RidgeClassifier()), data(load_iris)),
+    "l1_normalized_sgd_wine": lambda: (make_pipeline(Normalizer("l1"), SGDClassifier(loss="log_loss", random_state=0)), data(load_wine)),
+    "max_norm_logistic_wine": lambda: (make_pipeline(Normalizer("max"), MaxAbsScaler(), LogisticRegression(max_iter=2000)), data(load_wine)),
+    "binarized_logistic_iris": lambda: (make_pipeline(Binarizer(threshold=3.0), LogisticRegression(max_iter=1000)), data(load_iris)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLASSIFIERS))
+def test_classifiers_match_onnxruntime(name):
+    model, (x, y) = CLASSIFIERS[name]()
+    model.fit(x, y)
+    onnx_model = convert(model, x)
+    want = reference(onnx_model, x)
+    got = ferrite_run(onnx_model, x)
+    labels = list(model.classes_)
+    label, scores = (o.name for o in onnx_model.graph.output)
+    np.testing.assert_array_equal(got[label], want[0])
+    np.testing.assert_allclose(got[scores], probabilities(want[1], labels), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(got[label], model.predict(x))
+
+
+REGRESSORS = {
+    "linear_diabetes": lambda: make_pipeline(StandardScaler(), LinearRegression()),
+    "ridge_diabetes": lambda: Ridge(alpha=0.5),
+    "imputed_linear_svr": lambda: make_pipeline(SimpleImputer(strategy="mean"), StandardScaler(), LinearSVR(max_iter=20000)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REGRESSORS))
+def test_regressors_match_onnxruntime(name):
+    x, y = data(load_diabetes)
+    model = REGRESSORS[name]()
+    model.fit(x, y)
+    if name.startswith("imputed"):
+        x = x.copy()
+        x[::7, 2] = np.nan  # missing values the imputer replaces
+    onnx_model = convert(model, x)
+    (want,) = reference(onnx_model, x)
+    got = ferrite_run(onnx_model, x)["variable"]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+def test_zip_map_is_returned_as_a_tensor_with_a_note():
+    model, (x, y) = CLASSIFIERS["scaled_logistic_iris"]()
+    model.fit(x, y)
+    _, report = ferrite.pack(convert(model, x), input_shapes={"X": (4, 4)})
+    assert any("ZipMap" in n and "probability tensor" in n for n in report["notes"]), report["notes"]
