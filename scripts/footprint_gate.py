@@ -28,13 +28,17 @@ COLUMNS = ["runtime_flash", "inference_stack", "arena", "instructions"]
 
 
 def models():
-    """(name, onnx, input shapes) of every gated model: the digits demo, the float test models,
-    onnxruntime's int8 QDQ models and the four MLPerf Tiny int8 reference models."""
+    """(name, onnx, input shapes) of every gated model: the digits demo, the float test models, two
+    scikit-learn pipelines, onnxruntime's int8 QDQ models and the four MLPerf Tiny int8
+    reference models."""
     manifest = json.loads((MODELS / "manifest.json").read_text())
     quantized = json.loads((MODELS / "quantized.json").read_text())
     yield "digits", ROOT / "demo/digits.onnx", {}
     for name in ["mlp", "ds_cnn", "fc_autoencoder", "resnet8", "mobilenet_v1_025", "kws_frontend"]:
         yield name, MODELS / f"{name}.onnx", manifest[name]["input_shapes"]
+    # scikit-learn pipelines (ai.onnx.ml), one row per inference.
+    yield "sklearn_logistic_iris", MODELS / "sklearn_logistic_iris.onnx", {"X": [1, 4]}
+    yield "sklearn_linear_diabetes", MODELS / "sklearn_linear_diabetes.onnx", {"X": [1, 10]}
     for name in ["mlp_qdq", "ds_cnn_qdq", "resnet8_qdq", "mlperf_kws_ds_cnn",
                  "mlperf_ad_fc_ae", "mlperf_ic_resnet8", "mlperf_vww_mbv1"]:
         yield name, MODELS / f"{name}.onnx", quantized[name]["input_shapes"]

@@ -513,6 +513,42 @@ def mlperf_tiny(out, rows, layer_rows):
         print(f"{name}: {os.path.getsize(os.path.join(out, file))} bytes, {len(samples)} samples")
 
 
+def sklearn_models(out):
+    """scikit-learn models as skl2onnx writes them (ai.onnx.ml), on the bundled data sets, each
+    with its input rows and onnxruntime's outputs (labels and probabilities in label order, or
+    the regression values): NAME.onnx, NAME.input_0.npy, NAME.output_{0,1}.npy, sklearn.json."""
+    from skl2onnx import to_onnx
+    from sklearn.datasets import load_diabetes, load_iris, load_wine
+    from sklearn.linear_model import LinearRegression, LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import Normalizer, StandardScaler
+
+    made = {}
+    specs = [
+        ("sklearn_logistic_iris", make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)), load_iris),
+        ("sklearn_logistic_wine", make_pipeline(Normalizer("l2"), StandardScaler(), LogisticRegression(max_iter=1000)), load_wine),
+        ("sklearn_linear_diabetes", make_pipeline(StandardScaler(), LinearRegression()), load_diabetes),
+    ]
+    for name, model, loader in specs:
+        x, y = loader(return_X_y=True)
+        x = x.astype(np.float32)
+        model.fit(x, y)
+        onnx_model = to_onnx(model, x[:1], target_opset={"": 17, "ai.onnx.ml": 3})
+        path = os.path.join(out, f"{name}.onnx")
+        onnx.save(onnx_model, path)
+        rows = x[:32]
+        outputs = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"X": rows})
+        np.save(os.path.join(out, f"{name}.input_0.npy"), rows)
+        for i, value in enumerate(outputs):
+            if isinstance(value, list):  # ZipMap: a list of {label: probability}
+                value = np.array([[row[c] for c in model.classes_] for row in value], np.float32)
+            np.save(os.path.join(out, f"{name}.output_{i}.npy"), np.asarray(value))
+        made[name] = {"input_shapes": {"X": list(rows.shape)}, "outputs": len(outputs)}
+        print(f"{name}: {os.path.getsize(path)} bytes, {len(outputs)} output(s)")
+    with open(os.path.join(out, "sklearn.json"), "w") as f:
+        json.dump(made, f, indent=1)
+
+
 def hash_seed(name):
     """A seed from a name, stable across runs (Python's hash() is not)."""
     return sum((i + 1) * ord(c) for i, c in enumerate(name))
@@ -551,6 +587,7 @@ def main():
         x = np.load(os.path.join(out, f"{name}.input_0.npy"))
         write_layer_cuts(out, f"{name}_qdq", qdq, {"input": x}, layers)
     mlperf_tiny(out, quantized, layers)
+    sklearn_models(out)
     with open(os.path.join(out, "quantized.json"), "w") as f:
         json.dump(quantized, f, indent=1)
     with open(os.path.join(out, "layers.json"), "w") as f:

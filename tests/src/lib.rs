@@ -13,6 +13,7 @@ pub mod models;
 pub mod node_tests;
 pub mod ptq;
 pub mod quantized;
+pub mod sklearn;
 
 use ferrite_core::{Model, Session};
 use ferrite_tools::npy::NpyArray;

@@ -31,6 +31,14 @@ fn onnx_pytorch_models_on_cpu() {
 }
 
 #[test]
+fn sklearn_models_match_onnxruntime_on_cpu() {
+    match ferrite_tests::sklearn::run_all::<Cpu>() {
+        Ok(n) => assert_eq!(n, 3, "two classifier pipelines and a regressor"),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
 fn int8_models_match_onnxruntime_on_cpu() {
     match ferrite_tests::quantized::run_all::<Cpu>() {
         Ok(results) => assert_eq!(

@@ -320,6 +320,17 @@ fn no_firmware_links_a_heap() {
 }
 
 #[test]
+fn sklearn_models_match_onnxruntime_on_qemu_m4() {
+    unless_missing::<QemuM4>(
+        "qemu-m4 scikit-learn models",
+        || match ferrite_tests::sklearn::run_all::<QemuM4>() {
+            Ok(n) => assert_eq!(n, 3, "two classifier pipelines and a regressor"),
+            Err(e) => panic!("{e}"),
+        },
+    );
+}
+
+#[test]
 fn int8_models_match_onnxruntime_on_qemu_m4() {
     unless_missing::<QemuM4>(
         "qemu-m4 int8 models",
