@@ -39,6 +39,7 @@ def models():
     # scikit-learn pipelines (ai.onnx.ml), one row per inference.
     yield "sklearn_logistic_iris", MODELS / "sklearn_logistic_iris.onnx", {"X": [1, 4]}
     yield "sklearn_linear_diabetes", MODELS / "sklearn_linear_diabetes.onnx", {"X": [1, 10]}
+    yield "sklearn_forest_cancer", MODELS / "sklearn_forest_cancer.onnx", {"X": [1, 30]}
     for name in ["mlp_qdq", "ds_cnn_qdq", "resnet8_qdq", "mlperf_kws_ds_cnn",
                  "mlperf_ad_fc_ae", "mlperf_ic_resnet8", "mlperf_vww_mbv1"]:
         yield name, MODELS / f"{name}.onnx", quantized[name]["input_shapes"]

@@ -1,5 +1,6 @@
-"""scikit-learn models as skl2onnx writes them (the ai.onnx.ml domain), compared with onnxruntime:
-labels identical, probabilities and regression outputs within 1e-5."""
+"""scikit-learn models as skl2onnx writes them (the ai.onnx.ml domain: linear models, trees,
+forests, boosting, preprocessing), compared with onnxruntime: labels identical, probabilities
+and regression outputs within 1e-5."""
 
 import numpy as np
 import onnxruntime as ort
@@ -7,6 +8,13 @@ import pytest
 import warnings
 from skl2onnx import to_onnx
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris, load_wine
+from sklearn.ensemble import (
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, RidgeClassifier, SGDClassifier
 from sklearn.pipeline import make_pipeline
@@ -57,6 +65,11 @@ CLASSIFIERS = {
     "l1_normalized_sgd_wine": lambda: (make_pipeline(Normalizer("l1"), SGDClassifier(loss="log_loss", random_state=0)), data(load_wine)),
     "max_norm_logistic_wine": lambda: (make_pipeline(Normalizer("max"), MaxAbsScaler(), LogisticRegression(max_iter=2000)), data(load_wine)),
     "binarized_logistic_iris": lambda: (make_pipeline(Binarizer(threshold=3.0), LogisticRegression(max_iter=1000)), data(load_iris)),
+    "decision_tree_iris": lambda: (DecisionTreeClassifier(max_depth=4, random_state=0), data(load_iris)),
+    "random_forest_wine": lambda: (RandomForestClassifier(n_estimators=10, max_depth=5, random_state=0), data(load_wine)),
+    "random_forest_binary_cancer": lambda: (RandomForestClassifier(n_estimators=8, max_depth=4, random_state=0), data(load_breast_cancer)),
+    "gradient_boosting_iris": lambda: (GradientBoostingClassifier(n_estimators=10, max_depth=3, random_state=0), data(load_iris, [3, 5, 7])),
+    "gradient_boosting_binary_cancer": lambda: (make_pipeline(StandardScaler(), GradientBoostingClassifier(n_estimators=10, max_depth=2, random_state=0)), data(load_breast_cancer)),
 }
 
 
@@ -78,6 +91,9 @@ REGRESSORS = {
     "linear_diabetes": lambda: make_pipeline(StandardScaler(), LinearRegression()),
     "ridge_diabetes": lambda: Ridge(alpha=0.5),
     "imputed_linear_svr": lambda: make_pipeline(SimpleImputer(strategy="mean"), StandardScaler(), LinearSVR(max_iter=20000)),
+    "decision_tree_diabetes": lambda: DecisionTreeRegressor(max_depth=5, random_state=0),
+    "random_forest_diabetes": lambda: RandomForestRegressor(n_estimators=10, max_depth=5, random_state=0),
+    "gradient_boosting_diabetes": lambda: GradientBoostingRegressor(n_estimators=20, max_depth=3, random_state=0),
 }
 
 

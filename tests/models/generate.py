@@ -518,7 +518,8 @@ def sklearn_models(out):
     with its input rows and onnxruntime's outputs (labels and probabilities in label order, or
     the regression values): NAME.onnx, NAME.input_0.npy, NAME.output_{0,1}.npy, sklearn.json."""
     from skl2onnx import to_onnx
-    from sklearn.datasets import load_diabetes, load_iris, load_wine
+    from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris, load_wine
+    from sklearn.ensemble import GradientBoostingRegressor, RandomForestClassifier
     from sklearn.linear_model import LinearRegression, LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import Normalizer, StandardScaler
@@ -528,6 +529,8 @@ def sklearn_models(out):
         ("sklearn_logistic_iris", make_pipeline(StandardScaler(), LogisticRegression(max_iter=1000)), load_iris),
         ("sklearn_logistic_wine", make_pipeline(Normalizer("l2"), StandardScaler(), LogisticRegression(max_iter=1000)), load_wine),
         ("sklearn_linear_diabetes", make_pipeline(StandardScaler(), LinearRegression()), load_diabetes),
+        ("sklearn_forest_cancer", RandomForestClassifier(n_estimators=10, max_depth=6, random_state=0), load_breast_cancer),
+        ("sklearn_boosting_diabetes", GradientBoostingRegressor(n_estimators=30, max_depth=3, random_state=0), load_diabetes),
     ]
     for name, model, loader in specs:
         x, y = loader(return_X_y=True)

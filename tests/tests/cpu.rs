@@ -33,7 +33,10 @@ fn onnx_pytorch_models_on_cpu() {
 #[test]
 fn sklearn_models_match_onnxruntime_on_cpu() {
     match ferrite_tests::sklearn::run_all::<Cpu>() {
-        Ok(n) => assert_eq!(n, 3, "two classifier pipelines and a regressor"),
+        Ok(n) => assert_eq!(
+            n, 5,
+            "two linear pipelines, a regressor, a forest, boosting"
+        ),
         Err(e) => panic!("{e}"),
     }
 }

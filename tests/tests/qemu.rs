@@ -324,7 +324,10 @@ fn sklearn_models_match_onnxruntime_on_qemu_m4() {
     unless_missing::<QemuM4>(
         "qemu-m4 scikit-learn models",
         || match ferrite_tests::sklearn::run_all::<QemuM4>() {
-            Ok(n) => assert_eq!(n, 3, "two classifier pipelines and a regressor"),
+            Ok(n) => assert_eq!(
+                n, 5,
+                "two linear pipelines, a regressor, a forest, boosting"
+            ),
             Err(e) => panic!("{e}"),
         },
     );

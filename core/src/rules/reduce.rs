@@ -88,6 +88,43 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             )?;
             ensure(axis < x.shape.rank() && x.shape == y.shape, "CumSum shapes")
         }
+        Op::TreeEnsemble(t) if selects(OPS, OpKind::TreeEnsemble) => {
+            ensure(
+                n_in == 6 && n_out == 1,
+                "a tree ensemble takes x and its five tables",
+            )?;
+            let (x, nodes, thresholds, roots) = (input(0)?, input(1)?, input(2)?, input(3)?);
+            let (targets, weights, y) = (input(4)?, input(5)?, output(0)?);
+            all_f32(&[x, thresholds, weights, y])?;
+            ensure(
+                [nodes, roots, targets]
+                    .iter()
+                    .all(|t| t.dtype == DType::I32),
+                "tree tables of indices are int32",
+            )?;
+            let (xd, nd) = (x.shape.dims_checked(), nodes.shape.dims_checked());
+            ensure(xd.len() == 2, "tree ensemble input is [N, features]")?;
+            ensure(
+                nd.len() == 2 && at(nd, 1) == Some(4),
+                "tree node table is [nodes, 4]",
+            )?;
+            ensure(
+                thresholds.shape.dims_checked() == [nodes.shape.dim_checked(0)],
+                "one threshold per tree node",
+            )?;
+            ensure(
+                roots.shape.rank() == 1 && roots.elements() >= 1,
+                "a tree ensemble has trees",
+            )?;
+            ensure(
+                targets.shape.rank() == 1 && weights.shape == targets.shape,
+                "one weight per tree vote",
+            )?;
+            ensure(
+                y.shape.dims_checked() == [x.shape.dim_checked(0), t.targets],
+                "tree ensemble output is [N, targets]",
+            )
+        }
         Op::Det if selects(OPS, OpKind::Det) => {
             ensure(n_in == 1 && n_out == 1, "Det takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);

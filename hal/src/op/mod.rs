@@ -206,6 +206,8 @@ op_kinds! {
     Det = 53, "Det", Other, Reduce;
     /// A discrete Fourier transform (DFT, or STFT's framed and windowed one).
     Dft = 54, "DFT", Other, MatMul;
+    /// A tree ensemble's votes per target (scikit-learn's trees and forests).
+    TreeEnsemble = 55, "TreeEnsemble", Other, Reduce;
 }
 
 /// The kinds of `category`, in code order (`N` must be their count: checked at compile time).
@@ -272,7 +274,10 @@ pub use movement::{AxisArray, PadMode};
 pub use pool::{Pool, QAvgPool, QGlobalAvgPool};
 pub use quantize::{Requantize, Rescale};
 pub use recurrent::{Cell, Recurrent};
-pub use reduce::{ArgIndex, ReduceOp};
+pub use reduce::{
+    ArgIndex, ReduceOp, TreeAggregate, TreeEnsemble, TREE_BRANCH_MODES, TREE_LEAF,
+    TREE_MISSING_TRUE,
+};
 
 /// One normalised operator with its parameters.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -509,6 +514,13 @@ pub enum Op {
     /// A discrete Fourier transform along an axis, of whole signals (DFT) or of frames
     /// (STFT), with a pack-time twiddle table as an input.
     Dft(Dft),
+    /// Decision trees walked per row, their leaves' votes aggregated per target (ONNX-ML
+    /// TreeEnsembleRegressor / Classifier's scores). Inputs: `x` f32 `[N, features]`; the node
+    /// table, i32 `[nodes, 4]` (branch: feature, mode, true child, false child; leaf: first
+    /// vote, [`TREE_LEAF`], vote count, 0); the thresholds, f32 `[nodes]`; the roots, i32
+    /// `[trees]`; the votes' targets, i32 `[votes]`, and weights, f32 `[votes]`. Output f32
+    /// `[N, targets]`. Every index in the tables is checked when the trees are walked.
+    TreeEnsemble(TreeEnsemble),
     /// Inputs `x` (int8, uint8 or int32), `scale` (f32), optional `zero_point` (x's type):
     /// `y = (x - zero_point) * scale`, with the same per-tensor / per-axis forms.
     Dequantize {
@@ -589,6 +601,7 @@ impl Op {
             Op::Recurrent(_) => OpKind::Recurrent,
             Op::Det => OpKind::Det,
             Op::Dft(_) => OpKind::Dft,
+            Op::TreeEnsemble(_) => OpKind::TreeEnsemble,
             Op::Where => OpKind::Where,
             Op::Classify(_) => OpKind::Classify,
             Op::Trilu { .. } => OpKind::Trilu,
@@ -779,6 +792,10 @@ mod tests {
         round_trip(Op::Convert);
         round_trip(Op::Expand);
         round_trip(Op::Det);
+        round_trip(Op::TreeEnsemble(TreeEnsemble {
+            targets: 3,
+            aggregate: TreeAggregate::Average,
+        }));
         round_trip(Op::Dft(Dft {
             axis: 1,
             length: 400,

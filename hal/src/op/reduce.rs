@@ -36,6 +36,42 @@ pub enum ReduceOp {
     SumSquare,
 }
 
+/// How a [`TreeEnsemble`] combines its trees' votes for one target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TreeAggregate {
+    /// The sum of the votes.
+    Sum,
+    /// The sum divided by the number of trees.
+    Average,
+    /// The smallest vote (0 when there is none).
+    Min,
+    /// The largest vote (0 when there is none).
+    Max,
+}
+
+/// A tree ensemble's parameters (its tables are inputs; see `Op::TreeEnsemble`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TreeEnsemble {
+    /// Targets (regression outputs or classes) the votes go to.
+    pub targets: usize,
+    /// How the votes combine.
+    pub aggregate: TreeAggregate,
+}
+
+/// A node table's mode of a leaf.
+pub const TREE_LEAF: i32 = 6;
+/// The branch modes, by code 0..6: `x ≤ t`, `x < t`, `x ≥ t`, `x > t`, `x = t`, `x ≠ t`.
+pub const TREE_BRANCH_MODES: [&str; 6] = [
+    "BRANCH_LEQ",
+    "BRANCH_LT",
+    "BRANCH_GTE",
+    "BRANCH_GT",
+    "BRANCH_EQ",
+    "BRANCH_NEQ",
+];
+/// Added to a branch's mode: a missing value (NaN) takes the true branch.
+pub const TREE_MISSING_TRUE: i32 = 8;
+
 /// Appends the parameters of `op`, a reduce op, as words.
 pub(super) fn encode(op: &Op, w: &mut WordWriter) {
     match op {
@@ -60,6 +96,10 @@ pub(super) fn encode(op: &Op, w: &mut WordWriter) {
             w.u32(*op as u32);
             w.u32(*axes);
         }
+        Op::TreeEnsemble(t) => {
+            w.usize(t.targets);
+            w.u32(t.aggregate as u32);
+        }
         _ => {}
     }
 }
@@ -82,6 +122,18 @@ pub(super) fn decode<const OPS: Selection>(kind: OpKind, r: &mut WordReader<'_>)
             }
         }
         OpKind::Det if selects(OPS, OpKind::Det) => Op::Det,
+        OpKind::TreeEnsemble if selects(OPS, OpKind::TreeEnsemble) => {
+            Op::TreeEnsemble(TreeEnsemble {
+                targets: r.usize().filter(|&t| t >= 1)?,
+                aggregate: match r.u32()? {
+                    0 => TreeAggregate::Sum,
+                    1 => TreeAggregate::Average,
+                    2 => TreeAggregate::Min,
+                    3 => TreeAggregate::Max,
+                    _ => return None,
+                },
+            })
+        }
         OpKind::TopK if selects(OPS, OpKind::TopK) => Op::TopK {
             axis: r.usize()?,
             largest: r.bool()?,

@@ -93,6 +93,7 @@ impl CpuDevice {
             .with(Recurrent, &float)
             .with(Det, &float)
             .with(Dft, &float)
+            .with(TreeEnsemble, &float)
             .with(Logical, &[DType::Bool])
             .with(Not, &[DType::Bool])
             .with(Classify, &float)

@@ -525,6 +525,7 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         | Op::QSoftmax(_)
         | Op::QAvgPool(_) => Err("quantized ops are not implemented by the CUDA kernels"),
         Op::Dft(_) => Err("DFT is not implemented by the CUDA kernels"),
+        Op::TreeEnsemble(_) => Err("tree ensembles are not implemented by the CUDA kernels"),
         Op::Compare(op) => {
             let (x, y) = (input(0)?, input(1)?);
             let code = match op {

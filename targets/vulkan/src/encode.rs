@@ -435,6 +435,7 @@ pub fn encode(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
         }
         Op::Trilu { .. } => Err("Trilu is not implemented by the Vulkan kernels"),
         Op::Dft(_) => Err("DFT is not implemented by the Vulkan kernels"),
+        Op::TreeEnsemble(_) => Err("tree ensembles are not implemented by the Vulkan kernels"),
         Op::Convert => Err("Cast is not implemented by the Vulkan kernels"),
         Op::Resample {
             axis,

@@ -20,6 +20,7 @@ pub mod quantize;
 pub mod recurrent;
 pub mod reduce;
 pub mod resample;
+pub mod trees;
 
 use crate::memory::{carve, carve_spans, f32s, f32s_mut, span, Readable, Src};
 use crate::CpuError;
@@ -867,6 +868,17 @@ fn run_step_inline<const OPS: Selection>(
                 out,
                 |xs, ys| integer::qavg_pool(&q, dims, xs, ys)
             );
+        }
+        Op::TreeEnsemble(e) if selects(OPS, OpKind::TreeEnsemble) => {
+            let x = input(0)?;
+            let tables = trees::Tables {
+                nodes: cast::<i32>(view.bytes(&input(1)?)?)?,
+                thresholds: f32_in(2)?,
+                roots: cast::<i32>(view.bytes(&input(3)?)?)?,
+                targets: cast::<i32>(view.bytes(&input(4)?)?)?,
+                weights: f32_in(5)?,
+            };
+            trees::tree_ensemble(&e, x.shape.dim(1), f32_in(0)?, &tables, f32s_mut(out)?)?;
         }
         Op::Dft(d) if selects(OPS, OpKind::Dft) => {
             let g = ferrite_hal::geometry::DftGeometry::new(&d, &input(0)?.shape)
