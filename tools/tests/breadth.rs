@@ -516,7 +516,7 @@ fn one_by_one_depthwise_convolution_runs() {
 }
 
 /// Einsum: a matrix product in explicit and implicit form, an outer product with `...`, and
-/// a diagonal refused by name.
+/// diagonals (a repeated subscript), with a trace.
 #[test]
 fn einsum_contracts_like_numpy() {
     let two = |eq: &str, sa: &[i64], sb: &[i64]| {
@@ -557,10 +557,26 @@ fn einsum_contracts_like_numpy() {
         run(&two("i,...j->i...j", &[2], &[1, 3]), &[u, v]),
         [1.0, 10.0, 100.0, 2.0, 20.0, 200.0]
     );
-    let text = pack_error(&two("ii,jk->i", &[3, 3], &[3, 2]));
-    assert!(
-        text.contains("the_node") && text.contains("diagonal"),
-        "{text}"
+    let square: Vec<f32> = (1..=9).map(|v| v as f32).collect();
+    let a = floats(&[3, 3], &square);
+    let ones = floats(&[3, 2], &[1.0; 6]);
+    // y_i = a_ii · Σ_jk b_jk: the diagonal [1, 5, 9] times 6.
+    assert_eq!(
+        run(
+            &two("ii,jk->i", &[3, 3], &[3, 2]),
+            &[a.clone(), ones.clone()]
+        ),
+        [6.0, 30.0, 54.0]
+    );
+    // The trace times Σ b: (1 + 5 + 9) · 6.
+    assert_eq!(run(&two("ii,jk->", &[3, 3], &[3, 2]), &[a, ones]), [90.0]);
+    // Repeated axes that are not adjacent: y_ki = x_iki = 7i + 3k (x counts 0..18 row-major).
+    let batch: Vec<f32> = (0..18).map(|v| v as f32).collect();
+    let x = floats(&[3, 2, 3], &batch);
+    let w = floats(&[1], &[1.0]);
+    assert_eq!(
+        run(&two("iki,j->ki", &[3, 2, 3], &[1]), &[x, w]),
+        [0.0, 7.0, 14.0, 3.0, 10.0, 17.0]
     );
 }
 

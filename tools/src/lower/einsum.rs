@@ -1,7 +1,8 @@
 //! Einsum of one or two operands as Transpose, ReduceSum, reshapes and one batched MatMul:
 //! the contractions PyTorch and TensorFlow exports use (matrix and batched products, inner and
-//! outer products, sums, transposes), with `...` and the implicit output form. Repeated
-//! subscripts in one operand (diagonals) and three or more operands are refused.
+//! outer products, sums, transposes), with `...` and the implicit output form. A subscript
+//! repeated in one operand takes that operand's diagonal first (a Transpose and a
+//! constant-index Gather); three or more operands are refused.
 
 use super::{Attrs, Lowerer, Reason};
 use crate::ir::TensorId;
@@ -61,6 +62,50 @@ fn permute(lw: &mut Lowerer, node: &Node, x: Labelled, order: &[char]) -> Result
         t: y,
         labels: order.to_vec(),
     })
+}
+
+/// `x` with each label repeated in it replaced by the diagonal of its axes (`ii -> i`): the
+/// two axes moved last, viewed as one of `n·n`, and the elements `k·(n + 1)` gathered.
+fn diagonals(lw: &mut Lowerer, node: &Node, mut x: Labelled) -> Result<Labelled, Reason> {
+    while let Some(q) = (0..x.labels.len()).find(|&q| x.labels[..q].contains(&x.labels[q])) {
+        let c = x.labels[q];
+        let p = x.labels.iter().position(|&l| l == c).unwrap_or(0);
+        let s = lw.shape(x.t);
+        let n = s[q];
+        let mut order: Vec<usize> = (0..s.len()).filter(|&a| a != p && a != q).collect();
+        order.extend([p, q]);
+        let moved: Vec<usize> = order.iter().map(|&a| s[a]).collect();
+        let y = lw.temp(node, "diagonal_axes_last", DType::F32, moved.clone());
+        let mut perm = [0usize; MAX_RANK];
+        perm[..order.len()].copy_from_slice(&order);
+        lw.emit(node, Op::Transpose { perm }, vec![Some(x.t)], vec![y])?;
+        let mut flat = moved[..moved.len() - 2].to_vec();
+        flat.push(n * n);
+        let flat_view = lw.temp_alias(node, "square_flat", y, flat.clone());
+        let picks = (0..n as i64).map(|k| k * (n as i64 + 1)).collect();
+        let idx = lw.constant(
+            node,
+            "diagonal",
+            crate::tensor::HostTensor::int(DType::I64, vec![n], picks),
+        );
+        let mut out = flat;
+        *out.last_mut().ok_or("a diagonal of nothing")? = n;
+        let d = lw.temp(node, "diagonal", DType::F32, out);
+        let axis = moved.len() - 2;
+        lw.emit(
+            node,
+            Op::Gather { axis },
+            vec![Some(flat_view), Some(idx)],
+            vec![d],
+        )?;
+        let mut labels: Vec<char> = order[..order.len() - 2]
+            .iter()
+            .map(|&a| x.labels[a])
+            .collect();
+        labels.push(c);
+        x = Labelled { t: d, labels };
+    }
+    Ok(x)
 }
 
 /// Sums `x` over the labels not in `keep` (removing those axes).
@@ -128,11 +173,6 @@ pub(super) fn einsum(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         let shape = lw.shape(t);
         let labels = subscripts(term, shape.len(), &ellipsis)?;
         for (k, c) in labels.iter().enumerate() {
-            if labels[..k].contains(c) {
-                return Err(format!(
-                    "repeated subscript '{c}' in '{term}' (a diagonal) is not supported"
-                ));
-            }
             match sizes.iter().find(|(l, _)| l == c) {
                 Some(&(_, n)) if n != shape[k] => {
                     return Err(format!("subscript '{c}' is {n} and {} long", shape[k]))
@@ -141,7 +181,8 @@ pub(super) fn einsum(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
                 None => sizes.push((*c, shape[k])),
             }
         }
-        operands.push(Labelled { t, labels });
+        let operand = diagonals(lw, node, Labelled { t, labels })?;
+        operands.push(operand);
     }
     let out: Vec<char> = match rhs {
         Some(r) => {

@@ -967,11 +967,14 @@ pub(super) fn batch_norm(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         .collect::<Result<_, _>>()?;
     lw.require_f32(&[x])?;
     lw.require_f32(&params)?;
-    if node.int("training_mode", 0)? != 0 {
-        return Err("training_mode=1 is not supported (inference only)".into());
+    let training = node.int("training_mode", 0)? != 0;
+    if training && lw.opset() >= 14 {
+        return batch_norm_training(lw, node, x, &params);
     }
-    if node.outputs.iter().skip(1).any(|o| !o.is_empty()) {
-        return Err("running mean/variance outputs (training) are not supported".into());
+    if training || node.outputs.iter().skip(1).any(|o| !o.is_empty()) {
+        return Err(
+            "running mean/variance outputs (training) are not supported before opset 14".into(),
+        );
     }
     if lw.opset() < 9 && node.int("spatial", 1)? != 1 {
         return Err("spatial=0 is not supported".into());
@@ -988,6 +991,108 @@ pub(super) fn batch_norm(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let mut inputs = vec![Some(x)];
     inputs.extend(params.into_iter().map(Some));
     lw.emit(node, op, inputs, vec![y])?;
+    Ok(())
+}
+
+/// BatchNormalization with `training_mode=1` (opset 14 on): normalised by the batch's own
+/// mean and (biased) variance over every axis but the channels', with the running statistics
+/// `momentum · running + (1 − momentum) · batch` as outputs 1 and 2, as ONNX defines it.
+fn batch_norm_training(
+    lw: &mut Lowerer,
+    node: &Node,
+    x: TensorId,
+    params: &[TensorId],
+) -> Result<(), Reason> {
+    let xs = lw.shape(x);
+    if xs.len() < 2 || params.iter().any(|&p| lw.shape(p) != [xs[1]]) {
+        return Err("parameters must have one value per channel".into());
+    }
+    let c = xs[1];
+    let momentum = node.float("momentum", 0.9)?;
+    let axes = (0..xs.len())
+        .filter(|&a| a != 1)
+        .fold(0u32, |m, a| m | 1 << a);
+    let mut kept = vec![1; xs.len()];
+    kept[1] = c;
+    let plain = |op| Op::Binary {
+        op,
+        activation: Activation::None,
+    };
+    let mean = lw.temp(node, "batch_mean", DType::F32, kept.clone());
+    let reduce_mean = Op::Reduce {
+        op: ReduceOp::Mean,
+        axes,
+    };
+    lw.emit(node, reduce_mean, vec![Some(x)], vec![mean])?;
+    let centred = lw.temp(node, "centred", DType::F32, xs.clone());
+    lw.emit(
+        node,
+        plain(BinaryOp::Sub),
+        vec![Some(x), Some(mean)],
+        vec![centred],
+    )?;
+    let square = lw.temp(node, "square", DType::F32, xs.clone());
+    lw.emit(
+        node,
+        plain(BinaryOp::Mul),
+        vec![Some(centred), Some(centred)],
+        vec![square],
+    )?;
+    let var = lw.temp(node, "batch_var", DType::F32, kept);
+    lw.emit(node, reduce_mean, vec![Some(square)], vec![var])?;
+    let (mean, var) = (
+        lw.temp_alias(node, "mean_c", mean, vec![c]),
+        lw.temp_alias(node, "var_c", var, vec![c]),
+    );
+    let y = lw.output(node, 0, DType::F32, xs)?;
+    let op = Op::BatchNorm {
+        epsilon: node.float("epsilon", 1e-5)?,
+        activation: Activation::None,
+    };
+    let inputs = vec![
+        Some(x),
+        Some(params[0]),
+        Some(params[1]),
+        Some(mean),
+        Some(var),
+    ];
+    lw.emit(node, op, inputs, vec![y])?;
+    // running = momentum · running + (1 − momentum) · batch, for outputs 1 and 2 if asked.
+    let keep = lw.constant(node, "momentum", HostTensor::float(vec![], vec![momentum]));
+    let take = lw.constant(
+        node,
+        "one_minus_momentum",
+        HostTensor::float(vec![], vec![1.0 - momentum]),
+    );
+    for (i, (running, batch)) in [(params[2], mean), (params[3], var)]
+        .into_iter()
+        .enumerate()
+    {
+        if node.outputs.get(i + 1).is_none_or(|o| o.is_empty()) {
+            continue;
+        }
+        let old = lw.temp(node, "kept", DType::F32, vec![c]);
+        lw.emit(
+            node,
+            plain(BinaryOp::Mul),
+            vec![Some(running), Some(keep)],
+            vec![old],
+        )?;
+        let new = lw.temp(node, "taken", DType::F32, vec![c]);
+        lw.emit(
+            node,
+            plain(BinaryOp::Mul),
+            vec![Some(batch), Some(take)],
+            vec![new],
+        )?;
+        let out = lw.output(node, i + 1, DType::F32, vec![c])?;
+        lw.emit(
+            node,
+            plain(BinaryOp::Add),
+            vec![Some(old), Some(new)],
+            vec![out],
+        )?;
+    }
     Ok(())
 }
 
