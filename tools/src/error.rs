@@ -69,7 +69,7 @@ pub enum PackError {
     #[error("tensor '{0}' stores its data in an external file, which is not supported yet; re-export the model with the weights embedded")]
     ExternalData(String),
     /// The default-domain opset is outside the supported range.
-    #[error("ONNX opset {0} is not supported (Ferrite reads opsets {min} to {max})", min = crate::onnx::MIN_OPSET, max = crate::onnx::MAX_OPSET)]
+    #[error("ONNX opset {0} is not supported (Ferrite reads opsets {min} to {max}); convert the model first: onnx.version_converter.convert_version(model, 13)", min = crate::onnx::MIN_OPSET, max = crate::onnx::MAX_OPSET)]
     Opset(i64),
     /// Nodes Ferrite cannot run.
     #[error("{0}")]

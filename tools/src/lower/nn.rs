@@ -836,7 +836,10 @@ pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let (x, xs, spatial, kernel) = pool_input(lw, node)?;
     let is_max = node.op_type == "MaxPool";
     if is_max && node.outputs.get(1).is_some_and(|o| !o.is_empty()) {
-        return Err("the Indices output of MaxPool is not supported".into());
+        return Err(
+            "the Indices output of MaxPool is not supported (it serves MaxUnpool; export the pool without return_indices)"
+                .into(),
+        );
     }
     if node.int("storage_order", 0)? != 0 {
         return Err("storage_order=1 is not supported".into());
