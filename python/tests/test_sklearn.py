@@ -19,9 +19,12 @@ from sklearn.impute import SimpleImputer
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, RidgeClassifier, SGDClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import Binarizer, MaxAbsScaler, MinMaxScaler, Normalizer, StandardScaler
-from sklearn.svm import LinearSVR
+from sklearn.svm import SVC, SVR, LinearSVR
 
 import ferrite
+
+# scikit-learn 1.9 deprecates SVC's probability attributes that skl2onnx still reads.
+pytestmark = pytest.mark.filterwarnings("ignore::FutureWarning")
 
 OPSETS = {"": 17, "ai.onnx.ml": 3}
 
@@ -70,6 +73,11 @@ CLASSIFIERS = {
     "random_forest_binary_cancer": lambda: (RandomForestClassifier(n_estimators=8, max_depth=4, random_state=0), data(load_breast_cancer)),
     "gradient_boosting_iris": lambda: (GradientBoostingClassifier(n_estimators=10, max_depth=3, random_state=0), data(load_iris, [3, 5, 7])),
     "gradient_boosting_binary_cancer": lambda: (make_pipeline(StandardScaler(), GradientBoostingClassifier(n_estimators=10, max_depth=2, random_state=0)), data(load_breast_cancer)),
+    "svc_rbf_iris": lambda: (make_pipeline(StandardScaler(), SVC(kernel="rbf")), data(load_iris)),
+    "svc_rbf_binary_cancer": lambda: (make_pipeline(StandardScaler(), SVC(kernel="rbf", C=2.0)), data(load_breast_cancer)),
+    "svc_poly_wine": lambda: (make_pipeline(StandardScaler(), SVC(kernel="poly", degree=2)), data(load_wine, [3, 5, 7])),
+    "svc_linear_iris": lambda: (make_pipeline(StandardScaler(), SVC(kernel="linear")), data(load_iris)),
+    "svc_sigmoid_cancer": lambda: (make_pipeline(StandardScaler(), SVC(kernel="sigmoid", gamma=0.01)), data(load_breast_cancer)),
 }
 
 
@@ -94,6 +102,8 @@ REGRESSORS = {
     "decision_tree_diabetes": lambda: DecisionTreeRegressor(max_depth=5, random_state=0),
     "random_forest_diabetes": lambda: RandomForestRegressor(n_estimators=10, max_depth=5, random_state=0),
     "gradient_boosting_diabetes": lambda: GradientBoostingRegressor(n_estimators=20, max_depth=3, random_state=0),
+    "svr_rbf_diabetes": lambda: make_pipeline(StandardScaler(), SVR(kernel="rbf", C=50.0)),
+    "svr_poly_diabetes": lambda: make_pipeline(StandardScaler(), SVR(kernel="poly", degree=3, C=10.0)),
 }
 
 

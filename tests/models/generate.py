@@ -523,6 +523,7 @@ def sklearn_models(out):
     from sklearn.linear_model import LinearRegression, LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import Normalizer, StandardScaler
+    from sklearn.svm import SVC
 
     made = {}
     specs = [
@@ -531,6 +532,7 @@ def sklearn_models(out):
         ("sklearn_linear_diabetes", make_pipeline(StandardScaler(), LinearRegression()), load_diabetes),
         ("sklearn_forest_cancer", RandomForestClassifier(n_estimators=10, max_depth=6, random_state=0), load_breast_cancer),
         ("sklearn_boosting_diabetes", GradientBoostingRegressor(n_estimators=30, max_depth=3, random_state=0), load_diabetes),
+        ("sklearn_svc_rbf_iris", make_pipeline(StandardScaler(), SVC(kernel="rbf")), load_iris),
     ]
     for name, model, loader in specs:
         x, y = loader(return_X_y=True)
