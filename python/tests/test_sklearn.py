@@ -121,6 +121,49 @@ def test_regressors_match_onnxruntime(name):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize("unknown", ["error", "ignore"])
+def test_one_hot_encoded_categories_match_onnxruntime(unknown):
+    from sklearn.preprocessing import OneHotEncoder
+
+    rng = np.random.default_rng(0)
+    x = np.c_[rng.integers(0, 4, 200), rng.integers(0, 3, 200)].astype(np.int64)
+    y = (x[:, 0] + x[:, 1] > 3).astype(int)
+    model = make_pipeline(OneHotEncoder(handle_unknown=unknown), LogisticRegression())
+    model.fit(x, y)
+    onnx_model = convert(model, x)
+    want = reference(onnx_model, x)
+    got = ferrite_run(onnx_model, x)
+    label, scores = (o.name for o in onnx_model.graph.output)
+    np.testing.assert_array_equal(got[label], want[0])
+    np.testing.assert_allclose(got[scores], probabilities(want[1], [0, 1]), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "keys,values,x",
+    [
+        ({"keys_int64s": [3, 7, 11]}, {"values_int64s": [0, 1, 2], "default_int64": -5}, np.array([[3, 4], [11, 7]], np.int64)),
+        ({"keys_floats": [0.5, 1.5]}, {"values_int64s": [10, 20]}, np.array([0.5, 1.5, 2.5, -0.5], np.float32)),
+        ({"keys_int64s": [1, 2]}, {"values_floats": [0.25, -4.0], "default_float": 9.0}, np.array([2, 1, 0], np.int64)),
+    ],
+)
+def test_label_encoder_matches_onnxruntime(keys, values, x):
+    import onnx
+    import onnx.helper as oh
+
+    elem = {np.int64: onnx.TensorProto.INT64, np.float32: onnx.TensorProto.FLOAT}
+    out_type = onnx.TensorProto.FLOAT if "values_floats" in values else onnx.TensorProto.INT64
+    node = oh.make_node("LabelEncoder", ["X"], ["Y"], domain="ai.onnx.ml", **keys, **values)
+    graph = oh.make_graph(
+        [node], "g", [oh.make_tensor_value_info("X", elem[x.dtype.type], list(x.shape))],
+        [oh.make_tensor_value_info("Y", out_type, list(x.shape))],
+    )
+    model = oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17), oh.make_opsetid("ai.onnx.ml", 2)])
+    model.ir_version = 8
+    (want,) = reference(model, x)
+    got = ferrite_run(model, x)["Y"]
+    np.testing.assert_array_equal(got, want)
+
+
 def test_zip_map_is_returned_as_a_tensor_with_a_note():
     model, (x, y) = CLASSIFIERS["scaled_logistic_iris"]()
     model.fit(x, y)

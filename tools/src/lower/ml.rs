@@ -19,9 +19,11 @@ pub(super) const OPS: &[&str] = &[
     "ArrayFeatureExtractor",
     "Binarizer",
     "Imputer",
+    "LabelEncoder",
     "LinearClassifier",
     "LinearRegressor",
     "Normalizer",
+    "OneHotEncoder",
     "Scaler",
     "SVMClassifier",
     "SVMRegressor",
@@ -41,6 +43,8 @@ pub(super) fn lower(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         "LinearRegressor" => linear(lw, node, false),
         "LinearClassifier" => linear(lw, node, true),
         "ZipMap" => zip_map(lw, node),
+        "OneHotEncoder" => one_hot_encoder(lw, node),
+        "LabelEncoder" => label_encoder(lw, node),
         "TreeEnsembleRegressor" => tree_regressor(lw, node),
         "SVMRegressor" => svm_regressor(lw, node),
         "SVMClassifier" => svm_classifier(lw, node),
@@ -1079,4 +1083,161 @@ fn svm_classifier(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         vec![Some(negated), Some(decisions)],
         vec![z],
     )
+}
+
+/// OneHotEncoder (integer categories): `[..., categories]` of 1.0 where the value (truncated to
+/// an integer, as onnxruntime does for floats) equals the category. With `zeros=0` onnxruntime
+/// fails on an unknown value; Ferrite gives its row all zeros, and says so in a note.
+fn one_hot_encoder(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let mut x = lw.input(node, 0)?;
+    if node.strings("cats_strings")?.is_some() {
+        return Err(
+            "string categories are not supported (string tensors); encode them as integers".into(),
+        );
+    }
+    let cats = ints_of(node, "cats_int64s")?;
+    let shape = lw.shape(x);
+    match lw.dtype(x) {
+        DType::I64 => {}
+        DType::F32 | DType::I32 => {
+            let as_int = lw.temp(node, "as_int64", DType::I64, shape.clone());
+            lw.emit(node, Op::Convert, vec![Some(x)], vec![as_int])?;
+            x = as_int;
+        }
+        other => return Err(format!("type {other} is not supported for OneHotEncoder")),
+    }
+    if node.int("zeros", 1)? == 0 {
+        lw.graph.notes.push(format!(
+            "OneHotEncoder '{}': a value outside its {} categories gives a row of zeros (onnxruntime: an error)",
+            node.label(),
+            cats.len()
+        ));
+    }
+    let mut column = shape.clone();
+    column.push(1);
+    let column = lw.temp_alias(node, "column", x, column);
+    let k = cats.len();
+    let cats = lw.constant(
+        node,
+        "categories",
+        HostTensor::int(DType::I64, vec![k], cats),
+    );
+    let mut out = shape;
+    out.push(k);
+    let hit = lw.temp(node, "is_category", DType::Bool, out.clone());
+    lw.emit(
+        node,
+        Op::Compare(CompareOp::Equal),
+        vec![Some(column), Some(cats)],
+        vec![hit],
+    )?;
+    let y = lw.output(node, 0, DType::F32, out)?;
+    lw.emit(node, Op::Convert, vec![Some(hit)], vec![y])
+}
+
+/// Most keys a LabelEncoder is planned for (one Equal and one Where step per key).
+const MAX_LABEL_KEYS: usize = 1024;
+
+/// LabelEncoder with integer or float keys and values (`*_int64s` / `*_floats`, or opset 4's
+/// `*_tensor`): a chain of `Where(x == key, value, ·)` from the default, so every key maps to
+/// its value and any other input to the default.
+fn label_encoder(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let x = lw.input(node, 0)?;
+    if node.strings("keys_strings")?.is_some() || node.strings("values_strings")?.is_some() {
+        return Err("string keys or values are not supported (string tensors)".into());
+    }
+    let keys = match (
+        node.ints("keys_int64s")?,
+        node.floats("keys_floats")?,
+        node.tensor("keys_tensor")?,
+    ) {
+        (Some(k), _, _) => HostTensor::int(DType::I64, vec![k.len()], k),
+        (_, Some(k), _) => HostTensor::float(vec![k.len()], k),
+        (_, _, Some(t)) => t,
+        _ => return Err("keys are required (keys_int64s, keys_floats or keys_tensor)".into()),
+    };
+    let (values, default) = match (
+        node.ints("values_int64s")?,
+        node.floats("values_floats")?,
+        node.tensor("values_tensor")?,
+    ) {
+        (Some(v), _, _) => (
+            HostTensor::int(DType::I64, vec![v.len()], v),
+            HostTensor::int(DType::I64, vec![], vec![node.int("default_int64", -1)?]),
+        ),
+        (_, Some(v), _) => (
+            HostTensor::float(vec![v.len()], v),
+            HostTensor::float(vec![], vec![node.float("default_float", -0.0)?]),
+        ),
+        (_, _, Some(t)) => {
+            // ONNX's defaults: −1 for integer values, −0.0 for floats.
+            let default = match node.tensor("default_tensor")? {
+                Some(d) => d,
+                None if t.dtype == DType::F32 => HostTensor::float(vec![], vec![-0.0]),
+                None => HostTensor::int(t.dtype, vec![], vec![-1]),
+            };
+            (t, default)
+        }
+        _ => {
+            return Err(
+                "values are required (values_int64s, values_floats or values_tensor)".into(),
+            )
+        }
+    };
+    let k = keys.len();
+    if values.len() != k || k == 0 || k > MAX_LABEL_KEYS || default.len() != 1 {
+        return Err(format!(
+            "{k} keys, {} values and {} default values (one to {MAX_LABEL_KEYS} keys, one value each)",
+            values.len(),
+            default.len()
+        ));
+    }
+    if lw.dtype(x) != keys.dtype {
+        return Err(format!(
+            "the input is {}, the keys {}",
+            lw.dtype(x),
+            keys.dtype
+        ));
+    }
+    let shape = lw.shape(x);
+    let out_type = values.dtype;
+    let scalar_of = |t: &HostTensor, i: usize| -> HostTensor {
+        if t.dtype == DType::F32 {
+            HostTensor::float(vec![], vec![t.to_f32s()[i]])
+        } else {
+            HostTensor::int(t.dtype, vec![], vec![t.to_i64s()[i]])
+        }
+    };
+    let mut mapped = lw.constant(
+        node,
+        "default",
+        HostTensor {
+            shape: vec![],
+            ..default
+        },
+    );
+    for i in 0..k {
+        let key = lw.constant(node, &format!("key{i}"), scalar_of(&keys, i));
+        let value = lw.constant(node, &format!("value{i}"), scalar_of(&values, i));
+        let hit = lw.temp(node, &format!("is_key{i}"), DType::Bool, shape.clone());
+        lw.emit(
+            node,
+            Op::Compare(CompareOp::Equal),
+            vec![Some(x), Some(key)],
+            vec![hit],
+        )?;
+        let y = if i + 1 == k {
+            lw.output(node, 0, out_type, shape.clone())?
+        } else {
+            lw.temp(node, &format!("mapped{i}"), out_type, shape.clone())
+        };
+        lw.emit(
+            node,
+            Op::Where,
+            vec![Some(hit), Some(value), Some(mapped)],
+            vec![y],
+        )?;
+        mapped = y;
+    }
+    Ok(())
 }
