@@ -27,6 +27,7 @@ pub(super) const OPS: &[&str] = &[
     "Scaler",
     "SVMClassifier",
     "SVMRegressor",
+    "TreeEnsemble",
     "TreeEnsembleClassifier",
     "TreeEnsembleRegressor",
     "ZipMap",
@@ -46,6 +47,7 @@ pub(super) fn lower(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         "OneHotEncoder" => one_hot_encoder(lw, node),
         "LabelEncoder" => label_encoder(lw, node),
         "TreeEnsembleRegressor" => tree_regressor(lw, node),
+        "TreeEnsemble" => tree_ensemble_v5(lw, node),
         "SVMRegressor" => svm_regressor(lw, node),
         "SVMClassifier" => svm_classifier(lw, node),
         "TreeEnsembleClassifier" => tree_classifier(lw, node),
@@ -1240,4 +1242,183 @@ fn label_encoder(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         mapped = y;
     }
     Ok(())
+}
+
+/// A float-tensor attribute's values (opset 5's `nodes_splits`, `leaf_weights`, ...).
+fn float_tensor(node: &Node, name: &str) -> Result<Vec<f32>, Reason> {
+    node.tensor(name)?
+        .map(|t| t.to_f32s())
+        .ok_or_else(|| format!("{name} is required"))
+}
+
+/// TreeEnsemble (ai.onnx.ml opset 5): leaves in arrays of their own, one vote each, and
+/// set-membership branches, which become a chain of equality tests (`x = a` or `x = b` ...)
+/// sharing the branch's targets. Planned as the same `TreeEnsemble` step as the opset-3 ops.
+fn tree_ensemble_v5(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    let (x, n, f) = features(lw, node)?;
+    let splits = float_tensor(node, "nodes_splits")?;
+    let modes: Vec<i64> = node
+        .tensor("nodes_modes")?
+        .map(|t| t.to_i64s())
+        .ok_or("nodes_modes is required")?;
+    let features_of = ints_of(node, "nodes_featureids")?;
+    let (true_ids, false_ids) = (
+        ints_of(node, "nodes_truenodeids")?,
+        ints_of(node, "nodes_falsenodeids")?,
+    );
+    let (true_leafs, false_leafs) = (
+        ints_of(node, "nodes_trueleafs")?,
+        ints_of(node, "nodes_falseleafs")?,
+    );
+    let leaf_targets = ints_of(node, "leaf_targetids")?;
+    let leaf_weights = float_tensor(node, "leaf_weights")?;
+    let roots = ints_of(node, "tree_roots")?;
+    let m = splits.len();
+    let missing = node
+        .ints("nodes_missing_value_tracks_true")?
+        .unwrap_or_else(|| vec![0; m]);
+    let lengths = [
+        modes.len(),
+        features_of.len(),
+        true_ids.len(),
+        false_ids.len(),
+        true_leafs.len(),
+        false_leafs.len(),
+        missing.len(),
+    ];
+    if lengths.iter().any(|&l| l != m) || leaf_targets.len() != leaf_weights.len() {
+        return Err(
+            "the nodes_* and leaf_* attributes must have one entry per node and leaf".into(),
+        );
+    }
+    let mut members = node
+        .tensor("membership_values")?
+        .map(|t| t.to_f32s())
+        .unwrap_or_default()
+        .into_iter();
+    // Extra equality nodes for set membership go after the branches; leaves after them.
+    let mut extra: Vec<[i64; 4]> = Vec::new();
+    let mut extra_thresholds = Vec::new();
+    let mut rows: Vec<[i64; 4]> = Vec::with_capacity(m);
+    let mut thresholds = Vec::with_capacity(m);
+    // Child references are fixed up once the node count is known (leaves: −1 − leaf).
+    let child = |leaf: i64, id: i64| -> i64 {
+        if leaf != 0 {
+            -1 - id
+        } else {
+            id
+        }
+    };
+    for i in 0..m {
+        let flag = if missing[i] != 0 {
+            TREE_MISSING_TRUE as i64
+        } else {
+            0
+        };
+        let (yes, no) = (
+            child(true_leafs[i], true_ids[i]),
+            child(false_leafs[i], false_ids[i]),
+        );
+        match modes[i] {
+            0..=5 => {
+                rows.push([features_of[i], modes[i] + flag, yes, no]);
+                thresholds.push(splits[i]);
+            }
+            6 => {
+                let set: Vec<f32> = members.by_ref().take_while(|v| !v.is_nan()).collect();
+                if set.is_empty() {
+                    return Err("a set-membership node has no members".into());
+                }
+                // x = set[0] ? yes : (x = set[1] ? yes : ... : no), the first test in place,
+                // the others appended (set[1]'s test at `base`).
+                let eq = 4 + flag;
+                let base = (m + extra.len()) as i64;
+                let first_false = if set.len() > 1 { base } else { no };
+                rows.push([features_of[i], eq, yes, first_false]);
+                thresholds.push(set[0]);
+                for (k, &v) in set.iter().enumerate().skip(1) {
+                    let no_k = if k + 1 < set.len() {
+                        base + k as i64
+                    } else {
+                        no
+                    };
+                    extra.push([features_of[i], eq, yes, no_k]);
+                    extra_thresholds.push(v);
+                }
+            }
+            other => return Err(format!("node mode {other} is not known")),
+        }
+    }
+    let branches = rows.len() + extra.len();
+    rows.extend(extra);
+    thresholds.extend(extra_thresholds);
+    let resolve = |c: i64| -> Result<i64, Reason> {
+        if c < 0 {
+            let leaf = -1 - c;
+            if leaf as usize >= leaf_targets.len() {
+                return Err(format!("leaf {leaf} does not exist"));
+            }
+            Ok(branches as i64 + leaf)
+        } else if (c as usize) < branches {
+            Ok(c)
+        } else {
+            Err(format!("node {c} does not exist"))
+        }
+    };
+    let mut nodes = Vec::with_capacity(4 * (branches + leaf_targets.len()));
+    for r in &rows {
+        nodes.extend([r[0], r[1], resolve(r[2])?, resolve(r[3])?]);
+    }
+    for l in 0..leaf_targets.len() {
+        nodes.extend([l as i64, TREE_LEAF as i64, 1, 0]);
+        thresholds.push(0.0);
+    }
+    let mut tree_roots = Vec::with_capacity(roots.len());
+    for &r in &roots {
+        let i = usize::try_from(r)
+            .ok()
+            .filter(|&i| i < m)
+            .ok_or(format!("root {r} does not exist"))?;
+        // A tree that is one leaf: both branches name the same leaf.
+        let single = true_leafs[i] != 0 && false_leafs[i] != 0 && true_ids[i] == false_ids[i];
+        tree_roots.push(if single {
+            resolve(child(1, true_ids[i]))?
+        } else {
+            r
+        });
+    }
+    let aggregate = match node.int("aggregate_function", 1)? {
+        0 => TreeAggregate::Average,
+        1 => TreeAggregate::Sum,
+        code => {
+            return Err(format!(
+                "aggregate_function {code} (MIN or MAX) is not supported in opset 5's TreeEnsemble"
+            ))
+        }
+    };
+    let targets = usize::try_from(node.int("n_targets", 1)?)
+        .ok()
+        .filter(|&t| t >= 1)
+        .ok_or("n_targets must be positive")?;
+    let forest = Forest {
+        nodes,
+        thresholds,
+        roots: tree_roots,
+        targets: leaf_targets,
+        weights: leaf_weights,
+    };
+    let votes = forest.emit(lw, node, x, n, f, TreeEnsemble { targets, aggregate })?;
+    let transform = match node.int("post_transform", 0)? {
+        0 => None,
+        1 => Some(Op::Softmax { axis: 1 }),
+        2 => Some(Op::Unary(Activation::Sigmoid)),
+        code => return Err(format!("post_transform {code} is not supported")),
+    };
+    match transform {
+        Some(op) => {
+            let y = lw.output(node, 0, DType::F32, vec![n, targets])?;
+            lw.emit(node, op, vec![Some(votes)], vec![y])
+        }
+        None => lw.alias_output(node, 0, votes, vec![n, targets]),
+    }
 }

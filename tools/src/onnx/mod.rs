@@ -99,12 +99,23 @@ pub fn import(bytes: &[u8]) -> Result<Graph, PackError> {
     let graph = model
         .graph
         .ok_or_else(|| PackError::Invalid("the model has no graph".into()))?;
-    let opset = model
+    // A graph of only other domains' ops (an ai.onnx.ml model) need not import the default
+    // domain; it is then read at the newest opset.
+    let only_other_domains =
+        !graph.node.is_empty() && graph.node.iter().all(|n| !is_default_domain(&n.domain));
+    let opset = match model
         .opset_import
         .iter()
         .find(|o| is_default_domain(&o.domain))
-        .map(|o| o.version)
-        .ok_or_else(|| PackError::Invalid("the model imports no default-domain opset".into()))?;
+    {
+        Some(o) => o.version,
+        None if only_other_domains => MAX_OPSET,
+        None => {
+            return Err(PackError::Invalid(
+                "the model imports no default-domain opset".into(),
+            ))
+        }
+    };
     if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
         return Err(PackError::Opset(opset));
     }
