@@ -1,7 +1,7 @@
 //! LinearRegressor and LinearClassifier.
 
 use super::*;
-use ferrite_hal::op::{ArgIndex, Gemm};
+use ferrite_hal::op::Gemm;
 
 /// LinearRegressor (`X·Cᵀ + b`, outputs `[N, targets]`) and LinearClassifier (scores `X·Cᵀ + b`
 /// after `post_transform`, and the label of the highest score).
@@ -38,14 +38,7 @@ pub(super) fn linear(lw: &mut Lowerer, node: &Node, classifier: bool) -> Result<
         other => return Err(format!("post_transform '{other}' is not supported")),
     };
     // Cᵀ, [features, rows], for the product.
-    let transposed = (0..f * rows)
-        .map(|i| coefficients[(i % rows) * f + i / rows])
-        .collect();
-    let w = lw.constant(
-        node,
-        "coefficients",
-        HostTensor::float(vec![f, rows], transposed),
-    );
+    let w = transposed_constant(lw, node, "coefficients", &coefficients, rows, f);
     let b = lw.constant(
         node,
         "intercepts",
@@ -87,27 +80,5 @@ pub(super) fn linear(lw: &mut Lowerer, node: &Node, classifier: bool) -> Result<
         lw.emit(node, gemm, vec![Some(x), Some(w), Some(b)], vec![z])?;
         z
     };
-    let best = ArgIndex {
-        axis: 1,
-        last: false,
-    };
-    let identity = labels.iter().enumerate().all(|(i, &l)| l == i as i64);
-    if identity {
-        let y = lw.output(node, 0, DType::I64, vec![n])?;
-        return lw.emit(node, Op::ArgMax(best), vec![Some(scores)], vec![y]);
-    }
-    let index = lw.temp(node, "best", DType::I64, vec![n]);
-    lw.emit(node, Op::ArgMax(best), vec![Some(scores)], vec![index])?;
-    let table = lw.constant(
-        node,
-        "labels",
-        HostTensor::int(DType::I64, vec![rows], labels),
-    );
-    let y = lw.output(node, 0, DType::I64, vec![n])?;
-    lw.emit(
-        node,
-        Op::Gather { axis: 0 },
-        vec![Some(table), Some(index)],
-        vec![y],
-    )
+    label_of_highest(lw, node, scores, n, labels)
 }

@@ -89,6 +89,53 @@ pub(super) fn per_feature(
     Ok(lw.constant(node, what, HostTensor::float(vec![v.len()], v)))
 }
 
+/// A row-major `[rows, cols]` matrix stored transposed, `[cols, rows]`, as a constant: the
+/// right operand of a product with `[N, cols]` rows (coefficients, support vectors).
+pub(super) fn transposed_constant(
+    lw: &mut Lowerer,
+    node: &Node,
+    what: &str,
+    m: &[f32],
+    rows: usize,
+    cols: usize,
+) -> TensorId {
+    let t = (0..rows * cols)
+        .map(|i| m[(i % rows) * cols + i / rows])
+        .collect();
+    lw.constant(node, what, HostTensor::float(vec![cols, rows], t))
+}
+
+/// Output 0 of a classifier: the label of the highest of `scores` (`[N, k]`; the first of
+/// equal ones), the arg-max itself when the labels are `0..k`, else looked up in them.
+pub(super) fn label_of_highest(
+    lw: &mut Lowerer,
+    node: &Node,
+    scores: TensorId,
+    n: usize,
+    labels: Vec<i64>,
+) -> Result<(), Reason> {
+    let best = Op::ArgMax(ferrite_hal::op::ArgIndex {
+        axis: 1,
+        last: false,
+    });
+    if labels.iter().enumerate().all(|(i, &l)| l == i as i64) {
+        let y = lw.output(node, 0, DType::I64, vec![n])?;
+        return lw.emit(node, best, vec![Some(scores)], vec![y]);
+    }
+    let index = lw.temp(node, "best", DType::I64, vec![n]);
+    lw.emit(node, best, vec![Some(scores)], vec![index])?;
+    let k = labels.len();
+    let table = lw.constant(node, "labels", HostTensor::int(DType::I64, vec![k], labels));
+    let y = lw.output(node, 0, DType::I64, vec![n])?;
+    lw.emit(
+        node,
+        Op::Gather { axis: 0 },
+        vec![Some(table), Some(index)],
+        vec![y],
+    )
+}
+
+/// Integer-list attribute `name`, which must be present.
 pub(super) fn ints_of(node: &Node, name: &str) -> Result<Vec<i64>, Reason> {
     node.ints(name)?
         .ok_or_else(|| format!("{name} is required"))

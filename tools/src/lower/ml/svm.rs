@@ -1,7 +1,7 @@
 //! Support vector machines: SVMRegressor and SVMClassifier.
 
 use super::*;
-use ferrite_hal::op::{ArgIndex, CompareOp, Gemm, ReduceOp};
+use ferrite_hal::op::{CompareOp, Gemm, ReduceOp};
 
 /// The support vectors `[S, features]` of an SVM node and its kernel matrix `K(x, sv)`,
 /// `[N, S]`: LINEAR `x·sv`, POLY `(γ x·sv + c₀)^d`, SIGMOID `tanh(γ x·sv + c₀)` (one Gemm, its
@@ -30,14 +30,7 @@ fn svm_kernel(
         params.get(1).copied().unwrap_or(0.0),
         params.get(2).copied().unwrap_or(3.0),
     );
-    let transposed = (0..f * supports)
-        .map(|i| sv[(i % supports) * f + i / supports])
-        .collect();
-    let w = lw.constant(
-        node,
-        "support_vectors",
-        HostTensor::float(vec![f, supports], transposed),
-    );
+    let w = transposed_constant(lw, node, "support_vectors", &sv, supports, f);
     let gemm = |alpha, activation| {
         Op::Gemm(Gemm {
             alpha,
@@ -303,20 +296,7 @@ pub(super) fn svm_classifier(lw: &mut Lowerer, node: &Node) -> Result<(), Reason
         vec![Some(wins), Some(d), Some(base)],
         vec![votes],
     )?;
-    let best = Op::ArgMax(ArgIndex {
-        axis: 1,
-        last: false,
-    });
-    let index = lw.temp(node, "most_votes", DType::I64, vec![n]);
-    lw.emit(node, best, vec![Some(votes)], vec![index])?;
-    let table = lw.constant(node, "labels", HostTensor::int(DType::I64, vec![k], labels));
-    let y = lw.output(node, 0, DType::I64, vec![n])?;
-    lw.emit(
-        node,
-        Op::Gather { axis: 0 },
-        vec![Some(table), Some(index)],
-        vec![y],
-    )?;
+    label_of_highest(lw, node, votes, n, labels)?;
     if k > 2 {
         return lw.alias_output(node, 1, decisions, vec![n, pairs]);
     }

@@ -3,8 +3,7 @@
 
 use super::*;
 use ferrite_hal::op::{
-    ArgIndex, CompareOp, TreeAggregate, TreeEnsemble, TREE_BRANCH_MODES, TREE_LEAF,
-    TREE_MISSING_TRUE,
+    CompareOp, TreeAggregate, TreeEnsemble, TREE_BRANCH_MODES, TREE_LEAF, TREE_MISSING_TRUE,
 };
 use std::collections::HashMap;
 
@@ -388,24 +387,7 @@ pub(super) fn tree_classifier(lw: &mut Lowerer, node: &Node) -> Result<(), Reaso
         )?,
         _ => lw.emit(node, Op::Copy, vec![Some(scores)], vec![z])?,
     }
-    let best = Op::ArgMax(ArgIndex {
-        axis: 1,
-        last: false,
-    });
-    if labels.iter().enumerate().all(|(i, &l)| l == i as i64) {
-        let y = lw.output(node, 0, DType::I64, vec![n])?;
-        return lw.emit(node, best, vec![Some(scores)], vec![y]);
-    }
-    let index = lw.temp(node, "best", DType::I64, vec![n]);
-    lw.emit(node, best, vec![Some(scores)], vec![index])?;
-    let table = lw.constant(node, "labels", HostTensor::int(DType::I64, vec![k], labels));
-    let y = lw.output(node, 0, DType::I64, vec![n])?;
-    lw.emit(
-        node,
-        Op::Gather { axis: 0 },
-        vec![Some(table), Some(index)],
-        vec![y],
-    )
+    label_of_highest(lw, node, scores, n, labels)
 }
 
 /// TreeEnsemble (ai.onnx.ml opset 5): leaves in arrays of their own, one vote each, and
