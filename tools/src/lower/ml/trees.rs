@@ -58,10 +58,9 @@ impl Forest {
                 return Err(format!("node {id} of tree {t} is listed twice"));
             }
         }
-        let mut trees: Vec<i64> = tree_ids.clone();
-        trees.dedup();
+        // One root (node 0) per tree, in the order the trees first appear.
         let mut seen = std::collections::HashSet::new();
-        for &t in &trees {
+        for &t in &tree_ids {
             if seen.insert(t) {
                 let root = position
                     .get(&(t, 0))
