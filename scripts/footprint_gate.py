@@ -28,8 +28,8 @@ COLUMNS = ["runtime_flash", "inference_stack", "arena", "instructions"]
 
 
 def models():
-    """(name, onnx, input shapes) of every gated model: the digits demo, the float test models, two
-    scikit-learn pipelines, onnxruntime's int8 QDQ models and the four MLPerf Tiny int8
+    """(name, onnx, input shapes) of every gated model: the digits demo, the float test models, three
+    scikit-learn models and a k-NN pipeline, onnxruntime's int8 QDQ models and the four MLPerf Tiny int8
     reference models."""
     manifest = json.loads((MODELS / "manifest.json").read_text())
     quantized = json.loads((MODELS / "quantized.json").read_text())
@@ -40,6 +40,7 @@ def models():
     yield "sklearn_logistic_iris", MODELS / "sklearn_logistic_iris.onnx", {"X": [1, 4]}
     yield "sklearn_linear_diabetes", MODELS / "sklearn_linear_diabetes.onnx", {"X": [1, 10]}
     yield "sklearn_forest_cancer", MODELS / "sklearn_forest_cancer.onnx", {"X": [1, 30]}
+    yield "sklearn_knn_iris", MODELS / "sklearn_knn_iris.onnx", {"X": [1, 4]}
     for name in ["mlp_qdq", "ds_cnn_qdq", "resnet8_qdq", "mlperf_kws_ds_cnn",
                  "mlperf_ad_fc_ae", "mlperf_ic_resnet8", "mlperf_vww_mbv1"]:
         yield name, MODELS / f"{name}.onnx", quantized[name]["input_shapes"]

@@ -1,6 +1,6 @@
 """scikit-learn models as skl2onnx writes them (the ai.onnx.ml domain: linear models, trees,
-forests, boosting, preprocessing), compared with onnxruntime: labels identical, probabilities
-and regression outputs within 1e-5."""
+forests, boosting, preprocessing; k-nearest neighbours as a Scan, unrolled at pack time),
+compared with onnxruntime: labels identical, probabilities and regression outputs within 1e-5."""
 
 import numpy as np
 import onnxruntime as ort
@@ -16,6 +16,7 @@ from sklearn.ensemble import (
 )
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
 from sklearn.impute import SimpleImputer
+from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
 from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge, RidgeClassifier, SGDClassifier
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import Binarizer, MaxAbsScaler, MinMaxScaler, Normalizer, StandardScaler
@@ -119,6 +120,35 @@ def test_regressors_match_onnxruntime(name):
     (want,) = reference(onnx_model, x)
     got = ferrite_run(onnx_model, x)["variable"]
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+NEIGHBOURS = {
+    "knn_iris": lambda: (KNeighborsClassifier(n_neighbors=5), data(load_iris)),
+    "scaled_knn_distance_wine": lambda: (make_pipeline(StandardScaler(), KNeighborsClassifier(n_neighbors=3, weights="distance")), data(load_wine, [3, 5, 7])),
+    "knn_binary_cancer": lambda: (KNeighborsClassifier(n_neighbors=7), data(load_breast_cancer)),
+    "knn_regressor_diabetes": lambda: (KNeighborsRegressor(n_neighbors=4), data(load_diabetes)),
+    "knn_distance_regressor_diabetes": lambda: (KNeighborsRegressor(n_neighbors=4, weights="distance"), data(load_diabetes)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(NEIGHBOURS))
+def test_nearest_neighbours_match_onnxruntime(name):
+    """skl2onnx computes the distances to the training rows in a Scan over them, which Ferrite
+    unrolls at pack time: fitted on every other row (the Scan's length), scored on all rows."""
+    model, (x, y) = NEIGHBOURS[name]()
+    model.fit(x[::2], y[::2])
+    onnx_model = to_onnx(model, x[:1], target_opset=OPSETS, options={id(model): {"zipmap": False}} if "regressor" not in name else None)
+    assert "Scan" in {n.op_type for n in onnx_model.graph.node}
+    want = reference(onnx_model, x)
+    got = ferrite_run(onnx_model, x)
+    names = [o.name for o in onnx_model.graph.output]
+    if "regressor" in name:
+        np.testing.assert_allclose(got[names[0]], want[0], rtol=1e-5, atol=1e-4)
+        return
+    np.testing.assert_array_equal(got[names[0]], want[0])
+    np.testing.assert_allclose(got[names[1]], want[1], rtol=1e-5, atol=1e-5)
+    if "distance" not in name:  # skl2onnx weighs a zero distance unlike scikit-learn
+        np.testing.assert_array_equal(got[names[0]], model.predict(x))
 
 
 @pytest.mark.parametrize("unknown", ["error", "ignore"])

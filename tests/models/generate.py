@@ -521,6 +521,7 @@ def sklearn_models(out):
     from sklearn.datasets import load_breast_cancer, load_diabetes, load_iris, load_wine
     from sklearn.ensemble import GradientBoostingRegressor, RandomForestClassifier
     from sklearn.linear_model import LinearRegression, LogisticRegression
+    from sklearn.neighbors import KNeighborsClassifier
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import Normalizer, StandardScaler
     from sklearn.svm import SVC
@@ -533,6 +534,8 @@ def sklearn_models(out):
         ("sklearn_forest_cancer", RandomForestClassifier(n_estimators=10, max_depth=6, random_state=0), load_breast_cancer),
         ("sklearn_boosting_diabetes", GradientBoostingRegressor(n_estimators=30, max_depth=3, random_state=0), load_diabetes),
         ("sklearn_svc_rbf_iris", make_pipeline(StandardScaler(), SVC(kernel="rbf")), load_iris),
+        # skl2onnx computes the distances in a Scan over the 150 training rows.
+        ("sklearn_knn_iris", make_pipeline(StandardScaler(), KNeighborsClassifier(n_neighbors=5)), load_iris),
     ]
     for name, model, loader in specs:
         x, y = loader(return_X_y=True)

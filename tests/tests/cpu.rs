@@ -34,8 +34,8 @@ fn onnx_pytorch_models_on_cpu() {
 fn sklearn_models_match_onnxruntime_on_cpu() {
     match ferrite_tests::sklearn::run_all::<Cpu>() {
         Ok(n) => assert_eq!(
-            n, 6,
-            "two linear pipelines, a regressor, a forest, boosting, an RBF SVC"
+            n, 7,
+            "two linear pipelines, a regressor, a forest, boosting, an RBF SVC, k-NN"
         ),
         Err(e) => panic!("{e}"),
     }

@@ -325,8 +325,8 @@ fn sklearn_models_match_onnxruntime_on_qemu_m4() {
         "qemu-m4 scikit-learn models",
         || match ferrite_tests::sklearn::run_all::<QemuM4>() {
             Ok(n) => assert_eq!(
-                n, 6,
-                "two linear pipelines, a regressor, a forest, boosting, an RBF SVC"
+                n, 7,
+                "two linear pipelines, a regressor, a forest, boosting, an RBF SVC, k-NN"
             ),
             Err(e) => panic!("{e}"),
         },

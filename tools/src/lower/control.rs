@@ -23,8 +23,32 @@ fn branch<'n>(node: &'n Node, name: &str) -> Result<&'n GraphProto, Reason> {
 /// Lowers the nodes of `g` into the enclosing plan (outer-scope values stay visible) and
 /// returns the tensors of its outputs.
 fn inline(lw: &mut Lowerer, node: &Node, g: &GraphProto) -> Result<Vec<TensorId>, Reason> {
+    inline_body(lw, node, g, "", &[])
+}
+
+/// Lowers the nodes of `g` into the enclosing plan with its graph inputs bound, in order, to
+/// `inputs` (a Loop or Scan body; an If branch has none), and returns the tensors of its
+/// outputs. `tag` is added to the node names (a Loop iteration's `[3]`), so each unrolled copy
+/// of a body has names of its own in the plan.
+pub(super) fn inline_body(
+    lw: &mut Lowerer,
+    node: &Node,
+    g: &GraphProto,
+    tag: &str,
+    inputs: &[TensorId],
+) -> Result<Vec<TensorId>, Reason> {
     if lw.depth >= MAX_DEPTH {
         return Err(format!("subgraphs nest deeper than {MAX_DEPTH}"));
+    }
+    if g.input.len() != inputs.len() {
+        return Err(format!(
+            "the body has {} inputs, the node gives it {}",
+            g.input.len(),
+            inputs.len()
+        ));
+    }
+    for (declared, &value) in g.input.iter().zip(inputs) {
+        lw.names.insert(declared.name.clone(), value);
     }
     for t in &g.initializer {
         let value = HostTensor::from_proto(t).map_err(|e| e.to_string())?;
@@ -35,9 +59,9 @@ fn inline(lw: &mut Lowerer, node: &Node, g: &GraphProto) -> Result<Vec<TensorId>
     for n in &g.node {
         let inner = Node {
             name: if n.name.is_empty() {
-                format!("{}/{}", node.label(), n.op_type)
+                format!("{}{tag}/{}", node.label(), n.op_type)
             } else {
-                n.name.clone()
+                format!("{}{tag}", n.name)
             },
             op_type: n.op_type.clone(),
             domain: n.domain.clone(),

@@ -21,6 +21,7 @@ mod nn;
 mod qoperator;
 mod quant;
 mod recurrent;
+mod repeat;
 mod resize;
 mod signal;
 mod table;
@@ -61,10 +62,8 @@ pub fn is_supported(op_type: &str) -> bool {
 /// refused with [`DATA_DEPENDENT`].
 pub const DATA_DEPENDENT_OPS: &[&str] = &[
     "Compress",
-    "Loop",
     "NonMaxSuppression",
     "NonZero",
-    "Scan",
     "StringSplit",
     "Unique",
 ];
@@ -175,7 +174,7 @@ impl Lowerer {
         let result = self.lower_checked(node);
         if let Err(mut reason) = result {
             // A value that must be known at pack time but is a graph input: say how to fix it.
-            if reason.contains("must be a constant") {
+            if reason.contains("must be a constant") && !reason.contains("--constant") {
                 let secondary: Vec<TensorId> = (1..node.inputs.len())
                     .filter_map(|i| self.optional_input(node, i))
                     .collect();

@@ -4,7 +4,7 @@
 
 use super::{
     compose, constant, control, einsum, indexing, integer, movement, nn, qoperator, quant,
-    recurrent, resize, signal, Lowerer, Reason,
+    recurrent, repeat, resize, signal, Lowerer, Reason,
 };
 use crate::onnx::Node;
 
@@ -143,6 +143,7 @@ pub(super) const ONNX_OPS: &[OnnxOp] = &[
     op("LessOrEqual", nn::compare, Inputs::Fixed(2)),
     op("Log", nn::activation, Inputs::Any),
     op("LogSoftmax", nn::softmax, Inputs::Any),
+    op("Loop", repeat::loop_node, Inputs::Any),
     op("LpNormalization", compose::lp_norm, Inputs::Any),
     op("LpPool", nn::lp_pool, Inputs::Fixed(1)),
     op("MatMul", nn::matmul, Inputs::Fixed(2)),
@@ -236,6 +237,7 @@ pub(super) const ONNX_OPS: &[OnnxOp] = &[
     ),
     op("Round", nn::activation, Inputs::Any),
     op("STFT", signal::stft, Inputs::Fixed(4)),
+    op("Scan", repeat::scan_node, Inputs::Any),
     op("Scatter", indexing::scatter_elements, Inputs::Fixed(3)),
     op(
         "ScatterElements",
