@@ -3,14 +3,15 @@
 
 use super::{normalize_axis, Attrs, Lowerer, Reason};
 use crate::ir::TensorId;
+use crate::onnx::build::attr_ints;
 use crate::onnx::Node;
 use crate::tensor::HostTensor;
 use ferrite_hal::geometry::{broadcast, conv_out, conv_transpose_out, pool_out, MatMulGeometry};
 use ferrite_hal::op::{
-    ArgIndex, BinaryOp, CompareOp, Conv, ConvTranspose, Detect, Gemm, LogicalOp, Pool, ReduceOp,
-    Window,
+    ArgIndex, BinaryOp, CompareOp, Conv, ConvTranspose, Detect, Gemm, LogicalOp, PadMode, Pool,
+    ReduceOp, Window,
 };
-use ferrite_hal::{Activation, DType, Op, Shape};
+use ferrite_hal::{Activation, DType, Op, Shape, MAX_RANK};
 
 pub(super) fn hal_shape(dims: &[usize]) -> Result<Shape, Reason> {
     Shape::new(dims).ok_or_else(|| format!("rank {} exceeds {}", dims.len(), ferrite_hal::MAX_RANK))
@@ -20,8 +21,11 @@ pub(super) fn hal_shape(dims: &[usize]) -> Result<Shape, Reason> {
 fn spatial_dims(shape: &[usize], what: &str) -> Result<Vec<usize>, Reason> {
     match shape.len() {
         3 | 4 => Ok(shape[2..].to_vec()),
+        5 => Err(format!(
+            "3-D {what} (rank 5) is not built yet (3-D Conv, MaxPool, AveragePool and LpPool are)"
+        )),
         r => Err(format!(
-            "{what} supports 1-D and 2-D inputs (rank 3 or 4), not rank {r}"
+            "{what} supports 1-D, 2-D and (Conv and the pools) 3-D inputs, not rank {r}"
         )),
     }
 }
@@ -33,6 +37,34 @@ fn resolve_window(
     kernel: &[usize],
     transpose: bool,
 ) -> Result<Window, Reason> {
+    let n = input.len();
+    let (strides, dilations, pads) = resolve_axes(node, input, kernel, transpose)?;
+    Ok(if n == 1 {
+        Window {
+            kernel: [1, kernel[0]],
+            stride: [1, strides[0]],
+            dilation: [1, dilations[0]],
+            pads: [0, pads[0], 0, pads[1]],
+        }
+    } else {
+        Window {
+            kernel: [kernel[0], kernel[1]],
+            stride: [strides[0], strides[1]],
+            dilation: [dilations[0], dilations[1]],
+            pads: [pads[0], pads[1], pads[2], pads[3]],
+        }
+    })
+}
+
+/// Per spatial axis of `input` (any number): the strides, the dilations, and the pads (all
+/// begins, then all ends) of `node`, `auto_pad` resolved.
+#[allow(clippy::type_complexity)]
+fn resolve_axes(
+    node: &Node,
+    input: &[usize],
+    kernel: &[usize],
+    transpose: bool,
+) -> Result<(Vec<usize>, Vec<usize>, Vec<usize>), Reason> {
     let n = input.len();
     let positive = |name: &str| -> Result<Vec<usize>, Reason> {
         let v = node.ints(name)?.unwrap_or_else(|| vec![1; n]);
@@ -84,21 +116,7 @@ fn resolve_window(
         }
         other => return Err(format!("auto_pad '{other}' is not supported")),
     }
-    Ok(if n == 1 {
-        Window {
-            kernel: [1, kernel[0]],
-            stride: [1, strides[0]],
-            dilation: [1, dilations[0]],
-            pads: [0, pads[0], 0, pads[1]],
-        }
-    } else {
-        Window {
-            kernel: [kernel[0], kernel[1]],
-            stride: [strides[0], strides[1]],
-            dilation: [dilations[0], dilations[1]],
-            pads: [pads[0], pads[1], pads[2], pads[3]],
-        }
-    })
+    Ok((strides, dilations, pads))
 }
 
 fn kernel_from(node: &Node, weight_shape: &[usize]) -> Result<Vec<usize>, Reason> {
@@ -147,6 +165,9 @@ pub(super) fn conv(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let w = lw.input(node, 1)?;
     let b = lw.optional_input(node, 2);
     lw.require_f32(&[x, w])?;
+    if lw.shape(x).len() == 5 {
+        return conv_3d(lw, node, x, w, b);
+    }
     let (window, group, out_shape) = conv_geometry(lw, node, x, w, "Conv")?;
     if let Some(b) = b {
         lw.require_f32(&[b])?;
@@ -161,6 +182,159 @@ pub(super) fn conv(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         activation: Activation::None,
     });
     lw.emit(node, op, vec![Some(x), Some(w), b], vec![y])?;
+    Ok(())
+}
+
+/// A 3-D convolution (`x` `[N, C, D, H, W]`, constant weights `[M, C/g, kd, kh, kw]`) as one
+/// 2-D convolution over the depth positions: `x` padded along D, its `kd` strided D-slices
+/// stacked into the channels (grouped as `[g][kd][C/g]`), D moved into the batch
+/// (`[N·D', g·kd·C/g, H, W]`), one Conv with the weights rearranged at pack time to
+/// `[M, kd·C/g, kh, kw]` (bias and groups as they are), then D moved back. The stacked input is
+/// `kd` times the input: the cost of running 3-D models on 2-D kernels.
+fn conv_3d(
+    lw: &mut Lowerer,
+    node: &Node,
+    x: TensorId,
+    w: TensorId,
+    b: Option<TensorId>,
+) -> Result<(), Reason> {
+    let (xs, ws) = (lw.shape(x), lw.shape(w));
+    let (&[n, c, d, h, wd], &[m, cg, kd, kh, kw]) = (&xs[..], &ws[..]) else {
+        return Err("weight rank differs from input rank".into());
+    };
+    if lw.value(w).is_none() {
+        return Err("3-D convolution weights must be a constant (computed at pack time)".into());
+    }
+    let group = usize::try_from(node.int("group", 1)?).unwrap_or(0);
+    if group == 0 || cg * group != c || !m.is_multiple_of(group) {
+        return Err(format!("group {group} does not divide the channels"));
+    }
+    let kernel = kernel_from(node, &ws)?;
+    if kernel != ws[2..] {
+        return Err("kernel_shape differs from the weight's shape".into());
+    }
+    if kd > 255 {
+        return Err("a kernel deeper than 255 is not supported".into());
+    }
+    if let Some(b) = b {
+        lw.require_f32(&[b])?;
+        if lw.shape(b) != [m] {
+            return Err("bias shape differs from the output channels".into());
+        }
+    }
+    let (strides, dilations, pads) = resolve_axes(node, &[d, h, wd], &kernel, false)?;
+    let padded = d + pads[0] + pads[3];
+    let span = (kd - 1) * dilations[0] + 1;
+    let out_d = padded
+        .checked_sub(span)
+        .map(|room| room / strides[0] + 1)
+        .ok_or("the kernel is deeper than the padded input")?;
+    // D padded with zeros.
+    let xp = if pads[0] + pads[3] > 0 {
+        let (mut begins, mut ends) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
+        begins[2] = pads[0];
+        ends[2] = pads[3];
+        let xp = lw.temp(node, "depth_padded", DType::F32, vec![n, c, padded, h, wd]);
+        let pad = Op::Pad {
+            mode: PadMode::Constant,
+            begins,
+            ends,
+            value: 0.0,
+        };
+        lw.emit(node, pad, vec![Some(x)], vec![xp])?;
+        xp
+    } else {
+        x
+    };
+    // Slice kz: the depth positions od·sd + kz·dd, viewed as [N, g, 1, C/g, D', H, W].
+    let mut slices = Vec::with_capacity(kd);
+    for kz in 0..kd {
+        let mut starts = [0usize; MAX_RANK];
+        let mut steps = [1isize; MAX_RANK];
+        starts[2] = kz * dilations[0];
+        steps[2] = strides[0].min(padded) as isize;
+        let slice = lw.temp(
+            node,
+            &format!("depth{kz}"),
+            DType::F32,
+            vec![n, c, out_d, h, wd],
+        );
+        lw.emit(
+            node,
+            Op::Slice { starts, steps },
+            vec![Some(xp)],
+            vec![slice],
+        )?;
+        let view = vec![n, group, 1, cg, out_d, h, wd];
+        slices.push(Some(lw.temp_alias(
+            node,
+            &format!("depth{kz}:view"),
+            slice,
+            view,
+        )));
+    }
+    let stacked = lw.temp(
+        node,
+        "depths",
+        DType::F32,
+        vec![n, group, kd, cg, out_d, h, wd],
+    );
+    lw.emit(node, Op::Concat { axis: 2 }, slices, vec![stacked])?;
+    let mut perm = [0usize; MAX_RANK];
+    perm[..7].copy_from_slice(&[0, 4, 1, 2, 3, 5, 6]);
+    let batched = lw.temp(
+        node,
+        "depth_batch",
+        DType::F32,
+        vec![n, out_d, group, kd, cg, h, wd],
+    );
+    lw.emit(
+        node,
+        Op::Transpose { perm },
+        vec![Some(stacked)],
+        vec![batched],
+    )?;
+    let planes = lw.temp_alias(
+        node,
+        "planes",
+        batched,
+        vec![n * out_d, group * kd * cg, h, wd],
+    );
+    // Weights [M, C/g, kd, kh, kw] → [M, kd, C/g, kh, kw] (folded at pack time).
+    let mut perm = [0usize; MAX_RANK];
+    perm[..5].copy_from_slice(&[0, 2, 1, 3, 4]);
+    let w2 = lw.temp(node, "weights_2d", DType::F32, vec![m, kd, cg, kh, kw]);
+    lw.emit(node, Op::Transpose { perm }, vec![Some(w)], vec![w2])?;
+    let w2 = lw.temp_alias(node, "weights_2d:view", w2, vec![m, kd * cg, kh, kw]);
+    let window = Window {
+        kernel: [kh, kw],
+        stride: [strides[1], strides[2]],
+        dilation: [dilations[1], dilations[2]],
+        pads: [pads[1], pads[2], pads[4], pads[5]],
+    };
+    let out_hw = window_out(&window, &[h, wd], None)?;
+    let conv = Op::Conv(Conv {
+        window,
+        group,
+        activation: Activation::None,
+    });
+    let y2 = lw.temp(
+        node,
+        "conv_2d",
+        DType::F32,
+        vec![n * out_d, m, out_hw[0], out_hw[1]],
+    );
+    lw.emit(node, conv, vec![Some(planes), Some(w2), b], vec![y2])?;
+    let y2 = lw.temp_alias(
+        node,
+        "conv_2d:view",
+        y2,
+        vec![n, out_d, m, out_hw[0], out_hw[1]],
+    );
+    let y = lw.output(node, 0, DType::F32, vec![n, m, out_d, out_hw[0], out_hw[1]])?;
+    let mut perm = [0usize; MAX_RANK];
+    perm[..5].copy_from_slice(&[0, 2, 1, 3, 4]);
+    lw.emit(node, Op::Transpose { perm }, vec![Some(y2)], vec![y])?;
     Ok(())
 }
 
@@ -832,7 +1006,107 @@ fn pool_input(lw: &Lowerer, node: &Node) -> Result<PoolInput, Reason> {
     Ok((x, xs, spatial, kernel))
 }
 
+/// A 3-D pool (a rank-5 input), max, average or Lp, as two 2-D pools of the same kind: over
+/// (H, W) on the view `[N, C·D, H, W]`, then over D with a `(kd, 1)` window on the view
+/// `[N, C, D, H'·W']`. A box window is separable: its maximum is the maximum over D of the
+/// maxima over (H, W), its sum (of `|x|^p`) the sum of the sums, and the elements an average
+/// counts (with or without the padding, in ceil mode too) the product of the counts per axis.
+/// `None` when the input is not rank 5.
+fn pool_3d(lw: &mut Lowerer, node: &Node) -> Result<Option<()>, Reason> {
+    let x = lw.input(node, 0)?;
+    let &[n, c, d, h, w] = &lw.shape(x)[..] else {
+        return Ok(None);
+    };
+    let kernel: Vec<usize> = node
+        .ints("kernel_shape")?
+        .ok_or("kernel_shape is required")?
+        .into_iter()
+        .map(|k| k.max(0) as usize)
+        .collect();
+    let (strides, dilations, pads) = resolve_axes(node, &[d, h, w], &kernel, false)?;
+    let to_i64 = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<_>>();
+    let geometry = ["kernel_shape", "strides", "dilations", "pads", "auto_pad"];
+    let kept: Vec<_> = node
+        .attrs
+        .iter()
+        .filter(|a| !geometry.contains(&a.name.as_str()))
+        .cloned()
+        .collect();
+    let label = node.label();
+    let step = |what: &str,
+                input: String,
+                output: String,
+                k: [usize; 2],
+                s: [usize; 2],
+                dl: [usize; 2],
+                p: [usize; 4]| {
+        let mut attrs = kept.clone();
+        attrs.push(attr_ints("kernel_shape", &to_i64(&k)));
+        attrs.push(attr_ints("strides", &to_i64(&s)));
+        attrs.push(attr_ints("dilations", &to_i64(&dl)));
+        attrs.push(attr_ints("pads", &to_i64(&p)));
+        Node {
+            name: format!("{label}/{what}"),
+            op_type: node.op_type.clone(),
+            domain: node.domain.clone(),
+            inputs: vec![input],
+            outputs: vec![output],
+            attrs,
+        }
+    };
+    let (planes, planes_pooled) = (format!("{label}:planes"), format!("{label}:planes_pooled"));
+    let view = lw.temp_alias(node, "planes", x, vec![n, c * d, h, w]);
+    lw.names.insert(planes.clone(), view);
+    let hw = step(
+        "hw",
+        planes,
+        planes_pooled.clone(),
+        [kernel[1], kernel[2]],
+        [strides[1], strides[2]],
+        [dilations[1], dilations[2]],
+        [pads[1], pads[2], pads[4], pads[5]],
+    );
+    // The Indices output (refused by the 2-D lowering) stays on the first step.
+    let hw = Node {
+        outputs: [
+            hw.outputs.clone(),
+            node.outputs.iter().skip(1).cloned().collect(),
+        ]
+        .concat(),
+        ..hw
+    };
+    lw.lower_op(&hw)?;
+    let pooled = lw
+        .lookup(&planes_pooled)
+        .ok_or("the (H, W) pool was not lowered")?;
+    let &[_, _, h2, w2] = &lw.shape(pooled)[..] else {
+        return Err("the (H, W) pool has an unexpected shape".into());
+    };
+    let (columns, depth_pooled) = (format!("{label}:columns"), format!("{label}:depth_pooled"));
+    let view = lw.temp_alias(node, "columns", pooled, vec![n, c, d, h2 * w2]);
+    lw.names.insert(columns.clone(), view);
+    let depth = step(
+        "d",
+        columns,
+        depth_pooled.clone(),
+        [kernel[0], 1],
+        [strides[0], 1],
+        [dilations[0], 1],
+        [pads[0], 0, pads[3], 0],
+    );
+    lw.lower_op(&depth)?;
+    let out = lw
+        .lookup(&depth_pooled)
+        .ok_or("the D pool was not lowered")?;
+    let d2 = lw.shape(out)[2];
+    lw.alias_output(node, 0, out, vec![n, c, d2, h2, w2])?;
+    Ok(Some(()))
+}
+
 pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    if let Some(()) = pool_3d(lw, node)? {
+        return Ok(());
+    }
     let (x, xs, spatial, kernel) = pool_input(lw, node)?;
     let is_max = node.op_type == "MaxPool";
     if is_max && node.outputs.get(1).is_some_and(|o| !o.is_empty()) {
@@ -888,6 +1162,9 @@ pub(super) fn pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 /// LpPool: `(Σ_window |x|^p)^(1/p)` as `|x|^p`, an average pool counting the padding (zeros
 /// contribute nothing), a multiplication by the window size and a `1/p` power.
 pub(super) fn lp_pool(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
+    if let Some(()) = pool_3d(lw, node)? {
+        return Ok(());
+    }
     let (x, xs, spatial, kernel) = pool_input(lw, node)?;
     let p = node.int("p", 2)?;
     if p < 1 {

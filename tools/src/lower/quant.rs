@@ -1,8 +1,13 @@
-//! QuantizeLinear and DequantizeLinear: 8-bit linear quantization, per tensor or per channel.
+//! QuantizeLinear and DequantizeLinear: 8- and 16-bit linear quantization, per tensor, per
+//! channel or blocked.
 //!
 //! Both run as ops of their own (a QDQ model runs mixed: float compute with quantize/dequantize
-//! at the borders); a DequantizeLinear of constant int8 weights folds away at pack time. Every
-//! parameter is checked here, so a bad scale or zero point is an error naming the tensor.
+//! at the borders); a DequantizeLinear of constant int8 weights folds away at pack time. Blocked
+//! quantization (opset 21: one scale per `block_size` elements along the axis) runs on the same
+//! per-channel steps: its scale and zero point are expanded along the axis (a constant-index
+//! Gather, folded when they are constants) and the tensor is viewed as one long axis, along
+//! which a per-channel step is per element. Every parameter is checked here, so a bad scale or
+//! zero point is an error naming the tensor.
 
 use super::attrs::Attrs;
 use super::{normalize_axis, Lowerer, Reason, TensorId};
@@ -17,9 +22,6 @@ fn parameter_axis(
     x: TensorId,
     scale: TensorId,
 ) -> Result<usize, Reason> {
-    if node.int("block_size", 0)? != 0 {
-        return Err("blocked quantization (block_size) is not supported".into());
-    }
     let scale_shape = lw.shape(scale);
     if scale_shape.len() > 1 {
         return Err(format!(
@@ -94,10 +96,11 @@ pub(super) fn quantize(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         ));
     }
     check_scale(lw, scale)?;
-    let axis = parameter_axis(lw, node, x, scale)?;
     let zero = match lw.optional_input(node, 2) {
         Some(z) => {
-            check_zero_point(lw, z, scale)?;
+            if node.int("block_size", 0)? == 0 {
+                check_zero_point(lw, z, scale)?;
+            }
             z
         }
         None => {
@@ -123,6 +126,17 @@ pub(super) fn quantize(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
             lw.name(zero)
         ));
     }
+    if let Some(flat_operands) = blocked(lw, node, x, scale, Some(zero))? {
+        let flat = lw.temp(node, "flat", dtype, vec![lw.shape(x).iter().product()]);
+        lw.emit(
+            node,
+            Op::Quantize { axis: 0 },
+            flat_operands.to_vec(),
+            vec![flat],
+        )?;
+        return lw.alias_output(node, 0, flat, lw.shape(x));
+    }
+    let axis = parameter_axis(lw, node, x, scale)?;
     let y = lw.output(node, 0, dtype, lw.shape(x))?;
     lw.emit(
         node,
@@ -130,6 +144,91 @@ pub(super) fn quantize(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         vec![Some(x), Some(scale), Some(zero)],
         vec![y],
     )
+}
+
+/// For a blocked QuantizeLinear or DequantizeLinear (`block_size` > 0): `x`, `scale` and
+/// `zero` as flat views of one element each (`scale` and `zero` expanded along the axis), for
+/// a per-channel step along axis 0. `None` without `block_size`.
+fn blocked(
+    lw: &mut Lowerer,
+    node: &Node,
+    x: TensorId,
+    scale: TensorId,
+    zero: Option<TensorId>,
+) -> Result<Option<[Option<TensorId>; 3]>, Reason> {
+    let block = node.int("block_size", 0)?;
+    if block == 0 {
+        return Ok(None);
+    }
+    let block = usize::try_from(block).map_err(|_| format!("block_size {block} is negative"))?;
+    let (xs, ss) = (lw.shape(x), lw.shape(scale));
+    let axis = normalize_axis(node.int("axis", 1)?, xs.len())?;
+    let blocks = xs[axis].div_ceil(block);
+    let fits = ss.len() == xs.len()
+        && (0..xs.len()).all(|d| ss[d] == if d == axis { blocks } else { xs[d] });
+    if !fits {
+        return Err(format!(
+            "scale '{}' has shape {ss:?}: blocks of {block} along axis {axis} of {xs:?} need {:?}",
+            lw.name(scale),
+            (0..xs.len())
+                .map(|d| if d == axis { blocks } else { xs[d] })
+                .collect::<Vec<_>>()
+        ));
+    }
+    if let Some(z) = zero {
+        if lw.shape(z) != ss {
+            return Err(format!(
+                "zero point '{}' has shape {:?}, its scale {ss:?}",
+                lw.name(z),
+                lw.shape(z)
+            ));
+        }
+    }
+    let index: Vec<i64> = (0..xs[axis]).map(|i| (i / block) as i64).collect();
+    let index = lw.constant(
+        node,
+        "block_index",
+        HostTensor::int(DType::I64, vec![xs[axis]], index),
+    );
+    let elements: usize = xs.iter().product();
+    // Element i of the expanded tensor is element `source(i)` of the blocked one.
+    let inner: usize = xs[axis + 1..].iter().product();
+    let source = |i: usize| {
+        let (outer, rest) = (i / (xs[axis] * inner), i % (xs[axis] * inner));
+        (outer * blocks + rest / inner / block) * inner + rest % inner
+    };
+    let mut expand = |what: &str, t: TensorId| -> Result<TensorId, Reason> {
+        // A constant is expanded here; a run-time one by a constant-index Gather.
+        if let Some(v) = lw.value(t) {
+            let value = if v.dtype == DType::F32 {
+                let f = v.to_f32s();
+                HostTensor::float(
+                    vec![elements],
+                    (0..elements).map(|i| f[source(i)]).collect(),
+                )
+            } else {
+                let q = v.to_i64s();
+                HostTensor::int(
+                    v.dtype,
+                    vec![elements],
+                    (0..elements).map(|i| q[source(i)]).collect(),
+                )
+            };
+            return Ok(lw.constant(node, what, value));
+        }
+        let full = lw.temp(node, what, lw.dtype(t), xs.clone());
+        lw.emit(
+            node,
+            Op::Gather { axis },
+            vec![Some(t), Some(index)],
+            vec![full],
+        )?;
+        Ok(lw.temp_alias(node, &format!("{what}:flat"), full, vec![elements]))
+    };
+    let scale = expand("scale_per_element", scale)?;
+    let zero = zero.map(|z| expand("zero_per_element", z)).transpose()?;
+    let x = lw.temp_alias(node, "flat_input", x, vec![elements]);
+    Ok(Some([Some(x), Some(scale), zero]))
 }
 
 pub(super) fn dequantize(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
@@ -146,8 +245,24 @@ pub(super) fn dequantize(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         ));
     }
     check_scale(lw, scale)?;
-    let axis = parameter_axis(lw, node, x, scale)?;
     let zero = lw.optional_input(node, 2);
+    if let Some([flat_x, flat_scale, flat_zero]) = blocked(lw, node, x, scale, zero)? {
+        if zero.is_some_and(|z| lw.dtype(z) != dtype) {
+            return Err("the zero point's type differs from the input's".into());
+        }
+        if dtype == DType::I32 {
+            return Err("blocked dequantization of int32 is not supported".into());
+        }
+        let flat = lw.temp(node, "flat", DType::F32, vec![lw.shape(x).iter().product()]);
+        lw.emit(
+            node,
+            Op::Dequantize { axis: 0 },
+            vec![flat_x, flat_scale, flat_zero],
+            vec![flat],
+        )?;
+        return lw.alias_output(node, 0, flat, lw.shape(x));
+    }
+    let axis = parameter_axis(lw, node, x, scale)?;
     if let Some(z) = zero {
         check_zero_point(lw, z, scale)?;
         if lw.dtype(z) != dtype {

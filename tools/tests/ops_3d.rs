@@ -1,0 +1,352 @@
+//! 3-D pools and convolutions (issue 20, item 4), lowered onto 2-D ones, against their direct
+//! definitions over random geometries: pools with every kernel, stride, dilation and padding per
+//! axis, ceil mode, padding counted or not, max and average; convolutions with groups, bias or
+//! none, and the same per-axis geometry.
+
+use ferrite_core::Model;
+use ferrite_hal::DType;
+use ferrite_tools::aligned::AlignedBytes;
+use ferrite_tools::npy::NpyArray;
+use ferrite_tools::onnx::build::{attr_int, attr_ints, ModelBuilder, D};
+use ferrite_tools::onnx::proto::data_type;
+use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::runner::run_cpu;
+
+/// A small deterministic generator (no test depends on a seed crate).
+struct Rng(u32);
+
+impl Rng {
+    fn next(&mut self) -> u32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 17;
+        self.0 ^= self.0 << 5;
+        self.0
+    }
+    fn below(&mut self, n: usize) -> usize {
+        self.next() as usize % n
+    }
+}
+
+/// One axis of a pool: input length, kernel, stride, dilation, pads.
+#[derive(Clone, Copy, Debug)]
+struct Axis {
+    len: usize,
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    begin: usize,
+    end: usize,
+}
+
+impl Axis {
+    fn span(&self) -> usize {
+        (self.kernel - 1) * self.dilation + 1
+    }
+    /// ONNX's output length, ceil mode included (a last window starting in the end padding is
+    /// dropped).
+    fn out(&self, ceil: bool) -> usize {
+        let room = self.len + self.begin + self.end - self.span();
+        let mut out = if ceil {
+            room.div_ceil(self.stride) + 1
+        } else {
+            room / self.stride + 1
+        };
+        if ceil && (out - 1) * self.stride >= self.len + self.begin {
+            out -= 1;
+        }
+        out
+    }
+    /// The input indices of window `o` inside the input, and how many of its positions lie in
+    /// the padded extent `[−begin, len + end)`.
+    fn window(&self, o: usize) -> (Vec<usize>, usize) {
+        let start = (o * self.stride) as isize - self.begin as isize;
+        let positions = (0..self.kernel).map(|j| start + (j * self.dilation) as isize);
+        let inside = positions
+            .clone()
+            .filter(|&i| i >= 0 && (i as usize) < self.len)
+            .map(|i| i as usize)
+            .collect();
+        let padded = positions
+            .filter(|&i| i < (self.len + self.end) as isize)
+            .count();
+        (inside, padded)
+    }
+}
+
+/// The 3-D pool of `x` (`[1, channels, D, H, W]`) by its definition.
+fn reference(
+    x: &[f32],
+    channels: usize,
+    axes: [Axis; 3],
+    ceil: bool,
+    max: bool,
+    count_pad: bool,
+) -> Vec<f32> {
+    let [ad, ah, aw] = axes;
+    let (od, oh, ow) = (ad.out(ceil), ah.out(ceil), aw.out(ceil));
+    let mut y = Vec::new();
+    for c in 0..channels {
+        for z in 0..od {
+            for r in 0..oh {
+                for q in 0..ow {
+                    let ((zs, zp), (rs, rp), (qs, qp)) = (ad.window(z), ah.window(r), aw.window(q));
+                    let mut values = Vec::new();
+                    for &i in &zs {
+                        for &j in &rs {
+                            for &k in &qs {
+                                values.push(x[((c * ad.len + i) * ah.len + j) * aw.len + k]);
+                            }
+                        }
+                    }
+                    y.push(if max {
+                        values.iter().cloned().fold(f32::NEG_INFINITY, f32::max)
+                    } else {
+                        let count = if count_pad {
+                            zp * rp * qp
+                        } else {
+                            values.len()
+                        };
+                        values.iter().sum::<f32>() / count as f32
+                    });
+                }
+            }
+        }
+    }
+    y
+}
+
+#[test]
+fn random_3d_pools_match_the_definition() {
+    let mut rng = Rng(0x9e37_79b9);
+    let mut checked = 0;
+    while checked < 120 {
+        let axis = |rng: &mut Rng| {
+            let kernel = 1 + rng.below(3);
+            let dilation = 1 + rng.below(2);
+            let span = (kernel - 1) * dilation + 1;
+            Axis {
+                len: span + rng.below(5),
+                kernel,
+                stride: 1 + rng.below(3),
+                dilation,
+                begin: rng.below(span.min(3)),
+                end: rng.below(span.min(3)),
+            }
+        };
+        let axes = [axis(&mut rng), axis(&mut rng), axis(&mut rng)];
+        let (ceil, max, count_pad) = (rng.below(2) == 1, rng.below(2) == 1, rng.below(2) == 1);
+        let channels = 1 + rng.below(3);
+        let dims: Vec<usize> = [1, channels]
+            .into_iter()
+            .chain(axes.iter().map(|a| a.len))
+            .collect();
+        let x: Vec<f32> = (0..dims.iter().product::<usize>())
+            .map(|_| rng.next() as f32 / u32::MAX as f32 * 8.0 - 4.0)
+            .collect();
+        let ints = |f: fn(&Axis) -> usize| axes.iter().map(|a| f(a) as i64).collect::<Vec<_>>();
+        let pads: Vec<i64> = ints(|a| a.begin)
+            .into_iter()
+            .chain(ints(|a| a.end))
+            .collect();
+        let mut attrs = vec![
+            attr_ints("kernel_shape", &ints(|a| a.kernel)),
+            attr_ints("strides", &ints(|a| a.stride)),
+            attr_ints("dilations", &ints(|a| a.dilation)),
+            attr_ints("pads", &pads),
+            attr_int("ceil_mode", ceil as i64),
+        ];
+        if !max {
+            attrs.push(attr_int("count_include_pad", count_pad as i64));
+        }
+        let op = if max { "MaxPool" } else { "AveragePool" };
+        let onnx = ModelBuilder::new(19)
+            .input(
+                "x",
+                data_type::FLOAT,
+                &dims.iter().map(|&d| D::N(d as i64)).collect::<Vec<_>>(),
+            )
+            .node(op, "pool", &["x"], &["y"], attrs)
+            .output("y")
+            .encode();
+        let packed = pack(&onnx, &PackOptions::default())
+            .unwrap_or_else(|e| panic!("{op} {axes:?} ceil {ceil}: {e}"));
+        let bytes = AlignedBytes::from(&packed.bytes[..]);
+        let model = Model::load(bytes.as_bytes()).unwrap();
+        let input = NpyArray {
+            dtype: DType::F32,
+            shape: dims.clone(),
+            bytes: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        let out = run_cpu(&model, &[input]).unwrap();
+        let got: Vec<f32> = out[0]
+            .bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        let want = reference(&x, channels, axes, ceil, max, count_pad);
+        let shape: Vec<usize> = [1, channels]
+            .into_iter()
+            .chain(axes.iter().map(|a| a.out(ceil)))
+            .collect();
+        assert_eq!(out[0].shape, shape, "{op} {axes:?} ceil {ceil}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            // Max is exact; an average sums in another order (two passes).
+            let tolerance = if max { 0.0 } else { 1e-5 * (1.0 + w.abs()) };
+            assert!(
+                (g - w).abs() <= tolerance,
+                "{op} {axes:?} ceil {ceil} count_pad {count_pad}: element {i} is {g}, the definition {w}"
+            );
+        }
+        checked += 1;
+    }
+}
+
+/// The 3-D convolution of `x` (`[1, c, D, H, W]`) with `w` (`[m, c/g, kd, kh, kw]`) by its
+/// definition.
+#[allow(clippy::too_many_arguments)]
+fn conv_reference(
+    x: &[f32],
+    c: usize,
+    w: &[f32],
+    m: usize,
+    group: usize,
+    bias: Option<&[f32]>,
+    axes: [Axis; 3],
+) -> Vec<f32> {
+    let [ad, ah, aw] = axes;
+    let (od, oh, ow) = (ad.out(false), ah.out(false), aw.out(false));
+    let (cg, mg) = (c / group, m / group);
+    let mut y = Vec::new();
+    for o in 0..m {
+        let g = o / mg;
+        for z in 0..od {
+            for r in 0..oh {
+                for q in 0..ow {
+                    let mut acc = bias.map_or(0.0, |b| b[o]);
+                    for ci in 0..cg {
+                        for kz in 0..ad.kernel {
+                            for ky in 0..ah.kernel {
+                                for kx in 0..aw.kernel {
+                                    let pos = |a: &Axis, o: usize, k: usize| {
+                                        (o * a.stride + k * a.dilation)
+                                            .checked_sub(a.begin)
+                                            .filter(|&i| i < a.len)
+                                    };
+                                    let (Some(i), Some(j), Some(l)) =
+                                        (pos(&ad, z, kz), pos(&ah, r, ky), pos(&aw, q, kx))
+                                    else {
+                                        continue;
+                                    };
+                                    let xi =
+                                        (((g * cg + ci) * ad.len + i) * ah.len + j) * aw.len + l;
+                                    let wi = (((o * cg + ci) * ad.kernel + kz) * ah.kernel + ky)
+                                        * aw.kernel
+                                        + kx;
+                                    acc += x[xi] * w[wi];
+                                }
+                            }
+                        }
+                    }
+                    y.push(acc);
+                }
+            }
+        }
+    }
+    y
+}
+
+#[test]
+fn random_3d_convolutions_match_the_definition() {
+    let mut rng = Rng(0x2545_f491);
+    for case in 0..60 {
+        let axis = |rng: &mut Rng| {
+            let kernel = 1 + rng.below(3);
+            let dilation = 1 + rng.below(2);
+            let span = (kernel - 1) * dilation + 1;
+            Axis {
+                len: span + rng.below(4),
+                kernel,
+                stride: 1 + rng.below(2),
+                dilation,
+                begin: rng.below(3),
+                end: rng.below(3),
+            }
+        };
+        let axes = [axis(&mut rng), axis(&mut rng), axis(&mut rng)];
+        let group = 1 + rng.below(2);
+        let (c, m) = (group * (1 + rng.below(2)), group * (1 + rng.below(3)));
+        let with_bias = rng.below(2) == 1;
+        let mut value = |n: usize| -> Vec<f32> {
+            (0..n)
+                .map(|_| rng.next() as f32 / u32::MAX as f32 * 2.0 - 1.0)
+                .collect()
+        };
+        let dims: Vec<usize> = [1, c]
+            .into_iter()
+            .chain(axes.iter().map(|a| a.len))
+            .collect();
+        let x = value(dims.iter().product());
+        let wdims: Vec<i64> = [m, c / group]
+            .into_iter()
+            .chain(axes.iter().map(|a| a.kernel))
+            .map(|d| d as i64)
+            .collect();
+        let w = value(wdims.iter().product::<i64>() as usize);
+        let b = value(m);
+        let ints = |f: fn(&Axis) -> usize| axes.iter().map(|a| f(a) as i64).collect::<Vec<_>>();
+        let pads: Vec<i64> = ints(|a| a.begin)
+            .into_iter()
+            .chain(ints(|a| a.end))
+            .collect();
+        let attrs = vec![
+            attr_ints("strides", &ints(|a| a.stride)),
+            attr_ints("dilations", &ints(|a| a.dilation)),
+            attr_ints("pads", &pads),
+            attr_int("group", group as i64),
+        ];
+        let inputs: &[&str] = if with_bias {
+            &["x", "w", "b"]
+        } else {
+            &["x", "w"]
+        };
+        let onnx = ModelBuilder::new(17)
+            .input(
+                "x",
+                data_type::FLOAT,
+                &dims.iter().map(|&d| D::N(d as i64)).collect::<Vec<_>>(),
+            )
+            .init_f32("w", &wdims, &w)
+            .init_f32("b", &[m as i64], &b)
+            .node("Conv", "conv", inputs, &["y"], attrs)
+            .output("y")
+            .encode();
+        let what = format!("case {case}: c {c} m {m} group {group} bias {with_bias} {axes:?}");
+        let packed = pack(&onnx, &PackOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let bytes = AlignedBytes::from(&packed.bytes[..]);
+        let model = Model::load(bytes.as_bytes()).unwrap();
+        let input = NpyArray {
+            dtype: DType::F32,
+            shape: dims.clone(),
+            bytes: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        };
+        let out = run_cpu(&model, &[input]).unwrap();
+        let shape: Vec<usize> = [1, m]
+            .into_iter()
+            .chain(axes.iter().map(|a| a.out(false)))
+            .collect();
+        assert_eq!(out[0].shape, shape, "{what}");
+        let want = conv_reference(&x, c, &w, m, group, with_bias.then_some(&b[..]), axes);
+        for (i, (g, w)) in out[0]
+            .bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .zip(&want)
+            .enumerate()
+        {
+            assert!(
+                (g - w).abs() <= 1e-5 * (1.0 + w.abs()) * 8.0,
+                "{what}: element {i} is {g}, the definition {w}"
+            );
+        }
+    }
+}
