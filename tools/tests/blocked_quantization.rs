@@ -3,28 +3,14 @@
 //! the rest included), with the scale and zero point as constants (expanded at pack time) and as
 //! graph inputs (expanded at run time).
 
-use ferrite_core::Model;
+mod common;
+
+use common::models::{run_packed, Rng};
 use ferrite_hal::DType;
-use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::npy::NpyArray;
 use ferrite_tools::onnx::build::{attr_int, ModelBuilder, D};
 use ferrite_tools::onnx::proto::{data_type, TensorProto};
-use ferrite_tools::pack::{pack, PackOptions};
-use ferrite_tools::runner::run_cpu;
-
-struct Rng(u32);
-
-impl Rng {
-    fn next(&mut self) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 17;
-        self.0 ^= self.0 << 5;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        self.next() as usize % n
-    }
-}
+use ferrite_tools::pack::PackOptions;
 
 fn array(dtype: DType, shape: &[usize], bytes: Vec<u8>) -> NpyArray {
     NpyArray {
@@ -102,10 +88,6 @@ fn blocked_quantization_matches_the_definition() {
                 .node(op, "q", &["x", "scale", "zero"], &["y"], attrs)
                 .output("y")
                 .encode();
-            let packed =
-                pack(&onnx, &PackOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
-            let bytes = AlignedBytes::from(&packed.bytes[..]);
-            let model = Model::load(bytes.as_bytes()).unwrap();
             let mut inputs = vec![if quantize {
                 array(
                     DType::F32,
@@ -123,7 +105,7 @@ fn blocked_quantization_matches_the_definition() {
                 ));
                 inputs.push(array(DType::U8, &pshape, zeros.clone()));
             }
-            let out = run_cpu(&model, &inputs).unwrap();
+            let out = run_packed(&onnx, &PackOptions::default(), &inputs, &what);
             assert_eq!(out[0].shape, shape, "{what}");
             for i in 0..n {
                 let p = block_of(i, &shape, axis, block);

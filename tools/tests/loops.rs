@@ -3,20 +3,16 @@
 //! time (bounded by `M`), Scan inputs and outputs along other axes and in reverse, opset 8's
 //! batched Scan, loops nested in loops — and every refusal names what to do.
 
-use ferrite_core::Model;
-use ferrite_hal::DType;
-use ferrite_tools::aligned::AlignedBytes;
+mod common;
+
+use common::models::{f32_array, f32_values, run_packed, values};
 use ferrite_tools::npy::NpyArray;
 use ferrite_tools::onnx::build::{attr_graph, attr_int, attr_ints, ModelBuilder, D};
 use ferrite_tools::onnx::proto::{data_type, GraphProto};
 use ferrite_tools::pack::{pack, PackOptions};
-use ferrite_tools::runner::run_cpu;
 
 fn run(onnx: &[u8], inputs: &[NpyArray]) -> Vec<NpyArray> {
-    let packed = pack(onnx, &PackOptions::default()).unwrap();
-    let bytes = AlignedBytes::from(&packed.bytes[..]);
-    let model = Model::load(bytes.as_bytes()).unwrap();
-    run_cpu(&model, inputs).unwrap()
+    run_packed(onnx, &PackOptions::default(), inputs, "model")
 }
 
 fn refusal(onnx: &[u8]) -> String {
@@ -24,34 +20,6 @@ fn refusal(onnx: &[u8]) -> String {
         .map(|_| ())
         .unwrap_err()
         .to_string()
-}
-
-fn f32_array(shape: &[usize], values: &[f32]) -> NpyArray {
-    NpyArray {
-        dtype: DType::F32,
-        shape: shape.to_vec(),
-        bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    }
-}
-
-fn f32_values(a: &NpyArray) -> Vec<f32> {
-    a.bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
-/// A small deterministic generator (no test depends on a seed crate).
-fn values(seed: u32, n: usize, scale: f32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s as f32 / u32::MAX as f32 - 0.5) * scale
-        })
-        .collect()
 }
 
 /// A body graph: `inputs` (name, type, dims), then `nodes`, returning `outputs`.
@@ -451,4 +419,57 @@ fn a_loop_carried_value_must_keep_its_shape() {
         err.contains("loop-carried value 0 changes from [2] float32 to [4] float32"),
         "{err}"
     );
+}
+
+/// Three Loops nested, 4096 iterations each, whose bodies fold to constants: no step is added,
+/// so the unrolled work itself is bounded (without it, packing would lower 2^36 nodes).
+#[test]
+fn nested_loops_that_fold_away_are_bounded_too() {
+    let count = |inner: Option<GraphProto>| {
+        body(
+            &[
+                ("i", data_type::INT64, &[]),
+                ("c_in", data_type::BOOL, &[]),
+                ("v_in", data_type::INT64, &[]),
+            ],
+            |b| {
+                let b = b.node("Add", "next", &["v_in", "i"], &["v_next"], vec![]);
+                let b = match inner {
+                    Some(g) => b.node(
+                        "Loop",
+                        "inner",
+                        &["n", "", "v_next"],
+                        &["v_out"],
+                        vec![attr_graph("body", g)],
+                    ),
+                    None => b.node("Identity", "same", &["v_next"], &["v_out"], vec![]),
+                };
+                b.node("Identity", "keep", &["c_in"], &["c_out"], vec![])
+            },
+            &["c_out", "v_out"],
+        )
+    };
+    let onnx = ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1)])
+        .init_i64("n", &[], &[4096])
+        .init_i64("zero", &[], &[0])
+        .node(
+            "Loop",
+            "outer",
+            &["n", "", "zero"],
+            &["total"],
+            vec![attr_graph("body", count(Some(count(Some(count(None))))))],
+        )
+        .node(
+            "Cast",
+            "as_float",
+            &["total"],
+            &["t"],
+            vec![attr_int("to", 1)],
+        )
+        .node("Add", "y", &["x", "t"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let err = refusal(&onnx);
+    assert!(err.contains("more than 262144 body nodes"), "{err}");
 }

@@ -3,29 +3,12 @@
 //! axis, ceil mode, padding counted or not, max and average; convolutions with groups, bias or
 //! none, and the same per-axis geometry.
 
-use ferrite_core::Model;
-use ferrite_hal::DType;
-use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy::NpyArray;
+mod common;
+
+use common::models::{f32_array, f32_values, run_packed, Rng};
 use ferrite_tools::onnx::build::{attr_int, attr_ints, ModelBuilder, D};
 use ferrite_tools::onnx::proto::data_type;
-use ferrite_tools::pack::{pack, PackOptions};
-use ferrite_tools::runner::run_cpu;
-
-/// A small deterministic generator (no test depends on a seed crate).
-struct Rng(u32);
-
-impl Rng {
-    fn next(&mut self) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 17;
-        self.0 ^= self.0 << 5;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        self.next() as usize % n
-    }
-}
+use ferrite_tools::pack::PackOptions;
 
 /// One axis of a pool: input length, kernel, stride, dilation, pads.
 #[derive(Clone, Copy, Debug)]
@@ -168,21 +151,14 @@ fn random_3d_pools_match_the_definition() {
             .node(op, "pool", &["x"], &["y"], attrs)
             .output("y")
             .encode();
-        let packed = pack(&onnx, &PackOptions::default())
-            .unwrap_or_else(|e| panic!("{op} {axes:?} ceil {ceil}: {e}"));
-        let bytes = AlignedBytes::from(&packed.bytes[..]);
-        let model = Model::load(bytes.as_bytes()).unwrap();
-        let input = NpyArray {
-            dtype: DType::F32,
-            shape: dims.clone(),
-            bytes: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        };
-        let out = run_cpu(&model, &[input]).unwrap();
-        let got: Vec<f32> = out[0]
-            .bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-            .collect();
+        let what = format!("{op} {axes:?} ceil {ceil}");
+        let out = run_packed(
+            &onnx,
+            &PackOptions::default(),
+            &[f32_array(&dims, &x)],
+            &what,
+        );
+        let got = f32_values(&out[0]);
         let want = reference(&x, channels, axes, ceil, max, count_pad);
         let shape: Vec<usize> = [1, channels]
             .into_iter()
@@ -321,15 +297,12 @@ fn random_3d_convolutions_match_the_definition() {
             .output("y")
             .encode();
         let what = format!("case {case}: c {c} m {m} group {group} bias {with_bias} {axes:?}");
-        let packed = pack(&onnx, &PackOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
-        let bytes = AlignedBytes::from(&packed.bytes[..]);
-        let model = Model::load(bytes.as_bytes()).unwrap();
-        let input = NpyArray {
-            dtype: DType::F32,
-            shape: dims.clone(),
-            bytes: x.iter().flat_map(|v| v.to_le_bytes()).collect(),
-        };
-        let out = run_cpu(&model, &[input]).unwrap();
+        let out = run_packed(
+            &onnx,
+            &PackOptions::default(),
+            &[f32_array(&dims, &x)],
+            &what,
+        );
         let shape: Vec<usize> = [1, m]
             .into_iter()
             .chain(axes.iter().map(|a| a.out(false)))

@@ -2,48 +2,17 @@
 //! and an If on a run-time condition whose branches differ in shape — refused with the graph
 //! input to freeze named, and packed once `--constant sr=16000` freezes it.
 
-use ferrite_core::Model;
+mod common;
+
+use common::models::{f32_array, f32_values, run_packed, values};
 use ferrite_hal::DType;
-use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::npy::NpyArray;
 use ferrite_tools::onnx::build::{attr_graph, attr_int, ModelBuilder, D};
 use ferrite_tools::onnx::proto::{data_type, TensorProto};
 use ferrite_tools::pack::{pack, Constant, PackOptions};
-use ferrite_tools::runner::run_cpu;
 
 fn run(onnx: &[u8], options: &PackOptions, inputs: &[NpyArray]) -> Vec<NpyArray> {
-    let packed = pack(onnx, options).unwrap();
-    let bytes = AlignedBytes::from(&packed.bytes[..]);
-    let model = Model::load(bytes.as_bytes()).unwrap();
-    run_cpu(&model, inputs).unwrap()
-}
-
-fn f32_array(shape: &[usize], values: &[f32]) -> NpyArray {
-    NpyArray {
-        dtype: DType::F32,
-        shape: shape.to_vec(),
-        bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    }
-}
-
-fn f32_values(a: &NpyArray) -> Vec<f32> {
-    a.bytes
-        .chunks_exact(4)
-        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-        .collect()
-}
-
-/// A small deterministic generator (no test depends on a seed crate).
-fn values(seed: u32, n: usize, scale: f32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s as f32 / u32::MAX as f32 - 0.5) * scale
-        })
-        .collect()
+    run_packed(onnx, options, inputs, "model")
 }
 
 /// The log-mel floor: `Clip(x, min = ReduceMax(x) − 80)`, the bound computed at run time.

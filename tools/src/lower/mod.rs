@@ -88,6 +88,8 @@ pub struct Lowerer {
     pub errors: Vec<Unsupported>,
     /// How many subgraphs (If branches) enclose the node being lowered.
     depth: usize,
+    /// Body nodes lowered by unrolling Loops and Scans so far (bounded: see `repeat`).
+    unrolled_nodes: usize,
 }
 
 impl Lowerer {
@@ -101,6 +103,7 @@ impl Lowerer {
             opset,
             errors: Vec::new(),
             depth: 0,
+            unrolled_nodes: 0,
         }
     }
 

@@ -23,6 +23,10 @@ pub const MAX_ITERATIONS: usize = 4096;
 /// exhaust the host's memory).
 pub const MAX_UNROLLED_STEPS: usize = 65_536;
 
+/// The most body nodes one model may lower by unrolling, nested loops included: bodies that
+/// fold to constants add no steps, so this bounds the packing time instead.
+pub const MAX_UNROLLED_NODES: usize = 262_144;
+
 /// Why a Loop whose condition is computed at run time cannot have scan outputs.
 const DATA_DEPENDENT_SCANS: &str = "its condition is computed at run time and it has scan outputs, whose length then depends on the data (data-dependent shape)";
 
@@ -55,6 +59,12 @@ fn iteration(
     i: usize,
     inputs: &[TensorId],
 ) -> Result<Vec<TensorId>, Reason> {
+    lw.unrolled_nodes = lw.unrolled_nodes.saturating_add(g.node.len());
+    if lw.unrolled_nodes > MAX_UNROLLED_NODES {
+        return Err(format!(
+            "unrolling it lowers more than {MAX_UNROLLED_NODES} body nodes"
+        ));
+    }
     let first_new = lw.graph.tensors.len();
     let tag = format!("[{i}]");
     let outputs = inline_body(lw, node, g, &tag, inputs)?;
@@ -67,6 +77,20 @@ fn iteration(
         ));
     }
     Ok(outputs)
+}
+
+/// Refuses a value carried from one iteration to the next that changes its shape or type.
+fn keeps_shape(lw: &Lowerer, what: &str, old: TensorId, new: TensorId) -> Result<(), Reason> {
+    if lw.shape(new) == lw.shape(old) && lw.dtype(new) == lw.dtype(old) {
+        return Ok(());
+    }
+    Err(format!(
+        "{what} changes from {:?} {} to {:?} {}: it must keep its shape and type",
+        lw.shape(old),
+        lw.dtype(old),
+        lw.shape(new),
+        lw.dtype(new)
+    ))
 }
 
 /// Element `index` of `x` along `axis`, that axis removed (a one-element Slice and a view).
@@ -237,15 +261,7 @@ pub(super) fn loop_node(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         let (new_carried, scan_values) = rest.split_at(n);
         // Loop-carried values are replaced only where the iteration ran.
         for (k, (old, &new)) in carried.iter_mut().zip(new_carried).enumerate() {
-            if lw.shape(new) != lw.shape(*old) || lw.dtype(new) != lw.dtype(*old) {
-                return Err(format!(
-                    "loop-carried value {k} changes from {:?} {} to {:?} {}: it must keep its shape and type",
-                    lw.shape(*old),
-                    lw.dtype(*old),
-                    lw.shape(new),
-                    lw.dtype(new)
-                ));
-            }
+            keeps_shape(lw, &format!("loop-carried value {k}"), *old, new)?;
             *old = match running {
                 None => new,
                 Some(c) => {
@@ -521,15 +537,7 @@ fn scan(
         })?;
         let (new_states, values) = outputs.split_at(n);
         for (k, (old, &new)) in states.iter_mut().zip(new_states).enumerate() {
-            if lw.shape(new) != lw.shape(*old) || lw.dtype(new) != lw.dtype(*old) {
-                return Err(format!(
-                    "state {k} changes from {:?} {} to {:?} {}: it must keep its shape and type",
-                    lw.shape(*old),
-                    lw.dtype(*old),
-                    lw.shape(new),
-                    lw.dtype(new)
-                ));
-            }
+            keeps_shape(lw, &format!("state {k}"), *old, new)?;
             *old = new;
         }
         for (list, &v) in scans.iter_mut().zip(values) {

@@ -1,5 +1,8 @@
-//! Helpers the CLI test files share: run the binary, make scratch folders, check one-line errors.
+//! Helpers the CLI test files share: run the binary, make scratch folders, check one-line errors;
+//! and, in [`models`], those of the lowering tests.
 #![allow(dead_code)] // each test file uses some of them
+
+pub mod models;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
