@@ -209,12 +209,22 @@ fn hostile_graphs_never_panic() {
                 rng.pick(&[1i64, 3, 5, 8]),
                 rng.pick(&[1i64, 3, 5, 8]),
             );
-            b = b.input("x", data_type::FLOAT, &[D::N(1), D::N(c), D::N(h), D::N(w)]);
+            // A third of them 3-D (a depth axis first), which lowers onto the 2-D kernels.
+            let depth = (rng.below(3) == 0).then(|| rng.pick(&[1i64, 2, 4]));
+            let x_dims: Vec<D> = [1, c]
+                .into_iter()
+                .chain(depth)
+                .chain([h, w])
+                .map(D::N)
+                .collect();
+            b = b.input("x", data_type::FLOAT, &x_dims);
             inputs.push("x".to_string());
             let (kh, kw) = (rng.pick(&[1i64, 2, 3]), rng.pick(&[1i64, 2, 3]));
+            let kd = depth.map(|_| rng.pick(&[1i64, 2, 3]));
             let oc = rng.pick(&[1i64, 2, 4]);
-            let n = (oc * c * kh * kw) as usize;
-            b = b.init_f32("w", &[oc, c, kh, kw], &vec![0.5; n]);
+            let w_dims: Vec<i64> = [oc, c].into_iter().chain(kd).chain([kh, kw]).collect();
+            let n = w_dims.iter().product::<i64>() as usize;
+            b = b.init_f32("w", &w_dims, &vec![0.5; n]);
             inputs.push("w".to_string());
         }
         let n_inputs = if inputs.is_empty() {

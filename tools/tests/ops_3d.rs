@@ -8,7 +8,7 @@ mod common;
 use common::models::{f32_array, f32_values, run_packed, Rng};
 use ferrite_tools::onnx::build::{attr_int, attr_ints, ModelBuilder, D};
 use ferrite_tools::onnx::proto::data_type;
-use ferrite_tools::pack::PackOptions;
+use ferrite_tools::pack::{pack, PackOptions};
 
 /// One axis of a pool: input length, kernel, stride, dilation, pads.
 #[derive(Clone, Copy, Debug)]
@@ -321,5 +321,56 @@ fn random_3d_convolutions_match_the_definition() {
                 "{what}: element {i} is {g}, the definition {w}"
             );
         }
+    }
+}
+
+/// Extreme geometry on 3-D convolutions and pools — pads and dilations near the top of the
+/// integer range, a kernel deeper than the input — is refused with an error, never a panic or an
+/// overflow; a stride longer than the input is valid ONNX (one output along that axis).
+#[test]
+fn extreme_3d_geometry_is_refused_or_exact() {
+    let huge = i64::MAX / 2;
+    let cases: [(&str, &str, i64, bool); 6] = [
+        ("pads", "Conv", i64::MAX, false),
+        ("dilations", "Conv", huge, false),
+        ("strides", "Conv", huge, true),
+        ("pads", "MaxPool", i64::MAX, false),
+        ("dilations", "AveragePool", huge, false),
+        ("kernel_shape", "MaxPool", 64, false),
+    ];
+    for (attr, op, value, valid) in cases {
+        let values = if attr == "pads" {
+            vec![value; 6]
+        } else {
+            vec![value; 3]
+        };
+        let mut attrs = vec![attr_ints(attr, &values)];
+        if op != "Conv" && attr != "kernel_shape" {
+            attrs.push(attr_ints("kernel_shape", &[2, 2, 2]));
+        }
+        let dims = [D::N(1), D::N(2), D::N(4), D::N(4), D::N(4)];
+        let mut b = ModelBuilder::new(17).input("x", data_type::FLOAT, &dims);
+        let inputs: &[&str] = if op == "Conv" {
+            b = b.init_f32("w", &[2, 2, 2, 2, 2], &[0.5; 32]);
+            &["x", "w"]
+        } else {
+            &["x"]
+        };
+        let onnx = b.node(op, "op", inputs, &["y"], attrs).output("y").encode();
+        if !valid {
+            let result = pack(&onnx, &PackOptions::default());
+            assert!(result.is_err(), "{op} with {attr} {value} packed");
+            continue;
+        }
+        // One output position per axis: the window at the origin, all ones times 0.5 over
+        // 2 channels × 2×2×2 taps.
+        let out = run_packed(
+            &onnx,
+            &PackOptions::default(),
+            &[f32_array(&[1, 2, 4, 4, 4], &[1.0; 128])],
+            op,
+        );
+        assert_eq!(out[0].shape, [1, 2, 1, 1, 1]);
+        assert_eq!(f32_values(&out[0]), [8.0, 8.0]);
     }
 }

@@ -223,12 +223,18 @@ fn conv_3d(
         }
     }
     let (strides, dilations, pads) = resolve_axes(node, &[d, h, wd], &kernel, false)?;
-    let padded = d + pads[0] + pads[3];
-    let span = (kd - 1) * dilations[0] + 1;
+    let padded = d
+        .checked_add(pads[0])
+        .and_then(|p| p.checked_add(pads[3]))
+        .ok_or("the depth padding is too large")?;
+    let span = (kd - 1).saturating_mul(dilations[0]).saturating_add(1);
     let out_d = padded
         .checked_sub(span)
         .map(|room| room / strides[0] + 1)
         .ok_or("the kernel is deeper than the padded input")?;
+    // The largest intermediates: the padded input and the stacked depth slices.
+    super::bounded(&[n, c, padded, h, wd])?;
+    super::bounded(&[n, c, kd, out_d, h, wd])?;
     // D padded with zeros.
     let xp = if pads[0] + pads[3] > 0 {
         let (mut begins, mut ends) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);

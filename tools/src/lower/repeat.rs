@@ -167,6 +167,7 @@ fn concatenate(
             }
             let mut out = lw.shape(group[0]);
             out[axis] = group.iter().map(|&g| lw.shape(g)[axis]).sum();
+            super::bounded(&out)?;
             let y = lw.temp(node, &format!("{what}:stacked{round}.{j}"), dtype, out);
             let inputs = group.iter().map(|&g| Some(g)).collect();
             lw.emit(node, Op::Concat { axis }, inputs, vec![y])?;
