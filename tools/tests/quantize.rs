@@ -168,20 +168,29 @@ fn bad_quantization_parameters_are_refused_by_name() {
         .output("y")
         .encode();
     assert!(pack_error(onnx).contains("zero point 'zero' of an int32 input must be 0"));
-    // Blocked quantization and 16-bit types are named as unsupported.
-    let onnx = ModelBuilder::new(21)
-        .input("x", data_type::FLOAT, &[D::N(2), D::N(4)])
-        .init_f32("scale", &[2, 2], &[1.0; 4])
-        .node(
-            "QuantizeLinear",
-            "q",
-            &["x", "scale"],
-            &["y"],
-            vec![attr_int("axis", 1), attr_int("block_size", 2)],
-        )
-        .output("y")
-        .encode();
-    assert!(pack_error(onnx).contains("block_size"));
+    // A blocked scale whose shape does not fit its blocks (blocks of 3 along 4 values need 2
+    // scales a row, not 3) is refused naming the shape it needs; a negative block size too.
+    let blocked = |scale_dims: &[i64], block: i64| {
+        let n = scale_dims.iter().product::<i64>() as usize;
+        ModelBuilder::new(21)
+            .input("x", data_type::FLOAT, &[D::N(2), D::N(4)])
+            .init_f32("scale", scale_dims, &vec![1.0; n])
+            .node(
+                "QuantizeLinear",
+                "q",
+                &["x", "scale"],
+                &["y"],
+                vec![attr_int("axis", 1), attr_int("block_size", block)],
+            )
+            .output("y")
+            .encode()
+    };
+    let err = pack_error(blocked(&[2, 3], 3));
+    assert!(
+        err.contains("scale 'scale' has shape [2, 3]") && err.contains("need [2, 2]"),
+        "{err}"
+    );
+    assert!(pack_error(blocked(&[2, 2], -2)).contains("block_size -2 is negative"));
     let onnx = ModelBuilder::new(13)
         .input("x", data_type::FLOAT, &[D::N(2)])
         .init_f32("scale", &[], &[1.0])
