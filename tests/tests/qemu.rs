@@ -397,6 +397,9 @@ enum Output {
     Ties,
     /// A Relu before the output's Quantize: a clamp narrower than the output type.
     Relu(f32),
+    /// One weight scale for every output (per tensor, as TFLite's fully connected layers have
+    /// it), this output scale: one requantization pair.
+    PerTensor(f32),
 }
 
 /// x → Quantize → Dequantize → Gemm or Conv (int8 per-channel weights, int32 bias) [→ Relu] →
@@ -453,22 +456,32 @@ fn int8_model(op: IntegerOp, n: usize, output: Output) -> Vec<u8> {
     let bias: Vec<i32> = (0..n).map(|i| i as i32 * 97 - 400).collect();
     // Ties: 2^-3 · 2^-6 / 2^-6 = 2^-3.
     let (x_scale, y_scale) = match output {
-        Output::Scale(s) | Output::Relu(s) => (0.05, s),
+        Output::Scale(s) | Output::Relu(s) | Output::PerTensor(s) => (0.05, s),
         Output::Ties => (0.125, 0.015625),
     };
     let w_scale: Vec<f32> = match output {
         Output::Ties => vec![0.015625; n],
+        Output::PerTensor(_) => vec![0.004],
         _ => (0..n).map(|i| 0.002 + 0.0003 * i as f32).collect(),
     };
-    let b_scale: Vec<f32> = w_scale.iter().map(|s| s * x_scale).collect();
+    let b_scale: Vec<f32> = (0..n)
+        .map(|c| w_scale[c % w_scale.len()] * x_scale)
+        .collect();
+    // Per tensor: scalar weight scale and zero point (no axis).
+    let w_params: &[i64] = if w_scale.len() == 1 { &[] } else { &[i(n)] };
     let relu = matches!(output, Output::Relu(_));
     let builder = ModelBuilder::new(13)
         .input("x", data_type::FLOAT, &x_dims)
         .init_f32("x_scale", &[], &[x_scale])
         .init(ints("x_zero", data_type::INT8, &[], vec![-3]))
         .init(ints("w_q", data_type::INT8, &w_dims, weights))
-        .init_f32("w_scale", &[i(n)], &w_scale)
-        .init(ints("w_zero", data_type::INT8, &[i(n)], vec![0; n]))
+        .init_f32("w_scale", w_params, &w_scale)
+        .init(ints(
+            "w_zero",
+            data_type::INT8,
+            w_params,
+            vec![0; w_scale.len()],
+        ))
         .init(ints("b_q", data_type::INT32, &[i(n)], bias))
         .init_f32("b_scale", &[i(n)], &b_scale)
         .init(ints("b_zero", data_type::INT32, &[i(n)], vec![0; n]))
@@ -656,6 +669,47 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
             12,
             Output::Ties,
         ),
+        // N and K multiples of four: the blocked weight layout. Two groups and two chunks; a
+        // last four activations after groups of eight (K mod 8 = 4), with ties; only those four
+        // (K = 4) under a Relu's clamp; the MLPerf AD model's first layer, large scale.
+        (
+            "gemm blocked 128 x 40",
+            IntegerOp::Gemm { k: 128 },
+            40,
+            Output::Scale(0.01),
+        ),
+        (
+            "gemm blocked 68 x 12, ties",
+            IntegerOp::Gemm { k: 68 },
+            12,
+            Output::Ties,
+        ),
+        (
+            "gemm blocked 4 x 8, relu",
+            IntegerOp::Gemm { k: 4 },
+            8,
+            Output::Relu(0.04),
+        ),
+        (
+            "gemm blocked 640 x 128, large scale",
+            IntegerOp::Gemm { k: 640 },
+            128,
+            Output::Scale(0.0003),
+        ),
+        // One requantization pair (per-tensor weights): its constants kept in registers; two
+        // groups of 64 columns and a part of a third.
+        (
+            "gemm blocked 128 x 136, per tensor",
+            IntegerOp::Gemm { k: 128 },
+            136,
+            Output::PerTensor(0.02),
+        ),
+        (
+            "gemm blocked 64 x 12, per tensor, small scale",
+            IntegerOp::Gemm { k: 64 },
+            12,
+            Output::PerTensor(0.003),
+        ),
     ];
     unless_missing::<QemuM4>("DSP bit-exactness", || {
         for (case, op, n, output) in cases {
@@ -671,6 +725,19 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
                 "{case}: the op became an integer op: {:?}",
                 packed.report.ops
             );
+            if case.contains("blocked") {
+                let bytes = AlignedBytes::from(&packed.bytes[..]);
+                let model = Model::load(bytes.as_bytes()).expect("load");
+                let qgemm = (0..ferrite_hal::Plan::len(&model))
+                    .filter_map(|i| ferrite_hal::Plan::step(&model, i))
+                    .find(|s| matches!(s.op, ferrite_hal::Op::QGemm(_)))
+                    .expect("a QGemm step");
+                let weights = qgemm.inputs.get(1).expect("QGemm B");
+                assert_eq!(weights.shape.rank(), 4, "{case}: the weights are blocked");
+                let pairs = qgemm.inputs.get(3).expect("QGemm requantization");
+                let per_tensor = pairs.shape.dims() == [1, 2];
+                assert_eq!(per_tensor, case.contains("per tensor"), "{case}: pairs");
+            }
             assert!(
                 !packed.report.ops.contains_key("Relu"),
                 "{case}: the Relu fused into the integer op: {:?}",

@@ -249,10 +249,22 @@ fn try_fuse(g: &mut PlanGraph, i: usize) -> Option<()> {
     let xq = integer_view(g, xq, op.inputs[0]?);
     let mut w_shape = g.tensors[wf].shape.clone();
     let w_ints = if matches!(op.op, Op::Gemm(_)) {
-        // QGemm wants one row of weights per output: [K, N] → [N, K].
         let (k, n) = (w_shape[0], w_shape[1]);
-        w_shape = vec![n, k];
-        (0..n * k).map(|i| w_ints[(i % k) * n + i / k]).collect()
+        if n % 4 == 0 && k % 4 == 0 {
+            // Blocked ([`QGemmWeights::Blocked`]): [N/4, K/4, 4, 4], element (block, group,
+            // column, kk) the weight of output 4·block + column at k = 4·group + kk.
+            w_shape = vec![n / 4, k / 4, 4, 4];
+            (0..n * k)
+                .map(|i| {
+                    let (block, group, c, kk) = (i / (4 * k), i / 16 % (k / 4), i / 4 % 4, i % 4);
+                    w_ints[(4 * group + kk) * n + 4 * block + c]
+                })
+                .collect()
+        } else {
+            // One row of weights per output: [K, N] → [N, K].
+            w_shape = vec![n, k];
+            (0..n * k).map(|i| w_ints[(i % k) * n + i / k]).collect()
+        }
     } else {
         w_ints
     };

@@ -2,6 +2,7 @@
 //! transform (DFT: a product with the Fourier matrix).
 
 use super::*;
+use ferrite_hal::op::QGemmWeights;
 use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
@@ -46,15 +47,13 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             ensure(n_in == 4 && n_out == 1, "QGemm takes 4 inputs")?;
             let (a, b, bias, requant, y) = (input(0)?, input(1)?, input(2)?, input(3)?, output(0)?);
             ensure(
-                a.shape.rank() == 2 && b.shape.rank() == 2 && y.shape.rank() == 2,
+                a.shape.rank() == 2 && y.shape.rank() == 2,
                 "QGemm operands are matrices",
             )?;
-            let (m, k, n) = (
-                a.shape.dim_checked(0),
-                a.shape.dim_checked(1),
-                b.shape.dim_checked(0),
-            );
-            ensure(b.shape.dim_checked(1) == k, "QGemm inner dimensions differ")?;
+            let (_, n, b_k) = QGemmWeights::of(&b.shape)
+                .ok_or(why("QGemm weights are [N, K] or blocked [N/4, K/4, 4, 4]"))?;
+            let (m, k) = (a.shape.dim_checked(0), a.shape.dim_checked(1));
+            ensure(b_k == k, "QGemm inner dimensions differ")?;
             ensure(y.shape.dims_checked() == [m, n], "QGemm output shape")?;
             ensure(bias.shape.dims_checked() == [n], "QGemm bias shape")?;
             check_integer_operands(&a, &b, &bias, &requant, &y, &q, n)

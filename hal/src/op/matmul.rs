@@ -38,6 +38,34 @@ pub struct Dft {
     pub onesided: bool,
 }
 
+/// How a QGemm's weights `B` are laid out, as their shape says: `[N, K]`, one row of weights per
+/// output ([`QGemmWeights::Rows`]); or `[N/4, K/4, 4, 4]` ([`QGemmWeights::Blocked`]): per block
+/// of four outputs and per four values of `K`, the four outputs' weight words side by side, so
+/// one load fetches a word of each — how the DSP kernels multiply them. `ferrite pack` writes
+/// the blocked form whenever `N` and `K` are multiples of four (the same bytes, reordered).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QGemmWeights {
+    /// `[N, K]`.
+    Rows,
+    /// `[N/4, K/4, 4, 4]`.
+    Blocked,
+}
+
+impl QGemmWeights {
+    /// The layout, `N` and `K` of QGemm weights of shape `b`; `None` for any other shape.
+    pub fn of(b: &crate::Shape) -> Option<(QGemmWeights, usize, usize)> {
+        match *b.dims_checked() {
+            [n, k] => Some((QGemmWeights::Rows, n, k)),
+            [blocks, groups, 4, 4] => Some((
+                QGemmWeights::Blocked,
+                blocks.checked_mul(4)?,
+                groups.checked_mul(4)?,
+            )),
+            _ => None,
+        }
+    }
+}
+
 /// Longest transform a plan may ask for.
 pub const MAX_DFT_LENGTH: usize = 1 << 20;
 

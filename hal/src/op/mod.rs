@@ -269,7 +269,7 @@ pub use conv::{Conv, ConvInteger, ConvTranspose, QConv, Window};
 pub use elementwise::{BinaryOp, QAdd, QMul, QSoftmax, QADD_LEFT_SHIFT, QSOFTMAX_TABLE_BITS};
 pub use indexing::Reduction;
 pub use logic::{CompareOp, Detect, LogicalOp};
-pub use matmul::{Dft, Gemm, MAX_DFT_LENGTH};
+pub use matmul::{Dft, Gemm, QGemmWeights, MAX_DFT_LENGTH};
 pub use movement::{AxisArray, PadMode};
 pub use pool::{Pool, QAvgPool, QGlobalAvgPool};
 pub use quantize::{Requantize, Rescale};
@@ -377,9 +377,10 @@ pub enum Op {
     /// Inputs `X` (int8/uint8), `W` (int8), bias (int32), requantization (int32 pairs); output
     /// int8/uint8.
     QConv(QConv),
-    /// Inputs `A [M, K]` (int8/uint8), `B [N, K]` (int8, zero point 0: one row of weights per
-    /// output, so every dot product reads two contiguous rows), bias int32 `[N]`, requantization
-    /// `[C, 2]` int32 with `C` 1 or `N`; output `[M, N]` int8/uint8.
+    /// Inputs `A [M, K]` (int8/uint8), `B` (int8, zero point 0) `[N, K]` — one row of weights
+    /// per output, so every dot product reads two contiguous rows — or `[N/4, K/4, 4, 4]`, four
+    /// outputs' words interleaved ([`QGemmWeights`]), bias int32 `[N]`, requantization `[C, 2]`
+    /// int32 with `C` 1 or `N`; output `[M, N]` int8/uint8.
     QGemm(Requantize),
     /// Inputs `A`, `B` (int8/uint8, one shape); output of that shape (int8/uint8).
     QAdd(QAdd),

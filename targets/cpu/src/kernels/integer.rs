@@ -13,8 +13,8 @@ use super::conv::ConvDims;
 use super::pool::PoolDims;
 use super::quantize::{QuantByte, QuantInt};
 use ferrite_hal::op::{
-    QAdd, QAvgPool, QConv, QGlobalAvgPool, QMul, QSoftmax, Requantize, Rescale, QADD_LEFT_SHIFT,
-    QSOFTMAX_TABLE_BITS,
+    QAdd, QAvgPool, QConv, QGemmWeights, QGlobalAvgPool, QMul, QSoftmax, Requantize, Rescale,
+    QADD_LEFT_SHIFT, QSOFTMAX_TABLE_BITS,
 };
 
 /// `x / 2^right` with the dropped bits folded into the lowest kept one (round to odd): the
@@ -446,28 +446,61 @@ fn qconv_pointwise<X: QuantInt, Y: QuantInt>(
     }
 }
 
-/// Integer matrix product `A [M, K] · B [N, K]ᵀ` with a per-column (or single) requantization:
-/// each output is the dot product of two contiguous rows.
+/// Integer matrix product `A [M, K] · Bᵀ` with a per-column (or single) requantization, `B` in
+/// either [`QGemmWeights`] layout: `[N, K]` rows, each output the dot product of two
+/// contiguous rows; or blocked, four outputs at a time, each four values of `A` meeting a word
+/// of each of the four columns. The sums are the same either way (exact, in order).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn qgemm<X: QuantInt, Y: QuantInt>(
     q: &Requantize,
     [m, k, n]: [usize; 3],
+    layout: QGemmWeights,
     a: &[X],
     b: &[i8],
     bias: &[i32],
     requant: &[i32],
     y: &mut [Y],
 ) {
+    let term = |av: &X, bv: &i8| (av.widen() - q.input_zero) * *bv as i32;
     for row in 0..m {
-        let a_row = &a[row * k..(row + 1) * k];
-        for col in 0..n {
-            let b_row = &b[col * k..(col + 1) * k];
-            let mut acc = bias[col];
-            for (av, bv) in a_row.iter().zip(b_row) {
-                acc = acc.wrapping_add((av.widen() - q.input_zero) * *bv as i32);
+        let (Some(a_row), Some(y_row)) = (
+            a.get(row * k..(row + 1) * k),
+            y.get_mut(row * n..(row + 1) * n),
+        ) else {
+            return;
+        };
+        match layout {
+            QGemmWeights::Rows => {
+                for (col, slot) in y_row.iter_mut().enumerate() {
+                    let b_row = b.get(col * k..(col + 1) * k).unwrap_or(&[]);
+                    let mut acc = bias.get(col).copied().unwrap_or(0);
+                    for (av, bv) in a_row.iter().zip(b_row) {
+                        acc = acc.wrapping_add(term(av, bv));
+                    }
+                    *slot = output(acc, &Requantizer::of_channel(requant, col, q));
+                }
             }
-            y[row * n + col] = output(acc, &Requantizer::of_channel(requant, col, q));
+            QGemmWeights::Blocked => {
+                for (block, slots) in y_row.chunks_exact_mut(4).enumerate() {
+                    let w = b.get(4 * k * block..4 * k * (block + 1)).unwrap_or(&[]);
+                    let mut acc = [0i32; 4];
+                    for (c, sum) in acc.iter_mut().enumerate() {
+                        *sum = bias.get(4 * block + c).copied().unwrap_or(0);
+                    }
+                    for (a4, w16) in a_row.chunks_exact(4).zip(w.chunks_exact(16)) {
+                        for (sum, w4) in acc.iter_mut().zip(w16.chunks_exact(4)) {
+                            for (av, bv) in a4.iter().zip(w4) {
+                                *sum = sum.wrapping_add(term(av, bv));
+                            }
+                        }
+                    }
+                    for (c, (sum, slot)) in acc.iter().zip(slots).enumerate() {
+                        let rq = Requantizer::of_channel(requant, 4 * block + c, q);
+                        *slot = output(*sum, &rq);
+                    }
+                }
+            }
         }
     }
 }
@@ -1191,6 +1224,7 @@ mod tests {
         qgemm(
             &q,
             [1, 2, 2],
+            QGemmWeights::Rows,
             &[12i8, 8],
             &[1, 2, 3, -4],
             &[100, 0],
@@ -1199,6 +1233,54 @@ mod tests {
         );
         // col 0: 100 + 2 - 4 = 98 → 98 - 5 = 93 → clamped to 20; col 1: 6 + 8 = 14 → 9.
         assert_eq!(y, [20, 9]);
+    }
+
+    #[test]
+    fn qgemm_blocked_weights_give_the_rows_results() {
+        let q = Requantize {
+            input_zero: -3,
+            output_zero: 7,
+            min: -128,
+            max: 127,
+        };
+        let (m, k, n) = (3, 12, 8);
+        let value = |i: usize| ((i * 37 + 11) % 256) as u8 as i8;
+        let a: Vec<i8> = (0..m * k).map(value).collect();
+        let rows: Vec<i8> = (0..n * k).map(|i| value(i * 7 + 3)).collect();
+        // [N/4, K/4, 4, 4]: block, group of four k, column in the block, k in the group.
+        let mut blocked = vec![0i8; n * k];
+        for (i, w) in blocked.iter_mut().enumerate() {
+            let (block, group, c, kk) = (i / (4 * k), i / 16 % (k / 4), i / 4 % 4, i % 4);
+            *w = rows[(4 * block + c) * k + 4 * group + kk];
+        }
+        let bias: Vec<i32> = (0..n as i32).map(|c| c * 50 - 200).collect();
+        let pairs: Vec<i32> = (0..n as i32)
+            .flat_map(|c| [(1 << 30) + c * 1000, -6 - c % 3])
+            .collect();
+        let (mut y_rows, mut y_blocked) = (vec![0i8; m * n], vec![0i8; m * n]);
+        qgemm(
+            &q,
+            [m, k, n],
+            QGemmWeights::Rows,
+            &a,
+            &rows,
+            &bias,
+            &pairs,
+            &mut y_rows,
+        );
+        let layout = QGemmWeights::Blocked;
+        qgemm(
+            &q,
+            [m, k, n],
+            layout,
+            &a,
+            &blocked,
+            &bias,
+            &pairs,
+            &mut y_blocked,
+        );
+        assert_eq!(y_rows, y_blocked);
+        assert!(y_rows.iter().any(|&v| v != y_rows[0]), "a degenerate case");
     }
 
     #[test]

@@ -727,7 +727,9 @@ fn run_step_inline<const OPS: Selection>(
         #[cfg(feature = "quantized")]
         Op::QGemm(q) if selects(OPS, OpKind::QGemm) => {
             let (a, b) = (input(0)?, input(1)?);
-            let dims = [a.shape.dim(0), a.shape.dim(1), b.shape.dim(0)];
+            let (layout, n, _) =
+                ferrite_hal::op::QGemmWeights::of(&b.shape).ok_or(CpuError::CorruptPlan)?;
+            let dims = [a.shape.dim(0), a.shape.dim(1), n];
             let (ab, bw) = (view.bytes(&a)?, cast::<i8>(view.bytes(&b)?)?);
             let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
             let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
@@ -739,7 +741,7 @@ fn run_step_inline<const OPS: Selection>(
                 out_desc.dtype,
                 ab,
                 out,
-                |xs, ys| integer::qgemm(&q, dims, xs, bw, bias, rq, ys)
+                |xs, ys| integer::qgemm(&q, dims, layout, xs, bw, bias, rq, ys)
             );
         }
         #[cfg(feature = "quantized")]

@@ -8,21 +8,29 @@
 //! once, as a one-row product must. The last `k mod 4` terms and the last `n mod 4` columns
 //! are added value by value; outputs are requantized four at a time, each with its pair.
 //!
+//! Weights packed in the blocked layout ([`QGemmWeights::Blocked`], whenever `N` and `K` are
+//! multiples of four) go through [`blocked_blocks`] instead: per four activations one `LDM`
+//! fetches a word of each of the block's four columns, so eight activations take 38
+//! instructions for 32 multiply-accumulates (2 `LDRD`, 2 `LDM`, 16 `SXTB16`, 16 `SMLAD`, the
+//! loop's compare and branch).
+//!
 //! Integer sums are exact (wrapping, like the portable kernels), so results are bit-exact with
 //! `ferrite_cpu::kernels::integer::qgemm`.
 
 use super::block::high_word_pairs;
 use super::conv::{requant_pair, word};
-use super::requantize::{output_byte, saturate4_pairs, Clamp};
+use super::requantize::{output_byte, saturate4, saturate4_pairs, Clamp};
+use ferrite_cpu::kernels::integer::HighWordRequantizer;
 use ferrite_cpu::kernels::step_operands;
 use ferrite_cpu::CpuError;
+use ferrite_hal::op::QGemmWeights;
 use ferrite_hal::{Op, Step};
 
 /// Columns multiplied together by the assembly loop.
 const COLUMNS: usize = 4;
 
 /// Output columns whose sums are kept at once, on the stack (a multiple of [`COLUMNS`]).
-const GROUP: usize = 32;
+const GROUP: usize = 64;
 
 /// Activations unpacked at once, on the stack (a multiple of four).
 const CHUNK: usize = 64;
@@ -158,6 +166,114 @@ fn blocks(chunk: &[u32], w: &[u8], k: usize, sums: &mut [i32]) {
     }
 }
 
+/// What the blocked assembly loop reads and advances, by offset.
+#[repr(C)]
+struct BlockedBlocks {
+    /// The next block's four sums (offset 0; advanced by 16) and the end of the sums (4).
+    sums: *mut i32,
+    sums_end: *mut i32,
+    /// The unpacked chunk (8) and its end (12).
+    chunk: *const u32,
+    chunk_end: *const u32,
+    /// The next block's weights at the chunk (16; advanced by the stride).
+    weights: *const u8,
+    /// One block's weights, `4·k` bytes (20).
+    stride: usize,
+}
+
+/// `sums[4j + c] += Σ chunk · w` for the blocks `j` of four columns whose weights are in the
+/// blocked layout (block `j` at `w[j·stride..]`, per four activations sixteen bytes: a word of
+/// each column), over the unpacked `chunk`, in one assembly loop: eight activations a pass. The
+/// caller checks that `sums` holds whole blocks (at least one), that `chunk` holds a whole,
+/// non-zero number of four-word groups, that `w` holds every block's `2 × chunk.len()` bytes
+/// at its stride, and that `w` is word-aligned (`LDM`).
+#[inline(always)]
+fn blocked_blocks(chunk: &[u32], w: &[u8], stride: usize, sums: &mut [i32]) {
+    let range = sums.as_mut_ptr_range();
+    let chunk_range = chunk.as_ptr_range();
+    let mut state = BlockedBlocks {
+        sums: range.start,
+        sums_end: range.end,
+        chunk: chunk_range.start,
+        chunk_end: chunk_range.end,
+        weights: w.as_ptr(),
+        stride,
+    };
+    let state: *mut BlockedBlocks = &mut state;
+    // Four columns' weight words (r2–r5) against two words of activation pairs (r0, r1): each
+    // word sign-extended to its even bytes (into r12), then to its odd ones in place.
+    macro_rules! four_columns {
+        () => {
+            concat!(
+                "ldrd r0, r1, [r6], #8\n",
+                "ldm lr!, {{r2, r3, r4, r5}}\n",
+                "sxtb16 r12, r2\n",
+                "smlad r8, r12, r0, r8\n",
+                "sxtb16 r2, r2, ror #8\n",
+                "smlad r8, r2, r1, r8\n",
+                "sxtb16 r12, r3\n",
+                "smlad r9, r12, r0, r9\n",
+                "sxtb16 r3, r3, ror #8\n",
+                "smlad r9, r3, r1, r9\n",
+                "sxtb16 r12, r4\n",
+                "smlad r10, r12, r0, r10\n",
+                "sxtb16 r4, r4, ror #8\n",
+                "smlad r10, r4, r1, r10\n",
+                "sxtb16 r12, r5\n",
+                "smlad r11, r12, r0, r11\n",
+                "sxtb16 r5, r5, ror #8\n",
+                "smlad r11, r5, r1, r11\n",
+            )
+        };
+    }
+    // SAFETY: block j reads and writes sums 4j..4j + 4, reads the chunk's words and the block's
+    // `2 × chunk.len()` weight bytes from `w[j·stride..]` (aligned words: `LDM`), all inside
+    // the slices (checked by the caller), and reads and writes the record. Every operand is in
+    // a named register; r6 and r7, which inline assembly may not name, hold the chunk pointer
+    // and its end, saved on the stack around the loop with the record's pointer (at [sp]).
+    unsafe {
+        core::arch::asm!(
+            "push {{r6, r7}}",
+            "push {{r0}}",
+            "2:",
+            "ldr r1, [r0]",
+            "ldm r1, {{r8, r9, r10, r11}}",
+            "ldrd r6, r7, [r0, #8]",
+            "ldr lr, [r0, #16]",
+            "3:",
+            four_columns!(),
+            four_columns!(),
+            "cmp r6, r7",
+            "bne 3b",
+            "ldr r0, [sp]",
+            "ldr r1, [r0]",
+            "stm r1!, {{r8, r9, r10, r11}}",
+            "str r1, [r0]",
+            "ldr r2, [r0, #16]",
+            "ldr r3, [r0, #20]",
+            "add r2, r2, r3",
+            "str r2, [r0, #16]",
+            "ldr r3, [r0, #4]",
+            "cmp r1, r3",
+            "bne 2b",
+            "add sp, sp, #4",
+            "pop {{r6, r7}}",
+            inout("r0") state => _,
+            out("r1") _,
+            out("r2") _,
+            out("r3") _,
+            out("r4") _,
+            out("r5") _,
+            out("r8") _,
+            out("r9") _,
+            out("r10") _,
+            out("r11") _,
+            out("r12") _,
+            out("lr") _,
+        );
+    }
+}
+
 /// Adds to `sums[j]` the terms `done..k` of column `j` (its weights at `w[j·k..]`): what the
 /// assembly leaves, value by value, out of line to keep the kernel small.
 #[inline(never)]
@@ -173,6 +289,88 @@ fn rest(a: &[u8], w: &[u8], k: usize, done: usize, zero: i32, sums: &mut [i32]) 
     }
 }
 
+/// `sums[j]` += the dot product of the activation row `a_row` (less `zero`) with column `j` of
+/// row-major weights `w` (`[sums.len(), k]`): whole blocks of four columns over whole groups of
+/// four activations in assembly, [`CHUNK`] activations unpacked at a time into `unpacked`; the
+/// rest value by value.
+#[inline(always)]
+fn row_sums(
+    a_row: &[u8],
+    w: &[u8],
+    k: usize,
+    zero: i32,
+    unpacked: &mut [u32; CHUNK / 2],
+    sums: &mut [i32],
+) -> Result<(), CpuError> {
+    let whole_k = k & !3;
+    let (in_blocks, lone) = sums.split_at_mut(sums.len() & !(COLUMNS - 1));
+    if !in_blocks.is_empty() {
+        for k0 in (0..whole_k).step_by(CHUNK) {
+            let kc = CHUNK.min(whole_k - k0);
+            let (Some(words), Some(chunk), Some(w_chunk)) = (
+                unpacked.get_mut(..kc / 2),
+                a_row.get(k0..k0 + kc),
+                w.get(k0..),
+            ) else {
+                return Err(CpuError::CorruptPlan);
+            };
+            unpack(chunk, zero, words);
+            blocks(words, w_chunk, k, in_blocks);
+        }
+        if whole_k < k {
+            rest(a_row, w, k, whole_k, zero, in_blocks);
+        }
+    }
+    let w_lone = w.get(in_blocks.len() * k..).unwrap_or(&[]);
+    rest(a_row, w_lone, k, 0, zero, lone);
+    Ok(())
+}
+
+/// [`row_sums`] for weights in the blocked layout (`sums.len()` and `k` multiples of four):
+/// every block in assembly over whole groups of eight activations ([`blocked_blocks`]); when
+/// `k mod 8` is 4, the last four value by value ([`rest`]).
+#[inline(always)]
+fn blocked_sums(
+    a_row: &[u8],
+    w: &[u8],
+    k: usize,
+    zero: i32,
+    unpacked: &mut [u32; CHUNK / 2],
+    sums: &mut [i32],
+) -> Result<(), CpuError> {
+    let whole_k = k & !7;
+    if sums.is_empty() || w.as_ptr() as usize % 4 != 0 || sums.len() % COLUMNS != 0 {
+        return Err(CpuError::CorruptPlan);
+    }
+    for k0 in (0..whole_k).step_by(CHUNK) {
+        let kc = CHUNK.min(whole_k - k0);
+        // Every block's bytes of this chunk lie inside `w`: the last block's end is checked.
+        let last_end = (sums.len() / COLUMNS - 1) * 4 * k + 4 * (k0 + kc);
+        let (Some(words), Some(chunk), Some(w_chunk), true) = (
+            unpacked.get_mut(..kc / 2),
+            a_row.get(k0..k0 + kc),
+            w.get(4 * k0..),
+            last_end <= w.len(),
+        ) else {
+            return Err(CpuError::CorruptPlan);
+        };
+        unpack(chunk, zero, words);
+        blocked_blocks(words, w_chunk, 4 * k, sums);
+    }
+    if whole_k < k {
+        // The last four activations: each block's last sixteen bytes are its four columns'
+        // last four weights, row by row — a 4 × 4 row-major matrix for [`rest`].
+        let tail = a_row.get(whole_k..).ok_or(CpuError::CorruptPlan)?;
+        for (j, four) in sums.chunks_exact_mut(COLUMNS).enumerate() {
+            let last = w
+                .get(4 * k * (j + 1) - 16..4 * k * (j + 1))
+                .ok_or(CpuError::CorruptPlan)?;
+            rest(tail, last, 4, 0, zero, four);
+        }
+    }
+    Ok(())
+}
+
 /// `QGemm` on int8 activations: `bias + Σ (a − zero)·w` per output, [`COLUMNS`] output columns
 /// per pass over the activation row.
 #[inline(never)]
@@ -184,18 +382,19 @@ pub fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), Cp
     let y = step.outputs.get(0).ok_or(CpuError::CorruptPlan)?;
     let (m, k) = (a.shape.dim(0), a.shape.dim(1));
     let n = y.shape.dim(1);
+    let b_desc = step.inputs.get(1).ok_or(CpuError::CorruptPlan)?;
+    let (layout, _, _) = QGemmWeights::of(&b_desc.shape).ok_or(CpuError::CorruptPlan)?;
     let ([a, b, bias, requant], out) = step_operands::<4>(step, arena, weights)?;
-    let whole_k = k & !3;
-    // One pair for every column is repeated four times, for the assembly's four pairs.
-    let mut repeated = [0u8; 32];
-    if let Some(pair) = requant.get(..8).filter(|_| requant.len() == 8) {
-        for four in repeated.chunks_exact_mut(8) {
-            four.copy_from_slice(pair);
-        }
-    }
     // Whether every output takes the assembly requantization: SSAT's clamp, every pair in the
     // high-word form (checked once per step).
     let fast_step = Clamp::of(&q) == Clamp::Int8 && high_word_pairs(requant);
+    // One pair for every column (a per-tensor weight scale): its constants stay in registers
+    // (eight instructions an output instead of sixteen).
+    let single = if requant.len() == 8 && fast_step {
+        Some(HighWordRequantizer::new(requant_pair(requant, 0)?, &q).ok_or(CpuError::CorruptPlan)?)
+    } else {
+        None
+    };
     let mut group_sums = [0i32; GROUP];
     let mut unpacked = [0u32; CHUNK / 2];
     for row in 0..m {
@@ -212,28 +411,12 @@ pub fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), Cp
                 .get_mut(..slots.len())
                 .ok_or(CpuError::CorruptPlan)?;
             sums.fill(0);
-            // Whole blocks over whole groups of four activations in assembly; the rest value by
-            // value.
-            let (in_blocks, lone) = sums.split_at_mut(slots.len() & !(COLUMNS - 1));
-            if !in_blocks.is_empty() {
-                for k0 in (0..whole_k).step_by(CHUNK) {
-                    let kc = CHUNK.min(whole_k - k0);
-                    let (Some(words), Some(chunk), Some(w_chunk)) = (
-                        unpacked.get_mut(..kc / 2),
-                        a_row.get(k0..k0 + kc),
-                        w.get(k0..),
-                    ) else {
-                        return Err(CpuError::CorruptPlan);
-                    };
-                    unpack(chunk, q.input_zero, words);
-                    blocks(words, w_chunk, k, in_blocks);
-                }
-                if whole_k < k {
-                    rest(a_row, w, k, whole_k, q.input_zero, in_blocks);
+            match layout {
+                QGemmWeights::Rows => row_sums(a_row, w, k, q.input_zero, &mut unpacked, sums)?,
+                QGemmWeights::Blocked => {
+                    blocked_sums(a_row, w, k, q.input_zero, &mut unpacked, sums)?
                 }
             }
-            let w_lone = w.get(in_blocks.len() * k..).unwrap_or(&[]);
-            rest(a_row, w_lone, k, 0, q.input_zero, lone);
             // Whole blocks with the high-word form and SSAT's clamp: four outputs at a time.
             let fast = if fast_step { slots.len() / COLUMNS } else { 0 };
             let (fast_slots, other_slots) = slots.split_at_mut(fast * COLUMNS);
@@ -250,13 +433,7 @@ pub fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), Cp
                     .zip(group_bias.chunks_exact(16))
                     .enumerate();
                 for (j, ((four, s4), b16)) in blocks_of {
-                    let pairs = match group_pairs {
-                        Some(p) => p.get(32 * j..32 * j + 32),
-                        None => Some(&repeated[..]),
-                    };
-                    let (Ok(four), Some(Ok(pairs)), &[s0, s1, s2, s3]) =
-                        (four.try_into(), pairs.map(<&[u8; 32]>::try_from), s4)
-                    else {
+                    let (Ok(four), &[s0, s1, s2, s3]) = (<&mut [u8; 4]>::try_from(four), s4) else {
                         return Err(CpuError::CorruptPlan);
                     };
                     let b =
@@ -267,6 +444,14 @@ pub fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), Cp
                         s2.wrapping_add(b(8)),
                         s3.wrapping_add(b(12)),
                     ];
+                    if let Some(rq) = &single {
+                        saturate4(acc, rq, Clamp::Int8, four);
+                        continue;
+                    }
+                    let pairs = group_pairs.and_then(|p| p.get(32 * j..32 * j + 32));
+                    let Some(Ok(pairs)) = pairs.map(<&[u8; 32]>::try_from) else {
+                        return Err(CpuError::CorruptPlan);
+                    };
                     saturate4_pairs(acc, pairs, q.output_zero, four);
                 }
             } else if fast > 0 {
