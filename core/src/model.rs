@@ -5,10 +5,11 @@ use crate::bytes::{range, u16_at, u32_at, u8_at};
 use crate::error::{FormatError, FormatErrorKind as K};
 use crate::format::{self, section};
 use crate::rules;
+use ferrite_hal::op::QGemmWeights;
 use ferrite_hal::words::WordReader;
 use ferrite_hal::{
-    selects, selects_activation, selects_binary, selects_dtype, DType, Location, Op, OpKind, Plan,
-    Selection, Shape, Step, TensorDesc, TensorList, Tensors, ALL_OPS,
+    selects, selects_activation, selects_binary, selects_dtype, selects_qgemm_weights, DType,
+    Location, Op, OpKind, Plan, Selection, Shape, Step, TensorDesc, TensorList, Tensors, ALL_OPS,
 };
 
 /// A tensor's description together with its name.
@@ -474,6 +475,18 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
             for slot in 0..inputs.len() {
                 if let Some(t) = inputs.index(slot) {
                     self.decode_tensor(t as usize)?;
+                }
+            }
+            // A QGemm's weight layout is read from its weights' shape: checked once, at load.
+            if let (Op::QGemm(_), Some(t)) = (op, inputs.index(1)) {
+                let (b, _) = self.decode_tensor(t as usize)?;
+                let linked = QGemmWeights::of(&b.shape)
+                    .is_none_or(|(layout, _, _)| selects_qgemm_weights(OPS, layout));
+                if !linked {
+                    return Err(e(
+                        K::NotLinked,
+                        "this QGemm weight layout is not linked into this build",
+                    ));
                 }
             }
             for slot in 0..outputs.len() {

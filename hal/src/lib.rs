@@ -36,7 +36,8 @@ pub use error::{Error, ErrorKind};
 pub use message::{Line, Message, Piece};
 pub use op::{Op, OpKind};
 pub use selection::{
-    op_mask, selection, selects, selects_activation, selects_binary, selects_dtype, selects_size,
-    with_activations, with_binary_ops, Selection, ALL_OPS,
+    op_mask, selection, selects, selects_activation, selects_binary, selects_dtype,
+    selects_qgemm_weights, selects_size, with_activations, with_binary_ops, with_qgemm_weights,
+    Selection, ALL_OPS,
 };
 pub use shape::{Shape, MAX_RANK};

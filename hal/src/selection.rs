@@ -8,11 +8,13 @@
 //! Bits 0–63 are op kinds (bit = [`OpKind::code`]), bits 64–79 element types (bit = 64 +
 //! [`DType::index`]), bits 80–108 activations, fused or standalone (bit = 80 +
 //! [`Activation::code`]), bits 109–120 the arithmetic of `Binary` ops (bit = 109 +
-//! [`BinaryOp::code`]). A selection without any element-type bit selects every element type,
-//! one without any activation bit every activation and one without a binary-op bit every binary
-//! op, so a mask of kinds alone ([`op_mask`]) keeps every kernel of those kinds.
+//! [`BinaryOp::code`]), bits 121–122 QGemm's weight layouts (bit = 121 + the
+//! [`QGemmWeights`] variant's index). A selection without any element-type bit selects every
+//! element type, one without any activation bit every activation, one without a binary-op bit
+//! every binary op and one without a layout bit both layouts, so a mask of kinds alone
+//! ([`op_mask`]) keeps every kernel of those kinds.
 
-use crate::op::BinaryOp;
+use crate::op::{BinaryOp, QGemmWeights};
 use crate::{Activation, DType, OpKind};
 
 /// A selection of op kinds and element types (see the module documentation).
@@ -27,7 +29,9 @@ const ACTIVATION_SHIFT: u32 = 80;
 const ACTIVATION_BITS: Selection = ((1 << Activation::COUNT) - 1) << ACTIVATION_SHIFT;
 const BINARY_SHIFT: u32 = ACTIVATION_SHIFT + Activation::COUNT;
 const BINARY_BITS: Selection = ((1 << BinaryOp::COUNT) - 1) << BINARY_SHIFT;
-const _: () = assert!(BINARY_SHIFT + BinaryOp::COUNT <= 128, "binary ops must fit");
+const QGEMM_WEIGHTS_SHIFT: u32 = BINARY_SHIFT + BinaryOp::COUNT;
+const QGEMM_WEIGHTS_BITS: Selection = 0b11 << QGEMM_WEIGHTS_SHIFT;
+const _: () = assert!(QGEMM_WEIGHTS_SHIFT + 2 <= 128, "the layout bits must fit");
 
 /// The selection of `kinds` (every element type).
 pub const fn op_mask(kinds: &[OpKind]) -> Selection {
@@ -86,6 +90,24 @@ pub const fn with_binary_ops(mask: Selection, binary: &[BinaryOp]) -> Selection 
         i += 1;
     }
     mask
+}
+
+/// `mask` with the QGemm weight layouts `layouts` selected too: how a model's QGemm steps hold
+/// their weights. Once one is set, only the selected layouts' kernels are linked and accepted
+/// at load (a model whose QGemms are all blocked links no row-major kernel).
+pub const fn with_qgemm_weights(mask: Selection, layouts: &[QGemmWeights]) -> Selection {
+    let mut mask = mask;
+    let mut i = 0;
+    while i < layouts.len() {
+        mask |= 1 << (QGEMM_WEIGHTS_SHIFT + layouts[i] as u32);
+        i += 1;
+    }
+    mask
+}
+
+/// Whether `ops` selects QGemm weight layout `layout` (both when it names none).
+pub const fn selects_qgemm_weights(ops: Selection, layout: QGemmWeights) -> bool {
+    ops & QGEMM_WEIGHTS_BITS == 0 || ops & (1 << (QGEMM_WEIGHTS_SHIFT + layout as u32)) != 0
 }
 
 /// Whether `ops` selects binary op `op` (every one when it names none).
@@ -161,5 +183,24 @@ mod tests {
         let none = with_activations(gemm, &[]);
         assert!(selects_activation(none, &Activation::None));
         assert!(!selects_activation(none, &Activation::Relu));
+    }
+
+    #[test]
+    fn qgemm_layouts_narrow_only_once_one_is_named() {
+        let qgemm = selection(&[OpKind::QGemm], &[DType::I8, DType::I32]);
+        assert!(selects_qgemm_weights(qgemm, QGemmWeights::Rows));
+        assert!(selects_qgemm_weights(qgemm, QGemmWeights::Blocked));
+        let blocked = with_qgemm_weights(qgemm, &[QGemmWeights::Blocked]);
+        assert!(selects_qgemm_weights(blocked, QGemmWeights::Blocked));
+        assert!(!selects_qgemm_weights(blocked, QGemmWeights::Rows));
+        let both = with_qgemm_weights(blocked, &[QGemmWeights::Rows]);
+        assert!(selects_qgemm_weights(both, QGemmWeights::Rows));
+        // The layout bits leave every other group as it was.
+        assert_eq!(blocked & !QGEMM_WEIGHTS_BITS, qgemm);
+        assert!(
+            selects_binary(blocked, BinaryOp::Pow)
+                && selects_activation(blocked, &Activation::Tanh)
+        );
+        assert!(selects_qgemm_weights(ALL_OPS, QGemmWeights::Rows));
     }
 }

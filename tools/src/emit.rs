@@ -2,9 +2,10 @@
 //! arena at compile time, the way firmware ships a model.
 
 use ferrite_core::Model;
-use ferrite_hal::op::BinaryOp;
+use ferrite_hal::op::{BinaryOp, QGemmWeights};
 use ferrite_hal::{
-    selection, with_activations, with_binary_ops, Activation, DType, Op, OpKind, Plan,
+    selection, with_activations, with_binary_ops, with_qgemm_weights, Activation, DType, Op,
+    OpKind, Plan,
 };
 
 /// The text of a Rust module for the model in `model` (packed file `frt_name`, made from
@@ -124,16 +125,37 @@ fn model_kinds(model: &Model<'_>) -> Vec<OpKind> {
 }
 
 /// The selection (`ferrite_hal::Selection`) of what the model uses: its op kinds, dtypes,
-/// activations and binary arithmetic. A build with it links only the model's decoding, checks
-/// and kernels (`--emit rust`'s `OPS`, `--emit c`'s `ID_OPS` for ferrite-c's `FERRITE_OPS`).
+/// activations, binary arithmetic and QGemm weight layouts. A build with it links only the
+/// model's decoding, checks and kernels (`--emit rust`'s `OPS`, `--emit c`'s `ID_OPS` for
+/// ferrite-c's `FERRITE_OPS`).
 pub fn model_selection(model: &Model<'_>) -> u128 {
-    with_binary_ops(
-        with_activations(
-            selection(&model_kinds(model), &model_dtypes(model)),
-            &model_activations(model),
+    with_qgemm_weights(
+        with_binary_ops(
+            with_activations(
+                selection(&model_kinds(model), &model_dtypes(model)),
+                &model_activations(model),
+            ),
+            &model_binary_ops(model),
         ),
-        &model_binary_ops(model),
+        &model_qgemm_layouts(model),
     )
+}
+
+/// The weight layouts of the model's QGemm steps (none when it has no QGemm).
+fn model_qgemm_layouts(model: &Model<'_>) -> Vec<QGemmWeights> {
+    let mut used = Vec::new();
+    for step in (0..model.len()).filter_map(|i| model.step(i)) {
+        let weights = step
+            .inputs
+            .get(1)
+            .filter(|_| matches!(step.op, Op::QGemm(_)));
+        if let Some((layout, _, _)) = weights.and_then(|b| QGemmWeights::of(&b.shape)) {
+            if !used.contains(&layout) {
+                used.push(layout);
+            }
+        }
+    }
+    used
 }
 
 /// Every activation the model's steps apply besides the identity, fused or standalone, in code

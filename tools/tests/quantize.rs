@@ -1004,3 +1004,123 @@ fn a_float_model_records_no_quantization_and_stays_version_1_0() {
     assert_eq!(model.output_quantization(0), None);
     assert_eq!(&packed.bytes[4..8], &[1, 0, 0, 0]);
 }
+
+/// x [1, 8] → Q → DQ → Gemm (int8 per-channel weights `[n, 8]`, int32 bias) → Q → DQ: one QGemm.
+fn qdq_gemm(n: usize) -> Vec<u8> {
+    let (k, ni) = (8, n as i64);
+    let weights: Vec<i32> = (0..n * k).map(|i| (i as i32 * 37 % 255) - 127).collect();
+    let w_scale: Vec<f32> = (0..n).map(|c| 0.01 + 0.001 * c as f32).collect();
+    let b_scale: Vec<f32> = w_scale.iter().map(|s| s * 0.05).collect();
+    ModelBuilder::new(13)
+        .input("x", data_type::FLOAT, &[D::N(1), D::N(k as i64)])
+        .init_f32("sx", &[], &[0.05])
+        .init(int_init("zx", data_type::INT8, &[], &[2]))
+        .init(int_init("w_q", data_type::INT8, &[ni, k as i64], &weights))
+        .init_f32("sw", &[ni], &w_scale)
+        .init(int_init("zw", data_type::INT8, &[ni], &vec![0; n]))
+        .init(int_init("b_q", data_type::INT32, &[ni], &vec![40; n]))
+        .init_f32("sb", &[ni], &b_scale)
+        .init(int_init("zb", data_type::INT32, &[ni], &vec![0; n]))
+        .init_f32("sy", &[], &[0.1])
+        .init(int_init("zy", data_type::INT8, &[], &[-4]))
+        .node("QuantizeLinear", "qx", &["x", "sx", "zx"], &["xq"], vec![])
+        .node(
+            "DequantizeLinear",
+            "dqx",
+            &["xq", "sx", "zx"],
+            &["xf"],
+            vec![],
+        )
+        .node(
+            "DequantizeLinear",
+            "dqw",
+            &["w_q", "sw", "zw"],
+            &["w"],
+            vec![attr_int("axis", 0)],
+        )
+        .node(
+            "DequantizeLinear",
+            "dqb",
+            &["b_q", "sb", "zb"],
+            &["b"],
+            vec![attr_int("axis", 0)],
+        )
+        .node(
+            "Gemm",
+            "gemm",
+            &["xf", "w", "b"],
+            &["yf"],
+            vec![attr_int("transB", 1)],
+        )
+        .node("QuantizeLinear", "qy", &["yf", "sy", "zy"], &["yq"], vec![])
+        .node(
+            "DequantizeLinear",
+            "dqy",
+            &["yq", "sy", "zy"],
+            &["y"],
+            vec![],
+        )
+        .output("y")
+        .encode()
+}
+
+/// A QGemm's weights are packed blocked (`[N/4, K/4, 4, 4]`) when N and K are multiples of four,
+/// else row-major, with the same results; a model's selection names its layout, and a build
+/// that links only the other layout refuses the model at load.
+#[test]
+fn qgemm_weights_are_blocked_when_they_can_be_and_the_build_links_that_layout() {
+    use ferrite_hal::op::QGemmWeights;
+    use ferrite_hal::{op_mask, selects_qgemm_weights, with_qgemm_weights, OpKind, Plan};
+    const KINDS: ferrite_hal::Selection =
+        op_mask(&[OpKind::Quantize, OpKind::QGemm, OpKind::Dequantize]);
+    const ROWS_ONLY: ferrite_hal::Selection = with_qgemm_weights(KINDS, &[QGemmWeights::Rows]);
+    const BLOCKED_ONLY: ferrite_hal::Selection =
+        with_qgemm_weights(KINDS, &[QGemmWeights::Blocked]);
+    let x: Vec<f32> = (0..8).map(|i| i as f32 * 0.3 - 1.1).collect();
+    let mut outputs = Vec::new();
+    for (n, layout) in [(8, QGemmWeights::Blocked), (6, QGemmWeights::Rows)] {
+        let onnx = qdq_gemm(n);
+        let packed = pack(&onnx, &PackOptions::default()).unwrap();
+        let bytes = AlignedBytes::from(&packed.bytes[..]);
+        let model = Model::load(bytes.as_bytes()).unwrap();
+        let qgemm = (0..model.len())
+            .filter_map(|i| model.step(i))
+            .find(|s| matches!(s.op, ferrite_hal::Op::QGemm(_)))
+            .expect("a QGemm step");
+        let b = qgemm.inputs.get(1).unwrap();
+        assert_eq!(
+            QGemmWeights::of(&b.shape).map(|l| l.0),
+            Some(layout),
+            "N = {n}"
+        );
+        let selection = ferrite_tools::emit::model_selection(&model);
+        assert!(selects_qgemm_weights(selection, layout));
+        let other = match layout {
+            QGemmWeights::Rows => QGemmWeights::Blocked,
+            QGemmWeights::Blocked => QGemmWeights::Rows,
+        };
+        assert!(!selects_qgemm_weights(selection, other), "N = {n}");
+        let (own, refused) = match layout {
+            QGemmWeights::Blocked => (
+                Model::<BLOCKED_ONLY>::load_selected(bytes.as_bytes()).map(|_| ()),
+                Model::<ROWS_ONLY>::load_selected(bytes.as_bytes()).map(|_| ()),
+            ),
+            QGemmWeights::Rows => (
+                Model::<ROWS_ONLY>::load_selected(bytes.as_bytes()).map(|_| ()),
+                Model::<BLOCKED_ONLY>::load_selected(bytes.as_bytes()).map(|_| ()),
+            ),
+        };
+        assert!(own.is_ok(), "N = {n}: {own:?}");
+        let err = refused.unwrap_err().to_string();
+        assert!(err.contains("QGemm weight layout is not linked"), "{err}");
+        outputs.push(run_cpu(&model, &[floats_in(&[1, 8], &x)]).unwrap());
+    }
+    // The first six outputs of the 8-column model are the 6-column model's (same weights).
+    let values = |o: &NpyArray| -> Vec<f32> {
+        o.bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect()
+    };
+    assert_eq!(values(&outputs[0][0])[..6], values(&outputs[1][0])[..]);
+}

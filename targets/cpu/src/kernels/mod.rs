@@ -729,6 +729,10 @@ fn run_step_inline<const OPS: Selection>(
             let (a, b) = (input(0)?, input(1)?);
             let (layout, n, _) =
                 ferrite_hal::op::QGemmWeights::of(&b.shape).ok_or(CpuError::CorruptPlan)?;
+            // Only the selected layouts' loops are linked (the build's selection is a constant).
+            if !ferrite_hal::selects_qgemm_weights(OPS, layout) {
+                return Err(CpuError::CorruptPlan);
+            }
             let dims = [a.shape.dim(0), a.shape.dim(1), n];
             let (ab, bw) = (view.bytes(&a)?, cast::<i8>(view.bytes(&b)?)?);
             let bias = cast::<i32>(view.bytes(&input(2)?)?)?;

@@ -23,8 +23,8 @@ use super::requantize::{output_byte, saturate4, saturate4_pairs, Clamp};
 use ferrite_cpu::kernels::integer::HighWordRequantizer;
 use ferrite_cpu::kernels::step_operands;
 use ferrite_cpu::CpuError;
-use ferrite_hal::op::QGemmWeights;
-use ferrite_hal::{Op, Step};
+use ferrite_hal::op::{QGemmWeights, Requantize};
+use ferrite_hal::{selects_qgemm_weights, Op, Selection, Step};
 
 /// Columns multiplied together by the assembly loop.
 const COLUMNS: usize = 4;
@@ -374,7 +374,11 @@ fn blocked_sums(
 /// `QGemm` on int8 activations: `bias + Σ (a − zero)·w` per output, [`COLUMNS`] output columns
 /// per pass over the activation row.
 #[inline(never)]
-pub fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
+pub fn qgemm<const OPS: Selection>(
+    step: &Step<'_>,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
     let Op::QGemm(q) = step.op else {
         return Err(CpuError::CorruptPlan);
     };
@@ -384,7 +388,28 @@ pub fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), Cp
     let n = y.shape.dim(1);
     let b_desc = step.inputs.get(1).ok_or(CpuError::CorruptPlan)?;
     let (layout, _, _) = QGemmWeights::of(&b_desc.shape).ok_or(CpuError::CorruptPlan)?;
+    // Only the selected layouts' loops are linked: a model's own firmware has one of them.
+    let blocked = match layout {
+        QGemmWeights::Blocked if selects_qgemm_weights(OPS, layout) => true,
+        QGemmWeights::Rows if selects_qgemm_weights(OPS, layout) => false,
+        _ => return Err(CpuError::CorruptPlan),
+    };
     let ([a, b, bias, requant], out) = step_operands::<4>(step, arena, weights)?;
+    multiply(&q, [m, k, n], blocked, [a, b, bias, requant], out)
+}
+
+/// The product of [`qgemm`] once its operands are carved out of the arena and weights: a
+/// function of its own, so that carving's frame and this one's buffers are never on the stack
+/// together.
+#[inline(never)]
+fn multiply(
+    q: &Requantize,
+    [m, k, n]: [usize; 3],
+    blocked: bool,
+    [a, b, bias, requant]: [&[u8]; 4],
+    out: &mut [u8],
+) -> Result<(), CpuError> {
+    let q = *q;
     // Whether every output takes the assembly requantization: SSAT's clamp, every pair in the
     // high-word form (checked once per step).
     let fast_step = Clamp::of(&q) == Clamp::Int8 && high_word_pairs(requant);
@@ -411,11 +436,10 @@ pub fn qgemm(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), Cp
                 .get_mut(..slots.len())
                 .ok_or(CpuError::CorruptPlan)?;
             sums.fill(0);
-            match layout {
-                QGemmWeights::Rows => row_sums(a_row, w, k, q.input_zero, &mut unpacked, sums)?,
-                QGemmWeights::Blocked => {
-                    blocked_sums(a_row, w, k, q.input_zero, &mut unpacked, sums)?
-                }
+            if blocked {
+                blocked_sums(a_row, w, k, q.input_zero, &mut unpacked, sums)?;
+            } else {
+                row_sums(a_row, w, k, q.input_zero, &mut unpacked, sums)?;
             }
             // Whole blocks with the high-word form and SSAT's clamp: four outputs at a time.
             let fast = if fast_step { slots.len() / COLUMNS } else { 0 };

@@ -83,7 +83,9 @@ pub fn run_step<const OPS: Selection>(
         return None;
     }
     match step.op {
-        Op::QGemm(_) if selects(OPS, OpKind::QGemm) => Some(gemm::qgemm(step, arena, weights)),
+        Op::QGemm(_) if selects(OPS, OpKind::QGemm) => {
+            Some(gemm::qgemm::<OPS>(step, arena, weights))
+        }
         Op::QConv(c) if selects(OPS, OpKind::QConv) => {
             let icg = step.inputs.get(1)?.shape.dim(1);
             if icg == 1 && c.group > 1 {
