@@ -388,28 +388,40 @@ pub fn qgemm<const OPS: Selection>(
     let n = y.shape.dim(1);
     let b_desc = step.inputs.get(1).ok_or(CpuError::CorruptPlan)?;
     let (layout, _, _) = QGemmWeights::of(&b_desc.shape).ok_or(CpuError::CorruptPlan)?;
-    // Only the selected layouts' loops are linked: a model's own firmware has one of them.
-    let blocked = match layout {
-        QGemmWeights::Blocked if selects_qgemm_weights(OPS, layout) => true,
-        QGemmWeights::Rows if selects_qgemm_weights(OPS, layout) => false,
-        _ => return Err(CpuError::CorruptPlan),
-    };
-    let ([a, b, bias, requant], out) = step_operands::<4>(step, arena, weights)?;
-    multiply(&q, [m, k, n], blocked, [a, b, bias, requant], out)
+    let (operands, out) = operands(step, arena, weights)?;
+    multiply::<OPS>(&q, [m, k, n], layout, operands, out)
+}
+
+/// The step's four operands and its output, carved out of the arena and weights, out of line:
+/// its frame is gone before [`multiply`]'s buffers are on the stack.
+#[inline(never)]
+fn operands<'a>(
+    step: &Step<'_>,
+    arena: &'a mut [u8],
+    weights: &'a [u8],
+) -> Result<([&'a [u8]; 4], &'a mut [u8]), CpuError> {
+    step_operands::<4>(step, arena, weights)
 }
 
 /// The product of [`qgemm`] once its operands are carved out of the arena and weights: a
 /// function of its own, so that carving's frame and this one's buffers are never on the stack
 /// together.
 #[inline(never)]
-fn multiply(
+fn multiply<const OPS: Selection>(
     q: &Requantize,
     [m, k, n]: [usize; 3],
-    blocked: bool,
+    layout: QGemmWeights,
     [a, b, bias, requant]: [&[u8]; 4],
     out: &mut [u8],
 ) -> Result<(), CpuError> {
     let q = *q;
+    // Only the selected layouts' loops are linked (`OPS` is a constant): a model's own
+    // firmware has the one its QGemms use.
+    let blocked = match layout {
+        QGemmWeights::Blocked if selects_qgemm_weights(OPS, layout) => true,
+        QGemmWeights::Rows if selects_qgemm_weights(OPS, layout) => false,
+        _ => return Err(CpuError::CorruptPlan),
+    };
     // Whether every output takes the assembly requantization: SSAT's clamp, every pair in the
     // high-word form (checked once per step).
     let fast_step = Clamp::of(&q) == Clamp::Int8 && high_word_pairs(requant);
