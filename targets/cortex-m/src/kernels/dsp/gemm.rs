@@ -67,7 +67,7 @@ fn unpack(a: &[u8], zero: i32, words: &mut [u32]) {
     }
 }
 
-/// What the assembly block loop reads and advances, by offset.
+/// What the assembly block loops ([`blocks`], [`blocked_blocks`]) read and advance, by offset.
 #[repr(C)]
 struct Blocks {
     /// The next block's four sums (offset 0; advanced by 16) and the end of the sums (4).
@@ -76,10 +76,12 @@ struct Blocks {
     /// The unpacked chunk (8) and its end (12).
     chunk: *const u32,
     chunk_end: *const u32,
-    /// The next block's first weight row at the chunk (16; advanced by `4·k`).
+    /// The next block's weights at the chunk (16): its first weight row, advanced by `4·k`
+    /// ([`blocks`]); or its blocked words, advanced by `step` ([`blocked_blocks`]).
     weights: *const u8,
-    /// `3·k` (20).
-    three_k: usize,
+    /// `3·k`, the fourth row's offset ([`blocks`]); or one block's weights, `4·k` bytes
+    /// ([`blocked_blocks`]) (20).
+    step: usize,
 }
 
 /// `sums[4j + c] += Σ chunk · w` for the blocks `j` of four columns, column `4j + c`'s weights
@@ -97,7 +99,7 @@ fn blocks(chunk: &[u32], w: &[u8], k: usize, sums: &mut [i32]) {
         chunk: chunk_range.start,
         chunk_end: chunk_range.end,
         weights: w.as_ptr(),
-        three_k: 3 * k,
+        step: 3 * k,
     };
     let state: *mut Blocks = &mut state;
     // SAFETY: block j reads and writes sums 4j..4j + 4, reads the chunk's words and, for each
@@ -166,21 +168,6 @@ fn blocks(chunk: &[u32], w: &[u8], k: usize, sums: &mut [i32]) {
     }
 }
 
-/// What the blocked assembly loop reads and advances, by offset.
-#[repr(C)]
-struct BlockedBlocks {
-    /// The next block's four sums (offset 0; advanced by 16) and the end of the sums (4).
-    sums: *mut i32,
-    sums_end: *mut i32,
-    /// The unpacked chunk (8) and its end (12).
-    chunk: *const u32,
-    chunk_end: *const u32,
-    /// The next block's weights at the chunk (16; advanced by the stride).
-    weights: *const u8,
-    /// One block's weights, `4·k` bytes (20).
-    stride: usize,
-}
-
 /// `sums[4j + c] += Σ chunk · w` for the blocks `j` of four columns whose weights are in the
 /// blocked layout (block `j` at `w[j·stride..]`, per four activations sixteen bytes: a word of
 /// each column), over the unpacked `chunk`, in one assembly loop: eight activations a pass. The
@@ -191,15 +178,15 @@ struct BlockedBlocks {
 fn blocked_blocks(chunk: &[u32], w: &[u8], stride: usize, sums: &mut [i32]) {
     let range = sums.as_mut_ptr_range();
     let chunk_range = chunk.as_ptr_range();
-    let mut state = BlockedBlocks {
+    let mut state = Blocks {
         sums: range.start,
         sums_end: range.end,
         chunk: chunk_range.start,
         chunk_end: chunk_range.end,
         weights: w.as_ptr(),
-        stride,
+        step: stride,
     };
-    let state: *mut BlockedBlocks = &mut state;
+    let state: *mut Blocks = &mut state;
     // Four columns' weight words (r2–r5) against two words of activation pairs (r0, r1): each
     // word sign-extended to its even bytes (into r12), then to its odd ones in place.
     macro_rules! four_columns {
