@@ -326,7 +326,8 @@ fn blocked_sums(
     sums: &mut [i32],
 ) -> Result<(), CpuError> {
     let whole_k = k & !7;
-    if sums.is_empty() || w.as_ptr() as usize % 4 != 0 || sums.len() % COLUMNS != 0 {
+    let aligned = (w.as_ptr() as usize).is_multiple_of(4);
+    if sums.is_empty() || !aligned || !sums.len().is_multiple_of(COLUMNS) {
         return Err(CpuError::CorruptPlan);
     }
     for k0 in (0..whole_k).step_by(CHUNK) {
