@@ -84,6 +84,23 @@ struct Blocks {
     step: usize,
 }
 
+impl Blocks {
+    /// The record at the start of `sums`, `chunk` and `w`, with `step`.
+    #[inline(always)]
+    fn new(chunk: &[u32], w: &[u8], step: usize, sums: &mut [i32]) -> Blocks {
+        let range = sums.as_mut_ptr_range();
+        let chunk_range = chunk.as_ptr_range();
+        Blocks {
+            sums: range.start,
+            sums_end: range.end,
+            chunk: chunk_range.start,
+            chunk_end: chunk_range.end,
+            weights: w.as_ptr(),
+            step,
+        }
+    }
+}
+
 /// `sums[4j + c] += Σ chunk · w` for the blocks `j` of four columns, column `4j + c`'s weights
 /// at `w[(4j + c)·k..]`, over the unpacked `chunk` (two words per four activations), in one
 /// assembly loop. The caller checks that `sums` holds whole blocks (at least one), `chunk` a
@@ -91,16 +108,7 @@ struct Blocks {
 /// bytes.
 #[inline(always)]
 fn blocks(chunk: &[u32], w: &[u8], k: usize, sums: &mut [i32]) {
-    let range = sums.as_mut_ptr_range();
-    let chunk_range = chunk.as_ptr_range();
-    let mut state = Blocks {
-        sums: range.start,
-        sums_end: range.end,
-        chunk: chunk_range.start,
-        chunk_end: chunk_range.end,
-        weights: w.as_ptr(),
-        step: 3 * k,
-    };
+    let mut state = Blocks::new(chunk, w, 3 * k, sums);
     let state: *mut Blocks = &mut state;
     // SAFETY: block j reads and writes sums 4j..4j + 4, reads the chunk's words and, for each
     // of its four columns, `2 × chunk.len()` weight bytes (unaligned words, which cores with
@@ -176,16 +184,7 @@ fn blocks(chunk: &[u32], w: &[u8], k: usize, sums: &mut [i32]) {
 /// at its stride, and that `w` is word-aligned (`LDM`).
 #[inline(always)]
 fn blocked_blocks(chunk: &[u32], w: &[u8], stride: usize, sums: &mut [i32]) {
-    let range = sums.as_mut_ptr_range();
-    let chunk_range = chunk.as_ptr_range();
-    let mut state = Blocks {
-        sums: range.start,
-        sums_end: range.end,
-        chunk: chunk_range.start,
-        chunk_end: chunk_range.end,
-        weights: w.as_ptr(),
-        step: stride,
-    };
+    let mut state = Blocks::new(chunk, w, stride, sums);
     let state: *mut Blocks = &mut state;
     // Four columns' weight words (r2–r5) against two words of activation pairs (r0, r1): each
     // word sign-extended to its even bytes (into r12), then to its odd ones in place.
