@@ -5,11 +5,10 @@ use crate::bytes::{range, u16_at, u32_at, u8_at};
 use crate::error::{FormatError, FormatErrorKind as K};
 use crate::format::{self, section};
 use crate::rules;
-use ferrite_hal::op::QGemmWeights;
 use ferrite_hal::words::WordReader;
 use ferrite_hal::{
-    selects, selects_activation, selects_binary, selects_dtype, selects_qgemm_weights, DType,
-    Location, Op, OpKind, Plan, Selection, Shape, Step, TensorDesc, TensorList, Tensors, ALL_OPS,
+    selects, selects_activation, selects_binary, selects_dtype, DType, Location, Op, OpKind, Plan,
+    Selection, Shape, Step, TensorDesc, TensorList, Tensors, ALL_OPS,
 };
 
 /// A tensor's description together with its name.
@@ -401,15 +400,24 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
     #[inline(never)]
     fn verify_ops(&self) -> Result<(), FormatError> {
         for i in 0..self.len() {
-            let step = self.decode_step(i, true)?;
+            let mut step = None;
+            self.decode_step(i, true, &mut step)?;
+            let step = step.ok_or(err(K::InvalidOp, "op record").at(i))?;
             rules::check_step::<OPS>(&step).map_err(|rule| err(K::InvalidOp, rule).at(i))?;
         }
         Ok(())
     }
 
-    /// Decodes op record `index` into a step, checking ranges and parameters (not shapes); with
-    /// `verify`, also every operand tensor (at load; a run skips what load already checked).
-    fn decode_step(&self, index: usize, verify: bool) -> Result<Step<'_>, FormatError> {
+    /// Decodes op record `index` into the step `out`, checking ranges and parameters (not
+    /// shapes); with `verify`, also every operand tensor (at load; a run skips what load already
+    /// checked). Written in place rather than returned in a `Result`: a run's loop then holds
+    /// the step's bytes once, where [`Plan::step_into`] puts them.
+    fn decode_step<'s>(
+        &'s self,
+        index: usize,
+        verify: bool,
+        out: &mut Option<Step<'s>>,
+    ) -> Result<(), FormatError> {
         let e = |kind, what| err(kind, what).at(index);
         let rec = range(
             self.ops,
@@ -477,18 +485,6 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
                     self.decode_tensor(t as usize)?;
                 }
             }
-            // A QGemm's weight layout is read from its weights' shape: checked once, at load.
-            if let (Op::QGemm(_), Some(t)) = (op, inputs.index(1)) {
-                let (b, _) = self.decode_tensor(t as usize)?;
-                let linked = QGemmWeights::of(&b.shape)
-                    .is_none_or(|(layout, _, _)| selects_qgemm_weights(OPS, layout));
-                if !linked {
-                    return Err(e(
-                        K::NotLinked,
-                        "this QGemm weight layout is not linked into this build",
-                    ));
-                }
-            }
             for slot in 0..outputs.len() {
                 let t = outputs
                     .index(slot)
@@ -509,13 +505,14 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
                 Some(desc)
             }
         };
-        Ok(Step {
+        *out = Some(Step {
             index,
             op,
             inputs,
             outputs,
             scratch,
-        })
+        });
+        Ok(())
     }
 
     /// Total size of the file in bytes.
@@ -625,7 +622,18 @@ impl<const OPS: Selection> Plan for Model<'_, OPS> {
     }
 
     fn step(&self, index: usize) -> Option<Step<'_>> {
-        self.decode_step(index, false).ok()
+        let mut step = None;
+        self.decode_step(index, false, &mut step).ok()?;
+        step
+    }
+
+    // Out of line: the decoding's frame is gone before the caller runs a kernel on the step in
+    // `slot`.
+    #[inline(never)]
+    fn step_into<'s>(&'s self, index: usize, slot: &mut Option<Step<'s>>) {
+        if self.decode_step(index, false, slot).is_err() {
+            *slot = None;
+        }
     }
 
     fn weights(&self) -> &[u8] {

@@ -152,6 +152,11 @@ pub trait Plan {
     }
     /// Step `index`, or `None` past the end.
     fn step(&self, index: usize) -> Option<Step<'_>>;
+    /// [`Plan::step`] written into `slot`, for a run loop that keeps one step on its stack under
+    /// every kernel (a microcontroller's): a returned step may be copied through a second.
+    fn step_into<'s>(&'s self, index: usize, slot: &mut Option<Step<'s>>) {
+        *slot = self.step(index);
+    }
     /// The weights section (tensors with [`Location::Weights`] point into it).
     fn weights(&self) -> &[u8];
     /// Arena bytes the plan needs.

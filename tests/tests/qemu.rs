@@ -669,9 +669,9 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
             12,
             Output::Ties,
         ),
-        // N and K multiples of four: the blocked weight layout. Two groups and two chunks; a
-        // last four activations after groups of eight (K mod 8 = 4), with ties; only those four
-        // (K = 4) under a Relu's clamp; the MLPerf AD model's first layer, large scale.
+        // N a multiple of four and K of eight: the blocked weight layout. Two groups and two
+        // chunks; K = 8·8 + 4 and K = 4 (row-major: K not a multiple of 8), with ties and under a
+        // Relu's clamp; the MLPerf AD model's first layer, large scale.
         (
             "gemm blocked 128 x 40",
             IntegerOp::Gemm { k: 128 },
@@ -679,13 +679,13 @@ fn the_dsp_integer_kernels_are_bit_exact_with_the_portable_ones() {
             Output::Scale(0.01),
         ),
         (
-            "gemm blocked 68 x 12, ties",
+            "gemm 68 x 12, ties",
             IntegerOp::Gemm { k: 68 },
             12,
             Output::Ties,
         ),
         (
-            "gemm blocked 4 x 8, relu",
+            "gemm 4 x 8, relu",
             IntegerOp::Gemm { k: 4 },
             8,
             Output::Relu(0.04),

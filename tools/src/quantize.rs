@@ -250,7 +250,7 @@ fn try_fuse(g: &mut PlanGraph, i: usize) -> Option<()> {
     let mut w_shape = g.tensors[wf].shape.clone();
     let w_ints = if matches!(op.op, Op::Gemm(_)) {
         let (k, n) = (w_shape[0], w_shape[1]);
-        if n % 4 == 0 && k % 4 == 0 {
+        if n % 4 == 0 && k % 8 == 0 {
             // Blocked ([`QGemmWeights::Blocked`]): [N/4, K/4, 4, 4], element (block, group,
             // column, kk) the weight of output 4·block + column at k = 4·group + kk.
             w_shape = vec![n / 4, k / 4, 4, 4];

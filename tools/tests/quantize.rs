@@ -1064,8 +1064,8 @@ fn qdq_gemm(n: usize) -> Vec<u8> {
         .encode()
 }
 
-/// A QGemm's weights are packed blocked (`[N/4, K/4, 4, 4]`) when N and K are multiples of four,
-/// else row-major, with the same results; a model's selection names its layout, and a build
+/// A QGemm's weights are packed blocked (`[N/4, K/4, 4, 4]`) when N is a multiple of four and K
+/// of eight, else row-major, with the same results; a model's selection names its layout, and a build
 /// that links only the other layout refuses the model at load.
 #[test]
 fn qgemm_weights_are_blocked_when_they_can_be_and_the_build_links_that_layout() {

@@ -3,7 +3,7 @@
 
 use super::*;
 use ferrite_hal::op::QGemmWeights;
-use ferrite_hal::{selects, Op, OpKind};
+use ferrite_hal::{selects, selects_qgemm_weights, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
 pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
@@ -50,8 +50,14 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 a.shape.rank() == 2 && y.shape.rank() == 2,
                 "QGemm operands are matrices",
             )?;
-            let (_, n, b_k) = QGemmWeights::of(&b.shape)
-                .ok_or(why("QGemm weights are [N, K] or blocked [N/4, K/4, 4, 4]"))?;
+            let (layout, n, b_k) = QGemmWeights::of(&b.shape).ok_or(why(
+                "QGemm weights are [N, K] or blocked [N/4, K/4, 4, 4] with K/4 even",
+            ))?;
+            // Read from the weights' shape, checked once, at load.
+            ensure(
+                selects_qgemm_weights(OPS, layout),
+                "this QGemm weight layout is not linked into this build (its OPS selection)",
+            )?;
             let (m, k) = (a.shape.dim_checked(0), a.shape.dim_checked(1));
             ensure(b_k == k, "QGemm inner dimensions differ")?;
             ensure(y.shape.dims_checked() == [m, n], "QGemm output shape")?;

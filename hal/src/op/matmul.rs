@@ -42,12 +42,13 @@ pub struct Dft {
 /// output ([`QGemmWeights::Rows`]); or `[N/4, K/4, 4, 4]` ([`QGemmWeights::Blocked`]): per block
 /// of four outputs and per four values of `K`, the four outputs' weight words side by side, so
 /// one load fetches a word of each — how the DSP kernels multiply them. `ferrite pack` writes
-/// the blocked form whenever `N` and `K` are multiples of four (the same bytes, reordered).
+/// the blocked form whenever `N` is a multiple of four and `K` of eight (the same bytes,
+/// reordered): the kernels then take eight values of `K` at a time with no remainder.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QGemmWeights {
     /// `[N, K]`.
     Rows,
-    /// `[N/4, K/4, 4, 4]`.
+    /// `[N/4, K/4, 4, 4]`, `K/4` even.
     Blocked,
 }
 
@@ -56,7 +57,7 @@ impl QGemmWeights {
     pub fn of(b: &crate::Shape) -> Option<(QGemmWeights, usize, usize)> {
         match *b.dims_checked() {
             [n, k] => Some((QGemmWeights::Rows, n, k)),
-            [blocks, groups, 4, 4] => Some((
+            [blocks, groups, 4, 4] if groups % 2 == 0 => Some((
                 QGemmWeights::Blocked,
                 blocks.checked_mul(4)?,
                 groups.checked_mul(4)?,

@@ -378,8 +378,8 @@ pub enum Op {
     /// int8/uint8.
     QConv(QConv),
     /// Inputs `A [M, K]` (int8/uint8), `B` (int8, zero point 0) `[N, K]` — one row of weights
-    /// per output, so every dot product reads two contiguous rows — or `[N/4, K/4, 4, 4]`, four
-    /// outputs' words interleaved ([`QGemmWeights`]), bias int32 `[N]`, requantization `[C, 2]`
+    /// per output, so every dot product reads two contiguous rows — or `[N/4, K/4, 4, 4]` (`K` a
+    /// multiple of 8), four outputs' words interleaved ([`QGemmWeights`]), bias int32 `[N]`, requantization `[C, 2]`
     /// int32 with `C` 1 or `N`; output `[M, N]` int8/uint8.
     QGemm(Requantize),
     /// Inputs `A`, `B` (int8/uint8, one shape); output of that shape (int8/uint8).

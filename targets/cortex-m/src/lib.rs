@@ -77,6 +77,25 @@ impl<P: Profiler, const OPS: Selection> CortexMDevice<P, OPS> {
     }
 }
 
+impl<P: Profiler, const OPS: Selection> CortexMDevice<P, OPS> {
+    /// Runs step `index` with its kernel, profiled.
+    #[inline(always)]
+    fn run_one(
+        &mut self,
+        index: usize,
+        step: &ferrite_hal::Step<'_>,
+        arena: &mut [u8],
+        weights: &[u8],
+    ) -> Result<(), CpuError> {
+        #[cfg(feature = "defmt")]
+        defmt::trace!("ferrite: step {=usize} {}", index, step.op.kind());
+        self.profiler.start(index);
+        let result = kernels::run_step::<OPS>(step, arena, weights);
+        self.profiler.end(index);
+        result
+    }
+}
+
 impl<P: Profiler, const OPS: Selection> Device for CortexMDevice<P, OPS> {
     type Error = CpuError;
     type Program = ();
@@ -95,14 +114,23 @@ impl<P: Profiler, const OPS: Selection> Device for CortexMDevice<P, OPS> {
 
     fn execute(&mut self, _: &mut (), plan: &dyn Plan, arena: &mut [u8]) -> Result<(), CpuError> {
         let weights = plan.weights();
+        if kernels::runs_out_of_line(OPS) {
+            // The kernels are calls of their own, under this frame: it holds one decoded step,
+            // written in place (a returned one is copied through a second on the way).
+            for index in 0..plan.len() {
+                let mut slot = None;
+                plan.step_into(index, &mut slot);
+                let Some(step) = &slot else {
+                    return Err(CpuError::CorruptPlan);
+                };
+                self.run_one(index, step, arena, weights)?;
+            }
+            return Ok(());
+        }
+        // The portable kernels, inlined here: the step returned, and optimised with them.
         for index in 0..plan.len() {
             let step = plan.step(index).ok_or(CpuError::CorruptPlan)?;
-            #[cfg(feature = "defmt")]
-            defmt::trace!("ferrite: step {=usize} {}", index, step.op.kind());
-            self.profiler.start(index);
-            let result = kernels::run_step::<OPS>(&step, arena, weights);
-            self.profiler.end(index);
-            result?;
+            self.run_one(index, &step, arena, weights)?;
         }
         Ok(())
     }

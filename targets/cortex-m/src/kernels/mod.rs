@@ -2,13 +2,12 @@
 //!
 //! [`run_step`] first offers the step to the kernels specific to the core this crate is compiled
 //! for (chosen at compile time from the target triple by `build.rs`: `cfg(ferrite_dsp)` on
-//! ARMv7E-M and ARMv8-M Mainline, so a build carries only its own); a core kernel that does not cover the step's op or dtype returns `None` and the portable
-//! kernel of `ferrite-cpu` runs. Today every op runs the portable kernels (f32 uses the FPU on
-//! cores that have one); the int8 DSP kernels for M4/M7/M33 plug in as `dsp::run_step`.
+//! ARMv7E-M and ARMv8-M Mainline, so a build carries only its own); a core kernel that does not
+//! cover the step's op or dtype returns `None` and the portable kernel of `ferrite-cpu` runs
+//! (f32 uses the FPU on cores that have one). The int8 DSP kernels of the M4, M7 and M33
+//! (`dsp::run_step`) run out of line, the portable ones inlined into the run loop.
 
 use ferrite_cpu::CpuError;
-#[cfg(ferrite_dsp)]
-use ferrite_hal::{selects, OpKind};
 use ferrite_hal::{Selection, Step};
 
 /// The kernel family this build selects first.
@@ -18,6 +17,17 @@ pub const KERNEL_SET: &str = "dsp+portable";
 #[cfg(not(ferrite_dsp))]
 pub const KERNEL_SET: &str = "portable";
 
+/// Whether this build has kernels that run out of line (the DSP integer kernels).
+pub const OUT_OF_LINE_KERNELS: bool = cfg!(ferrite_dsp);
+
+/// Whether a build selecting `OPS` runs some steps with out-of-line kernels: its integer
+/// convolutions and products, with the DSP kernels.
+pub const fn runs_out_of_line(ops: Selection) -> bool {
+    OUT_OF_LINE_KERNELS
+        && (ferrite_hal::selects(ops, ferrite_hal::OpKind::QConv)
+            || ferrite_hal::selects(ops, ferrite_hal::OpKind::QGemm))
+}
+
 /// Runs one step with the best kernel this build has for it, among those `OPS` selects.
 #[inline]
 pub fn run_step<const OPS: Selection>(
@@ -26,13 +36,11 @@ pub fn run_step<const OPS: Selection>(
     weights: &[u8],
 ) -> Result<(), CpuError> {
     #[cfg(ferrite_dsp)]
-    {
+    if runs_out_of_line(OPS) {
         if let Some(result) = dsp::run_step::<OPS>(step, arena, weights) {
             return result;
         }
-        if selects(OPS, OpKind::QConv) || selects(OPS, OpKind::QGemm) {
-            return portable_after_dsp::<OPS>(step, arena, weights);
-        }
+        return portable_after_dsp::<OPS>(step, arena, weights);
     }
     // A float model (or a core without DSP): the portable kernels, inlined.
     ferrite_cpu::kernels::run_step_selected::<OPS>(step, arena, weights)

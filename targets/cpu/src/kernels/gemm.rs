@@ -103,7 +103,11 @@ fn row_block<const MR: usize, const NR: usize, const FMA: bool>(
 ) {
     let mut j = 0;
     while j + NR <= n {
-        block::<MR, NR, FMA>(p, i, j, c, ldc);
+        if MR == 1 {
+            one_row_block::<NR, FMA>(p, i, j, c, ldc);
+        } else {
+            block::<MR, NR, FMA>(p, i, j, c, ldc);
+        }
         j += NR;
     }
     while NR > 8 && j + 8 <= n {
@@ -113,6 +117,22 @@ fn row_block<const MR: usize, const NR: usize, const FMA: bool>(
     for r in i..i + MR {
         row_tail::<FMA>(p, r, j, n, c, ldc);
     }
+}
+
+/// [`block`] for one row of A (a Gemm on one sample, every row past the last `MR`), out of line:
+/// its loop is such a product's time, and compiled on its own its code does not follow what
+/// else the caller holds (inlined into a microcontroller's run loop it varied by an instruction
+/// an iteration, 6 % of an MLP's inference). The `MR`-row blocks stay inlined, where they are
+/// faster.
+#[inline(never)]
+fn one_row_block<const NR: usize, const FMA: bool>(
+    p: &Product<'_>,
+    i: usize,
+    j: usize,
+    c: &mut [f32],
+    ldc: usize,
+) {
+    block::<1, NR, FMA>(p, i, j, c, ldc)
 }
 
 /// `C[i..i+MR, j..j+NR] += alpha · A[i..i+MR, :] · B[:, j..j+NR]`, accumulating in locals.

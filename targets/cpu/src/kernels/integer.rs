@@ -636,7 +636,8 @@ pub fn qadd<A: QuantByte, B: QuantByte, Y: QuantInt>(
             terms
                 .round(sum)
                 .saturating_add(q.output_zero)
-                .clamp(q.min, q.max),
+                .max(q.min)
+                .min(q.max),
         )
     };
     if let Some((ta, tb)) = tables.get_mut(..512).map(|t| t.split_at_mut(256)) {
@@ -679,8 +680,10 @@ pub fn qmul<T: QuantInt>(
     });
 }
 
-/// Integer global average pooling: per plane of `plane` elements, `Σ (x − zx)` rescaled.
-#[inline(always)]
+/// Integer global average pooling: per plane of `plane` elements, `Σ (x − zx)` rescaled. Out of
+/// line: it runs once a model, and inlined into each dispatch it cost a microcontroller's
+/// firmware its unrolled loop again.
+#[inline(never)]
 pub fn qglobal_avg_pool<X: QuantInt, Y: QuantInt>(
     q: &QGlobalAvgPool,
     plane: usize,
@@ -773,7 +776,8 @@ pub fn qsoftmax<T: QuantInt>(
                 if let (Some(v), Some(out)) = (x.get(at(j)), y.get_mut(at(j))) {
                     let p = divide_nearest(entry(max, v) * multiplier, sum, right);
                     let p = p.clamp(-(1 << 20), 1 << 20) as i32;
-                    *out = T::narrow((p + q.output_zero).clamp(q.min, q.max));
+                    // max then min, not `clamp`, which panics when min > max (load refuses it).
+                    *out = T::narrow((p + q.output_zero).max(q.min).min(q.max));
                 }
             }
         }
@@ -824,7 +828,7 @@ pub fn qavg_pool<T: QuantInt>(q: &QAvgPool, d: PoolDims, x: &[T], out: &mut [T])
                 count = (rows.div_ceil(dh) * cols.div_ceil(dw)) as i64;
             }
             let v = divide_nearest(sum * multiplier, count, right).clamp(-(1 << 20), 1 << 20);
-            *slot = T::narrow((v as i32 + r.output_zero).clamp(r.min, r.max));
+            *slot = T::narrow((v as i32 + r.output_zero).max(r.min).min(r.max));
         }
     }
 }
@@ -1253,7 +1257,7 @@ mod tests {
             min: -128,
             max: 127,
         };
-        let (m, k, n) = (3, 12, 8);
+        let (m, k, n) = (3, 24, 8);
         let value = |i: usize| ((i * 37 + 11) % 256) as u8 as i8;
         let a: Vec<i8> = (0..m * k).map(value).collect();
         let rows: Vec<i8> = (0..n * k).map(|i| value(i * 7 + 3)).collect();

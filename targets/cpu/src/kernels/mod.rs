@@ -149,6 +149,15 @@ pub fn run_step_after<const OPS: Selection>(
     run_step_inline::<OPS>(step, arena, weights, covered_int8)
 }
 
+/// Whether a build selecting `OPS`, whose int8 steps of the kinds in `covered_int8` run
+/// elsewhere, needs the portable kernel of `kind`: not when the kind is covered and uint8 is not
+/// selected (then the arm, with its operand decoding, is not linked at all).
+#[cfg(feature = "quantized")]
+#[inline(always)]
+const fn needs_portable(ops: Selection, covered_int8: Selection, kind: OpKind) -> bool {
+    selects(ops, kind) && (!selects(covered_int8, kind) || selects_dtype(ops, DType::U8))
+}
+
 /// Which SIMD build runs (std, x86-64): chosen once per process from the CPU's features, or
 /// forced with `FERRITE_CPU_SIMD=portable|avx2|avx512` (tests run every build this way).
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
@@ -702,7 +711,7 @@ fn run_step_inline<const OPS: Selection>(
             }
         }
         #[cfg(feature = "quantized")]
-        Op::QConv(c) if selects(OPS, OpKind::QConv) => {
+        Op::QConv(c) if needs_portable(OPS, covered_int8, OpKind::QConv) => {
             let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
                 .ok_or(CpuError::CorruptPlan)?;
             let x = input(0)?;
@@ -725,7 +734,7 @@ fn run_step_inline<const OPS: Selection>(
             }
         }
         #[cfg(feature = "quantized")]
-        Op::QGemm(q) if selects(OPS, OpKind::QGemm) => {
+        Op::QGemm(q) if needs_portable(OPS, covered_int8, OpKind::QGemm) => {
             let (a, b) = (input(0)?, input(1)?);
             let (layout, n, _) =
                 ferrite_hal::op::QGemmWeights::of(&b.shape).ok_or(CpuError::CorruptPlan)?;
@@ -1049,8 +1058,10 @@ pub fn step_operands<'x, const N: usize>(
     Ok((inputs, out))
 }
 
-/// [`step_operands`] plus the step's arena scratch (empty when it has none).
+/// [`step_operands`] plus the step's arena scratch (empty when it has none). Out of line: the
+/// integer kernels that call it share one copy, and its frame is gone before theirs grows.
 #[allow(clippy::type_complexity)]
+#[inline(never)]
 pub fn step_operands_and_scratch<'x, const N: usize>(
     step: &Step<'_>,
     arena: &'x mut [u8],

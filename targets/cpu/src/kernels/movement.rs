@@ -14,33 +14,34 @@ pub fn transpose<T: Copy>(
     out: &mut [T],
     out_shape: &Shape,
 ) {
+    // No indexing that can panic: the shapes are verified, but a kernel stays total.
     let rank = in_shape.rank();
-    if rank == 0 || out.is_empty() {
-        out.copy_from_slice(x);
+    let dims = out_shape.dims_checked();
+    let (Some((&inner, outer)), false) = (dims.split_last(), out.is_empty()) else {
+        for (d, s) in out.iter_mut().zip(x) {
+            *d = *s;
+        }
         return;
-    }
-    let in_strides = in_shape.strides();
+    };
+    let in_strides = in_shape.strides_checked();
     let mut src_strides = [0usize; MAX_RANK];
-    for axis in 0..rank {
-        src_strides[axis] = in_strides[perm[axis]];
+    for (slot, &p) in src_strides.iter_mut().zip(perm).take(rank) {
+        *slot = in_strides.get(p).copied().unwrap_or(0);
     }
-    let inner = out_shape.dims()[rank - 1];
-    let inner_stride = src_strides[rank - 1];
-    let out_strides = out_shape.strides();
-    for_each_index(
-        &out_shape.dims()[..rank - 1],
-        [&out_strides, &src_strides],
-        |[o, i]| {
-            let dst = &mut out[o..o + inner];
-            if inner_stride == 1 {
-                dst.copy_from_slice(&x[i..i + inner]);
-            } else {
-                for (d, s) in dst.iter_mut().zip(x[i..].iter().step_by(inner_stride)) {
-                    *d = *s;
-                }
+    let inner_stride = src_strides.get(outer.len()).copied().unwrap_or(0);
+    let out_strides = out_shape.strides_checked();
+    for_each_index(outer, [&out_strides, &src_strides], |[o, i]| {
+        let (Some(dst), Some(src)) = (out.get_mut(o..o.saturating_add(inner)), x.get(i..)) else {
+            return;
+        };
+        if let (1, Some(src)) = (inner_stride, src.get(..dst.len())) {
+            dst.copy_from_slice(src);
+        } else {
+            for (d, s) in dst.iter_mut().zip(src.iter().step_by(inner_stride.max(1))) {
+                *d = *s;
             }
-        },
-    );
+        }
+    });
 }
 
 /// Where a slab of `len` entries at `offset` along `axis` sits in a tensor of shape `whole`:
@@ -125,7 +126,7 @@ pub fn slice<T: Copy>(
         out.copy_from_slice(x);
         return;
     }
-    let in_strides = in_shape.strides();
+    let in_strides = in_shape.strides_checked();
     let base: usize = (0..rank).map(|a| starts[a] * in_strides[a]).sum();
     // Offsets move by step × stride per axis; negative steps walk backwards from `base`.
     let mut pos = [0usize; MAX_RANK];
@@ -139,7 +140,7 @@ pub fn slice<T: Copy>(
         }
     }
     let inner = out_shape.dims()[rank - 1];
-    let out_strides = out_shape.strides();
+    let out_strides = out_shape.strides_checked();
     for_each_index(
         &out_shape.dims()[..rank - 1],
         [&out_strides, &pos, &neg],
@@ -183,7 +184,7 @@ pub fn pad<T: Copy>(
         out.copy_from_slice(x);
         return;
     }
-    let in_strides = in_shape.strides();
+    let in_strides = in_shape.strides_checked();
     let inner_out = out_shape.dims()[rank - 1];
     let inner_in = in_shape.dims()[rank - 1];
     let rows = out_shape.product(0..rank - 1);

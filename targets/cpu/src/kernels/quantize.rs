@@ -106,14 +106,11 @@ pub fn quantize<T: QuantInt>(x: &[f32], scale: &[f32], zero: &[T], ch: Channels,
             return;
         };
         let z = z.widen();
-        // Clamped in f32 before the conversion: `as` saturates and maps NaN to 0 (so NaN
-        // quantizes to the zero point).
-        let (lo, hi) = (
-            T::MIN.saturating_sub(z) as f32,
-            T::MAX.saturating_sub(z) as f32,
-        );
         for (out, &v) in ys.iter_mut().zip(xs) {
-            let q = round_half_even(v / s).clamp(lo, hi) as i32;
+            // `as` saturates at the i32 range and maps NaN to 0 (so NaN quantizes to the zero
+            // point); the rest saturates in integers (no float clamp, whose bounds check is
+            // a panic path).
+            let q = round_half_even(v / s) as i32;
             *out = T::narrow(q.saturating_add(z).clamp(T::MIN, T::MAX));
         }
     }

@@ -14,6 +14,7 @@
 
 use super::block::{high_word_pairs, Channels};
 use super::requantize::{output_byte, saturate4, Clamp};
+use core::num::NonZeroUsize;
 use ferrite_cpu::kernels::conv::ConvDims;
 use ferrite_cpu::kernels::integer::HighWordRequantizer;
 use ferrite_cpu::kernels::step_operands_and_scratch;
@@ -38,7 +39,8 @@ pub(super) fn requant_pair(requant: &[u8], c: usize) -> Result<[i32; 2], CpuErro
 /// The convolution's shape, read from the step.
 pub(super) struct Geometry {
     pub(super) d: ConvDims,
-    pub(super) group: usize,
+    /// Never zero: the divisions by it link no division-by-zero panic.
+    pub(super) group: NonZeroUsize,
     pub(super) kernel: [usize; 2],
     pub(super) stride: [usize; 2],
     pub(super) dilation: [usize; 2],
@@ -56,7 +58,7 @@ impl Geometry {
         let w = c.window;
         Ok(Geometry {
             d: ConvDims::of(&x.shape, &y.shape).ok_or(CpuError::CorruptPlan)?,
-            group: c.group.max(1),
+            group: NonZeroUsize::new(c.group).unwrap_or(NonZeroUsize::MIN),
             kernel: w.kernel,
             stride: w.stride,
             dilation: w.dilation,
@@ -163,7 +165,7 @@ fn unfold_groups(groups: &[u32], window: &[u8], words: &mut [u32], t: usize, zer
     }
 }
 
-/// Stores the `k` values `x − zx` output position `p` reads from the group input `xg` as the
+/// Stores the `k` values `x − zx` output position `[oy, ox]` reads from the group input `xg` as the
 /// column of block position `t` in `cols` (laid out as [`block_index`] says, `stride` slots
 /// per column): through `offsets` a word (two slots) at a time when the window is away from the
 /// padding, else value by value with zeros in the padding.
@@ -173,7 +175,7 @@ fn unfold(
     g: &Geometry,
     xg: &[u8],
     offsets: &[u32],
-    p: usize,
+    [oy, ox]: [usize; 2],
     t: usize,
     k: usize,
     stride: usize,
@@ -183,7 +185,6 @@ fn unfold(
     let [kh, kw] = g.kernel;
     let zx = g.q.input_zero as i16;
     let value = |v: u8| v as i8 as i16 - zx;
-    let (oy, ox) = (p / d.ow, p % d.ow);
     let iy0 = (oy * g.stride[0]).wrapping_sub(g.pad[0]);
     let ix0 = (ox * g.stride[1]).wrapping_sub(g.pad[1]);
     let last_y = iy0.wrapping_add((kh - 1) * g.dilation[0]);
@@ -212,13 +213,12 @@ fn unfold(
         }
         return Ok(());
     }
+    // Entry `j` of the column goes where [`block_index`] puts [`slot`]`(j)`: in a full group of
+    // four, at `16·(j / 4) + 2t` plus 0, 8, 1, 9 (entries 1 and 2 swapped, then words
+    // interleaved); past them, at `tail + (j − full)`.
+    const GROUP_OFFSETS: [usize; 4] = [0, 8, 1, 9];
     let full = k & !3;
-    let mut put = |s: usize, v: i16| -> Result<(), CpuError> {
-        *cols
-            .get_mut(block_index(t, s, k, stride))
-            .ok_or(CpuError::CorruptPlan)? = v;
-        Ok(())
-    };
+    let tail = full * BLOCK + t * stride.wrapping_sub(full);
     let mut j = 0;
     for plane in xg.chunks_exact((d.h * d.w).max(1)).take(d.c / g.group) {
         for ky in 0..kh {
@@ -231,7 +231,11 @@ fn unfold(
             for kx in 0..kw {
                 let ix = ix0.wrapping_add(kx * g.dilation[1]);
                 let v = row.and_then(|r| r.get(ix)).map_or(0, |&v| value(v));
-                put(slot(j, full), v)?;
+                let at = match GROUP_OFFSETS.get(j & 3) {
+                    Some(&offset) if j < full => 16 * (j >> 2) + 2 * t + offset,
+                    _ => tail + j.wrapping_sub(full),
+                };
+                *cols.get_mut(at).ok_or(CpuError::CorruptPlan)? = v;
                 j += 1;
             }
         }
@@ -318,14 +322,45 @@ fn groups4(w: &[u8], full: &[u32], acc: [i32; BLOCK]) -> [i32; BLOCK] {
 /// are unfolded into int16 columns, then each output channel's weights multiply them all.
 #[inline(never)]
 pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
-    let g = Geometry::of(step)?;
+    carve_then(step, arena, weights, unfold_and_multiply)
+}
+
+/// The body of a QConv kernel: its geometry, operands `[x, w, bias, requant]`, output and
+/// scratch.
+pub(super) type QConvBody = fn(&Geometry, [&[u8]; 4], &mut [u8], &mut [u8]) -> Result<(), CpuError>;
+
+/// Runs `body` on the QConv `step`'s geometry and operands, carved out of the arena and weights
+/// here: the body is a function of its own, so that the carving's frames and its locals are
+/// never on the stack together.
+#[inline(always)]
+pub(super) fn carve_then(
+    step: &Step<'_>,
+    arena: &mut [u8],
+    weights: &[u8],
+    body: QConvBody,
+) -> Result<(), CpuError> {
+    // Borrowed where it lies (not moved out of its `Result`: one copy on the stack).
+    let geometry = Geometry::of(step);
+    let Ok(g) = &geometry else {
+        return Err(CpuError::CorruptPlan);
+    };
+    let (operands, out, scratch) = step_operands_and_scratch::<4>(step, arena, weights)?;
+    body(g, operands, out, scratch)
+}
+
+/// [`columns`] once the step's operands are carved out ([`carve_then`]).
+#[inline(never)]
+fn unfold_and_multiply(
+    g: &Geometry,
+    [x, w, bias, requant]: [&[u8]; 4],
+    out: &mut [u8],
+    scratch: &mut [u8],
+) -> Result<(), CpuError> {
     let d = g.d;
     let icg = d.c / g.group;
     let ocg = d.oc / g.group;
     let k = icg * g.kernel[0] * g.kernel[1];
     let stride = (k + 1) & !1;
-    let ([x, w, bias, requant], out, scratch) =
-        step_operands_and_scratch::<4>(step, arena, weights)?;
     let (cols, offsets) = scratch
         .split_at_mut_checked(BLOCK * stride * 2)
         .ok_or(CpuError::CorruptPlan)?;
@@ -334,12 +369,16 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
         .map_err(|_| CpuError::Misaligned)?
         .get_mut(..k)
         .ok_or(CpuError::CorruptPlan)?;
-    window_offsets(&g, offsets)?;
+    window_offsets(g, offsets)?;
     let offsets = &*offsets;
     let positions = d.oh * d.ow;
+    // No output positions without a width (and dividing by it then needs no check).
+    let Some(ow) = NonZeroUsize::new(d.ow) else {
+        return Ok(());
+    };
     let clamp = Clamp::of(&g.q);
     for b in 0..d.n {
-        for grp in 0..g.group {
+        for grp in 0..g.group.get() {
             // The group's pairs (one pair may serve every channel), and whether the assembly
             // channel loop can take its full blocks.
             let group_requant = if requant.len() == 8 {
@@ -349,7 +388,7 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                     .get(8 * grp * ocg..8 * (grp + 1) * ocg)
                     .ok_or(CpuError::CorruptPlan)?
             };
-            let fast = k % 4 == 0 && high_word_pairs(group_requant);
+            let fast = k.is_multiple_of(4) && high_word_pairs(group_requant);
             let first = (b * d.c + grp * icg) * d.h * d.w;
             let xg = x
                 .get(first..first + icg * d.h * d.w)
@@ -359,9 +398,12 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                 // Positions past the last multiply the last one again; their results are dropped.
                 for t in 0..BLOCK {
                     let position = p + t.min(n - 1);
-                    unfold(&g, xg, offsets, position, t, k, stride, cols)?;
+                    let yx = [position / ow, position % ow];
+                    unfold(g, xg, offsets, yx, t, k, stride, cols)?;
                 }
-                let (full, tail) = cols.split_at(BLOCK * (k & !3));
+                let (full, tail) = cols
+                    .split_at_checked(BLOCK * (k & !3))
+                    .ok_or(CpuError::CorruptPlan)?;
                 let full: &[u32] =
                     bytemuck::try_cast_slice(full).map_err(|_| CpuError::Misaligned)?;
                 let rows = w
@@ -388,19 +430,24 @@ pub fn columns(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), 
                         continue;
                     }
                 }
-                for (i, (row, b4)) in rows
-                    .chunks_exact(k.max(1))
-                    .zip(biases.chunks_exact(4))
-                    .enumerate()
-                {
+                // Rows taken one by one beside the biases (a `zip` of the two would divide by
+                // the row length out of line, and link a division-by-zero panic).
+                let mut row_of = rows.chunks_exact(k.max(1));
+                for (i, b4) in biases.as_chunks::<4>().0.iter().enumerate() {
+                    let Some(row) = row_of.next() else {
+                        break;
+                    };
                     let o = grp * ocg + i;
-                    let bias = i32::from_le_bytes([b4[0], b4[1], b4[2], b4[3]]);
+                    let bias = i32::from_le_bytes(*b4);
                     let acc = dot4(row, full, tail, bias);
                     let pair = requant_pair(requant, o)?;
                     let at = (b * d.oc + o) * positions + p;
                     let slots = out.get_mut(at..at + n).ok_or(CpuError::CorruptPlan)?;
-                    let fast = HighWordRequantizer::new(pair, &g.q);
-                    if !fast.is_some_and(|fast| saturate4(acc, &fast, clamp, slots)) {
+                    let done = match HighWordRequantizer::new(pair, &g.q) {
+                        Some(fast) => saturate4(acc, &fast, clamp, slots),
+                        None => false,
+                    };
+                    if !done {
                         for (slot, &a) in slots.iter_mut().zip(&acc) {
                             *slot = output_byte(a, pair, &g.q);
                         }

@@ -16,15 +16,14 @@
 //! Integer sums are exact (wrapping, like the portable kernels), so results are bit-exact with
 //! `ferrite_cpu::kernels::integer::qconv`.
 
-use super::conv::{requant_pair, word, Geometry};
+use super::conv::{carve_then, requant_pair, word, Geometry};
 use super::requantize::{requantize_into, requantize_rows, ChannelRequantizer};
 use super::{smlabb, smlad, sxtb16, sxtb16_ror8};
-use ferrite_cpu::kernels::step_operands_and_scratch;
 use ferrite_cpu::CpuError;
 use ferrite_hal::Step;
 
 /// Outputs accumulated before they are requantized together (whole rows when rows are short).
-const CHUNK: usize = 32;
+const CHUNK: usize = 28;
 
 /// A 3×3 depthwise window's weights, packed for `SMLAD`: per row the outer pair (w0, w2) as
 /// int16 halves and the middle weight.
@@ -210,8 +209,8 @@ fn plane3x3(
     if [sh, sw] == [1, 1] && pw <= CHUNK {
         // Whole padded rows at once, as one run over the flattened plane: the outputs whose
         // windows straddle a row's end (pw − ow of them per row) are computed and dropped.
-        let rows = CHUNK / pw;
-        for (band, out_band) in out.chunks_mut(rows * ow).enumerate() {
+        let rows = CHUNK / pw.max(1);
+        for (band, out_band) in out.chunks_mut((rows * ow).max(1)).enumerate() {
             let n = out_band.len() / ow;
             let valid = n.checked_sub(1)? * pw + ow;
             let accs = chunk.get_mut(..valid + 1)?;
@@ -282,7 +281,17 @@ fn plane_any(
 /// Depthwise `QConv` on int8 input (one input channel per group, any channel multiplier).
 #[inline(never)]
 pub fn depthwise(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
-    let g = Geometry::of(step)?;
+    carve_then(step, arena, weights, planes)
+}
+
+/// [`depthwise`] once the step's operands are carved out ([`carve_then`]).
+#[inline(never)]
+fn planes(
+    g: &Geometry,
+    [x, w, bias, requant]: [&[u8]; 4],
+    out: &mut [u8],
+    scratch: &mut [u8],
+) -> Result<(), CpuError> {
     let d = g.d;
     let multiplier = d.oc / g.group;
     let [kh, kw] = g.kernel;
@@ -291,8 +300,6 @@ pub fn depthwise(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<()
     // The padded plane: every position the outputs read.
     let ph = (d.oh - 1) * sh + (kh - 1) * dh + 1;
     let pw = (d.ow - 1) * sw + (kw - 1) * dw + 1;
-    let ([x, w, bias, requant], out, scratch) =
-        step_operands_and_scratch::<4>(step, arena, weights)?;
     let zx = g.q.input_zero;
     let taps = kh * kw;
     let fast3x3 = kh == 3 && kw == 3 && dh == 1 && dw == 1;
@@ -333,7 +340,7 @@ pub fn depthwise(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<()
                     let taps3 = Taps3::new(wo);
                     plane3x3(&taps3, padded, pw, g.stride, base, &rq, out_plane, d.ow)
                 } else {
-                    plane_any(&g, wo, padded, pw, base, &rq, out_plane)
+                    plane_any(g, wo, padded, pw, base, &rq, out_plane)
                 };
                 done.ok_or(CpuError::CorruptPlan)?;
             }

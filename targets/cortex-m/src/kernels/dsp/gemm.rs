@@ -8,8 +8,8 @@
 //! once, as a one-row product must. The last `k mod 4` terms and the last `n mod 4` columns
 //! are added value by value; outputs are requantized four at a time, each with its pair.
 //!
-//! Weights packed in the blocked layout ([`QGemmWeights::Blocked`], whenever `N` and `K` are
-//! multiples of four) go through [`blocked_blocks`] instead: per four activations one `LDM`
+//! Weights packed in the blocked layout ([`QGemmWeights::Blocked`], whenever `N` is a multiple
+//! of four and `K` of eight) go through [`blocked_blocks`] instead: per four activations one `LDM`
 //! fetches a word of each of the block's four columns, so eight activations take 38
 //! instructions for 32 multiply-accumulates (2 `LDRD`, 2 `LDM`, 16 `SXTB16`, 16 `SMLAD`, the
 //! loop's compare and branch).
@@ -21,7 +21,7 @@ use super::block::high_word_pairs;
 use super::conv::{requant_pair, word};
 use super::requantize::{output_byte, saturate4, saturate4_pairs, Clamp};
 use ferrite_cpu::kernels::integer::HighWordRequantizer;
-use ferrite_cpu::kernels::step_operands;
+use ferrite_cpu::kernels::step_operands_and_scratch;
 use ferrite_cpu::CpuError;
 use ferrite_hal::op::{QGemmWeights, Requantize};
 use ferrite_hal::{selects_qgemm_weights, Op, Selection, Step};
@@ -312,9 +312,9 @@ fn row_sums(
     Ok(())
 }
 
-/// [`row_sums`] for weights in the blocked layout (`sums.len()` and `k` multiples of four):
-/// every block in assembly over whole groups of eight activations ([`blocked_blocks`]); when
-/// `k mod 8` is 4, the last four value by value ([`rest`]).
+/// [`row_sums`] for weights in the blocked layout (`sums.len()` a multiple of four, `k` of
+/// eight, as the layout requires): every block in assembly, eight activations at a time
+/// ([`blocked_blocks`]), nothing left over.
 #[inline(always)]
 fn blocked_sums(
     a_row: &[u8],
@@ -324,13 +324,13 @@ fn blocked_sums(
     unpacked: &mut [u32; CHUNK / 2],
     sums: &mut [i32],
 ) -> Result<(), CpuError> {
-    let whole_k = k & !7;
     let aligned = (w.as_ptr() as usize).is_multiple_of(4);
-    if sums.is_empty() || !aligned || !sums.len().is_multiple_of(COLUMNS) {
+    let whole = sums.len().is_multiple_of(COLUMNS) && k.is_multiple_of(8);
+    if sums.is_empty() || !aligned || !whole {
         return Err(CpuError::CorruptPlan);
     }
-    for k0 in (0..whole_k).step_by(CHUNK) {
-        let kc = CHUNK.min(whole_k - k0);
+    for k0 in (0..k).step_by(CHUNK) {
+        let kc = CHUNK.min(k - k0);
         // Every block's bytes of this chunk lie inside `w`: the last block's end is checked.
         let last_end = (sums.len() / COLUMNS - 1) * 4 * k + 4 * (k0 + kc);
         let (Some(words), Some(chunk), Some(w_chunk), true) = (
@@ -343,17 +343,6 @@ fn blocked_sums(
         };
         unpack(chunk, zero, words);
         blocked_blocks(words, w_chunk, 4 * k, sums);
-    }
-    if whole_k < k {
-        // The last four activations: each block's last sixteen bytes are its four columns'
-        // last four weights, row by row — a 4 × 4 row-major matrix for [`rest`].
-        let tail = a_row.get(whole_k..).ok_or(CpuError::CorruptPlan)?;
-        for (j, four) in sums.chunks_exact_mut(COLUMNS).enumerate() {
-            let last = w
-                .get(4 * k * (j + 1) - 16..4 * k * (j + 1))
-                .ok_or(CpuError::CorruptPlan)?;
-            rest(tail, last, 4, 0, zero, four);
-        }
     }
     Ok(())
 }
@@ -375,19 +364,10 @@ pub fn qgemm<const OPS: Selection>(
     let n = y.shape.dim(1);
     let b_desc = step.inputs.get(1).ok_or(CpuError::CorruptPlan)?;
     let (layout, _, _) = QGemmWeights::of(&b_desc.shape).ok_or(CpuError::CorruptPlan)?;
-    let (operands, out) = operands(step, arena, weights)?;
+    // The carving the convolutions use (one copy in flash; a QGemm has no scratch), its frame
+    // gone before [`multiply`]'s buffers are on the stack.
+    let (operands, out, _) = step_operands_and_scratch::<4>(step, arena, weights)?;
     multiply::<OPS>(&q, [m, k, n], layout, operands, out)
-}
-
-/// The step's four operands and its output, carved out of the arena and weights, out of line:
-/// its frame is gone before [`multiply`]'s buffers are on the stack.
-#[inline(never)]
-fn operands<'a>(
-    step: &Step<'_>,
-    arena: &'a mut [u8],
-    weights: &'a [u8],
-) -> Result<([&'a [u8]; 4], &'a mut [u8]), CpuError> {
-    step_operands::<4>(step, arena, weights)
 }
 
 /// The product of [`qgemm`] once its operands are carved out of the arena and weights: a
@@ -442,7 +422,9 @@ fn multiply<const OPS: Selection>(
             }
             // Whole blocks with the high-word form and SSAT's clamp: four outputs at a time.
             let fast = if fast_step { slots.len() / COLUMNS } else { 0 };
-            let (fast_slots, other_slots) = slots.split_at_mut(fast * COLUMNS);
+            let (fast_slots, other_slots) = slots
+                .split_at_mut_checked(fast * COLUMNS)
+                .ok_or(CpuError::CorruptPlan)?;
             let group_bias = bias.get(4 * col0..4 * (col0 + fast * COLUMNS));
             let group_pairs = if requant.len() == 8 {
                 None

@@ -74,25 +74,50 @@ pub fn run_step<const OPS: Selection>(
     arena: &mut [u8],
     weights: &[u8],
 ) -> Option<Result<(), CpuError>> {
+    // Each kernel only where `OPS` selects its kind (a constant: a float model's firmware has
+    // no trace of them); the decision is out of line, and the optimiser would not see that it
+    // never names an unselected one.
+    let (gemm, conv) = (selects(OPS, OpKind::QGemm), selects(OPS, OpKind::QConv));
     // Only integer ops are looked at further (a tensor lookup costs a record decode).
-    if !matches!(step.op, Op::QGemm(_) | Op::QConv(_)) {
+    if !(gemm || conv) || !matches!(step.op, Op::QGemm(_) | Op::QConv(_)) {
         return None;
     }
-    let x = step.inputs.get(0)?;
-    if x.dtype != DType::I8 {
+    Some(match kernel_for::<OPS>(step)? {
+        Kernel::Gemm if gemm => gemm::qgemm::<OPS>(step, arena, weights),
+        Kernel::Depthwise if conv => depthwise::depthwise(step, arena, weights),
+        Kernel::Columns if conv => conv::columns(step, arena, weights),
+        _ => return None,
+    })
+}
+
+/// The DSP kernels a step can take.
+#[derive(Clone, Copy)]
+enum Kernel {
+    /// [`gemm::qgemm`].
+    Gemm,
+    /// [`depthwise::depthwise`].
+    Depthwise,
+    /// [`conv::columns`].
+    Columns,
+}
+
+/// Which DSP kernel takes `step` (an int8 input among the kinds `OPS` selects), if one does.
+/// Out of line: the tensor descriptors it looks up are not in the run loop's frame, under
+/// every kernel's.
+#[inline(never)]
+fn kernel_for<const OPS: Selection>(step: &Step<'_>) -> Option<Kernel> {
+    if step.inputs.get(0)?.dtype != DType::I8 {
         return None;
     }
     match step.op {
-        Op::QGemm(_) if selects(OPS, OpKind::QGemm) => {
-            Some(gemm::qgemm::<OPS>(step, arena, weights))
-        }
+        Op::QGemm(_) if selects(OPS, OpKind::QGemm) => Some(Kernel::Gemm),
         Op::QConv(c) if selects(OPS, OpKind::QConv) => {
             let icg = step.inputs.get(1)?.shape.dim(1);
-            if icg == 1 && c.group > 1 {
-                Some(depthwise::depthwise(step, arena, weights))
+            Some(if icg == 1 && c.group > 1 {
+                Kernel::Depthwise
             } else {
-                Some(conv::columns(step, arena, weights))
-            }
+                Kernel::Columns
+            })
         }
         _ => None,
     }
