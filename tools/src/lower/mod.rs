@@ -12,6 +12,7 @@ mod attrs;
 mod compose;
 mod constant;
 mod control;
+mod conv3d;
 mod einsum;
 mod indexing;
 mod integer;

@@ -8,10 +8,10 @@ use crate::onnx::Node;
 use crate::tensor::HostTensor;
 use ferrite_hal::geometry::{broadcast, conv_out, conv_transpose_out, pool_out, MatMulGeometry};
 use ferrite_hal::op::{
-    ArgIndex, BinaryOp, CompareOp, Conv, ConvTranspose, Detect, Gemm, LogicalOp, PadMode, Pool,
-    ReduceOp, Window,
+    ArgIndex, BinaryOp, CompareOp, Conv, ConvTranspose, Detect, Gemm, LogicalOp, Pool, ReduceOp,
+    Window,
 };
-use ferrite_hal::{Activation, DType, Op, Shape, MAX_RANK};
+use ferrite_hal::{Activation, DType, Op, Shape};
 
 pub(super) fn hal_shape(dims: &[usize]) -> Result<Shape, Reason> {
     Shape::new(dims).ok_or_else(|| format!("rank {} exceeds {}", dims.len(), ferrite_hal::MAX_RANK))
@@ -22,7 +22,7 @@ fn spatial_dims(shape: &[usize], what: &str) -> Result<Vec<usize>, Reason> {
     match shape.len() {
         3 | 4 => Ok(shape[2..].to_vec()),
         5 => Err(format!(
-            "3-D {what} (rank 5) is not built yet (3-D Conv, MaxPool, AveragePool and LpPool are)"
+            "3-D {what} (rank 5) is not built yet (3-D Conv, ConvTranspose and the pools are)"
         )),
         r => Err(format!(
             "{what} supports 1-D, 2-D and (Conv and the pools) 3-D inputs, not rank {r}"
@@ -37,9 +37,14 @@ fn resolve_window(
     kernel: &[usize],
     transpose: bool,
 ) -> Result<Window, Reason> {
-    let n = input.len();
     let (strides, dilations, pads) = resolve_axes(node, input, kernel, transpose)?;
-    Ok(if n == 1 {
+    Ok(window_of(kernel, &strides, &dilations, &pads))
+}
+
+/// The 2-D window of one or two spatial axes (1-D as height 1) from per-axis values (`pads`:
+/// all begins, then all ends).
+fn window_of(kernel: &[usize], strides: &[usize], dilations: &[usize], pads: &[usize]) -> Window {
+    if kernel.len() == 1 {
         Window {
             kernel: [1, kernel[0]],
             stride: [1, strides[0]],
@@ -53,13 +58,13 @@ fn resolve_window(
             dilation: [dilations[0], dilations[1]],
             pads: [pads[0], pads[1], pads[2], pads[3]],
         }
-    })
+    }
 }
 
 /// Per spatial axis of `input` (any number): the strides, the dilations, and the pads (all
 /// begins, then all ends) of `node`, `auto_pad` resolved.
 #[allow(clippy::type_complexity)]
-fn resolve_axes(
+pub(super) fn resolve_axes(
     node: &Node,
     input: &[usize],
     kernel: &[usize],
@@ -119,7 +124,7 @@ fn resolve_axes(
     Ok((strides, dilations, pads))
 }
 
-fn kernel_from(node: &Node, weight_shape: &[usize]) -> Result<Vec<usize>, Reason> {
+pub(super) fn kernel_from(node: &Node, weight_shape: &[usize]) -> Result<Vec<usize>, Reason> {
     match node.ints("kernel_shape")? {
         Some(k) => {
             if k.iter().any(|&v| v < 1) {
@@ -132,7 +137,11 @@ fn kernel_from(node: &Node, weight_shape: &[usize]) -> Result<Vec<usize>, Reason
 }
 
 /// Output spatial shape [oh, ow] of a window (height 1 for 1-D).
-fn window_out(win: &Window, spatial: &[usize], ceil: Option<bool>) -> Result<Vec<usize>, Reason> {
+pub(super) fn window_out(
+    win: &Window,
+    spatial: &[usize],
+    ceil: Option<bool>,
+) -> Result<Vec<usize>, Reason> {
     let dims: Vec<usize> = if spatial.len() == 1 {
         vec![1, spatial[0]]
     } else {
@@ -166,7 +175,7 @@ pub(super) fn conv(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let b = lw.optional_input(node, 2);
     lw.require_f32(&[x, w])?;
     if lw.shape(x).len() == 5 {
-        return conv_3d(lw, node, x, w, b);
+        return super::conv3d::conv_3d(lw, node, x, w, b);
     }
     let (window, group, out_shape) = conv_geometry(lw, node, x, w, "Conv")?;
     if let Some(b) = b {
@@ -182,165 +191,6 @@ pub(super) fn conv(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         activation: Activation::None,
     });
     lw.emit(node, op, vec![Some(x), Some(w), b], vec![y])?;
-    Ok(())
-}
-
-/// A 3-D convolution (`x` `[N, C, D, H, W]`, constant weights `[M, C/g, kd, kh, kw]`) as one
-/// 2-D convolution over the depth positions: `x` padded along D, its `kd` strided D-slices
-/// stacked into the channels (grouped as `[g][kd][C/g]`), D moved into the batch
-/// (`[N·D', g·kd·C/g, H, W]`), one Conv with the weights rearranged at pack time to
-/// `[M, kd·C/g, kh, kw]` (bias and groups as they are), then D moved back. The stacked input is
-/// `kd` times the input: the cost of running 3-D models on 2-D kernels.
-fn conv_3d(
-    lw: &mut Lowerer,
-    node: &Node,
-    x: TensorId,
-    w: TensorId,
-    b: Option<TensorId>,
-) -> Result<(), Reason> {
-    let (xs, ws) = (lw.shape(x), lw.shape(w));
-    let (&[n, c, d, h, wd], &[m, cg, kd, kh, kw]) = (&xs[..], &ws[..]) else {
-        return Err("weight rank differs from input rank".into());
-    };
-    if lw.value(w).is_none() {
-        return Err("3-D convolution weights must be a constant (computed at pack time)".into());
-    }
-    let group = usize::try_from(node.int("group", 1)?).unwrap_or(0);
-    if group == 0 || cg * group != c || !m.is_multiple_of(group) {
-        return Err(format!("group {group} does not divide the channels"));
-    }
-    let kernel = kernel_from(node, &ws)?;
-    if kernel != ws[2..] {
-        return Err("kernel_shape differs from the weight's shape".into());
-    }
-    if kd > 255 {
-        return Err("a kernel deeper than 255 is not supported".into());
-    }
-    if let Some(b) = b {
-        lw.require_f32(&[b])?;
-        if lw.shape(b) != [m] {
-            return Err("bias shape differs from the output channels".into());
-        }
-    }
-    let (strides, dilations, pads) = resolve_axes(node, &[d, h, wd], &kernel, false)?;
-    let padded = d
-        .checked_add(pads[0])
-        .and_then(|p| p.checked_add(pads[3]))
-        .ok_or("the depth padding is too large")?;
-    let span = (kd - 1).saturating_mul(dilations[0]).saturating_add(1);
-    let out_d = padded
-        .checked_sub(span)
-        .map(|room| room / strides[0] + 1)
-        .ok_or("the kernel is deeper than the padded input")?;
-    // The largest intermediates: the padded input and the stacked depth slices.
-    super::bounded(&[n, c, padded, h, wd])?;
-    super::bounded(&[n, c, kd, out_d, h, wd])?;
-    // D padded with zeros.
-    let xp = if pads[0] + pads[3] > 0 {
-        let (mut begins, mut ends) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
-        begins[2] = pads[0];
-        ends[2] = pads[3];
-        let xp = lw.temp(node, "depth_padded", DType::F32, vec![n, c, padded, h, wd]);
-        let pad = Op::Pad {
-            mode: PadMode::Constant,
-            begins,
-            ends,
-            value: 0.0,
-        };
-        lw.emit(node, pad, vec![Some(x)], vec![xp])?;
-        xp
-    } else {
-        x
-    };
-    // Slice kz: the depth positions od·sd + kz·dd, viewed as [N, g, 1, C/g, D', H, W].
-    let mut slices = Vec::with_capacity(kd);
-    for kz in 0..kd {
-        let mut starts = [0usize; MAX_RANK];
-        let mut steps = [1isize; MAX_RANK];
-        starts[2] = kz * dilations[0];
-        steps[2] = strides[0].min(padded) as isize;
-        let slice = lw.temp(
-            node,
-            &format!("depth{kz}"),
-            DType::F32,
-            vec![n, c, out_d, h, wd],
-        );
-        lw.emit(
-            node,
-            Op::Slice { starts, steps },
-            vec![Some(xp)],
-            vec![slice],
-        )?;
-        let view = vec![n, group, 1, cg, out_d, h, wd];
-        slices.push(Some(lw.temp_alias(
-            node,
-            &format!("depth{kz}:view"),
-            slice,
-            view,
-        )));
-    }
-    let stacked = lw.temp(
-        node,
-        "depths",
-        DType::F32,
-        vec![n, group, kd, cg, out_d, h, wd],
-    );
-    lw.emit(node, Op::Concat { axis: 2 }, slices, vec![stacked])?;
-    let mut perm = [0usize; MAX_RANK];
-    perm[..7].copy_from_slice(&[0, 4, 1, 2, 3, 5, 6]);
-    let batched = lw.temp(
-        node,
-        "depth_batch",
-        DType::F32,
-        vec![n, out_d, group, kd, cg, h, wd],
-    );
-    lw.emit(
-        node,
-        Op::Transpose { perm },
-        vec![Some(stacked)],
-        vec![batched],
-    )?;
-    let planes = lw.temp_alias(
-        node,
-        "planes",
-        batched,
-        vec![n * out_d, group * kd * cg, h, wd],
-    );
-    // Weights [M, C/g, kd, kh, kw] → [M, kd, C/g, kh, kw] (folded at pack time).
-    let mut perm = [0usize; MAX_RANK];
-    perm[..5].copy_from_slice(&[0, 2, 1, 3, 4]);
-    let w2 = lw.temp(node, "weights_2d", DType::F32, vec![m, kd, cg, kh, kw]);
-    lw.emit(node, Op::Transpose { perm }, vec![Some(w)], vec![w2])?;
-    let w2 = lw.temp_alias(node, "weights_2d:view", w2, vec![m, kd * cg, kh, kw]);
-    let window = Window {
-        kernel: [kh, kw],
-        stride: [strides[1], strides[2]],
-        dilation: [dilations[1], dilations[2]],
-        pads: [pads[1], pads[2], pads[4], pads[5]],
-    };
-    let out_hw = window_out(&window, &[h, wd], None)?;
-    let conv = Op::Conv(Conv {
-        window,
-        group,
-        activation: Activation::None,
-    });
-    let y2 = lw.temp(
-        node,
-        "conv_2d",
-        DType::F32,
-        vec![n * out_d, m, out_hw[0], out_hw[1]],
-    );
-    lw.emit(node, conv, vec![Some(planes), Some(w2), b], vec![y2])?;
-    let y2 = lw.temp_alias(
-        node,
-        "conv_2d:view",
-        y2,
-        vec![n, out_d, m, out_hw[0], out_hw[1]],
-    );
-    let y = lw.output(node, 0, DType::F32, vec![n, m, out_d, out_hw[0], out_hw[1]])?;
-    let mut perm = [0usize; MAX_RANK];
-    perm[..5].copy_from_slice(&[0, 2, 1, 3, 4]);
-    lw.emit(node, Op::Transpose { perm }, vec![Some(y2)], vec![y])?;
     Ok(())
 }
 
@@ -385,6 +235,9 @@ pub(super) fn conv_transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason
     lw.require_f32(&[x, w])?;
     let xs = lw.shape(x);
     let ws = lw.shape(w);
+    if xs.len() == 5 {
+        return super::conv3d::conv_transpose_3d(lw, node, x, w, b);
+    }
     let spatial = spatial_dims(&xs, "ConvTranspose")?;
     let n = spatial.len();
     if ws.len() != xs.len() || ws[0] != xs[1] {
@@ -399,69 +252,18 @@ pub(super) fn conv_transpose(lw: &mut Lowerer, node: &Node) -> Result<(), Reason
         return Err("kernel_shape differs from the weight's shape".into());
     }
     let oc = ws[1] * group as usize;
-    let mut output_padding: Vec<usize> = match node.ints("output_padding")? {
-        Some(p) if p.len() == n && p.iter().all(|&v| v >= 0) => {
-            p.into_iter().map(|v| v as usize).collect()
-        }
-        Some(_) => return Err("output_padding must have one non-negative value per axis".into()),
-        None => vec![0; n],
-    };
-    let mut window = resolve_window(node, &spatial, &kernel, true)?;
-    let explicit_out = node.ints("output_shape")?;
-    let auto_pad = node.string("auto_pad", "NOTSET")?;
-    let target: Option<Vec<usize>> = match explicit_out {
-        Some(o) => Some(
-            o.iter()
-                .rev()
-                .take(n)
-                .rev()
-                .map(|&v| v.max(0) as usize)
-                .collect(),
-        ),
-        None if auto_pad.starts_with("SAME") => Some(
-            spatial
-                .iter()
-                .zip(if n == 1 {
-                    &window.stride[1..]
-                } else {
-                    &window.stride[..]
-                })
-                .map(|(i, s)| i * s)
-                .collect(),
-        ),
-        None => None,
-    };
-    if let Some(target) = target {
-        if target.len() != n {
-            return Err("output_shape must give every spatial dimension".into());
-        }
-        // Pads come from the requested size (ONNX ConvTranspose rule).
-        for axis in 0..n {
-            let a = if n == 1 { 1 } else { axis };
-            let full = window.stride[a]
-                .checked_mul(
-                    spatial[axis]
-                        .checked_sub(1)
-                        .ok_or("ConvTranspose of an empty input")?,
-                )
-                .and_then(|v| v.checked_add(output_padding[axis]))
-                .and_then(|v| v.checked_add((kernel[axis] - 1).checked_mul(window.dilation[a])?))
-                .and_then(|v| v.checked_add(1))
-                .ok_or("ConvTranspose output size overflows")?;
-            if full < target[axis] {
-                output_padding[axis] += target[axis] - full;
-                continue;
-            }
-            let total = full - target[axis];
-            let (begin, end) = if auto_pad == "SAME_UPPER" {
-                (total / 2, total - total / 2)
-            } else {
-                (total - total / 2, total / 2)
-            };
-            window.pads[a] = begin;
-            window.pads[a + 2] = end;
-        }
-    }
+    let mut output_padding = super::conv3d::output_padding(node, n)?;
+    let (strides, dilations, mut pads) = resolve_axes(node, &spatial, &kernel, true)?;
+    super::conv3d::requested_size(
+        node,
+        &spatial,
+        &kernel,
+        &strides,
+        &dilations,
+        &mut pads,
+        &mut output_padding,
+    )?;
+    let window = window_of(&kernel, &strides, &dilations, &pads);
     let op_pad = if n == 1 {
         [0, output_padding[0]]
     } else {
