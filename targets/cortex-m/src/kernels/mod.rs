@@ -17,13 +17,10 @@ pub const KERNEL_SET: &str = "dsp+portable";
 #[cfg(not(ferrite_dsp))]
 pub const KERNEL_SET: &str = "portable";
 
-/// Whether this build has kernels that run out of line (the DSP integer kernels).
-pub const OUT_OF_LINE_KERNELS: bool = cfg!(ferrite_dsp);
-
 /// Whether a build selecting `OPS` runs some steps with out-of-line kernels: its integer
-/// convolutions and products, with the DSP kernels.
+/// convolutions and products, on a core with the DSP kernels.
 pub const fn runs_out_of_line(ops: Selection) -> bool {
-    OUT_OF_LINE_KERNELS
+    cfg!(ferrite_dsp)
         && (ferrite_hal::selects(ops, ferrite_hal::OpKind::QConv)
             || ferrite_hal::selects(ops, ferrite_hal::OpKind::QGemm))
 }
