@@ -111,6 +111,13 @@ def main():
         pack(MODELS / f"{name}.onnx", quantized[name]["input_shapes"], frt)
         int8_rows.append((name[: -len("_qdq")], bench(frt, "qemu-m4"), bench(frt, "qemu-m4", PORTABLE_M4)))
         print(f"{name}: {int8_rows[-1][1]['instructions_per_inference']} instructions", file=sys.stderr)
+    # int16 activations with int8 weights (TFLite's 16 x 8 scheme), portable kernels only.
+    wide_rows = []
+    for name in ["mlp_qdq16", "ds_cnn_qdq16", "resnet8_qdq16"]:
+        frt = WORK / f"{name}.frt"
+        pack(MODELS / f"{name}.onnx", quantized[name]["input_shapes"], frt)
+        wide_rows.append((name[: -len("_qdq16")], bench(frt, "qemu-m4")))
+        print(f"{name}: {wide_rows[-1][1]['instructions_per_inference']} instructions", file=sys.stderr)
     ptq_rows = []
     for name in ORDER:
         frt = WORK / f"{name}_int8.frt"
@@ -250,6 +257,27 @@ def main():
                 f"{r['model_bytes']:,} | {r['model_bytes'] / f['model_bytes']:.2f}x | "
                 f"{r['arena_bytes']:,} | {r['arena_bytes'] / f['arena_bytes']:.2f}x |"
             )
+    out += [
+        "",
+        "## 16 x 8: int16 activations, int8 weights",
+        "",
+        "The same three models quantized by onnxruntime with `QInt16` activations (TFLite's 16 x 8",
+        "scheme; `docs/quantization.md`): QConv, QGemm, QAdd and QGlobalAveragePool on int16 tensors",
+        "with 64-bit sums, in the portable kernels (no DSP form yet). Each model's own firmware.",
+        "",
+        "| model | instructions | vs int8 (DSP) | vs f32 | own firmware: runtime flash | inference stack | arena | vs int8 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    int8 = {name: r for name, r, _ in int8_rows}
+    for name, r in wide_rows:
+        f, q, own = f32[name], int8[name], r["model_firmware"]
+        out.append(
+            f"| {NAMES[name]} | {own['instructions_per_inference']:,} | "
+            f"{own['instructions_per_inference'] / q['model_firmware']['instructions_per_inference']:.2f}x | "
+            f"{own['instructions_per_inference'] / f['instructions_per_inference']:.2f}x | "
+            f"{own['runtime_flash_bytes']:,} | {own['inference_stack_bytes']:,} | "
+            f"{r['arena_bytes']:,} | {r['arena_bytes'] / q['arena_bytes']:.2f}x |"
+        )
     out += [
         "",
         "## The same digits model on four cores",

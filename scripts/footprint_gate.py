@@ -59,8 +59,8 @@ def panic_sites(elf):
 
 def models():
     """(name, onnx, input shapes) of every gated model: the digits demo, the float test models, three
-    scikit-learn models and a k-NN pipeline, onnxruntime's int8 QDQ models and the four MLPerf Tiny int8
-    reference models."""
+    scikit-learn models and a k-NN pipeline, onnxruntime's int8 QDQ models (and the DS-CNN with int16
+    activations, TFLite's 16 x 8 scheme) and the four MLPerf Tiny int8 reference models."""
     manifest = json.loads((MODELS / "manifest.json").read_text())
     quantized = json.loads((MODELS / "quantized.json").read_text())
     yield "digits", ROOT / "demo/digits.onnx", {}
@@ -71,7 +71,7 @@ def models():
     yield "sklearn_linear_diabetes", MODELS / "sklearn_linear_diabetes.onnx", {"X": [1, 10]}
     yield "sklearn_forest_cancer", MODELS / "sklearn_forest_cancer.onnx", {"X": [1, 30]}
     yield "sklearn_knn_iris", MODELS / "sklearn_knn_iris.onnx", {"X": [1, 4]}
-    for name in ["mlp_qdq", "ds_cnn_qdq", "resnet8_qdq", "mlperf_kws_ds_cnn",
+    for name in ["mlp_qdq", "ds_cnn_qdq", "resnet8_qdq", "ds_cnn_qdq16", "mlperf_kws_ds_cnn",
                  "mlperf_ad_fc_ae", "mlperf_ic_resnet8", "mlperf_vww_mbv1"]:
         yield name, MODELS / f"{name}.onnx", quantized[name]["input_shapes"]
 

@@ -361,11 +361,13 @@ pub fn qconv_scratch_elements(
     columns.checked_mul(2)?.checked_add(k)
 }
 
-/// Arena scratch of an integer addition of `elements` outputs, in `f32` elements: two 256-entry
-/// int32 tables of each input's rescaled values (by byte), once the tensor is large enough for
-/// the lookups to pay for the tables.
-pub fn qadd_scratch_elements(elements: usize) -> usize {
-    if elements >= 1024 {
+/// Arena scratch of an integer addition of `elements` outputs of type `dtype`, in `f32`
+/// elements: for 8-bit types, two 256-entry int32 tables of each input's rescaled values (by
+/// byte), once the tensor is large enough for the lookups to pay for the tables; none for
+/// int16 ones (computed per element).
+pub fn qadd_scratch_elements(elements: usize, dtype: crate::DType) -> usize {
+    let byte = matches!(dtype, crate::DType::I8 | crate::DType::U8);
+    if byte && elements >= 1024 {
         512
     } else {
         0

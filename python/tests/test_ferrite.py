@@ -28,6 +28,10 @@ CLI = os.environ.get("FERRITE_CLI")
 FLOAT_TOLERANCE = 1e-4
 WITHIN_ONE_STEP = 0.99
 MAX_STEPS = 2.0
+# 16 x 8 models (form qdq16): a 16-bit step is 1/256 of an 8-bit one, so onnxruntime's float32
+# rounding carried through the layers moves some outputs by a step, and the tie brackets move the
+# definition by up to 256 times more steps (tests/src/quantized.rs, WIDE_WITHIN_ONE_STEP).
+WIDE_WITHIN_ONE_STEP = 0.9
 DYNAMIC_RELATIVE = 1e-5
 
 
@@ -101,13 +105,15 @@ def test_quantized_models_within_one_step_of_onnxruntime(name):
     session = ferrite.Session(MODELS / f"{name}.onnx", input_shapes=entry["input_shapes"])
     pairs = entry.get("samples") or [[f"{name}.input_0.npy", f"{name}.output_0.npy"]]
     step = entry.get("output_step")
+    wide = entry.get("form") == "qdq16"
+    conditioned = 2 * MAX_STEPS if wide else MAX_STEPS
     actual_all, expected_all = [], []
     ill_conditioned = 0
     for input_file, output_file in pairs:
         x = np.load(MODELS / input_file)
         [actual] = session.run(None, {session.inputs[0].name: x})
         expected, spread = nearest_reference(actual, MODELS / output_file)
-        if step is not None and spread > MAX_STEPS * step:
+        if step is not None and spread > conditioned * step:
             ill_conditioned += 1
             continue
         actual_all.append(np.asarray(actual, np.float64).ravel())
@@ -118,7 +124,7 @@ def test_quantized_models_within_one_step_of_onnxruntime(name):
         assert relative_error(actual_all, expected_all) <= DYNAMIC_RELATIVE, name
         return
     steps = np.abs(actual_all - expected_all) / step
-    assert np.mean(steps <= 1 + 1e-3) >= WITHIN_ONE_STEP, name
+    assert np.mean(steps <= 1 + 1e-3) >= (WIDE_WITHIN_ONE_STEP if wide else WITHIN_ONE_STEP), name
     assert steps.max() <= MAX_STEPS + 1e-3, name
 
 

@@ -1,6 +1,6 @@
 //! Property tests over random geometries: every kernel strategy — pointwise GEMM, im2col,
 //! depthwise masked / padded / direct, transposed convolution, max and average pooling, the
-//! int8 QConv and QGemm paths, Resize and the strided copies (Transpose, Slice, Expand, Concat) — run through
+//! int8 and int16 (16 × 8) QConv and QGemm paths, Resize and the strided copies (Transpose, Slice, Expand, Concat) — run through
 //! the whole pipeline (ONNX → pack → verify → device) over thousands of seeded random
 //! geometries and compared with a naive reference written here.
 //!
@@ -33,7 +33,7 @@ pub struct Budget {
 }
 
 impl Budget {
-    /// What CI runs per family and build (7,200 geometries in all, seconds on the host).
+    /// What CI runs per family and build (9,000 geometries in all, seconds on the host).
     pub const CI: Budget = Budget { cases: 600 };
 
     /// [`Budget::CI`], or `FERRITE_GEOMETRY_CASES` cases per family.
@@ -99,10 +99,74 @@ impl Values {
             .collect()
     }
     fn i8s(&mut self, n: usize, lo: i32, hi: i32) -> Vec<i8> {
+        self.ints(n, lo, hi).into_iter().map(|v| v as i8).collect()
+    }
+    fn ints(&mut self, n: usize, lo: i32, hi: i32) -> Vec<i32> {
         let span = (hi - lo + 1) as u64;
-        (0..n)
-            .map(|_| (lo + (self.next() % span) as i32) as i8)
-            .collect()
+        (0..n).map(|_| lo + (self.next() % span) as i32).collect()
+    }
+}
+
+/// The activation type of an integer-op case: int8, or int16 (TFLite's 16 × 8 scheme).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Activations {
+    Int8,
+    Int16,
+}
+
+impl Activations {
+    /// The type's values.
+    fn range(self) -> (i32, i32) {
+        match self {
+            Activations::Int8 => (-128, 127),
+            Activations::Int16 => (-32768, 32767),
+        }
+    }
+    /// The opset whose QuantizeLinear takes the type.
+    fn opset(self) -> i64 {
+        match self {
+            Activations::Int8 => 13,
+            Activations::Int16 => 21,
+        }
+    }
+    fn data_type(self) -> i32 {
+        match self {
+            Activations::Int8 => data_type::INT8,
+            Activations::Int16 => data_type::INT16,
+        }
+    }
+    /// `values` as raw tensor bytes of the type.
+    fn bytes(self, values: &[i32]) -> Vec<u8> {
+        match self {
+            Activations::Int8 => values.iter().map(|&v| v as i8 as u8).collect(),
+            Activations::Int16 => values
+                .iter()
+                .flat_map(|&v| (v as i16).to_le_bytes())
+                .collect(),
+        }
+    }
+    fn array(self, shape: &[usize], values: &[i32]) -> NpyArray {
+        NpyArray {
+            dtype: match self {
+                Activations::Int8 => ferrite_hal::DType::I8,
+                Activations::Int16 => ferrite_hal::DType::I16,
+            },
+            shape: shape.to_vec(),
+            bytes: self.bytes(values),
+        }
+    }
+    /// A scalar zero point of the type.
+    fn zero(self, name: &str, v: i32) -> TensorProto {
+        raw_tensor(name, &[], self.data_type(), self.bytes(&[v]))
+    }
+    /// A zero point for a case: small for int8, up to ±2000 for int16 (asymmetric, as
+    /// onnxruntime's quantizer writes them).
+    fn zero_of(self, seed: u64, spread: u64) -> i32 {
+        let spread = match self {
+            Activations::Int8 => spread,
+            Activations::Int16 => spread * 100,
+        };
+        (seed % (2 * spread + 1)) as i32 - spread as i32
     }
 }
 
@@ -111,14 +175,6 @@ fn f32_array(shape: &[usize], values: &[f32]) -> NpyArray {
         dtype: ferrite_hal::DType::F32,
         shape: shape.to_vec(),
         bytes: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
-    }
-}
-
-fn i8_array(shape: &[usize], values: &[i8]) -> NpyArray {
-    NpyArray {
-        dtype: ferrite_hal::DType::I8,
-        shape: shape.to_vec(),
-        bytes: values.iter().map(|v| *v as u8).collect(),
     }
 }
 
@@ -497,24 +553,45 @@ fn run_conv<B: Backend>(case: &ConvCase, cov: &mut Coverage) -> Result<(), TestC
 
 // ---------------------------------------------------------------- int8 convolution
 
-/// The requantized output of an int8 op from its exact integer accumulator, in f64; `None`
-/// where the value is within float32 precision of a rounding tie (the scale ratio, formed from
-/// float32 scales, may put such a value on either side).
-fn requantize_reference(acc: f64, real: f64, zero: i32, relu: bool) -> Option<i32> {
+/// The requantized output of an integer op from its exact integer accumulator, in f64, clamped
+/// to `range`; `None` where the value is within float32 precision of a rounding tie (the scale
+/// ratio, formed from float32 scales, may put such a value on either side).
+fn requantize_reference(
+    acc: f64,
+    real: f64,
+    zero: i32,
+    relu: bool,
+    (lo, hi): (i32, i32),
+) -> Option<i32> {
     let v = acc * real;
     let v = if relu { v.max(0.0) } else { v };
     if ((v - v.floor()) - 0.5).abs() < 4e-7 * v.abs() + 1e-9 {
         return None;
     }
-    Some((v.round_ties_even() as i64 + zero as i64).clamp(-128, 127) as i32)
+    Some((v.round_ties_even() as i64 + zero as i64).clamp(lo as i64, hi as i64) as i32)
 }
 
 fn run_qconv<B: Backend>(case: &ConvCase, cov: &mut Coverage) -> Result<(), TestCaseError> {
+    run_qconv_of::<B>(case, cov, Activations::Int8)
+}
+
+fn run_qconv16<B: Backend>(case: &ConvCase, cov: &mut Coverage) -> Result<(), TestCaseError> {
+    run_qconv_of::<B>(case, cov, Activations::Int16)
+}
+
+/// A DequantizeLinear → Conv (→ Relu) → QuantizeLinear case on `act` activations against exact
+/// integer accumulation (int16: sums past int32 on the larger kernels).
+fn run_qconv_of<B: Backend>(
+    case: &ConvCase,
+    cov: &mut Coverage,
+    act: Activations,
+) -> Result<(), TestCaseError> {
     let mut v = Values(case.seed ^ 0x5151);
     let xs = [case.n, case.c(), case.h, case.w];
-    let zx = (case.seed % 41) as i32 - 20;
-    let zy = (case.seed / 41 % 31) as i32 - 15;
-    let x = v.i8s(xs.iter().product(), -128, 127);
+    let zx = act.zero_of(case.seed, 20);
+    let zy = act.zero_of(case.seed / 41, 15);
+    let (lo, hi) = act.range();
+    let x = v.ints(xs.iter().product(), lo, hi);
     let wq = v.i8s(case.weight_len(), -127, 127);
     let bias: Vec<i32> = v
         .i8s(case.oc(), -128, 127)
@@ -526,14 +603,15 @@ fn run_qconv<B: Backend>(case: &ConvCase, cov: &mut Coverage) -> Result<(), Test
     let sw: Vec<f32> = (0..case.oc())
         .map(|o| 0.004 * (1.0 + (o % 3) as f32 * 0.37))
         .collect();
-    // Typical |acc| ≈ 74·73·√K: map it to about ±60 output steps.
+    // Typical |acc| ≈ 74·73·√K: map it to about ±60 output steps (int16: 256 times larger
+    // inputs, about ±15,000 steps).
     let sy = sx * 0.004 * 90.0 * (k as f32).sqrt();
     let wshape = [case.oc(), case.icg, case.kernel[0], case.kernel[1]];
     let bias_scale: Vec<f32> = sw.iter().map(|s| sx * s).collect();
-    let mut m = ModelBuilder::new(13)
-        .input("xq", data_type::INT8, &dims(&xs))
+    let mut m = ModelBuilder::new(act.opset())
+        .input("xq", act.data_type(), &dims(&xs))
         .init(scalar("sx", sx))
-        .init(zero8("zx", zx))
+        .init(act.zero("zx", zx))
         .init(raw_tensor(
             "wq",
             &wshape,
@@ -562,7 +640,7 @@ fn run_qconv<B: Backend>(case: &ConvCase, cov: &mut Coverage) -> Result<(), Test
             vec![0; 4 * case.oc()],
         ))
         .init(scalar("sy", sy))
-        .init(zero8("zy", zy))
+        .init(act.zero("zy", zy))
         .node(
             "DequantizeLinear",
             "dqx",
@@ -595,10 +673,11 @@ fn run_qconv<B: Backend>(case: &ConvCase, cov: &mut Coverage) -> Result<(), Test
         .node("QuantizeLinear", "q", &[q_in, "sy", "zy"], &["y"], vec![])
         .output("y")
         .encode();
-    let Some(actual) = pack_and_run::<B>(&onnx, &[i8_array(&xs, &x)], case.expect(), cov)? else {
+    let input = act.array(&xs, &x);
+    let Some(actual) = pack_and_run::<B>(&onnx, &[input], case.expect(), cov)? else {
         return Ok(());
     };
-    let x64: Vec<f64> = x.iter().map(|&v| (v as i32 - zx) as f64).collect();
+    let x64: Vec<f64> = x.iter().map(|&v| (v - zx) as f64).collect();
     let w64: Vec<f64> = wq.iter().map(|&v| v as f64).collect();
     let b64: Vec<f64> = bias.iter().map(|&v| v as f64).collect();
     let (acc, _) = case.reference(&x64, &w64, Some(&b64));
@@ -610,7 +689,7 @@ fn run_qconv<B: Backend>(case: &ConvCase, cov: &mut Coverage) -> Result<(), Test
     for (i, (a, acc)) in actual.iter().zip(&acc).enumerate() {
         let o = i / plane.max(1) % case.oc();
         let real = sx as f64 * sw[o] as f64 / sy as f64;
-        if let Some(want) = requantize_reference(*acc, real, zy, case.relu) {
+        if let Some(want) = requantize_reference(*acc, real, zy, case.relu, (lo, hi)) {
             if *a as i32 != want {
                 return Err(TestCaseError::fail(format!(
                     "element {i}: {a} instead of {want} (accumulator {acc})"
@@ -642,19 +721,31 @@ fn gemm_case() -> impl Strategy<Value = GemmCase> {
 }
 
 fn run_qgemm<B: Backend>(case: &GemmCase, cov: &mut Coverage) -> Result<(), TestCaseError> {
+    run_qgemm_of::<B>(case, cov, Activations::Int8)
+}
+
+fn run_qgemm16<B: Backend>(case: &GemmCase, cov: &mut Coverage) -> Result<(), TestCaseError> {
+    run_qgemm_of::<B>(case, cov, Activations::Int16)
+}
+
+/// A DequantizeLinear → MatMul → QuantizeLinear case on `act` activations against exact integer
+/// accumulation.
+fn run_qgemm_of<B: Backend>(
+    case: &GemmCase,
+    cov: &mut Coverage,
+    act: Activations,
+) -> Result<(), TestCaseError> {
     let mut v = Values(case.seed ^ 0x6767);
-    let (zx, zy) = (
-        (case.seed % 21) as i32 - 10,
-        (case.seed / 21 % 17) as i32 - 8,
-    );
-    let x = v.i8s(case.m * case.k, -128, 127);
+    let (zx, zy) = (act.zero_of(case.seed, 10), act.zero_of(case.seed / 21, 8));
+    let (lo, hi) = act.range();
+    let x = v.ints(case.m * case.k, lo, hi);
     let wq = v.i8s(case.k * case.n, -127, 127);
     let (sx, sw) = (0.03f32, 0.005f32);
     let sy = sx * sw * 90.0 * (case.k as f32).sqrt();
-    let onnx = ModelBuilder::new(13)
-        .input("xq", data_type::INT8, &dims(&[case.m, case.k]))
+    let onnx = ModelBuilder::new(act.opset())
+        .input("xq", act.data_type(), &dims(&[case.m, case.k]))
         .init(scalar("sx", sx))
-        .init(zero8("zx", zx))
+        .init(act.zero("zx", zx))
         .init(raw_tensor(
             "wq",
             &[case.k, case.n],
@@ -664,7 +755,7 @@ fn run_qgemm<B: Backend>(case: &GemmCase, cov: &mut Coverage) -> Result<(), Test
         .init(scalar("sw", sw))
         .init(zero8("zw", 0))
         .init(scalar("sy", sy))
-        .init(zero8("zy", zy))
+        .init(act.zero("zy", zy))
         .node(
             "DequantizeLinear",
             "dqx",
@@ -684,7 +775,7 @@ fn run_qgemm<B: Backend>(case: &GemmCase, cov: &mut Coverage) -> Result<(), Test
         .output("y")
         .encode();
     let xs = [case.m, case.k];
-    let Some(actual) = pack_and_run::<B>(&onnx, &[i8_array(&xs, &x)], true, cov)? else {
+    let Some(actual) = pack_and_run::<B>(&onnx, &[act.array(&xs, &x)], true, cov)? else {
         return Ok(());
     };
     let real = sx as f64 * sw as f64 / sy as f64;
@@ -693,7 +784,7 @@ fn run_qgemm<B: Backend>(case: &GemmCase, cov: &mut Coverage) -> Result<(), Test
             let acc: i64 = (0..case.k)
                 .map(|i| (x[r * case.k + i] as i64 - zx as i64) * wq[i * case.n + c] as i64)
                 .sum();
-            let Some(want) = requantize_reference(acc as f64, real, zy, false) else {
+            let Some(want) = requantize_reference(acc as f64, real, zy, false, (lo, hi)) else {
                 continue;
             };
             let got = actual.get(r * case.n + c).copied().unwrap_or(f32::NAN);
@@ -1365,6 +1456,11 @@ impl Suite {
         let depthwise_cases = conv_case().prop_map(depthwise);
         self.run("qconv-depthwise", 11, depthwise_cases, run_qconv::<B>);
         self.run("qgemm", 7, gemm_case(), run_qgemm::<B>);
+        // int16 activations, int8 weights (TFLite's 16 × 8 scheme).
+        self.run("qconv16", 21, conv_case(), run_qconv16::<B>);
+        let depthwise_cases = conv_case().prop_map(depthwise);
+        self.run("qconv16-depthwise", 22, depthwise_cases, run_qconv16::<B>);
+        self.run("qgemm16", 23, gemm_case(), run_qgemm16::<B>);
     }
 
     fn finish(self) -> Result<Coverage, String> {

@@ -1,5 +1,6 @@
 //! The int8 model suite: the MLP, DS-CNN and ResNet-8 quantized by onnxruntime's
-//! `quantize_static` (QDQ and QOperator forms, per-channel int8 weights, int8 activations) and
+//! `quantize_static` (QDQ and QOperator forms, per-channel int8 weights, int8 activations; and
+//! QDQ with int16 activations, TFLite's 16 × 8 scheme) and
 //! the four MLPerf Tiny reference models (tf2onnx from TFLite, int8 in and out, six inputs each),
 //! run on a device and compared in units of the output's quantization step.
 //!
@@ -36,6 +37,12 @@ pub const WITHIN_ONE_STEP: f64 = 0.99;
 /// Largest accepted difference, in quantization steps.
 pub const MAX_STEPS: f32 = 2.0;
 
+/// Fraction of a 16-bit model's output elements that must be within one step. Each integer op
+/// is exact against the definition (the layer cuts: [`LAYER_EXACT`]), but a 16-bit step is 256
+/// times finer than an 8-bit one, so the float32 rounding of onnxruntime's reference run, carried
+/// through the layers, moves some outputs of the whole model by a step.
+pub const WIDE_WITHIN_ONE_STEP: f64 = 0.9;
+
 /// The relative change of the QuantizeLinear scales in the reference's tie brackets
 /// (`TIE_BRACKET` in `tests/models/generate.py`).
 pub const TIE_BRACKET: f32 = 2e-6;
@@ -70,6 +77,10 @@ pub(crate) struct Entry {
     pub(crate) options: PackOptions,
     /// The output's quantization step; `None` for a float output (dynamic quantization).
     step: Option<f32>,
+    /// 16-bit activations (form `qdq16`): the tie brackets (±2e-6 of every scale) move the
+    /// definition by up to 256 times more steps, so a sample is ill-conditioned only past twice
+    /// [`MAX_STEPS`], and [`WIDE_WITHIN_ONE_STEP`] of the elements must be within one step.
+    wide: bool,
     /// `(input, expected output)` files, relative to the test-model folder.
     pub(crate) samples: Vec<(String, String)>,
 }
@@ -102,6 +113,7 @@ pub(crate) fn manifest() -> Result<Vec<Entry>, String> {
                 input_shapes,
                 ..PackOptions::default()
             },
+            wide: entry["form"].as_str() == Some("qdq16"),
             step: match entry["form"].as_str() {
                 Some("dyn") => None,
                 _ => Some(entry["output_step"].as_f64().ok_or("missing output_step")? as f32),
@@ -192,7 +204,12 @@ fn run_one<B: Backend>(entry: &Entry) -> Result<QuantizedResult, String> {
             ));
         }
         if let Some(step) = entry.step {
-            if spread > MAX_STEPS * step {
+            let conditioned = if entry.wide {
+                2.0 * MAX_STEPS
+            } else {
+                MAX_STEPS
+            };
+            if spread > conditioned * step {
                 // Ill-conditioned: the definition itself moves by more than the bound.
                 let off = sa
                     .iter()
@@ -247,11 +264,16 @@ fn run_one<B: Backend>(entry: &Entry) -> Result<QuantizedResult, String> {
     // A hair of slack: "one step" computed in f32 from dequantized values.
     let within = steps.iter().filter(|s| **s <= 1.0 + 1e-3).count() as f64 / steps.len() as f64;
     let max = steps.iter().fold(0f32, |m, s| m.max(*s));
-    if within < WITHIN_ONE_STEP || max.is_nan() || max > MAX_STEPS + 1e-3 {
+    let need = if entry.wide {
+        WIDE_WITHIN_ONE_STEP
+    } else {
+        WITHIN_ONE_STEP
+    };
+    if within < need || max.is_nan() || max > MAX_STEPS + 1e-3 {
         return Err(format!(
             "{name}: {:.1} % within one step (need {:.0} %), max {max} steps (bound {MAX_STEPS})",
             within * 100.0,
-            WITHIN_ONE_STEP * 100.0
+            need * 100.0
         ));
     }
     Ok(QuantizedResult {

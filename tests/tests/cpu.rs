@@ -46,8 +46,8 @@ fn int8_models_match_onnxruntime_on_cpu() {
     match ferrite_tests::quantized::run_all::<Cpu>() {
         Ok(results) => assert_eq!(
             results.len(),
-            13,
-            "three models as QDQ, QOperator and dynamic; the four MLPerf Tiny models"
+            16,
+            "three models as QDQ, QOperator, 16-bit QDQ and dynamic; the four MLPerf Tiny models"
         ),
         Err(e) => panic!("{e}"),
     }

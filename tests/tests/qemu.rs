@@ -337,13 +337,15 @@ fn sklearn_models_match_onnxruntime_on_qemu_m4() {
 fn int8_models_match_onnxruntime_on_qemu_m4() {
     unless_missing::<QemuM4>(
         "qemu-m4 int8 models",
-        || match ferrite_tests::quantized::run_all::<QemuM4>() {
+        || {
+            match ferrite_tests::quantized::run_all::<QemuM4>() {
             Ok(results) => assert_eq!(
                 results.len(),
-                13,
-                "three models as QDQ, QOperator and dynamic; the four MLPerf Tiny models"
+                16,
+                "three models as QDQ, QOperator, 16-bit QDQ and dynamic; the four MLPerf Tiny models"
             ),
             Err(e) => panic!("{e}"),
+        }
         },
     );
 }

@@ -94,7 +94,7 @@ pub fn prepare(g: &mut PlanGraph) -> Vec<Option<TensorId>> {
 /// other op.
 pub fn scratch_elements(tensors: &[crate::ir::Tensor], op: &PlanOp) -> usize {
     if let (Op::QAdd(_), Some(&y)) = (op.op, op.outputs.first()) {
-        return qadd_scratch_elements(tensors[y].shape.iter().product());
+        return qadd_scratch_elements(tensors[y].shape.iter().product(), tensors[y].dtype);
     }
     if let Op::Dft(d) = op.op {
         // One transform's interleaved complex values.

@@ -11,6 +11,12 @@
 //! Concat, Slice, MaxPool) between equal quantizations moves the integers, and QuantizeLinear of a
 //! DequantizeLinear with the same parameters disappears. What does not match stays mixed (float
 //! compute with quantize/dequantize at the borders).
+//!
+//! int16 activations with int8 weights (TFLite's 16 × 8 scheme, which onnxruntime writes with
+//! `activation_type=QInt16`) become `QConv` / `QGemm` the same way, and data
+//! movement, residual additions and global average pooling take them too; the byte-table and
+//! 32-bit ops (QLookup, QSoftmax, QAvgPool, QMul) stay 8-bit, so an activation or a product
+//! between int16 tensors runs in float between its quantizations.
 
 use crate::ir::{PlanGraph, PlanOp, Quantized, TensorId};
 use crate::tensor::HostTensor;
@@ -56,7 +62,8 @@ fn scalar(g: &PlanGraph, t: Option<TensorId>) -> Option<f32> {
     (v.len() == 1).then(|| v[0])
 }
 
-/// The integer range of an 8-bit type.
+/// The integer range of an 8-bit type (the ops whose kernels index tables by byte, or add
+/// and multiply in 32 bits, take only these).
 fn range(dtype: DType) -> Option<(i32, i32)> {
     match dtype {
         DType::I8 => Some((-128, 127)),
@@ -65,7 +72,17 @@ fn range(dtype: DType) -> Option<(i32, i32)> {
     }
 }
 
-/// The dequantized 8-bit activation behind `xf`: `(xq, scale, zero point)`. When `xf` is a
+/// The integer range of an 8-bit type or int16: QConv, QGemm, QAdd and QGlobalAvgPool take int16
+/// activations too (TFLite's 16 × 8 scheme, accumulated in 64 bits), and data movement moves
+/// them. (uint16 activations stay in float between their quantizations.)
+fn integer_range(dtype: DType) -> Option<(i32, i32)> {
+    match dtype {
+        DType::I16 => Some((-32768, 32767)),
+        _ => range(dtype),
+    }
+}
+
+/// The dequantized 8-bit or int16 activation behind `xf`: `(xq, scale, zero point)`. When `xf` is a
 /// reshaped view (Flatten, Reshape...) of a dequantized tensor, `xq` is that tensor's integers,
 /// and the caller views them in `xf`'s shape (see [`integer_view`]).
 fn dequantized_input(g: &PlanGraph, xf: TensorId) -> Option<(TensorId, f32, i32)> {
@@ -79,7 +96,7 @@ fn dequantized_input(g: &PlanGraph, xf: TensorId) -> Option<(TensorId, f32, i32)
         return None;
     };
     let xq = inputs[0]?;
-    range(g.tensors[xq].dtype)?;
+    integer_range(g.tensors[xq].dtype)?;
     let scale = scalar(g, inputs[1])?;
     let zero = match inputs.get(2).copied().flatten() {
         Some(z) => g.tensors[z].value.as_ref()?.to_i64s().first().copied()? as i32,
@@ -145,7 +162,7 @@ fn quantized_output(g: &PlanGraph, yf: TensorId) -> Option<(usize, TensorId, f32
 
 /// The output clamp of `activation` in the output's integers, if it is one a clamp expresses.
 fn clamp(activation: Activation, dtype: DType, scale: f32, zero: i32) -> Option<(i32, i32)> {
-    let (lo, hi) = range(dtype)?;
+    let (lo, hi) = integer_range(dtype)?;
     let q = |v: f32| (v / scale).round_ties_even() as i64 + zero as i64;
     let fit = |v: i64| v.clamp(lo as i64, hi as i64) as i32;
     match activation {
@@ -203,12 +220,21 @@ fn requantization(sx: f32, sw: &[f32], sy: f32) -> Option<HostTensor> {
     Some(HostTensor::int(DType::I32, vec![sw.len(), 2], pairs))
 }
 
-/// Rewrites op `i` if it is a quantizable Conv or Gemm; returns whether it did.
+/// Rewrites op `i` if it is a quantizable Conv, Gemm or 2-D MatMul (8-bit activations, or int16 ones with
+/// int8 weights); returns whether it did.
 fn try_fuse(g: &mut PlanGraph, i: usize) -> Option<()> {
     let op = g.ops[i].clone();
     let (activation, channel_axis) = match op.op {
         Op::Conv(c) => (c.activation, 0),
         Op::Gemm(p) if p.alpha == 1.0 && p.beta == 1.0 => (p.activation, 1),
+        // A matrix times constant weights `[K, N]`: a Gemm without bias.
+        Op::MatMul { activation } => {
+            let rank = |t: Option<TensorId>| t.map(|t| g.tensors[t].shape.len());
+            if rank(op.inputs[0]) != Some(2) || rank(op.inputs[1]) != Some(2) {
+                return None;
+            }
+            (activation, 1)
+        }
         _ => return None,
     };
     let (xq, sx, zx) = dequantized_input(g, op.inputs[0]?)?;
@@ -216,7 +242,7 @@ fn try_fuse(g: &mut PlanGraph, i: usize) -> Option<()> {
     let (w_ints, sw) = int8_weights(g, wf, channel_axis)?;
     let channels = g.tensors[wf].shape[channel_axis];
     let (q_index, yq, sy, zy) = quantized_output(g, op.outputs[0])?;
-    // Integer ops read and write one 8-bit type.
+    // Integer ops read and write one 8-bit type or int16.
     if g.tensors[xq].dtype != g.tensors[yq].dtype {
         return None;
     }
@@ -248,9 +274,11 @@ fn try_fuse(g: &mut PlanGraph, i: usize) -> Option<()> {
     let name = op.name.clone();
     let xq = integer_view(g, xq, op.inputs[0]?);
     let mut w_shape = g.tensors[wf].shape.clone();
-    let w_ints = if matches!(op.op, Op::Gemm(_)) {
+    let w_ints = if matches!(op.op, Op::Gemm(_) | Op::MatMul { .. }) {
         let (k, n) = (w_shape[0], w_shape[1]);
-        if n % 4 == 0 && k % 8 == 0 {
+        // The blocked layout feeds the int8 DSP kernels; int16 rows run one dot product each.
+        let int8 = g.tensors[xq].dtype != DType::I16;
+        if int8 && n % 4 == 0 && k % 8 == 0 {
             // Blocked ([`QGemmWeights::Blocked`]): [N/4, K/4, 4, 4], element (block, group,
             // column, kk) the weight of output 4·block + column at k = 4·group + kk.
             w_shape = vec![n / 4, k / 4, 4, 4];
@@ -334,6 +362,10 @@ fn try_fuse_binary(g: &mut PlanGraph, i: usize) -> Option<()> {
     if g.tensors[aq].dtype != dtype || g.tensors[bq].dtype != dtype {
         return None;
     }
+    // QMul multiplies in int32: 8-bit only. QAdd takes int16 too.
+    if kind == BinaryOp::Mul {
+        range(dtype)?;
+    }
     let (min, max) = clamp(activation, dtype, sy, zy)?;
     let (sa, sb, sy) = (sa as f64, sb as f64, sy as f64);
     let integer_op = if kind == BinaryOp::Add {
@@ -374,8 +406,8 @@ fn try_fuse_binary(g: &mut PlanGraph, i: usize) -> Option<()> {
     )
 }
 
-/// Rewrites op `i` if it is a GlobalAveragePool of a dequantized 8-bit tensor whose result is
-/// quantized: one `QGlobalAvgPool`.
+/// Rewrites op `i` if it is a GlobalAveragePool of a dequantized 8-bit or int16 tensor whose
+/// result is quantized: one `QGlobalAvgPool`.
 fn try_fuse_global_pool(g: &mut PlanGraph, i: usize) -> Option<()> {
     let op = g.ops[i].clone();
     if !matches!(op.op, Op::GlobalAvgPool) {
@@ -646,7 +678,7 @@ fn try_elide_requantization(g: &mut PlanGraph, i: usize) -> Option<()> {
 
 /// Rewrites op `i` if it only moves or selects data (Transpose, Concat, Slice, MaxPool: each
 /// commutes with a monotonic dequantization) and all it reads is
-/// dequantized from 8-bit tensors with one scale, zero point and type: it then moves the
+/// dequantized from 8-bit or int16 tensors with one scale, zero point and type: it then moves the
 /// integers, and one DequantizeLinear after it gives the float result to its readers. Moving the
 /// DequantizeLinear down this way lets a following QuantizeLinear with the same parameters cancel
 /// it, and a following Conv or Add see integers.
@@ -687,7 +719,7 @@ fn try_sink_dequantize(g: &mut PlanGraph, i: usize) -> Option<()> {
             value,
         } => {
             let q = (value / sx).round_ties_even() + zx as f32;
-            let (lo, hi) = range(dtype)?;
+            let (lo, hi) = integer_range(dtype)?;
             if !(lo as f32..=hi as f32).contains(&q) || (q - zx as f32) * sx != value {
                 return None;
             }

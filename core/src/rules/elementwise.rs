@@ -84,8 +84,9 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 &b,
                 &y,
                 [q.a_zero, q.b_zero, q.output_zero, q.min, q.max],
+                true,
             )?;
-            let need = geometry::qadd_scratch_elements(y.elements());
+            let need = geometry::qadd_scratch_elements(y.elements(), y.dtype);
             require_scratch(step.scratch, need, "QAdd scratch is missing or too small")
         }
         Op::QMul(q) if selects(OPS, OpKind::QMul) => {
@@ -100,6 +101,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 &b,
                 &y,
                 [q.a_zero, q.b_zero, q.output_zero, q.min, q.max],
+                false,
             )
         }
         Op::QLookup if selects(OPS, OpKind::QLookup) => {
@@ -140,14 +142,19 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
     }
 }
 
-/// The operand types of an integer op: 8-bit input and output, int8 weights, int32 bias, and
-/// `[channels, 2]` int32 requantization parameters with `channels` 1 or `per_channel`.
-/// The operands of QAdd/QMul: 8-bit, of one type; `[a zero, b zero, output zero, min, max]`
-/// values of it.
-fn check_integer_binary(a: &TensorDesc, b: &TensorDesc, y: &TensorDesc, zeros: [i32; 5]) -> Rule {
+/// QAdd's and QMul's operands: one integer type, 8-bit (or int16 where `wide` allows: QAdd);
+/// `[a zero, b zero, output zero, min, max]` values of it.
+fn check_integer_binary(
+    a: &TensorDesc,
+    b: &TensorDesc,
+    y: &TensorDesc,
+    zeros: [i32; 5],
+    wide: bool,
+) -> Rule {
+    let wide_type = wide && y.dtype == DType::I16;
     ensure(
-        matches!(y.dtype, DType::I8 | DType::U8) && a.dtype == y.dtype && b.dtype == y.dtype,
-        "integer binary op operands are 8-bit, of one type",
+        (is_byte(y) || wide_type) && a.dtype == y.dtype && b.dtype == y.dtype,
+        "integer binary op operands are of one type, 8-bit (QAdd: or int16)",
     )?;
     ensure(
         zeros.iter().all(|&v| in_range(y.dtype, v)),

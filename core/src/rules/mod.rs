@@ -130,15 +130,23 @@ fn is_byte(t: &TensorDesc) -> bool {
     matches!(t.dtype, DType::I8 | DType::U8)
 }
 
-/// Whether `v` is a value of 8-bit type `dtype`.
+/// Whether `v` is a value of `dtype`, an integer ops' activation type (int8, uint8, int16;
+/// false for any other type). Out of line: the rules call it often, and every byte of the
+/// verifier is in every firmware.
+#[inline(never)]
 fn in_range(dtype: DType, v: i32) -> bool {
-    match dtype {
-        DType::I8 => (-128..=127).contains(&v),
-        DType::U8 => (0..=255).contains(&v),
-        _ => false,
-    }
+    let (lo, hi) = match dtype {
+        DType::I8 => (-128, 127),
+        DType::U8 => (0, 255),
+        DType::I16 => (-32768, 32767),
+        _ => (1, 0),
+    };
+    lo <= v && v <= hi
 }
 
+/// The operands of QConv and QGemm: 8-bit activations (or int16 ones, TFLite's 16 × 8 scheme,
+/// accumulated in 64 bits), one type in and out; int8 weights; int32 bias and requantization
+/// pairs, one or one per channel; zero points and clamp values of their types.
 fn check_integer_operands(
     x: &TensorDesc,
     w: &TensorDesc,
@@ -148,8 +156,10 @@ fn check_integer_operands(
     q: &Requantize,
     per_channel: usize,
 ) -> Rule {
-    let byte = |t: &TensorDesc| matches!(t.dtype, DType::I8 | DType::U8);
-    ensure(byte(x) && byte(y), "integer op input and output are 8-bit")?;
+    ensure(
+        in_range(x.dtype, 0) && x.dtype == y.dtype,
+        "integer op input and output are int8, uint8 or int16, of one type",
+    )?;
     ensure(w.dtype == DType::I8, "integer op weights are int8")?;
     ensure(
         bias.dtype == DType::I32 && requant.dtype == DType::I32,
@@ -162,22 +172,12 @@ fn check_integer_operands(
             && (channels == 1 || channels == per_channel),
         "requantization shape",
     )?;
-    let (lo, hi) = if y.dtype == DType::I8 {
-        (-128, 127)
-    } else {
-        (0, 255)
-    };
     ensure(
-        q.min >= lo && q.max <= hi && (lo..=hi).contains(&q.output_zero),
+        in_range(y.dtype, q.min) && in_range(y.dtype, q.max) && in_range(y.dtype, q.output_zero),
         "output clamp outside the output type",
     )?;
-    let (lo, hi) = if x.dtype == DType::I8 {
-        (-128, 127)
-    } else {
-        (0, 255)
-    };
     ensure(
-        (lo..=hi).contains(&q.input_zero),
+        in_range(x.dtype, q.input_zero),
         "input zero point outside the input type",
     )
 }

@@ -37,10 +37,14 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::QGlobalAvgPool(q) if selects(OPS, OpKind::QGlobalAvgPool) => {
             ensure(n_in == 1 && n_out == 1, "QGlobalAveragePool takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
+            let widest = match x.dtype {
+                DType::I8 | DType::U8 => 255,
+                DType::I16 => 65535,
+                _ => 0,
+            };
             ensure(
-                matches!(x.dtype, DType::I8 | DType::U8)
-                    && matches!(y.dtype, DType::I8 | DType::U8),
-                "QGlobalAveragePool operands are 8-bit",
+                widest > 0 && y.dtype == x.dtype,
+                "QGlobalAveragePool operands are int8, uint8 or int16, of one type",
             )?;
             let rank = x.shape.rank();
             ensure(
@@ -54,9 +58,9 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                     && y.shape.product(2..rank) == 1,
                 "QGlobalAveragePool output shape",
             )?;
-            // The int32 sum of up to 255 per element must not overflow.
+            // The int32 sum of up to 255 (int16: 65535) per element must not overflow.
             ensure(
-                plane <= (i32::MAX / 255) as usize,
+                plane <= (i32::MAX / widest) as usize,
                 "QGlobalAveragePool plane too large",
             )?;
             let r = q.requantize;

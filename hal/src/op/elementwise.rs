@@ -4,7 +4,7 @@
 
 use super::*;
 
-/// Integer addition of two 8-bit tensors of one shape, as TFLite's quantized `Add`: each input's
+/// Integer addition of two 8-bit (or int16) tensors of one shape, as TFLite's quantized `Add`: each input's
 /// `(x − zero) · 2^20` is rescaled to a common scale (`s / (2·max(s_a, s_b))`), the sum rescaled
 /// to the output (`2·max(s_a, s_b) / (2^20 · s_y)`), offset by the output zero point and clamped
 /// (a fused Relu is the clamp).

@@ -374,17 +374,19 @@ pub enum Op {
         /// The per-channel axis, in `0..rank` (any for scalar parameters).
         axis: usize,
     },
-    /// Inputs `X` (int8/uint8), `W` (int8), bias (int32), requantization (int32 pairs); output
-    /// int8/uint8.
+    /// Inputs `X` (int8/uint8, or int16: TFLite's 16 × 8 scheme), `W` (int8), bias
+    /// (int32), requantization (int32 pairs); output of `X`'s type.
     QConv(QConv),
-    /// Inputs `A [M, K]` (int8/uint8), `B` (int8, zero point 0) `[N, K]` — one row of weights
+    /// Inputs `A [M, K]` (int8/uint8, or int16), `B` (int8, zero point 0) `[N, K]` — one row of weights
     /// per output, so every dot product reads two contiguous rows — or `[N/4, K/4, 4, 4]` (`K` a
     /// multiple of 8), four outputs' words interleaved ([`QGemmWeights`]), bias int32 `[N]`, requantization `[C, 2]`
-    /// int32 with `C` 1 or `N`; output `[M, N]` int8/uint8.
+    /// int32 with `C` 1 or `N`; output `[M, N]` of `A`'s type.
     QGemm(Requantize),
-    /// Inputs `A`, `B` (int8/uint8, one shape); output of that shape (int8/uint8).
+    /// Inputs `A`, `B` (int8/uint8/int16, one shape and type); output of that shape and
+    /// type.
     QAdd(QAdd),
-    /// Input `X [N, C, H, W]` or `[N, C, L]` (int8/uint8); output `[N, C, 1, 1]` (or `[N, C, 1]`).
+    /// Input `X [N, C, H, W]` or `[N, C, L]` (int8/uint8/int16); output `[N, C, 1, 1]`
+    /// (or `[N, C, 1]`) of its type.
     QGlobalAvgPool(QGlobalAvgPool),
     /// Inputs `X` (int8/uint8) and a table of 256 values of the same type; `Y[i]` is the table
     /// entry at `X[i]`'s byte. Any elementwise function of a quantized tensor (Sigmoid, Tanh,
@@ -694,8 +696,9 @@ impl Op {
 /// five words, each a value of an 8-bit type, with `min <= max`.
 fn decode_zeros_and_clamp(r: &mut WordReader<'_>) -> Option<[i32; 5]> {
     let v = [r.i32()?, r.i32()?, r.i32()?, r.i32()?, r.i32()?];
-    let byte = -128..=255;
-    (v.iter().all(|x| byte.contains(x)) && v[3] <= v[4]).then_some(v)
+    // Values of some 8- or 16-bit type; the verifier checks them against the operands' types.
+    let integer = -32768..=65535;
+    (v.iter().all(|x| integer.contains(x)) && v[3] <= v[4]).then_some(v)
 }
 
 fn positive(v: usize) -> Option<usize> {

@@ -4,13 +4,14 @@
 
 use super::*;
 
-/// How an integer op turns its int32 accumulators into 8-bit outputs. Per output channel `c`,
+/// How an integer op turns its accumulators (int32; int64 for 16-bit inputs) into 8- or 16-bit
+/// outputs. Per output channel `c`,
 /// with `(multiplier[c], shift[c])` from the op's requantization input (a Q31 fixed-point
 /// multiplier and a power-of-two exponent, precomputed on the host from the input, weight and
 /// output scales): `y = clamp(round(acc × multiplier × 2^(shift − 31)) + output_zero, min, max)`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Requantize {
-    /// Zero point of the 8-bit input, subtracted from every input element.
+    /// Zero point of the input, subtracted from every input element.
     pub input_zero: i32,
     /// Zero point of the output.
     pub output_zero: i32,
@@ -34,11 +35,12 @@ impl Requantize {
             min: r.i32()?,
             max: r.i32()?,
         };
-        let byte = -128..=255;
-        (byte.contains(&q.input_zero)
-            && byte.contains(&q.output_zero)
-            && byte.contains(&q.min)
-            && byte.contains(&q.max)
+        // Values of some 8- or 16-bit type; the verifier checks them against the operands' types.
+        let integer = -32768..=65535;
+        (integer.contains(&q.input_zero)
+            && integer.contains(&q.output_zero)
+            && integer.contains(&q.min)
+            && integer.contains(&q.max)
             && q.min <= q.max)
             .then_some(q)
     }

@@ -99,11 +99,16 @@ impl CpuDevice {
             .with(Classify, &float)
             .with(Trilu, &DType::ALL)
             .with(Where, &[DType::Bool])
-            .with(MaxPool, &[DType::I8, DType::U8]);
+            .with(MaxPool, &[DType::I8, DType::U8, DType::I16]);
         #[cfg(feature = "quantized")]
         let set = OpKind::INTEGER
             .iter()
-            .fold(set, |set, &kind| set.with(kind, &[DType::I8, DType::U8]));
+            .fold(set, |set, &kind| set.with(kind, &[DType::I8, DType::U8]))
+            // TFLite's 16 × 8 scheme: int16 activations, int8 weights.
+            .with(QConv, &[DType::I16])
+            .with(QGemm, &[DType::I16])
+            .with(QGlobalAvgPool, &[DType::I16])
+            .with(QAdd, &[DType::I16]);
         set
     }
 }

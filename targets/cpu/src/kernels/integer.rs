@@ -1,5 +1,7 @@
 //! Integer kernels for quantized models: convolution and matrix product on 8-bit inputs with
-//! int32 accumulators, requantized to 8-bit outputs with fixed-point arithmetic only.
+//! int32 accumulators, requantized to 8-bit outputs with fixed-point arithmetic only; and on
+//! 16-bit inputs with int8 weights (TFLite's 16 × 8 scheme, for audio models whose activations
+//! need more than 256 levels) with int64 accumulators, requantized to 16-bit outputs.
 //!
 //! Requantization rounds once, to nearest with ties to even, as the ONNX definition does
 //! (DequantizeLinear → the float op → QuantizeLinear): the accumulator times the Q31 multiplier
@@ -12,6 +14,7 @@
 use super::conv::ConvDims;
 use super::pool::PoolDims;
 use super::quantize::{QuantByte, QuantInt};
+use core::num::NonZeroUsize;
 use ferrite_hal::op::{
     QAdd, QAvgPool, QConv, QGemmWeights, QGlobalAvgPool, QMul, QSoftmax, Requantize, Rescale,
     QADD_LEFT_SHIFT, QSOFTMAX_TABLE_BITS,
@@ -69,8 +72,7 @@ impl Requantizer {
     /// Channel `c`'s requantizer from a requantization table (`[C, 2]`, or one pair for all).
     #[inline(always)]
     pub fn of_channel(requant: &[i32], c: usize, q: &Requantize) -> Requantizer {
-        let p = pair(requant, c);
-        Requantizer::new([p[0], p[1]], q)
+        Requantizer::new(pair(requant, c), q)
     }
 
     /// `acc × multiplier × 2^(shift − 31)` rounded once to nearest, ties to even: the product is
@@ -101,6 +103,35 @@ impl Requantizer {
         // `max` then `min` rather than `clamp`, which would panic if `min > max` (the verifier
         // refuses that; this keeps the kernels free of the panic path anyway).
         self.scale(acc)
+            .saturating_add(self.zero)
+            .max(self.min)
+            .min(self.max)
+    }
+
+    /// The output integer of a 64-bit accumulator (16-bit inputs): the same single rounding,
+    /// on the exact product (at most 95 bits, formed in 128), saturated, offset and clamped.
+    /// Out of line: once per output, and inlined into unrolled loops it spills.
+    #[inline(never)]
+    pub fn apply_wide(&self, acc: i64) -> i32 {
+        // Most sums fit int32: the 64-bit product then (128-bit arithmetic is a library call
+        // on a 32-bit core).
+        match i32::try_from(acc) {
+            Ok(acc) => self.apply(acc),
+            Err(_) => self.apply_past_int32(acc),
+        }
+    }
+
+    /// [`Requantizer::apply_wide`] of a sum past int32, in 128-bit arithmetic (out of line: rare,
+    /// and a library call on a 32-bit core).
+    #[inline(never)]
+    fn apply_past_int32(&self, acc: i64) -> i32 {
+        let p = acc as i128 * self.multiplier as i128 + self.half as i128;
+        let up = p >> self.right;
+        let low_clear = p & ((1i128 << self.right) - 1) == 0;
+        let rounded = (up & !(low_clear as i128))
+            .max(i32::MIN.into())
+            .min(i32::MAX.into());
+        (rounded as i32)
             .saturating_add(self.zero)
             .max(self.min)
             .min(self.max)
@@ -207,11 +238,15 @@ fn output<Y: QuantInt>(acc: i32, rq: &Requantizer) -> Y {
     Y::narrow(rq.apply(acc))
 }
 
-/// The `(multiplier, shift)` pair of channel `c` (one pair for all when there is one).
+/// The `(multiplier, shift)` pair of channel `c` (one pair for all when there is one); a zero
+/// multiplier past the table's end, which the verifier rules out.
 #[inline(always)]
-fn pair(requant: &[i32], c: usize) -> &[i32] {
+fn pair(requant: &[i32], c: usize) -> [i32; 2] {
     let i = if requant.len() == 2 { 0 } else { 2 * c };
-    &requant[i..i + 2]
+    match requant.get(i..i + 2) {
+        Some(&[multiplier, shift]) => [multiplier, shift],
+        _ => [0, 0],
+    }
 }
 
 /// Output positions accumulated at once, in int32 on the stack (no scratch in the arena).
@@ -234,6 +269,9 @@ pub fn qconv<X: QuantInt, Y: QuantInt>(
     y: &mut [Y],
     scratch: &mut [u8],
 ) -> bool {
+    if X::WIDE {
+        return qconv_wide(c, d, x, w, bias, requant, y, scratch);
+    }
     let icg = d.c / c.group.max(1);
     let k = icg * c.window.kernel[0] * c.window.kernel[1];
     if c.is_pointwise() {
@@ -255,29 +293,291 @@ pub fn qconv<X: QuantInt, Y: QuantInt>(
     }
 }
 
-/// One output position's window as int16 `x − zx` values in weight order (0 in the padding).
+/// Convolution of 16-bit inputs with int8 weights: each output the bias plus `Σ (x − zx)·w` over
+/// its window in 64 bits (`|x − zx| ≤ 65535` and `|w| ≤ 128`, so an int32 sum could overflow
+/// past 256 terms; each product fits int32, so a core with a 32 × 32 + 64 multiply-accumulate
+/// (`SMLAL`) takes one instruction a term), requantized once. Per output position its window is
+/// unfolded once into an int32 column in `scratch` (the planner's QConv scratch holds one for
+/// every convolution but a depthwise one), then one dot product per output channel of the
+/// group. A depthwise convolution (one channel a group: nothing to share an unfolded window)
+/// runs [`qconv_wide_depthwise`]. Returns false, computing nothing, when `scratch` is too small.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn qconv_wide<X: QuantInt, Y: QuantInt>(
+    c: &QConv,
+    d: ConvDims,
+    x: &[X],
+    w: &[i8],
+    bias: &[i32],
+    requant: &[i32],
+    y: &mut [Y],
+    scratch: &mut [u8],
+) -> bool {
+    let group = c.group.max(1);
+    let (icg, ocg) = (d.c / group, d.oc / group);
+    let k = icg * c.window.kernel[0] * c.window.kernel[1];
+    if icg == 1 && group > 1 {
+        qconv_wide_depthwise(c, d, x, w, bias, requant, y);
+        return true;
+    }
+    let column = bytemuck::try_cast_slice_mut::<u8, i32>(scratch)
+        .ok()
+        .and_then(|s| s.get_mut(..k));
+    let Some(column) = column else {
+        return false;
+    };
+    let positions = d.oh * d.ow;
+    let plane = d.h * d.w;
+    for b in 0..d.n {
+        for g in 0..group {
+            let first = (b * d.c + g * icg) * plane;
+            let Some(xg) = x.get(first..first + icg * plane) else {
+                return true;
+            };
+            for p in 0..positions {
+                unfold_window(c, &d, xg, p, column);
+                let column = &*column;
+                for o in g * ocg..(g + 1) * ocg {
+                    let row = w.get(o * k..(o + 1) * k).unwrap_or(&[]);
+                    let start = i64::from(bias.get(o).copied().unwrap_or(0));
+                    let dot = start.wrapping_add(wide_dot(row, column, |v| v));
+                    let rq = Requantizer::of_channel(requant, o, &c.requantize);
+                    if let Some(slot) = y.get_mut((b * d.oc + o) * positions + p) {
+                        *slot = Y::narrow(rq.apply_wide(dot));
+                    }
+                }
+            }
+        }
+    }
+    true
+}
+
+/// `Σ w·value(x)` of int8 weights and values of at most 17 bits, in 64 bits: four products at a
+/// time summed in int32 (each below 2^24, so four cannot overflow), then added to the total.
 #[inline(always)]
-fn unfold_window<X: QuantInt>(c: &QConv, d: &ConvDims, xg: &[X], p: usize, column: &mut [i16]) {
+fn wide_dot<V: Copy>(w: &[i8], x: &[V], value: impl Fn(V) -> i32) -> i64 {
+    let (w4, w_rest) = w.as_chunks::<4>();
+    let (x4, x_rest) = x.as_chunks::<4>();
+    let mut total = 0i64;
+    for (w, x) in w4.iter().zip(x4) {
+        let four = value(x[0]) * i32::from(w[0])
+            + value(x[1]) * i32::from(w[1])
+            + value(x[2]) * i32::from(w[2])
+            + value(x[3]) * i32::from(w[3]);
+        total = total.wrapping_add(four.into());
+    }
+    for (&w, &x) in w_rest.iter().zip(x_rest) {
+        total = total.wrapping_add(i64::from(value(x) * i32::from(w)));
+    }
+    total
+}
+
+/// Output positions a 16-bit depthwise convolution accumulates at once, in int64 on the stack.
+const WIDE_CHUNK: usize = 16;
+
+/// The widest kernel [`qconv_wide_depthwise`] takes (its per-tap table is on the stack).
+const WIDE_DEPTHWISE_MAX_KW: usize = 4;
+
+/// For one kernel column (`offset = kx · dilation` input columns right of the window's
+/// first) and a chunk of `len` outputs from `ox0`: the chunk's outputs `lo..hi` whose tap lands
+/// inside the `width` input columns (the others read padding), and the input column the first
+/// of them reads.
+#[inline(never)]
+fn tap_reach(
+    offset: usize,
+    pad: usize,
+    stride: NonZeroUsize,
+    width: usize,
+    ox0: usize,
+    len: usize,
+) -> (usize, usize, usize) {
+    let first_in = pad.saturating_sub(offset).div_ceil(stride.get());
+    let end_in = (width + pad).saturating_sub(offset).div_ceil(stride.get());
+    let lo = first_in.saturating_sub(ox0).min(len);
+    let hi = end_in.saturating_sub(ox0).min(len).max(lo);
+    (
+        lo,
+        hi,
+        ((ox0 + lo) * stride.get() + offset).wrapping_sub(pad),
+    )
+}
+
+/// Depthwise [`qconv_wide`]: per chunk of up to [`WIDE_CHUNK`] output columns, which of them
+/// each kernel column's tap lands inside the input for (worked out once for every channel and
+/// row, for the first [`WIDE_DEPTHWISE_MAX_KW`] kernel columns; per row for any further); then
+/// per channel and output row the chunk's sums on the stack, each tap one strided pass over its
+/// outputs with no bounds checks (the padding adds nothing).
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn qconv_wide_depthwise<X: QuantInt, Y: QuantInt>(
+    c: &QConv,
+    d: ConvDims,
+    x: &[X],
+    w: &[i8],
+    bias: &[i32],
+    requant: &[i32],
+    y: &mut [Y],
+) {
+    let win = &c.window;
+    let [kh, kw] = win.kernel;
+    let ([sh, sw], [dh, dw]) = (win.stride, win.dilation);
+    let (sw, pad) = (
+        NonZeroUsize::new(sw).unwrap_or(NonZeroUsize::MIN),
+        win.pads[1],
+    );
+    let zx = c.requantize.input_zero;
+    let (plane, taps, positions) = (d.h * d.w, (kh * kw).max(1), d.oh * d.ow);
+    let multiplier = (d.oc / d.c.max(1)).max(1);
+    let mut acc = [0i64; WIDE_CHUNK];
+    for ox0 in (0..d.ow).step_by(WIDE_CHUNK) {
+        let len = WIDE_CHUNK.min(d.ow - ox0);
+        let reach = ChunkTaps::new(kw, [dw, pad, d.w], sw, [ox0, len]);
+        for (bo, out) in y.chunks_exact_mut(positions.max(1)).enumerate() {
+            let (b, o) = (bo / d.oc.max(1), bo % d.oc.max(1));
+            let first = (b * d.c + o / multiplier) * plane;
+            let (Some(xp), Some(wo)) =
+                (x.get(first..first + plane), w.get(o * taps..(o + 1) * taps))
+            else {
+                return;
+            };
+            let rq = Requantizer::of_channel(requant, o, &c.requantize);
+            let start = i64::from(bias.get(o).copied().unwrap_or(0));
+            for (oy, out_row) in out.chunks_exact_mut(d.ow.max(1)).enumerate() {
+                let acc = &mut acc[..len];
+                acc.fill(start);
+                for (ky, wr) in wo.chunks_exact(kw.max(1)).enumerate() {
+                    let iy = (oy * sh + ky * dh).wrapping_sub(win.pads[0]);
+                    if let Some(row) = xp.get(iy.wrapping_mul(d.w)..).and_then(|r| r.get(..d.w)) {
+                        add_kernel_row(acc, row, wr, &reach, zx);
+                    }
+                }
+                let outs = out_row.get_mut(ox0..ox0 + len).unwrap_or(&mut []);
+                for (slot, &a) in outs.iter_mut().zip(acc.iter()) {
+                    *slot = Y::narrow(rq.apply_wide(a));
+                }
+            }
+        }
+    }
+}
+
+/// Where each kernel column's taps land in one chunk of depthwise outputs ([`tap_reach`]),
+/// worked out once for the first [`WIDE_DEPTHWISE_MAX_KW`] columns.
+struct ChunkTaps {
+    table: [(usize, usize, usize); WIDE_DEPTHWISE_MAX_KW],
+    /// Dilation, left padding and input width.
+    geometry: [usize; 3],
+    stride: NonZeroUsize,
+    /// The chunk's first output column and length.
+    chunk: [usize; 2],
+}
+
+impl ChunkTaps {
+    #[inline(always)]
+    fn new(kw: usize, geometry: [usize; 3], stride: NonZeroUsize, chunk: [usize; 2]) -> ChunkTaps {
+        let mut taps = ChunkTaps {
+            table: [(0, 0, 0); WIDE_DEPTHWISE_MAX_KW],
+            geometry,
+            stride,
+            chunk,
+        };
+        for kx in 0..kw.min(WIDE_DEPTHWISE_MAX_KW) {
+            let reach = taps.compute(kx);
+            if let Some(slot) = taps.table.get_mut(kx) {
+                *slot = reach;
+            }
+        }
+        taps
+    }
+
+    fn compute(&self, kx: usize) -> (usize, usize, usize) {
+        let [dw, pad, width] = self.geometry;
+        let [ox0, len] = self.chunk;
+        tap_reach(kx * dw, pad, self.stride, width, ox0, len)
+    }
+
+    /// Kernel column `kx`'s outputs `lo..hi` and the input column the first reads.
+    #[inline(always)]
+    fn of(&self, kx: usize) -> (usize, usize, usize) {
+        match self.table.get(kx) {
+            Some(&reach) => reach,
+            None => self.compute(kx),
+        }
+    }
+}
+
+/// Adds one kernel row's taps (weights `wr`, input `row`) into a chunk of depthwise sums: each
+/// tap one strided pass over the outputs it reaches inside the row, no bounds checks inside.
+#[inline(never)]
+fn add_kernel_row<X: QuantInt>(acc: &mut [i64], row: &[X], wr: &[i8], taps: &ChunkTaps, zx: i32) {
+    for (kx, &wv) in wr.iter().enumerate() {
+        let (lo, hi, ix) = taps.of(kx);
+        let (Some(acc), Some(xs)) = (acc.get_mut(lo..hi), row.get(ix..)) else {
+            continue;
+        };
+        let wv = i64::from(wv);
+        for (a, v) in acc.iter_mut().zip(xs.iter().step_by(taps.stride.get())) {
+            *a = a.wrapping_add(i64::from(v.widen() - zx) * wv);
+        }
+    }
+}
+
+/// An element of an unfolded window: `x − zx`, int16 for 8-bit inputs (9 bits), int32 for
+/// 16-bit ones (17 bits), as the verifier's zero-point ranges guarantee.
+trait ColumnValue: Copy + Default {
+    fn of(difference: i32) -> Self;
+}
+
+impl ColumnValue for i16 {
+    #[inline(always)]
+    fn of(difference: i32) -> i16 {
+        difference as i16
+    }
+}
+
+impl ColumnValue for i32 {
+    #[inline(always)]
+    fn of(difference: i32) -> i32 {
+        difference
+    }
+}
+
+/// One output position's window as `x − zx` values in weight order (0 in the padding).
+#[inline(always)]
+fn unfold_window<X: QuantInt, C: ColumnValue>(
+    c: &QConv,
+    d: &ConvDims,
+    xg: &[X],
+    p: usize,
+    column: &mut [C],
+) {
     let [kh, kw] = c.window.kernel;
     let zx = c.requantize.input_zero;
-    let (oy, ox) = (p / d.ow, p % d.ow);
+    let ow = d.ow.max(1);
+    let (oy, ox) = (p / ow, p % ow);
     let iy0 = (oy * c.window.stride[0]).wrapping_sub(c.window.pads[0]);
     let ix0 = (ox * c.window.stride[1]).wrapping_sub(c.window.pads[1]);
     let plane = d.h * d.w;
+    if plane == 0 {
+        // An empty input: every window is padding.
+        column.fill(C::default());
+        return;
+    }
     for (rows, xp) in column
         .chunks_exact_mut((kh * kw).max(1))
-        .zip(xg.chunks_exact(plane.max(1)))
+        .zip(xg.chunks_exact(plane))
     {
         for (ky, row_out) in rows.chunks_exact_mut(kw.max(1)).enumerate() {
             let iy = iy0.wrapping_add(ky * c.window.dilation[0]);
-            if iy >= d.h {
-                row_out.fill(0);
+            let row = (iy < d.h)
+                .then(|| xp.get(iy * d.w..(iy + 1) * d.w))
+                .flatten();
+            let Some(row) = row else {
+                row_out.fill(C::default());
                 continue;
-            }
-            let row = &xp[iy * d.w..(iy + 1) * d.w];
+            };
             for (kx, slot) in row_out.iter_mut().enumerate() {
                 let ix = ix0.wrapping_add(kx * c.window.dilation[1]);
-                *slot = row.get(ix).map_or(0, |v| (v.widen() - zx) as i16);
+                *slot = row.get(ix).map_or(C::default(), |v| C::of(v.widen() - zx));
             }
         }
     }
@@ -462,6 +762,10 @@ pub fn qgemm<X: QuantInt, Y: QuantInt>(
     requant: &[i32],
     y: &mut [Y],
 ) {
+    if X::WIDE {
+        qgemm_wide(q, [m, k, n], layout, a, b, bias, requant, y);
+        return;
+    }
     let term = |av: &X, bv: &i8| (av.widen() - q.input_zero) * *bv as i32;
     for row in 0..m {
         let (Some(a_row), Some(y_row)) = (
@@ -515,6 +819,54 @@ pub fn qgemm<X: QuantInt, Y: QuantInt>(
     }
 }
 
+/// [`qgemm`] of 16-bit activations: the same sums in 64 bits (see [`qconv_wide`]), one output
+/// at a time, from either weight layout.
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+fn qgemm_wide<X: QuantInt, Y: QuantInt>(
+    q: &Requantize,
+    [m, k, n]: [usize; 3],
+    layout: QGemmWeights,
+    a: &[X],
+    b: &[i8],
+    bias: &[i32],
+    requant: &[i32],
+    y: &mut [Y],
+) {
+    let term = |av: &X, bv: &i8| i64::from(av.widen() - q.input_zero) * i64::from(*bv);
+    for row in 0..m {
+        let (Some(a_row), Some(y_row)) = (
+            a.get(row * k..(row + 1) * k),
+            y.get_mut(row * n..(row + 1) * n),
+        ) else {
+            return;
+        };
+        for (col, slot) in y_row.iter_mut().enumerate() {
+            let mut acc = i64::from(bias.get(col).copied().unwrap_or(0));
+            match layout {
+                // One contiguous row of weights (`pack` writes this layout for int16).
+                QGemmWeights::Rows => {
+                    let b_row = b.get(col * k..(col + 1) * k).unwrap_or(&[]);
+                    let value = |v: X| v.widen() - q.input_zero;
+                    acc = acc.wrapping_add(wide_dot(b_row, a_row, value));
+                }
+                // Block `col / 4`; in each 16-value group, column `col % 4`'s four weights.
+                QGemmWeights::Blocked => {
+                    let (block, c) = (col / 4, col % 4);
+                    let w = b.get(4 * k * block..4 * k * (block + 1)).unwrap_or(&[]);
+                    for (a4, w16) in a_row.chunks_exact(4).zip(w.chunks_exact(16)) {
+                        let w4 = w16.get(4 * c..4 * c + 4).unwrap_or(&[]);
+                        for (av, bv) in a4.iter().zip(w4) {
+                            acc = acc.wrapping_add(term(av, bv));
+                        }
+                    }
+                }
+            }
+            *slot = Y::narrow(Requantizer::of_channel(requant, col, q).apply_wide(acc));
+        }
+    }
+}
+
 /// No zero point and no clamp: a bare rescale.
 const UNCLAMPED: Requantize = Requantize {
     input_zero: 0,
@@ -553,15 +905,21 @@ struct AddTerm {
 }
 
 impl AddTerm {
+    /// The term of `v`, for 8-bit inputs (it fits int32 by the choice of fraction bits).
     #[inline(always)]
     fn of(&self, v: i32) -> i32 {
+        self.of_wide(v).clamp(i32::MIN as i64, i32::MAX as i64) as i32
+    }
+
+    /// The term of `v` in int64 (16-bit inputs).
+    #[inline(always)]
+    fn of_wide(&self, v: i32) -> i64 {
         let x = (v - self.zero) as i64 * self.multiplier;
-        let t = if self.right >= 0 {
+        if self.right >= 0 {
             shift_sticky(x, self.right as u32)
         } else {
             x.saturating_mul(1i64 << (-self.right).min(62))
-        };
-        t.clamp(i32::MIN as i64, i32::MAX as i64) as i32
+        }
     }
 }
 
@@ -571,8 +929,9 @@ impl AddTerm {
 /// stores TFLite's three rescales (each input to a common scale, lifted by 2^20, then the sum to
 /// the output); their products are `s_a/s_y` and `s_b/s_y`, taken here as Q31 mantissas. Each
 /// term is formed in fixed point with `frac` fractional bits (as many as keep two 8-bit terms in
-/// int32, 22 for scale ratios near one), exactly or rounded to odd when bits are dropped (so an
-/// inexact sum never looks like an exact tie), and the sum is rounded once, ties to even.
+/// int32, 22 for scale ratios near one; two 16-bit terms in int64, 45), exactly or rounded to
+/// odd when bits are dropped (so an inexact sum never looks like an exact tie), and the sum is
+/// rounded once, ties to even.
 #[derive(Clone, Copy, Debug)]
 struct AddTerms {
     a: AddTerm,
@@ -581,7 +940,8 @@ struct AddTerms {
 }
 
 impl AddTerms {
-    fn new(q: &QAdd) -> AddTerms {
+    /// The terms of `q` for 8-bit inputs (`wide` false: int32 sums) or 16-bit ones (int64).
+    fn new(q: &QAdd, wide: bool) -> AddTerms {
         // `s_v / s_y = m · 2^e`, m a Q31 mantissa: the product of the two rescales' Q31 numbers,
         // rounded back to 31 bits.
         let combined = |r: Rescale| -> (i64, i32) {
@@ -590,8 +950,13 @@ impl AddTerms {
             (m, r.shift + q.output.shift + QADD_LEFT_SHIFT - 31)
         };
         let ((ma, ea), (mb, eb)) = (combined(q.a), combined(q.b));
-        // |(v − z) · m| < 2^(8 + 31): with `frac` bits each term stays below 2^30.
-        let frac = (-9 - ea.max(eb)).clamp(0, 30);
+        // |(v − z) · m| < 2^(8 + 31): with `frac` bits each term stays below 2^30. For 16-bit
+        // inputs |(v − z) · m| < 2^(16 + 31), and each term stays below 2^61.
+        let frac = if wide {
+            (14 - ea.max(eb)).clamp(0, 61)
+        } else {
+            (-9 - ea.max(eb)).clamp(0, 30)
+        };
         let term = |m: i64, e: i32, zero: i32| AddTerm {
             multiplier: m,
             right: -(e + frac),
@@ -615,6 +980,17 @@ impl AddTerms {
         let rest = sum & ((1i32 << self.frac) - 1);
         q + ((rest + (q & 1)) > (1i32 << (self.frac - 1))) as i32
     }
+
+    /// [`AddTerms::round`] of an int64 sum (16-bit inputs; `frac` in `0..=61`).
+    #[inline(always)]
+    fn round_wide(&self, sum: i64) -> i64 {
+        if self.frac == 0 {
+            return sum;
+        }
+        let q = sum >> self.frac;
+        let rest = sum & ((1i64 << self.frac) - 1);
+        q + ((rest + (q & 1)) > (1i64 << (self.frac - 1))) as i64
+    }
 }
 
 /// Integer addition: `(a − za)·s_a/s_y + (b − zb)·s_b/s_y` in fixed point (each term exact or
@@ -630,7 +1006,7 @@ pub fn qadd<A: QuantByte, B: QuantByte, Y: QuantInt>(
     y: &mut [Y],
     tables: &mut [i32],
 ) {
-    let terms = AddTerms::new(q);
+    let terms = AddTerms::new(q, false);
     let finish = |sum: i32| {
         Y::narrow(
             terms
@@ -658,6 +1034,21 @@ pub fn qadd<A: QuantByte, B: QuantByte, Y: QuantInt>(
                 .of(av.widen())
                 .saturating_add(terms.b.of(bv.widen())),
         );
+    }
+}
+
+/// [`qadd`] of 16-bit inputs: the same single rounding on int64 fixed-point terms (45 fraction
+/// bits for scale ratios near one), per element (no tables).
+#[inline(never)]
+pub fn qadd_wide<T: QuantInt>(q: &QAdd, a: &[T], b: &[T], y: &mut [T]) {
+    let terms = AddTerms::new(q, true);
+    for ((out, &av), &bv) in y.iter_mut().zip(a).zip(b) {
+        let sum = terms
+            .a
+            .of_wide(av.widen())
+            .saturating_add(terms.b.of_wide(bv.widen()));
+        let v = terms.round_wide(sum).saturating_add(q.output_zero.into());
+        *out = T::narrow(v.max(q.min.into()).min(q.max.into()) as i32);
     }
 }
 
@@ -884,8 +1275,8 @@ mod tests {
     }
 
     /// `acc · multiplier · 2^(shift − 31)` rounded half to even, in exact 128-bit arithmetic.
-    fn exact_requantize(acc: i32, multiplier: i32, shift: i32) -> i32 {
-        let p = acc as i128 * multiplier as i128;
+    fn exact_requantize(acc: impl Into<i64>, multiplier: i32, shift: i32) -> i32 {
+        let p = acc.into() as i128 * multiplier as i128;
         let d = 1i128 << (31 - shift);
         let (q, r) = (p.div_euclid(d), p.rem_euclid(d));
         let q = match (2 * r).cmp(&d) {
@@ -1027,50 +1418,29 @@ mod tests {
         assert_eq!(taken, 30 * 6 * 20_000);
     }
 
-    /// The kernels against the definition, over strides, dilations, pads and groups.
-    #[test]
-    fn qconv_matches_the_definition() {
-        use ferrite_hal::op::Window;
-        let mut seed = 7u32;
-        let mut next = || {
-            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            (seed >> 24) as i32
+    /// A test convolution with a square `k × k` window (stride `s`, dilation `dil`, `pad` on
+    /// every side), its dims for an `[n, c, h, w]` input and `oc` outputs.
+    fn square_conv(
+        [k, s, dil, pad, group]: [usize; 5],
+        [n, c, h, w, oc]: [usize; 5],
+        requantize: Requantize,
+    ) -> (QConv, ConvDims) {
+        let window = ferrite_hal::op::Window {
+            kernel: [k, k],
+            stride: [s, s],
+            dilation: [dil, dil],
+            pads: [pad, pad, pad, pad],
         };
-        for (k, s, dil, pad, group) in [
-            (3, 1, 1, 1, 1),
-            (3, 2, 1, 1, 2),
-            (1, 1, 1, 0, 1),
-            (3, 1, 2, 2, 4),
-            (5, 3, 1, 2, 1),
-        ] {
-            let (n, c, h, w, oc) = (1, 4, 9, 70, 8);
-            let win = Window {
-                kernel: [k, k],
-                stride: [s, s],
-                dilation: [dil, dil],
-                pads: [pad, pad, pad, pad],
-            };
-            let oh = (h + 2 * pad - dil * (k - 1) - 1) / s + 1;
-            let ow = (w + 2 * pad - dil * (k - 1) - 1) / s + 1;
-            let icg = c / group;
-            let x: Vec<i8> = (0..n * c * h * w).map(|_| (next() - 128) as i8).collect();
-            let wt: Vec<i8> = (0..oc * icg * k * k)
-                .map(|_| (next() - 128) as i8)
-                .collect();
-            let bias: Vec<i32> = (0..oc).map(|_| next() * 10 - 1000).collect();
-            let rq = [1 << 30, -6]; // 1/128
-            let q = Requantize {
-                input_zero: 3,
-                output_zero: -2,
-                min: -128,
-                max: 127,
-            };
-            let conv = QConv {
-                window: win,
-                group,
-                requantize: q,
-            };
-            let dims = ConvDims {
+        let oh = (h + 2 * pad - dil * (k - 1) - 1) / s + 1;
+        let ow = (w + 2 * pad - dil * (k - 1) - 1) / s + 1;
+        let conv = QConv {
+            window,
+            group,
+            requantize,
+        };
+        (
+            conv,
+            ConvDims {
                 n,
                 c,
                 h,
@@ -1078,8 +1448,85 @@ mod tests {
                 oc,
                 oh,
                 ow,
+            },
+        )
+    }
+
+    /// The definition's accumulators of `conv` (bias plus `Σ (x − zx)·w` over each window, the
+    /// padding adding nothing), in output order, exactly in 64 bits.
+    fn exact_accumulators(
+        conv: &QConv,
+        d: ConvDims,
+        x: &[i32],
+        w: &[i8],
+        bias: &[i32],
+    ) -> Vec<i64> {
+        let win = &conv.window;
+        let ([k, _], [s, _], [dil, _], pad) = (win.kernel, win.stride, win.dilation, win.pads[0]);
+        let (icg, ocg) = (d.c / conv.group, d.oc / conv.group);
+        let zx = conv.requantize.input_zero as i64;
+        let mut out = Vec::with_capacity(d.n * d.oc * d.oh * d.ow);
+        for b in 0..d.n {
+            for o in 0..d.oc {
+                let g = o / ocg;
+                for oy in 0..d.oh {
+                    for ox in 0..d.ow {
+                        let mut acc = bias[o] as i64;
+                        for ic in 0..icg {
+                            for ky in 0..k {
+                                for kx in 0..k {
+                                    let iy = (oy * s + ky * dil) as isize - pad as isize;
+                                    let ix = (ox * s + kx * dil) as isize - pad as isize;
+                                    if iy < 0 || ix < 0 || iy >= d.h as isize || ix >= d.w as isize
+                                    {
+                                        continue;
+                                    }
+                                    let at = ((b * d.c + g * icg + ic) * d.h + iy as usize) * d.w
+                                        + ix as usize;
+                                    let wv = w[((o * icg + ic) * k + ky) * k + kx] as i64;
+                                    acc += (x[at] as i64 - zx) * wv;
+                                }
+                            }
+                        }
+                        out.push(acc);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The kernels against the definition, over strides, dilations, pads and groups.
+    #[test]
+    fn qconv_matches_the_definition() {
+        let mut seed = 7u32;
+        let mut next = || {
+            seed = seed.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            (seed >> 24) as i32
+        };
+        for geometry in [
+            [3, 1, 1, 1, 1],
+            [3, 2, 1, 1, 2],
+            [1, 1, 1, 0, 1],
+            [3, 1, 2, 2, 4],
+            [5, 3, 1, 2, 1],
+        ] {
+            let (n, c, h, w, oc) = (1, 4, 9, 70, 8);
+            let q = Requantize {
+                input_zero: 3,
+                output_zero: -2,
+                min: -128,
+                max: 127,
             };
-            let mut y = vec![0i8; n * oc * oh * ow];
+            let (conv, dims) = square_conv(geometry, [n, c, h, w, oc], q);
+            let [k, _, _, _, group] = geometry;
+            let x: Vec<i8> = (0..n * c * h * w).map(|_| (next() - 128) as i8).collect();
+            let wt: Vec<i8> = (0..oc * (c / group) * k * k)
+                .map(|_| (next() - 128) as i8)
+                .collect();
+            let bias: Vec<i32> = (0..oc).map(|_| next() * 10 - 1000).collect();
+            let rq = [1 << 30, -6]; // 1/128
+            let mut y = vec![0i8; n * oc * dims.oh * dims.ow];
             let mut scratch = vec![0u8; 4 * 4096];
             assert!(qconv(
                 &conv,
@@ -1093,35 +1540,231 @@ mod tests {
             ));
             let done = qconv(&conv, dims, &x, &wt, &bias, &rq, &mut y.clone(), &mut []);
             assert!(conv.is_pointwise() || !done, "no scratch: nothing done");
-            for o in 0..oc {
-                let g = o / (oc / group);
-                for oy in 0..oh {
-                    for ox in 0..ow {
-                        let mut acc = bias[o];
-                        for ic in 0..icg {
-                            for ky in 0..k {
-                                for kx in 0..k {
-                                    let iy = (oy * s + ky * dil) as isize - pad as isize;
-                                    let ix = (ox * s + kx * dil) as isize - pad as isize;
-                                    if iy < 0 || ix < 0 || iy >= h as isize || ix >= w as isize {
-                                        continue;
-                                    }
-                                    let xv = x[((g * icg + ic) * h + iy as usize) * w + ix as usize]
-                                        as i32
-                                        - 3;
-                                    acc += xv * wt[((o * icg + ic) * k + ky) * k + kx] as i32;
-                                }
-                            }
-                        }
-                        let want = (requantize(acc, rq[0], rq[1]) - 2).clamp(-128, 127) as i8;
-                        assert_eq!(
-                            y[(o * oh + oy) * ow + ox],
-                            want,
-                            "k{k} s{s} d{dil} p{pad} g{group}"
-                        );
-                    }
+            let x32: Vec<i32> = x.iter().map(|&v| v.into()).collect();
+            let exact = exact_accumulators(&conv, dims, &x32, &wt, &bias);
+            for (i, (&got, &acc)) in y.iter().zip(&exact).enumerate() {
+                let want = (requantize(acc as i32, rq[0], rq[1]) - 2).clamp(-128, 127) as i8;
+                assert_eq!(got, want, "{geometry:?}: output {i}");
+            }
+        }
+    }
+
+    /// 64-bit accumulators (16-bit inputs) round as the definition does, and agree with the
+    /// 32-bit path wherever both apply.
+    #[test]
+    fn apply_wide_equals_exact_rounding_on_64_bit_accumulators() {
+        let mut next = random_i32s(2024);
+        let q = |zero, min, max| Requantize {
+            input_zero: 0,
+            output_zero: zero,
+            min,
+            max,
+        };
+        for _ in 0..300_000 {
+            let wide =
+                ((next() as i64) << 20 | (next() as u32 >> 12) as i64) >> (next() as u32 % 40);
+            let narrow = next() >> (next() as u32 % 24);
+            let m = (1 << 30) | (next() & 0x3fff_ffff);
+            let m2 = (1 << 30) | ((next() & 0x3f) << 24);
+            let shift = -((next() as u32 % 32) as i32);
+            for m in [m, m2] {
+                let r = Requantizer::new([m, shift], &q(0, i32::MIN, i32::MAX));
+                assert_eq!(
+                    r.apply_wide(wide),
+                    exact_requantize(wide, m, shift),
+                    "{wide} {m} {shift}"
+                );
+                assert_eq!(
+                    r.apply_wide(narrow.into()),
+                    r.apply(narrow),
+                    "{narrow} {m} {shift}"
+                );
+                let r = Requantizer::new([m, shift], &q(-7, -32768, 32767));
+                let want = exact_requantize(wide, m, shift)
+                    .saturating_add(-7)
+                    .clamp(-32768, 32767);
+                assert_eq!(r.apply_wide(wide), want);
+            }
+        }
+    }
+
+    /// A 16 × 8 convolution's input and output and its definition in 128-bit arithmetic, over
+    /// strides, dilations, pads and groups, with extreme values (sums far past int32).
+    #[test]
+    fn qconv_on_int16_matches_the_definition() {
+        let mut next = random_i32s(16);
+        for (geometry, c, oc) in [
+            ([3, 1, 1, 1, 1], 96, 3),
+            ([3, 2, 1, 1, 2], 8, 4),
+            ([1, 1, 1, 0, 1], 1000, 2),
+            ([3, 1, 2, 2, 4], 4, 8),
+            ([5, 3, 1, 2, 1], 6, 2),
+            ([3, 1, 1, 1, 6], 6, 6),
+            ([3, 2, 1, 1, 4], 4, 4),
+            ([5, 3, 1, 2, 3], 3, 6),
+            ([1, 1, 1, 0, 5], 5, 5),
+            ([9, 1, 1, 4, 2], 2, 2),
+        ] {
+            // Wide enough for several chunks of depthwise outputs.
+            let (n, h, w) = (2, 7, 53);
+            let q = Requantize {
+                input_zero: -300,
+                output_zero: 5,
+                min: -32768,
+                max: 32767,
+            };
+            let (conv, dims) = square_conv(geometry, [n, c, h, w, oc], q);
+            let [k, _, _, _, group] = geometry;
+            let icg = c / group;
+            // Most inputs and weights at their largest (the rest random): terms near 2^22, so
+            // a sum of 864 (or 1000) passes int32.
+            let extreme = |v: i32, lo: i32, hi: i32| match v & 7 {
+                0 => v.clamp(lo, hi),
+                _ => hi,
+            };
+            let x: Vec<i16> = (0..n * c * h * w)
+                .map(|_| extreme(next() >> 16, -32768, 32767) as i16)
+                .collect();
+            let wt: Vec<i8> = (0..oc * icg * k * k)
+                .map(|_| extreme(next() >> 24, -128, 127) as i8)
+                .collect();
+            let bias: Vec<i32> = (0..oc).map(|_| next() >> 4).collect();
+            let rq: Vec<i32> = (0..oc)
+                .flat_map(|_| [(1 << 30) | (next() & 0x3fff_ffff), -16 - (next() & 7)])
+                .collect();
+            let mut y = vec![0i16; n * oc * dims.oh * dims.ow];
+            let mut scratch = vec![0u8; 4 * c * k * k];
+            assert!(qconv(
+                &conv,
+                dims,
+                &x,
+                &wt,
+                &bias,
+                &rq,
+                &mut y,
+                &mut scratch
+            ));
+            let depthwise = icg == 1 && group > 1;
+            let done = qconv(&conv, dims, &x, &wt, &bias, &rq, &mut y.clone(), &mut []);
+            assert_eq!(done, depthwise, "only a depthwise one needs no scratch");
+            let x32: Vec<i32> = x.iter().map(|&v| v.into()).collect();
+            let exact = exact_accumulators(&conv, dims, &x32, &wt, &bias);
+            let plane = dims.oh * dims.ow;
+            for (i, (&got, &acc)) in y.iter().zip(&exact).enumerate() {
+                let o = i / plane % oc;
+                let r = exact_requantize(acc, rq[2 * o], rq[2 * o + 1]);
+                let want = r.saturating_add(5).clamp(-32768, 32767) as i16;
+                assert_eq!(got, want, "{geometry:?} c{c}: output {i}");
+            }
+            let largest = exact.iter().map(|a| a.abs()).max().unwrap_or(0);
+            if c >= 80 {
+                assert!(
+                    largest > i32::MAX as i64,
+                    "the case reaches past int32: {largest}"
+                );
+            }
+        }
+    }
+
+    /// A 16 × 8 matrix product whose rows end in a short group of weights (K not a multiple
+    /// of 4), against the definition.
+    #[test]
+    fn qgemm_on_int16_takes_any_row_length() {
+        let mut next = random_i32s(17);
+        for k in [1, 3, 7, 13] {
+            let (m, n) = (2, 5);
+            let a: Vec<i16> = (0..m * k).map(|_| (next() >> 16) as i16).collect();
+            let rows: Vec<i8> = (0..n * k).map(|_| (next() >> 24) as i8).collect();
+            let bias: Vec<i32> = (0..n).map(|_| next() >> 12).collect();
+            let rq = [(1 << 30) | 777, -9];
+            let q = Requantize {
+                input_zero: 45,
+                output_zero: -3,
+                min: -32768,
+                max: 32767,
+            };
+            let mut y = vec![0i16; m * n];
+            qgemm(
+                &q,
+                [m, k, n],
+                QGemmWeights::Rows,
+                &a,
+                &rows,
+                &bias,
+                &rq,
+                &mut y,
+            );
+            for r in 0..m {
+                for c in 0..n {
+                    let dot: i64 = (0..k)
+                        .map(|i| (a[r * k + i] as i64 - 45) * rows[c * k + i] as i64)
+                        .sum();
+                    let v = exact_requantize(dot + bias[c] as i64, rq[0], rq[1]) - 3;
+                    assert_eq!(y[r * n + c] as i32, v.clamp(-32768, 32767), "k {k}");
                 }
             }
+        }
+    }
+
+    /// A 16 × 8 matrix product in both weight layouts against the definition, with sums past
+    /// int32.
+    #[test]
+    fn qgemm_on_int16_matches_the_definition_in_both_layouts() {
+        let mut next = random_i32s(61);
+        let (m, k, n) = (3, 1024, 8);
+        let a: Vec<i16> = (0..m * k)
+            .map(|i| {
+                if i % 2 == 0 {
+                    32767
+                } else {
+                    (next() >> 16) as i16
+                }
+            })
+            .collect();
+        let rows: Vec<i8> = (0..n * k)
+            .map(|i| {
+                if i % 2 == 0 {
+                    127
+                } else {
+                    (next() >> 24) as i8
+                }
+            })
+            .collect();
+        let bias: Vec<i32> = (0..n).map(|_| next() >> 8).collect();
+        let rq = [(1 << 30) | 12345, -20];
+        let q = Requantize {
+            input_zero: -1000,
+            output_zero: 3000,
+            min: -32768,
+            max: 32767,
+        };
+        let mut want = vec![0i16; m * n];
+        let mut largest = 0i64;
+        for r in 0..m {
+            for c in 0..n {
+                let mut acc = bias[c] as i64;
+                for i in 0..k {
+                    acc += (a[r * k + i] as i64 + 1000) * rows[c * k + i] as i64;
+                }
+                largest = largest.max(acc.abs());
+                let v = exact_requantize(acc, rq[0], rq[1]).saturating_add(3000);
+                want[r * n + c] = v.clamp(-32768, 32767) as i16;
+            }
+        }
+        assert!(largest > i32::MAX as i64, "{largest}");
+        let blocked: Vec<i8> = (0..n * k)
+            .map(|i| {
+                let (block, group, c, kk) = (i / (4 * k), i / 16 % (k / 4), i / 4 % 4, i % 4);
+                rows[(4 * block + c) * k + 4 * group + kk]
+            })
+            .collect();
+        for (layout, weights) in [
+            (QGemmWeights::Rows, &rows),
+            (QGemmWeights::Blocked, &blocked),
+        ] {
+            let mut y = vec![0i16; m * n];
+            qgemm(&q, [m, k, n], layout, &a, weights, &bias, &rq, &mut y);
+            assert_eq!(y, want, "{layout:?}");
         }
     }
 
@@ -1192,6 +1835,59 @@ mod tests {
             let real = sa * (a[i] as i32 - 3) as f64 + sb * (b[i] as i32 + 5) as f64;
             let want = ((real / sy).round_ties_even() as i32 + 1).clamp(-128, 127);
             assert_eq!(y[i] as i32, want, "{i}: {real}");
+        }
+    }
+
+    /// 16-bit addition: the real sum rounded once, over the whole input range (near-halves
+    /// aside, which the Q31 ratios cannot place), and exact halves to even.
+    #[test]
+    fn qadd_of_int16_rounds_the_real_sum_once() {
+        let mut next = random_i32s(5);
+        for (sa, sb, sy, za, zb, zy) in [
+            (2e-4f64, 5e-4f64, 7e-4f64, -1700, 300, 12),
+            (3.1e-5, 3.1e-5, 2.9e-5, 0, 0, 0),
+            (0.5, 0.25, 1.0, 3, -5, 1),
+        ] {
+            let twice_max = 2.0 * sa.max(sb);
+            let q = QAdd {
+                a: rescale_of(sa / twice_max),
+                b: rescale_of(sb / twice_max),
+                output: rescale_of(twice_max / ((1 << QADD_LEFT_SHIFT) as f64 * sy)),
+                a_zero: za,
+                b_zero: zb,
+                output_zero: zy,
+                min: -32768,
+                max: 32767,
+            };
+            let a: Vec<i16> = (0..4096)
+                .map(|i| {
+                    if i < 2 {
+                        [-32768, 32767][i]
+                    } else {
+                        (next() >> 16) as i16
+                    }
+                })
+                .collect();
+            let b: Vec<i16> = (0..4096).map(|_| (next() >> 16) as i16).collect();
+            let mut y = vec![0i16; a.len()];
+            qadd_wide(&q, &a, &b, &mut y);
+            let mut checked = 0;
+            for i in 0..a.len() {
+                let real = (sa * (a[i] as i32 - za) as f64 + sb * (b[i] as i32 - zb) as f64) / sy;
+                let half = ((real - real.floor()) - 0.5).abs();
+                let exact_half = half == 0.0 && sa == 0.5;
+                if half < 1e-3 && !exact_half {
+                    continue;
+                }
+                let want = (real.round_ties_even() as i64 + zy as i64).clamp(-32768, 32767);
+                assert_eq!(
+                    y[i] as i64, want,
+                    "{sa} {sb} {sy}: {} {} → {real}",
+                    a[i], b[i]
+                );
+                checked += 1;
+            }
+            assert!(checked > 4000, "{checked}");
         }
     }
 

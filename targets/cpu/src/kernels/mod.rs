@@ -150,12 +150,14 @@ pub fn run_step_after<const OPS: Selection>(
 }
 
 /// Whether a build selecting `OPS`, whose int8 steps of the kinds in `covered_int8` run
-/// elsewhere, needs the portable kernel of `kind`: not when the kind is covered and uint8 is not
-/// selected (then the arm, with its operand decoding, is not linked at all).
+/// elsewhere, needs the portable kernel of `kind`: not when the kind is covered and no other
+/// activation type (uint8, int16) is selected (then the arm, with its operand decoding, is not
+/// linked at all).
 #[cfg(feature = "quantized")]
 #[inline(always)]
 const fn needs_portable(ops: Selection, covered_int8: Selection, kind: OpKind) -> bool {
-    selects(ops, kind) && (!selects(covered_int8, kind) || selects_dtype(ops, DType::U8))
+    let other_types = selects_dtype(ops, DType::U8) || selects_dtype(ops, DType::I16);
+    selects(ops, kind) && (!selects(covered_int8, kind) || other_types)
 }
 
 /// Which SIMD build runs (std, x86-64): chosen once per process from the CPU's features, or
@@ -573,6 +575,10 @@ fn run_step_inline<const OPS: Selection>(
                 DType::U8 if is_max => {
                     pool::max_pool_integer(&p, dims, view.bytes(&x)?, out, u8::MIN);
                 }
+                DType::I16 if is_max && selects_dtype(OPS, DType::I16) => {
+                    let xs = cast::<i16>(view.bytes(&x)?)?;
+                    pool::max_pool_integer(&p, dims, xs, cast_mut(out)?, i16::MIN);
+                }
                 _ => pool::pool(&p, dims, is_max, f32_in(0)?, f32s_mut(out)?),
             }
         }
@@ -719,10 +725,11 @@ fn run_step_inline<const OPS: Selection>(
             let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
             let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
             let scratch = scratch.unwrap_or(&mut []);
-            let done = with_int8_pair!(
+            let done = with_quantized_pair!(
                 OPS,
                 covered_int8,
                 OpKind::QConv,
+                true,
                 x.dtype,
                 out_desc.dtype,
                 xb,
@@ -746,10 +753,11 @@ fn run_step_inline<const OPS: Selection>(
             let (ab, bw) = (view.bytes(&a)?, cast::<i8>(view.bytes(&b)?)?);
             let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
             let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
-            with_int8_pair!(
+            with_quantized_pair!(
                 OPS,
                 covered_int8,
                 OpKind::QGemm,
+                true,
                 a.dtype,
                 out_desc.dtype,
                 ab,
@@ -772,6 +780,9 @@ fn run_step_inline<const OPS: Selection>(
                 (DType::U8, DType::U8, DType::U8) if selects_dtype(OPS, DType::U8) => {
                     integer::qadd::<u8, u8, u8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, tables)
                 }
+                (DType::I16, DType::I16, DType::I16) if selects_dtype(OPS, DType::I16) => {
+                    integer::qadd_wide::<i16>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?)
+                }
                 _ => return Err(CpuError::Unsupported),
             }
         }
@@ -779,10 +790,11 @@ fn run_step_inline<const OPS: Selection>(
         Op::QGlobalAvgPool(q) if selects(OPS, OpKind::QGlobalAvgPool) => {
             let x = input(0)?;
             let plane = x.shape.product(2..x.shape.rank());
-            with_int8_pair!(
+            with_quantized_pair!(
                 OPS,
                 covered_int8,
                 OpKind::QGlobalAvgPool,
+                true,
                 x.dtype,
                 out_desc.dtype,
                 view.bytes(&x)?,
@@ -853,10 +865,11 @@ fn run_step_inline<const OPS: Selection>(
                 x.shape.product(q.axis + 1..rank),
             ];
             let table = cast::<i32>(view.bytes(&input(1)?)?)?;
-            with_int8_pair!(
+            with_quantized_pair!(
                 OPS,
                 covered_int8,
                 OpKind::QSoftmax,
+                false,
                 x.dtype,
                 out_desc.dtype,
                 view.bytes(&x)?,
@@ -873,10 +886,11 @@ fn run_step_inline<const OPS: Selection>(
                 input: [n, c, h, w],
                 output: [oh, ow],
             };
-            with_int8_pair!(
+            with_quantized_pair!(
                 OPS,
                 covered_int8,
                 OpKind::QAvgPool,
+                false,
                 x.dtype,
                 out_desc.dtype,
                 view.bytes(&x)?,
@@ -1086,11 +1100,12 @@ fn input_bytes<'x>(step: &Step<'_>, view: &Readable<'x>, i: usize) -> Result<&'x
     view.bytes(&t)
 }
 
-/// Runs `$body` with `$xs`/`$ys` as the 8-bit input and output slices their dtype says (both
-/// int8 or both uint8, as the verifier requires of integer ops); anything else is `Unsupported`.
+/// Runs `$body` with `$xs`/`$ys` as the input and output slices their dtype says (both int8 or
+/// both uint8, or both int16 where `$int16` says the kind takes it, as the verifier requires;
+/// int8 only when the kind is not in `$covered`); anything else is `Unsupported`.
 #[cfg(feature = "quantized")]
-macro_rules! with_int8_pair {
-    ($ops:ident, $covered:expr, $kind:expr, $x_dtype:expr, $y_dtype:expr, $x:expr, $y:expr, |$xs:ident, $ys:ident| $body:expr) => {
+macro_rules! with_quantized_pair {
+    ($ops:ident, $covered:expr, $kind:expr, $int16:literal, $x_dtype:expr, $y_dtype:expr, $x:expr, $y:expr, |$xs:ident, $ys:ident| $body:expr) => {
         match ($x_dtype, $y_dtype) {
             (DType::I8, DType::I8)
                 if selects_dtype($ops, DType::I8) && !selects($covered, $kind) =>
@@ -1102,12 +1117,16 @@ macro_rules! with_int8_pair {
                 let ($xs, $ys) = (cast::<u8>($x)?, cast_mut::<u8>($y)?);
                 $body
             }
+            (DType::I16, DType::I16) if $int16 && selects_dtype($ops, DType::I16) => {
+                let ($xs, $ys) = (cast::<i16>($x)?, cast_mut::<i16>($y)?);
+                $body
+            }
             _ => return Err(CpuError::Unsupported),
         }
     };
 }
 #[cfg(feature = "quantized")]
-use with_int8_pair;
+use with_quantized_pair;
 
 /// Per-channel layout of quantization parameters `scale` for `x` along `axis`.
 #[inline(always)]

@@ -7,6 +7,8 @@ pub trait QuantInt: Copy + bytemuck::Pod {
     const MIN: i32;
     /// Largest value.
     const MAX: i32;
+    /// Wider than 8 bits: integer products of it accumulate in 64 bits.
+    const WIDE: bool;
     /// Widens to `i32`.
     fn widen(self) -> i32;
     /// Narrows an `i32` already clamped to `MIN..=MAX`.
@@ -20,6 +22,7 @@ macro_rules! quant_int {
         impl QuantInt for $t {
             const MIN: i32 = <$t>::MIN as i32;
             const MAX: i32 = <$t>::MAX as i32;
+            const WIDE: bool = <$t>::BITS > 8;
             #[inline(always)]
             fn widen(self) -> i32 {
                 self as i32
