@@ -37,11 +37,17 @@ pub const WITHIN_ONE_STEP: f64 = 0.99;
 /// Largest accepted difference, in quantization steps.
 pub const MAX_STEPS: f32 = 2.0;
 
-/// Fraction of a 16-bit model's output elements that must be within one step. Each integer op
-/// is exact against the definition (the layer cuts: [`LAYER_EXACT`]), but a 16-bit step is 256
-/// times finer than an 8-bit one, so the float32 rounding of onnxruntime's reference run, carried
+/// Fraction of a 16-bit model's output elements that must be within one step (none may be more
+/// than [`MAX_STEPS`] off). Each integer op is exact against the definition (the layer cuts:
+/// [`LAYER_EXACT`]), but a 16-bit step is 256 times finer than an 8-bit one, so the float32
+/// rounding of onnxruntime's reference run, which differs from one CPU to another, carried
 /// through the layers, moves some outputs of the whole model by a step.
-pub const WIDE_WITHIN_ONE_STEP: f64 = 0.9;
+pub const WIDE_WITHIN_ONE_STEP: f64 = 0.75;
+
+/// How far the tie brackets may move a 16-bit model's output, in steps, before a sample counts
+/// as ill-conditioned: ±2e-6 of a scale moves a 16-bit value 256 times more steps than an 8-bit
+/// one (measured: 2 steps on the DS-CNN).
+pub const WIDE_CONDITIONED_STEPS: f32 = 8.0;
 
 /// The relative change of the QuantizeLinear scales in the reference's tie brackets
 /// (`TIE_BRACKET` in `tests/models/generate.py`).
@@ -77,9 +83,9 @@ pub(crate) struct Entry {
     pub(crate) options: PackOptions,
     /// The output's quantization step; `None` for a float output (dynamic quantization).
     step: Option<f32>,
-    /// 16-bit activations (form `qdq16`): the tie brackets (±2e-6 of every scale) move the
-    /// definition by up to 256 times more steps, so a sample is ill-conditioned only past twice
-    /// [`MAX_STEPS`], and [`WIDE_WITHIN_ONE_STEP`] of the elements must be within one step.
+    /// 16-bit activations (form `qdq16`): a sample is ill-conditioned only past
+    /// [`WIDE_CONDITIONED_STEPS`], and [`WIDE_WITHIN_ONE_STEP`] of the elements must be within
+    /// one step.
     wide: bool,
     /// `(input, expected output)` files, relative to the test-model folder.
     pub(crate) samples: Vec<(String, String)>,
@@ -205,7 +211,7 @@ fn run_one<B: Backend>(entry: &Entry) -> Result<QuantizedResult, String> {
         }
         if let Some(step) = entry.step {
             let conditioned = if entry.wide {
-                2.0 * MAX_STEPS
+                WIDE_CONDITIONED_STEPS
             } else {
                 MAX_STEPS
             };
