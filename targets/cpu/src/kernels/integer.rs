@@ -375,7 +375,8 @@ fn wide_dot<V: Copy>(w: &[i8], x: &[V], value: impl Fn(V) -> i32) -> i64 {
 /// Output positions a 16-bit depthwise convolution accumulates at once, in int64 on the stack.
 const WIDE_CHUNK: usize = 16;
 
-/// The widest kernel [`qconv_wide_depthwise`] takes (its per-tap table is on the stack).
+/// Kernel columns whose reach [`qconv_wide_depthwise`] tabulates once per chunk (on the stack);
+/// a wider kernel's further columns are worked out per kernel row.
 const WIDE_DEPTHWISE_MAX_KW: usize = 4;
 
 /// For one kernel column (`offset = kx · dilation` input columns right of the window's
