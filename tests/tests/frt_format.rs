@@ -608,10 +608,8 @@ fn many_ops_model_runs_and_survives_every_byte_corruption() {
     survives_every_byte_corruption(&p.bytes);
 }
 
-/// An integer convolution whose planned scratch is removed is refused at load: the kernels rely
-/// on it.
-#[test]
-fn an_integer_convolution_without_its_scratch_is_refused() {
+/// A 3×3 convolution quantized to int8 by post-training quantization: one QConv step.
+fn quantized_conv() -> Packed {
     use ferrite_tools::npy::NpyArray;
     use ferrite_tools::onnx::build::{attr_ints, ModelBuilder, D};
     use ferrite_tools::onnx::proto::data_type;
@@ -645,6 +643,14 @@ fn an_integer_convolution_without_its_scratch_is_refused() {
         "{:?}",
         int8.report.ops
     );
+    int8
+}
+
+/// An integer convolution whose planned scratch is removed is refused at load: the kernels rely
+/// on it.
+#[test]
+fn an_integer_convolution_without_its_scratch_is_refused() {
+    let int8 = quantized_conv();
     load(&int8.bytes).expect("the int8 model loads");
     let ops = section_offset(&int8.bytes, section::OPS);
     let count = int8.graph.ops.len();
@@ -657,6 +663,43 @@ fn an_integer_convolution_without_its_scratch_is_refused() {
     reseal(&mut b);
     let e = load(&b).expect_err("refused");
     assert!(e.to_string().contains("QConv scratch is missing"), "{e}");
+}
+
+/// An int8 QConv whose zero point or clamp is patched to a value that only an int16 operand
+/// could hold is refused at load: the record decoder accepts any 8- or 16-bit value (the 16 × 8
+/// scheme shares it), so the verifier's check against the operands' type is what stands
+/// between such a file and an int8 kernel reading past its lookup tables.
+#[test]
+fn an_int8_step_with_sixteen_bit_zero_points_is_refused() {
+    let int8 = quantized_conv();
+    load(&int8.bytes).expect("the int8 model loads");
+    let ops = section_offset(&int8.bytes, section::OPS);
+    let params = section_offset(&int8.bytes, section::PARAMS);
+    let record = (0..int8.graph.ops.len())
+        .map(|i| ops + i * format::OP_RECORD_BYTES)
+        .find(|&r| u32_at(&int8.bytes, r) & 0xffff == OpKind::QConv.code() as u32)
+        .expect("a QConv record");
+    // QConv's words: window (10), group, then input zero, output zero, min, max.
+    let word = |i: usize| params + 4 * (u32_at(&int8.bytes, record + 8) as usize + i);
+    let (min, max) = (
+        u32_at(&int8.bytes, word(13)) as i32,
+        u32_at(&int8.bytes, word(14)) as i32,
+    );
+    assert!((-128..=127).contains(&min) && min <= max && max <= 127);
+    let cases = [
+        ("input zero point 1000", 11, 1000, "input zero point"),
+        ("input zero point -129", 11, -129, "input zero point"),
+        ("output zero point 300", 12, 300, "output clamp"),
+        ("clamp minimum -20000", 13, -20000, "output clamp"),
+        ("clamp maximum 128", 14, 128, "output clamp"),
+    ];
+    for (what, index, value, message) in cases {
+        let mut b = int8.bytes.clone();
+        put_u32(&mut b, word(index), value as u32);
+        reseal(&mut b);
+        let e = load(&b).expect_err(what);
+        assert!(e.to_string().contains(message), "{what}: {e}");
+    }
 }
 
 /// A MatMulInteger whose zero points are swapped (A's now has one value per column of B, and
