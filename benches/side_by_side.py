@@ -32,6 +32,20 @@ def ort_median_us(session, feed, runs):
     return float(np.median(times)) * 1e6
 
 
+def random_input(info, entry):
+    """Deterministic data for an input without a reference file: its shape (symbolic dimensions as
+    the manifest fixes them, else 1) and type."""
+    fixed = entry.get("input_shapes", {}).get(info.name)
+    shape = fixed or [d if isinstance(d, int) else 1 for d in info.shape]
+    rng = np.random.default_rng(0)
+    types = {"tensor(float)": np.float32, "tensor(int8)": np.int8, "tensor(uint8)": np.uint8}
+    dtype = types.get(info.type, np.float32)
+    if dtype == np.float32:
+        return rng.standard_normal(shape).astype(np.float32)
+    bounds = np.iinfo(dtype)
+    return rng.integers(bounds.min, bounds.max + 1, size=shape).astype(dtype)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", default="target/test-models")
@@ -68,12 +82,19 @@ def main():
         for input_name, dims in entry["input_shapes"].items():
             shape_args += ["--input-shape", f"{input_name}={'x'.join(map(str, dims))}"]
         subprocess.run([args.ferrite, "pack", onnx_path, "-o", frt, *shape_args], check=True, capture_output=True)
-        x = np.load(os.path.join(args.models, f"{name}.input_0.npy"))
         options = ort.SessionOptions()
         if not gpu:
             options.intra_op_num_threads = 1
             options.inter_op_num_threads = 1
         session = ort.InferenceSession(onnx_path, options, providers=[provider])
+        input_path = os.path.join(args.models, f"{name}.input_0.npy")
+        if not os.path.exists(input_path) and entry.get("samples"):
+            input_path = os.path.join(args.models, entry["samples"][0][0])  # the MLPerf Tiny models
+        if not os.path.exists(input_path):
+            # A model without reference data: deterministic random input.
+            input_path = os.path.join("target/bench", f"{name}.input_0.npy")
+            np.save(input_path, random_input(session.get_inputs()[0], entry))
+        x = np.load(input_path)
         feed = {session.get_inputs()[0].name: x}
         # Warm up for at least 100 ms, as `ferrite bench` does.
         warm = time.perf_counter()
@@ -82,7 +103,7 @@ def main():
         if args.device != "cpu":
             # A model the device refuses (an op it lacks) is a row saying so, not the end.
             probe = subprocess.run([args.ferrite, "bench", frt, "--runs", "1", "--json", "--device", args.device,
-                                    "--input", os.path.join(args.models, f"{name}.input_0.npy")],
+                                    "--input", input_path],
                                    capture_output=True, text=True)
             if probe.returncode != 0:
                 print(f"{name:<18} {'refused':>11} {'':>15} {'':>20}  {probe.stderr.strip()}")
@@ -91,7 +112,7 @@ def main():
         for _ in range(args.rounds):
             out = subprocess.run([args.ferrite, "bench", frt, "--runs", str(args.runs), "--json",
                                   "--device", args.device,
-                                  "--input", os.path.join(args.models, f"{name}.input_0.npy")],
+                                  "--input", input_path],
                                  check=True, capture_output=True, text=True)
             ferrite_rounds.append(json.loads(out.stdout)["median_us"])
             ort_rounds.append(ort_median_us(session, feed, args.runs))

@@ -272,6 +272,10 @@ pub fn qconv<X: QuantInt, Y: QuantInt>(
     if X::WIDE {
         return qconv_wide(c, d, x, w, bias, requant, y, scratch);
     }
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if let Some(done) = super::integer_avx2::qconv(c, d, x, w, bias, requant, y, scratch) {
+        return done;
+    }
     let icg = d.c / c.group.max(1);
     let k = icg * c.window.kernel[0] * c.window.kernel[1];
     if c.is_pointwise() {

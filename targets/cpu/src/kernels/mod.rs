@@ -11,6 +11,8 @@ pub mod index;
 pub mod indexing;
 #[cfg(feature = "quantized")]
 pub mod integer;
+#[cfg(all(feature = "quantized", feature = "std", target_arch = "x86_64"))]
+mod integer_avx2;
 pub mod logic;
 pub mod matmul;
 pub mod movement;
