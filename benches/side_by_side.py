@@ -2,8 +2,10 @@
 """Ferrite vs onnxruntime, side by side in one run.
 
 For each generated test model (and the int8 QDQ ones), alternates rounds of `ferrite bench --json` and onnxruntime runs
-(so both see the same machine noise) and prints the medians and their ratio. Speed is only ever
-measured here, never asserted in tests.
+(so both see the same machine noise) and prints two tables, float and int8, of the medians and
+their ratio ferrite / onnxruntime (< 1: Ferrite faster) with each table's geometric mean, and
+which SIMD build each side ran. Speed is only ever measured here, never asserted in tests.
+On an AVX-512 machine, `FERRITE_CPU_SIMD=avx2` measures Ferrite's AVX2 build.
 
     python benches/side_by_side.py [--models target/test-models] [--rounds 5] [--runs 200]
     python benches/side_by_side.py --device cuda --provider cuda   # a GPU: Ferrite's CUDA device
@@ -72,9 +74,9 @@ def main():
     os.makedirs("target/bench", exist_ok=True)
     threads = "default threads" if gpu else "1 thread"
     print(f"onnxruntime {ort.__version__} ({provider}, {threads}); ferrite device {args.device}; "
-          f"median of {args.rounds} rounds x {args.runs} runs")
-    print(f"{'model':<18} {'ferrite us':>11} {'onnxruntime us':>15} {'ratio (ort/ferrite)':>20}")
+          f"median of {args.rounds} rounds x {args.runs} runs; ratio < 1: Ferrite faster")
     rows = []
+    simd = "?"
     for name, entry in sorted(manifest.items()):
         onnx_path = os.path.join(args.models, f"{name}.onnx")
         frt = os.path.join("target/bench", f"{name}.frt")
@@ -106,7 +108,7 @@ def main():
                                     "--input", input_path],
                                    capture_output=True, text=True)
             if probe.returncode != 0:
-                print(f"{name:<18} {'refused':>11} {'':>15} {'':>20}  {probe.stderr.strip()}")
+                print(f"  {name}: refused: {probe.stderr.strip()}", file=sys.stderr)
                 continue
         ferrite_rounds, ort_rounds = [], []
         for _ in range(args.rounds):
@@ -114,12 +116,38 @@ def main():
                                   "--device", args.device,
                                   "--input", input_path],
                                  check=True, capture_output=True, text=True)
-            ferrite_rounds.append(json.loads(out.stdout)["median_us"])
+            report = json.loads(out.stdout)
+            ferrite_rounds.append(report["median_us"])
+            simd = report.get("simd") or simd
             ort_rounds.append(ort_median_us(session, feed, args.runs))
         f, o = float(np.median(ferrite_rounds)), float(np.median(ort_rounds))
         rows.append((name, f, o))
-        print(f"{name:<18} {f:>11.1f} {o:>15.1f} {o / f:>20.2f}")
+        print(f"  {name}: ferrite {f:.1f} us, onnxruntime {o:.1f} us", file=sys.stderr)
+    print(f"ferrite: {args.device} device, SIMD build {simd}; onnxruntime: its own dispatch "
+          f"on this CPU ({cpu_isa()}; it cannot be forced)")
+    int8 = {name for name, entry in quantized.items()}
+    for title, members in (("float", [r for r in rows if r[0] not in int8]),
+                           ("int8 (QDQ)", [r for r in rows if r[0] in int8])):
+        if not members:
+            continue
+        print(f"\n{title}\n| model | ferrite us | onnxruntime us | ferrite / onnxruntime |")
+        print("|---|---:|---:|---:|")
+        for name, f, o in members:
+            print(f"| {name} | {f:.1f} | {o:.1f} | {f / o:.2f} |")
+        mean = float(np.exp(np.mean([np.log(f / o) for _, f, o in members])))
+        print(f"| geometric mean | | | {mean:.2f} |")
     sys.stdout.flush()
+
+
+def cpu_isa():
+    """The x86 vector extensions this CPU reports (what onnxruntime's MLAS dispatches on)."""
+    try:
+        flags = next(line for line in open("/proc/cpuinfo") if line.startswith("flags")).split()
+    except (OSError, StopIteration):
+        return "CPU features unknown"
+    names = ["avx2", "fma", "avx512f", "avx512_vnni", "avx_vnni", "avx512bw"]
+    have = [n for n in names if n in flags]
+    return "CPU has " + (", ".join(have) if have else "no AVX2")
 
 
 if __name__ == "__main__":
