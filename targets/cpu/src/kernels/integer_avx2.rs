@@ -7,12 +7,14 @@
 //! - requantization of eight outputs at once in the high-word form
 //!   ([`super::integer::HighWordRequantizer`]), scalar for the rare scales without one.
 //!
-//! Pointwise convolutions multiply pairs of input channels, interleaved on the fly, by the
-//! weights of four output channels at a time; depthwise ones of stride 1 run every tap as one
-//! contiguous pass over the zero-point-padded plane (outputs computed on its full width, the
-//! columns past the output's discarded); the others unfold four windows into the step's scratch
-//! columns and take two output channels at a time. Everything else stays with the portable
-//! kernels.
+//! Pointwise and regular convolutions are one block product ([`product_block`]): eight output
+//! positions of `k` rows (input channels; taps read in place from a zero-point-padded copy of the
+//! input for stride 1; eight unfolded windows otherwise), pairs of rows interleaved into int16
+//! pairs once and meeting four output channels' weight pairs. Depthwise convolutions of stride 1
+//! run every tap as one contiguous pass over the padded plane (outputs computed on its full width,
+//! the columns past the output's dropped); of stride 2, eight outputs of a row per vector, every
+//! other byte of sixteen. Everything else (16-bit activations, other strides, planes of fewer
+//! than eight outputs) stays with the portable kernels.
 
 #![allow(unsafe_code)]
 
@@ -30,7 +32,8 @@ std::thread_local! {
 }
 
 /// [`super::integer::qconv`] with an AVX2 kernel, when the build runs them and one fits the
-/// step: 8-bit activations, and a pointwise, stride-1 depthwise or unfolded geometry. `None`
+/// step: 8-bit activations, and a pointwise, regular or grouped, or stride-1 or stride-2
+/// depthwise geometry. `None`
 /// leaves the step to the portable kernels; `Some(false)` is a scratch or operand too small
 /// (which the verifier rules out).
 #[allow(clippy::too_many_arguments)]
@@ -71,6 +74,10 @@ pub(super) fn qconv<X: QuantInt, Y: QuantInt>(
                 y,
                 scratch,
             ));
+        }
+        if depthwise && c.window.stride == [2, 2] && d.ow >= 8 {
+            let bytes = bytemuck::cast_slice(x);
+            return Some(depthwise_stride_two(c, &ops, &d, bytes, X::MIN < 0, y));
         }
         if !depthwise {
             return columns(c, &ops, &d, x, y);
@@ -180,11 +187,15 @@ impl Channels {
     fn new(ops: &Operands<'_>, k: usize, channels: usize) -> Channels {
         let pairs = k.div_ceil(2);
         let rows = ops.w.chunks_exact(k.max(1)).take(channels);
-        let mut words = Vec::with_capacity(channels * pairs);
+        let mut words = std::vec![0i32; channels * pairs];
         let mut bases = Vec::with_capacity(channels);
-        for (o, row) in rows.enumerate() {
-            let half = |i: usize| row.get(i).map_or(0, |&v| v as i16 as u16 as u32);
-            words.extend((0..pairs).map(|p| (half(2 * p) | (half(2 * p + 1) << 16)) as i32));
+        // Little-endian int16 pairs are the words: each row widened in place (a zero past an
+        // odd row's end).
+        let halves: &mut [i16] = bytemuck::cast_slice_mut(&mut words);
+        for (o, (row, out)) in rows.zip(halves.chunks_exact_mut(2 * pairs)).enumerate() {
+            for (half, &v) in out.iter_mut().zip(row) {
+                *half = v as i16;
+            }
             let bias = ops.bias.get(o).copied().unwrap_or(0);
             bases.push(base(bias, ops.q.input_zero, row));
         }
@@ -198,42 +209,44 @@ impl Channels {
     }
 }
 
-/// Eight positions of `k` rows of 8-bit values (`stride` apart in `x`, from `p0`) for output
-/// channels `o..o + B`: each pair of rows interleaved into int16 pairs once, meeting each
-/// channel's weight pair in one `vpmaddwd`; the sums offset, requantized and written to
-/// `y[(o + j)·y_stride + y_at ..][..8]`.
+/// Where [`product_block`] reads and writes: row `i` of the eight positions from `at` is
+/// `x[offsets[i] + at ..][..8]`; their outputs go to `y[o·y_stride + to[t]]` for output channel
+/// `o` (`to[t] == SKIP`: a position that is not an output).
+struct Block<'a> {
+    x: &'a [u8],
+    offsets: &'a [usize],
+    at: usize,
+    y_stride: usize,
+    to: [usize; 8],
+}
+
+/// A [`Block`] position that is not an output (past the row on a padded grid).
+const SKIP: usize = usize::MAX;
+
+/// Eight positions of `k` rows of 8-bit values for output channels `o..o + B`: each pair of
+/// rows interleaved into int16 pairs once, meeting each channel's weight pair in one
+/// `vpmaddwd`; the sums offset, requantized and written.
 ///
 /// # Safety
-/// `x` holds `(k − 1)·stride + p0 + 8` bytes; `ch` covers channels below `o + B`; `y` holds
-/// `(o + B − 1)·y_stride + y_at + 8` outputs.
-#[allow(clippy::too_many_arguments)]
+/// `offsets[i] + at + 8 <= x.len()` for every row; `ch` covers channels below `o + B`.
 #[target_feature(enable = "avx2")]
 unsafe fn product_block<const SIGNED: bool, const B: usize, Y: QuantInt>(
     ch: &Channels,
-    x: &[u8],
-    k: usize,
-    stride: usize,
-    p0: usize,
+    block: &Block<'_>,
     o: usize,
     y: &mut [Y],
-    [y_stride, y_at]: [usize; 2],
 ) {
     let pairs = ch.pairs;
     let mut acc = [_mm256_setzero_si256(); B];
-    let xp = x.as_ptr();
+    let xp = block.x.as_ptr().wrapping_add(block.at);
     let words = ch.words.as_ptr();
-    for pair in 0..pairs {
-        let i = 2 * pair;
-        // SAFETY: rows i (and i + 1 when below k) hold eight bytes from p0 (the caller's bound).
-        let (first, second) = unsafe {
-            let first = _mm_loadl_epi64(xp.add(i * stride + p0).cast());
-            let second = if i + 1 < k {
-                _mm_loadl_epi64(xp.add((i + 1) * stride + p0).cast())
-            } else {
-                _mm_setzero_si128()
-            };
-            (first, second)
-        };
+    let (rows, last) = block.offsets.as_chunks::<2>();
+    let load = |offset: usize| {
+        // SAFETY: every row's eight bytes from `at` are within `x` (the caller's bound).
+        unsafe { _mm_loadl_epi64(xp.add(offset).cast()) }
+    };
+    let mut pair = 0;
+    let mut step = |first: __m128i, second: __m128i, pair: usize| {
         let interleaved = _mm_unpacklo_epi8(first, second);
         let values = if SIGNED {
             _mm256_cvtepi8_epi16(interleaved)
@@ -245,46 +258,61 @@ unsafe fn product_block<const SIGNED: bool, const B: usize, Y: QuantInt>(
             let word = unsafe { *words.add((o + j) * pairs + pair) };
             *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(values, _mm256_set1_epi32(word)));
         }
+    };
+    for &[first, second] in rows {
+        step(load(first), load(second), pair);
+        pair += 1;
+    }
+    if let [first] = *last {
+        step(load(first), _mm_setzero_si128(), pair);
     }
     for (j, acc) in acc.iter().enumerate() {
         let sums = _mm256_add_epi32(*acc, _mm256_set1_epi32(ch.bases[o + j]));
         let out = ch.lanes[o + j].apply(sums);
-        let at = (o + j) * y_stride + y_at;
-        for (slot, v) in y[at..at + 8].iter_mut().zip(out) {
-            *slot = Y::narrow(v);
+        let base = (o + j) * block.y_stride;
+        for (&to, v) in block.to.iter().zip(out) {
+            if to != SKIP {
+                if let Some(slot) = y.get_mut(base + to) {
+                    *slot = Y::narrow(v);
+                }
+            }
         }
     }
 }
 
-/// [`product_block`] for channels `from..to`, four at a time, then one at a time.
-///
-/// # Safety
-/// As [`product_block`]'s, for every channel below `to`.
-#[allow(clippy::too_many_arguments)]
+/// [`product_block`] for channels `from..to`, four at a time, then one at a time; nothing when
+/// a row would read past `x` (which the callers' shapes rule out).
 #[target_feature(enable = "avx2")]
-unsafe fn product_channels<Y: QuantInt>(
+fn product_channels<Y: QuantInt>(
     signed: bool,
     ch: &Channels,
-    x: &[u8],
-    [k, stride, p0]: [usize; 3],
+    block: &Block<'_>,
     [from, to]: [usize; 2],
     y: &mut [Y],
-    out: [usize; 2],
 ) {
+    let reach = block.offsets.iter().max().map_or(0, |&m| m + block.at + 8);
+    if reach > block.x.len() || to * ch.pairs > ch.words.len() || to > ch.bases.len() {
+        return;
+    }
     let mut o = from;
     while o < to {
         let four = to - o >= 4;
-        // SAFETY: the caller's bounds, for channels below `to`.
+        // SAFETY: every row's eight bytes are within `x` (`reach`), channels below `to` covered.
         unsafe {
             match (four, signed) {
-                (true, true) => product_block::<true, 4, Y>(ch, x, k, stride, p0, o, y, out),
-                (true, false) => product_block::<false, 4, Y>(ch, x, k, stride, p0, o, y, out),
-                (false, true) => product_block::<true, 1, Y>(ch, x, k, stride, p0, o, y, out),
-                (false, false) => product_block::<false, 1, Y>(ch, x, k, stride, p0, o, y, out),
+                (true, true) => product_block::<true, 4, Y>(ch, block, o, y),
+                (true, false) => product_block::<false, 4, Y>(ch, block, o, y),
+                (false, true) => product_block::<true, 1, Y>(ch, block, o, y),
+                (false, false) => product_block::<false, 1, Y>(ch, block, o, y),
             }
         }
         o += if four { 4 } else { 1 };
     }
+}
+
+/// Output positions `p0..p0 + 8` written contiguously from `y_at`.
+fn contiguous(y_at: usize) -> [usize; 8] {
+    core::array::from_fn(|t| y_at + t)
 }
 
 /// Pointwise convolution, `Y[o, p] = bias[o] − zx·Σw[o] + Σ_i W[o, i]·X[i, p]`: the input
@@ -311,13 +339,20 @@ fn pointwise<Y: QuantInt>(
         return None;
     }
     let ch = Channels::new(ops, c, oc);
+    let offsets: Vec<usize> = (0..c).map(|i| i * plane).collect();
     for b in 0..d.n {
         let xb = &x[b * c * plane..(b + 1) * c * plane];
         let yb = &mut y[b * oc * plane..(b + 1) * oc * plane];
-        for block in 0..plane.div_ceil(8) {
-            let p0 = (8 * block).min(plane - 8);
-            // SAFETY: `xb` holds c planes, p0 + 8 <= plane; `yb` oc planes.
-            unsafe { product_channels(signed, &ch, xb, [c, plane, p0], [0, oc], yb, [plane, p0]) };
+        for start in 0..plane.div_ceil(8) {
+            let p0 = (8 * start).min(plane - 8);
+            let block = Block {
+                x: xb,
+                offsets: &offsets,
+                at: p0,
+                y_stride: plane,
+                to: contiguous(p0),
+            };
+            product_channels(signed, &ch, &block, [0, oc], yb);
         }
     }
     Some(true)
@@ -392,6 +427,84 @@ fn depthwise_stride_one<Y: QuantInt>(
             }
         }
     });
+    true
+}
+
+/// Depthwise convolution of stride 2, one output row at a time, eight outputs per vector (the
+/// last overlapping the one before; rows of at least eight outputs): each tap reads sixteen
+/// bytes of the zero-point-padded plane and keeps every other one. The plane sits in a buffer
+/// of its own with sixteen bytes of slack, so the last vector's load stays inside. False when
+/// an operand is too small.
+#[target_feature(enable = "avx2")]
+fn depthwise_stride_two<Y: QuantInt>(
+    c: &QConv,
+    ops: &Operands<'_>,
+    d: &ConvDims,
+    x: &[u8],
+    signed: bool,
+    y: &mut [Y],
+) -> bool {
+    let win = &c.window;
+    let [kh, kw] = win.kernel;
+    let [dh, dw] = win.dilation;
+    let (oh, ow) = (d.oh, d.ow);
+    if oh == 0 || kh == 0 || kw == 0 || ow < 8 {
+        return true;
+    }
+    let ph = (oh - 1) * 2 + (kh - 1) * dh + 1;
+    let pw = (ow - 1) * 2 + (kw - 1) * dw + 1;
+    let multiplier = d.oc / d.c.max(1);
+    let taps = kh * kw;
+    let fits = x.len() >= d.n * d.c * d.h * d.w
+        && y.len() >= d.n * d.oc * oh * ow
+        && ops.w.len() >= d.oc * taps
+        && ops.bias.len() >= d.oc
+        && multiplier * d.c == d.oc;
+    if !fits {
+        return false;
+    }
+    let zx = ops.q.input_zero;
+    let mut padded = std::vec![0u8; ph * pw + 16];
+    let evens = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+    for b in 0..d.n {
+        for ch in 0..d.c {
+            let plane = &x[(b * d.c + ch) * d.h * d.w..][..d.h * d.w];
+            pad_plane(plane, d, win.pads, zx as u8, &mut padded[..ph * pw], pw);
+            for m in 0..multiplier {
+                let o = ch * multiplier + m;
+                let weights = &ops.w[o * taps..(o + 1) * taps];
+                let out = &mut y[(b * d.oc + o) * oh * ow..][..oh * ow];
+                let lanes = Lanes::new(ops.rescaler(o));
+                let first = base(ops.bias[o], zx, weights);
+                for (oy, row) in out.chunks_exact_mut(ow).enumerate() {
+                    for v in 0..ow.div_ceil(8) {
+                        let ox = (8 * v).min(ow - 8);
+                        let mut acc = _mm256_set1_epi32(first);
+                        for ky in 0..kh {
+                            for kx in 0..kw {
+                                let at = (2 * oy + ky * dh) * pw + 2 * ox + kx * dw;
+                                // at + 16 <= ph·pw + 16: the last output's tap ends in the plane.
+                                let source = &padded[at..at + 16];
+                                // SAFETY: sixteen bytes, checked by the slice above.
+                                let bytes = unsafe { _mm_loadu_si128(source.as_ptr().cast()) };
+                                let picked = _mm_shuffle_epi8(bytes, evens);
+                                let xv = if signed {
+                                    _mm256_cvtepi8_epi32(picked)
+                                } else {
+                                    _mm256_cvtepu8_epi32(picked)
+                                };
+                                let wv = _mm256_set1_epi32(weights[ky * kw + kx] as i32);
+                                acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(xv, wv));
+                            }
+                        }
+                        for (slot, r) in row[ox..ox + 8].iter_mut().zip(lanes.apply(acc)) {
+                            *slot = Y::narrow(r);
+                        }
+                    }
+                }
+            }
+        }
+    }
     true
 }
 
@@ -515,10 +628,12 @@ unsafe fn depthwise_vectors<const SIGNED: bool, const V: usize>(
     }
 }
 
-/// Regular and grouped convolution: eight output positions' windows unfolded into a `[k, 8]`
-/// byte block (the input values, the zero point in the padding, as the depthwise kernel pads),
-/// then [`product_block`] over the group's output channels. `None` for fewer than eight
-/// output positions.
+/// Regular and grouped convolution. Stride 1: on a zero-point-padded copy of the group's
+/// input planes, each tap of eight neighbouring positions of the padded width is eight
+/// contiguous bytes at a fixed offset, so [`product_block`] reads the taps in place (positions
+/// past an output row are computed and dropped). Other strides: eight output positions'
+/// windows unfolded into a `[k, 8]` byte block (the zero point in the padding). `None` for
+/// fewer than eight output positions.
 #[target_feature(enable = "avx2")]
 fn columns<X: QuantInt, Y: QuantInt>(
     c: &QConv,
@@ -539,31 +654,79 @@ fn columns<X: QuantInt, Y: QuantInt>(
     if !fits {
         return Some(false);
     }
-    if positions < 8 || k == 0 {
+    if positions < 8 || k == 0 || d.h * d.w == 0 {
         return None;
     }
     let ch = Channels::new(ops, k, d.oc);
     let bytes: &[u8] = bytemuck::cast_slice(x);
-    let mut block = std::vec![0u8; k * 8];
+    let signed = X::MIN < 0;
+    let [dh, dw] = c.window.dilation;
+    if c.window.stride == [1, 1] {
+        let ph = d.oh - 1 + (kh - 1) * dh + 1;
+        let pw = d.ow - 1 + (kw - 1) * dw + 1;
+        let grid = (d.oh - 1) * pw + d.ow;
+        if grid < 8 {
+            return None;
+        }
+        let offsets: Vec<usize> = (0..icg)
+            .flat_map(|ci| {
+                (0..kh).flat_map(move |ky| {
+                    (0..kw).map(move |kx| ci * ph * pw + ky * dh * pw + kx * dw)
+                })
+            })
+            .collect();
+        let mut padded = std::vec![0u8; icg * ph * pw];
+        let zero = c.requantize.input_zero as u8;
+        for b in 0..d.n {
+            let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
+            for g in 0..group {
+                let xg = &bytes[(b * d.c + g * icg) * d.h * d.w..][..icg * d.h * d.w];
+                let planes = xg
+                    .chunks_exact(d.h * d.w)
+                    .zip(padded.chunks_exact_mut(ph * pw));
+                for (plane, out) in planes {
+                    pad_plane(plane, d, c.window.pads, zero, out, pw);
+                }
+                for start in 0..grid.div_ceil(8) {
+                    let j0 = (8 * start).min(grid - 8);
+                    let to = core::array::from_fn(|t| {
+                        let (oy, ox) = ((j0 + t) / pw, (j0 + t) % pw);
+                        if ox < d.ow {
+                            oy * d.ow + ox
+                        } else {
+                            SKIP
+                        }
+                    });
+                    let block = Block {
+                        x: &padded,
+                        offsets: &offsets,
+                        at: j0,
+                        y_stride: positions,
+                        to,
+                    };
+                    product_channels(signed, &ch, &block, [g * ocg, (g + 1) * ocg], yb);
+                }
+            }
+        }
+        return Some(true);
+    }
+    let offsets: Vec<usize> = (0..k).map(|i| 8 * i).collect();
+    let mut unfolded = std::vec![0u8; k * 8];
     for b in 0..d.n {
         let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
         for g in 0..group {
             let xg = &bytes[(b * d.c + g * icg) * d.h * d.w..][..icg * d.h * d.w];
             for start in 0..positions.div_ceil(8) {
                 let p0 = (8 * start).min(positions - 8);
-                unfold_eight(c, d, xg, p0, &mut block);
-                // SAFETY: `block` holds k rows of 8; `yb` d.oc planes of `positions`.
-                unsafe {
-                    product_channels(
-                        X::MIN < 0,
-                        &ch,
-                        &block,
-                        [k, 8, 0],
-                        [g * ocg, (g + 1) * ocg],
-                        yb,
-                        [positions, p0],
-                    )
+                unfold_eight(c, d, xg, p0, &mut unfolded);
+                let block = Block {
+                    x: &unfolded,
+                    offsets: &offsets,
+                    at: 0,
+                    y_stride: positions,
+                    to: contiguous(p0),
                 };
+                product_channels(signed, &ch, &block, [g * ocg, (g + 1) * ocg], yb);
             }
         }
     }
@@ -574,6 +737,7 @@ fn columns<X: QuantInt, Y: QuantInt>(
 /// holds that tap's input byte for each position, the zero point where it falls in the
 /// padding. Eight positions in one output row, of stride 1 and away from the side padding,
 /// copy eight contiguous input bytes per tap.
+#[target_feature(enable = "avx2")]
 fn unfold_eight(c: &QConv, d: &ConvDims, xg: &[u8], p0: usize, block: &mut [u8]) {
     let [kh, kw] = c.window.kernel;
     let [sh, sw] = c.window.stride;
@@ -584,9 +748,12 @@ fn unfold_eight(c: &QConv, d: &ConvDims, xg: &[u8], p0: usize, block: &mut [u8])
     let (oy, ox) = (p0 / ow, p0 % ow);
     let iy0 = (oy * sh).wrapping_sub(c.window.pads[0]);
     let ix0 = (ox * sw).wrapping_sub(c.window.pads[1]);
-    // One output row and stride 1: a tap whose eight columns are inside the input row copies
-    // them (each tap checks; at the side padding some do not).
-    let one_row = ox + 8 <= d.ow && sw == 1;
+    // One output row and stride 1 or 2: a tap whose eight columns are inside the input row
+    // copies them (each tap checks; at the side padding some do not), every other byte of
+    // sixteen for stride 2.
+    let one_row = ox + 8 <= d.ow && (sw == 1 || sw == 2);
+    let span = 8 * sw;
+    let evens = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
     // Each position's window origin (wrapping below zero: outside, as any index past the end).
     let origins: [[usize; 2]; 8] = core::array::from_fn(|t| {
         let (oy, ox) = ((p0 + t) / ow, (p0 + t) % ow);
@@ -606,9 +773,17 @@ fn unfold_eight(c: &QConv, d: &ConvDims, xg: &[u8], p0: usize, block: &mut [u8])
                     return;
                 };
                 let at = ix0.wrapping_add(kx * dw);
-                let inside = one_row && at < d.w && at + 8 <= d.w;
+                let inside = one_row && at < d.w && at + span <= d.w;
                 match row {
-                    Some(row) if inside => out.copy_from_slice(&row[at..at + 8]),
+                    Some(row) if inside && sw == 1 => out.copy_from_slice(&row[at..at + 8]),
+                    Some(row) if inside => {
+                        let (source, out) = (&row[at..at + 16], &mut out[..8]);
+                        // SAFETY: sixteen bytes read, eight written, both checked above.
+                        unsafe {
+                            let v = _mm_loadu_si128(source.as_ptr().cast());
+                            _mm_storel_epi64(out.as_mut_ptr().cast(), _mm_shuffle_epi8(v, evens));
+                        }
+                    }
                     None if one_row => out.fill(zero),
                     _ => {
                         for (slot, origin) in out.iter_mut().zip(&origins) {
@@ -631,6 +806,205 @@ fn unfold_eight(c: &QConv, d: &ConvDims, xg: &[u8], p0: usize, block: &mut [u8])
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A small xorshift generator for the random cases.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 << 13;
+            self.0 ^= self.0 >> 7;
+            self.0 ^= self.0 << 17;
+            self.0
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+    }
+
+    /// The ONNX definition of an integer convolution, output by output: the bias plus
+    /// `Σ (x − zx)·w` over the window (nothing from the padding) in wrapping int32, requantized
+    /// per channel (what the portable kernels compute).
+    fn definition<X: QuantInt>(c: &QConv, d: &ConvDims, x: &[X], ops: &Operands<'_>) -> Vec<i32> {
+        let group = c.group.max(1);
+        let (icg, ocg) = (d.c / group, d.oc / group);
+        let [kh, kw] = c.window.kernel;
+        let mut y = Vec::new();
+        for b in 0..d.n {
+            for o in 0..d.oc {
+                let g = o / ocg;
+                for oy in 0..d.oh {
+                    for ox in 0..d.ow {
+                        let mut acc = ops.bias[o];
+                        for ci in 0..icg {
+                            for ky in 0..kh {
+                                for kx in 0..kw {
+                                    let iy = (oy * c.window.stride[0] + ky * c.window.dilation[0])
+                                        .wrapping_sub(c.window.pads[0]);
+                                    let ix = (ox * c.window.stride[1] + kx * c.window.dilation[1])
+                                        .wrapping_sub(c.window.pads[1]);
+                                    if iy < d.h && ix < d.w {
+                                        let xi = ((b * d.c + g * icg + ci) * d.h + iy) * d.w + ix;
+                                        let wi = ((o * icg + ci) * kh + ky) * kw + kx;
+                                        let v = x[xi].widen() - c.requantize.input_zero;
+                                        acc = acc.wrapping_add(v * ops.w[wi] as i32);
+                                    }
+                                }
+                            }
+                        }
+                        y.push(ops.rescaler(o).apply(acc));
+                    }
+                }
+            }
+        }
+        y
+    }
+
+    /// One random case of the geometry `shape` picks, on both activation types.
+    fn check_case(rng: &mut Rng, case: usize) -> Option<usize> {
+        let group_kind = rng.below(3); // 0: regular, 1: grouped, 2: depthwise
+        let (kh, kw) = (1 + rng.below(4), 1 + rng.below(4));
+        let stride = [1 + rng.below(2), 1 + rng.below(2)];
+        let dilation = 1 + rng.below(2) * case.is_multiple_of(3) as usize;
+        let pads = [rng.below(3), rng.below(3), rng.below(3), rng.below(3)];
+        // One case in six pointwise: a 1×1 window, stride 1, no padding, one group.
+        let (group_kind, kh, kw, stride, pads) = if case.is_multiple_of(6) {
+            (0, 1, 1, [1, 1], [0; 4])
+        } else {
+            (group_kind, kh, kw, stride, pads)
+        };
+        let (group, icg, ocg) = match group_kind {
+            0 => (1, 1 + rng.below(9), 1 + rng.below(9)),
+            1 => (2 + rng.below(2), 1 + rng.below(4), 1 + rng.below(4)),
+            _ => (1 + rng.below(12), 1, 1 + rng.below(2)),
+        };
+        let (h, w) = (1 + rng.below(14), 1 + rng.below(30));
+        let span = |size: usize, k: usize, pad: usize, stride: usize| {
+            (size + pad)
+                .checked_sub((k - 1) * dilation + 1)
+                .map(|s| s / stride + 1)
+        };
+        let (Some(oh), Some(ow)) = (
+            span(h, kh, pads[0] + pads[2], stride[0]),
+            span(w, kw, pads[1] + pads[3], stride[1]),
+        ) else {
+            return None;
+        };
+        let d = ConvDims {
+            n: 1 + rng.below(2),
+            c: group * icg,
+            h,
+            w,
+            oc: group * ocg,
+            oh,
+            ow,
+        };
+        let zx = rng.below(256) as i32;
+        let q = Requantize {
+            input_zero: zx - 128,
+            output_zero: rng.below(40) as i32 - 20,
+            min: -128 + rng.below(100) as i32,
+            max: 127,
+        };
+        let c = QConv {
+            window: ferrite_hal::op::Window {
+                kernel: [kh, kw],
+                stride,
+                dilation: [dilation; 2],
+                pads,
+            },
+            group,
+            requantize: q,
+        };
+        let k = icg * kh * kw;
+        let w: Vec<i8> = (0..d.oc * k).map(|_| rng.next() as i8).collect();
+        let bias: Vec<i32> = (0..d.oc)
+            .map(|_| (rng.next() % 20_000) as i32 - 10_000)
+            .collect();
+        let requant: Vec<i32> = (0..d.oc)
+            .flat_map(|_| {
+                let shift = if rng.below(8) == 0 {
+                    0
+                } else {
+                    -12 + rng.below(8) as i32
+                };
+                [(1 << 30) + (rng.next() % (1 << 30)) as i32, shift]
+            })
+            .collect();
+        let ops = Operands {
+            w: &w,
+            bias: &bias,
+            requant: &requant,
+            q: &q,
+        };
+        let elements = d.n * d.c * d.h * d.w;
+        let mut scratch = std::vec![0u8; 4 * (ferrite_hal::geometry::qconv_scratch_elements(&c, icg, oh, ow).unwrap() + 4)];
+        let signed: Vec<i8> = (0..elements).map(|_| rng.next() as i8).collect();
+        let mut y = std::vec![0i8; d.n * d.oc * oh * ow];
+        let ran = qconv(&c, d, &signed, &w, &bias, &requant, &mut y, &mut scratch);
+        assert_ne!(
+            ran,
+            Some(false),
+            "case {case}: the scratch the planner reserves suffices"
+        );
+        if ran == Some(true) {
+            let want: Vec<i8> = definition(&c, &d, &signed, &ops)
+                .iter()
+                .map(|&v| v as i8)
+                .collect();
+            assert_eq!(y, want, "int8 case {case}: {c:?} {d:?}");
+        }
+        // The same geometry on uint8 (zero point in 0..=255).
+        let q = Requantize {
+            input_zero: zx,
+            output_zero: 100,
+            min: 0,
+            max: 255,
+        };
+        let c = QConv { requantize: q, ..c };
+        let ops = Operands { q: &q, ..ops };
+        let unsigned: Vec<u8> = (0..elements).map(|_| rng.next() as u8).collect();
+        let mut y = std::vec![0u8; d.n * d.oc * oh * ow];
+        let ran = qconv(&c, d, &unsigned, &w, &bias, &requant, &mut y, &mut scratch);
+        if ran == Some(true) {
+            let want: Vec<u8> = definition(&c, &d, &unsigned, &ops)
+                .iter()
+                .map(|&v| v as u8)
+                .collect();
+            assert_eq!(y, want, "uint8 case {case}: {c:?} {d:?}");
+        }
+        // Which kernel ran: pointwise, regular/grouped stride 1, other strides, depthwise.
+        let kind = match (c.is_pointwise(), group_kind == 2, stride) {
+            (true, _, _) => 0,
+            (false, false, [1, 1]) => 1,
+            (false, false, _) => 2,
+            (false, true, [1, 1]) => 3,
+            (false, true, _) => 4,
+        };
+        ran.map(|_| kind)
+    }
+
+    /// Every AVX2 convolution equals the definition (so the portable kernels) bit for bit, on
+    /// random regular, grouped and depthwise geometries: kernels 1–4, strides 1–2, dilation,
+    /// asymmetric padding, planes narrower and wider than a vector, per-channel scales with and
+    /// without the high-word form, int8 and uint8.
+    #[test]
+    fn avx2_convolutions_equal_the_definition() {
+        if super::super::simd::level() < super::super::simd::Level::Avx2 {
+            return;
+        }
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        let mut ran = [0; 5];
+        for case in 0..1500 {
+            if let Some(kind) = check_case(&mut rng, case) {
+                ran[kind] += 1;
+            }
+        }
+        // Every kernel met enough cases (pointwise ones are rarest: a 1×1 window, stride 1,
+        // no padding, one group).
+        assert!(ran.iter().all(|&n| n >= 5), "cases per kernel: {ran:?}");
+        std::println!("cases per kernel (pointwise, stride 1, strided, depthwise 1, 2): {ran:?}");
+    }
 
     /// The vector requantization equals the scalar one on every lane: random accumulators,
     /// multipliers and shifts (every high-word shift and the scalar fallback), exact ties
