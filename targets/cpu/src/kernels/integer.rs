@@ -1027,6 +1027,14 @@ pub fn qadd<A: QuantByte, B: QuantByte, Y: QuantInt>(
             *sb = terms.b.of(B::from_byte(k as u8).widen());
         }
         let (ta, tb) = (&*ta, &*tb);
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        {
+            let (ab, bb) = (bytemuck::cast_slice(a), bytemuck::cast_slice(b));
+            let finish = [q.output_zero, q.min, q.max];
+            if super::integer_avx2::qadd_tables(terms.frac, finish, [ta, tb], ab, bb, y) {
+                return;
+            }
+        }
         for ((out, &av), &bv) in y.iter_mut().zip(a).zip(b) {
             *out = finish(ta[av.byte() as usize].saturating_add(tb[bv.byte() as usize]));
         }

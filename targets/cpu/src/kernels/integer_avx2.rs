@@ -270,6 +270,16 @@ unsafe fn product_block<const SIGNED: bool, const B: usize, Y: QuantInt>(
         let sums = _mm256_add_epi32(*acc, _mm256_set1_epi32(ch.bases[o + j]));
         let out = ch.lanes[o + j].apply(sums);
         let base = (o + j) * block.y_stride;
+        let first = base + block.to[0];
+        if block.to[0] != SKIP && block.to[7] == block.to[0] + 7 {
+            // Eight outputs in a row (every block but those across a padded grid's row end).
+            if let Some(row) = y.get_mut(first..first + 8) {
+                for (slot, v) in row.iter_mut().zip(out) {
+                    *slot = Y::narrow(v);
+                }
+            }
+            continue;
+        }
         for (&to, v) in block.to.iter().zip(out) {
             if to != SKIP {
                 if let Some(slot) = y.get_mut(base + to) {
@@ -803,6 +813,105 @@ fn unfold_eight(c: &QConv, d: &ConvDims, xg: &[u8], p0: usize, block: &mut [u8])
     }
 }
 
+/// [`super::integer::qadd`]'s table form, eight outputs at a time, when the build runs the AVX2
+/// kernels: each input's term gathered from its 256-entry table by byte (`vpgatherdd`), the two
+/// added (saturating, as the scalar form), rounded once with `frac`
+/// fraction bits, ties to even, offset by the output zero point and clamped to
+/// `[zero, min, max]`'s bounds. The last `len mod 8` outputs one at a time. False (nothing
+/// done) when the kernels do not run or an operand is short.
+pub(super) fn qadd_tables<Y: QuantInt>(
+    frac: u32,
+    finish: [i32; 3],
+    tables: [&[i32]; 2],
+    a: &[u8],
+    b: &[u8],
+    y: &mut [Y],
+) -> bool {
+    let fits = tables.iter().all(|t| t.len() >= 256) && a.len() >= y.len() && b.len() >= y.len();
+    if Y::WIDE || !fits || frac > 30 || super::simd::level() < super::simd::Level::Avx2 {
+        return false;
+    }
+    // SAFETY: the CPU has AVX2 (`simd::level`).
+    unsafe { qadd_tables_avx2(frac, finish, tables, a, b, y) };
+    true
+}
+
+/// `a + b` per lane, saturated to int32 as `i32::saturating_add` (terms reach 2^30 and past
+/// only for output scales far below the inputs', where the scalar form saturates too).
+#[target_feature(enable = "avx2")]
+fn saturating_add(a: __m256i, b: __m256i) -> __m256i {
+    let sum = _mm256_add_epi32(a, b);
+    // Overflow: both operands' signs differ from the sum's.
+    let overflow = _mm256_and_si256(_mm256_xor_si256(a, sum), _mm256_xor_si256(b, sum));
+    let overflow = _mm256_srai_epi32::<31>(overflow);
+    // i32::MAX for a non-negative `a`, i32::MIN for a negative one.
+    let bound = _mm256_xor_si256(_mm256_srai_epi32::<31>(a), _mm256_set1_epi32(i32::MAX));
+    _mm256_blendv_epi8(sum, bound, overflow)
+}
+
+/// The body of [`qadd_tables`].
+///
+/// # Safety
+/// Each table holds 256 entries; `a` and `b` at least `y.len()` bytes.
+#[target_feature(enable = "avx2")]
+unsafe fn qadd_tables_avx2<Y: QuantInt>(
+    frac: u32,
+    [zero, min, max]: [i32; 3],
+    [ta, tb]: [&[i32]; 2],
+    a: &[u8],
+    b: &[u8],
+    y: &mut [Y],
+) {
+    let round = |sum: i32| {
+        if frac == 0 {
+            return sum;
+        }
+        let q = sum >> frac;
+        let rest = sum & ((1i32 << frac) - 1);
+        q + ((rest + (q & 1)) > (1i32 << (frac - 1))) as i32
+    };
+    let finish = |sum: i32| Y::narrow(round(sum).saturating_add(zero).max(min).min(max));
+    let full = y.len() / 8 * 8;
+    let shift = _mm_cvtsi32_si128(frac as i32);
+    let mask = _mm256_set1_epi32(((1i64 << frac) - 1) as i32);
+    let half = _mm256_set1_epi32(((1i64 << frac) >> 1) as i32);
+    let one = _mm256_set1_epi32(1);
+    let [zero_v, min_v, max_v] = [zero, min, max].map(|v| _mm256_set1_epi32(v));
+    for at in (0..full).step_by(8) {
+        // SAFETY: at + 8 <= y.len() <= a.len(), b.len(); every index is a byte, below 256.
+        let sum = unsafe {
+            let ia = _mm256_cvtepu8_epi32(_mm_loadl_epi64(a.as_ptr().add(at).cast()));
+            let ib = _mm256_cvtepu8_epi32(_mm_loadl_epi64(b.as_ptr().add(at).cast()));
+            let terms_a = _mm256_i32gather_epi32::<4>(ta.as_ptr(), ia);
+            let terms_b = _mm256_i32gather_epi32::<4>(tb.as_ptr(), ib);
+            saturating_add(terms_a, terms_b)
+        };
+        let rounded = if frac == 0 {
+            sum
+        } else {
+            let q = _mm256_sra_epi32(sum, shift);
+            let rest = _mm256_and_si256(sum, mask);
+            let odd = _mm256_and_si256(q, one);
+            // rest + (q & 1) > half: the compare is all ones (−1), so subtracting it adds one.
+            let up = _mm256_cmpgt_epi32(_mm256_add_epi32(rest, odd), half);
+            _mm256_sub_epi32(q, up)
+        };
+        // |rounded| < 2^31 >> frac, or the saturated sum itself when frac is 0: the scalar
+        // form's saturating add of the zero point, then the clamp.
+        let v = saturating_add(rounded, zero_v);
+        let v = _mm256_min_epi32(_mm256_max_epi32(v, min_v), max_v);
+        let mut lanes = [0i32; 8];
+        // SAFETY: `lanes` holds eight int32s.
+        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), v) };
+        for (slot, v) in y[at..at + 8].iter_mut().zip(lanes) {
+            *slot = Y::narrow(v);
+        }
+    }
+    for ((slot, &av), &bv) in y[full..].iter_mut().zip(&a[full..]).zip(&b[full..]) {
+        *slot = finish(ta[av as usize].saturating_add(tb[bv as usize]));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1004,6 +1113,63 @@ mod tests {
         // no padding, one group).
         assert!(ran.iter().all(|&n| n >= 5), "cases per kernel: {ran:?}");
         std::println!("cases per kernel (pointwise, stride 1, strided, depthwise 1, 2): {ran:?}");
+    }
+
+    /// The vectorised table addition equals `qadd`'s scalar form: random tables (terms up to
+    /// int32's bounds, so sums saturate), every fraction width 0–30, random clamps, lengths
+    /// with and without a tail.
+    #[test]
+    fn qadd_tables_equal_the_scalar_form() {
+        if super::super::simd::level() < super::super::simd::Level::Avx2 {
+            return;
+        }
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        for case in 0..400 {
+            let frac = (case % 31) as u32;
+            let big = case % 3 == 0;
+            let table = |rng: &mut Rng| -> Vec<i32> {
+                (0..256)
+                    .map(|_| {
+                        if big {
+                            rng.next() as i32
+                        } else {
+                            (rng.next() as i32) >> 2
+                        }
+                    })
+                    .collect()
+            };
+            let (ta, tb) = (table(&mut rng), table(&mut rng));
+            let len = rng.below(200);
+            let a: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let b: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let zero = rng.below(256) as i32 - 128;
+            let (min, max) = (-128 + rng.below(64) as i32, 127 - rng.below(64) as i32);
+            let mut y = std::vec![0i8; len];
+            assert!(qadd_tables(
+                frac,
+                [zero, min, max],
+                [&ta, &tb],
+                &a,
+                &b,
+                &mut y
+            ));
+            let want: Vec<i8> = a
+                .iter()
+                .zip(&b)
+                .map(|(&av, &bv)| {
+                    let sum = ta[av as usize].saturating_add(tb[bv as usize]);
+                    let rounded = if frac == 0 {
+                        sum
+                    } else {
+                        let q = sum >> frac;
+                        let rest = sum & ((1i32 << frac) - 1);
+                        q + ((rest + (q & 1)) > (1i32 << (frac - 1))) as i32
+                    };
+                    rounded.saturating_add(zero).max(min).min(max) as i8
+                })
+                .collect();
+            assert_eq!(y, want, "case {case}: frac {frac}");
+        }
     }
 
     /// The vector requantization equals the scalar one on every lane: random accumulators,
