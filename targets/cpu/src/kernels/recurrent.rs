@@ -51,10 +51,30 @@ fn times_transposed(
         let row = &a[b * k..(b + 1) * k];
         for g in 0..rows {
             let weights = &m[g * k..(g + 1) * k];
-            let dot: f32 = row.iter().zip(weights).map(|(x, w)| x * w).sum();
-            out[b * rows + g] = dot + bias.map_or(0.0, |v| v[g]);
+            out[b * rows + g] = dot(row, weights) + bias.map_or(0.0, |v| v[g]);
         }
     }
+}
+
+/// `Σ a[i]·b[i]` in eight interleaved partial sums, added pairwise at the end: one fixed order
+/// on every build (so the SIMD builds, which keep the eight sums in one vector register, give
+/// the portable build's result), and eight independent additions in flight instead of one
+/// chain of dependent ones.
+#[inline(always)]
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let (a8, a_rest) = a.as_chunks::<8>();
+    let (b8, b_rest) = b.as_chunks::<8>();
+    let mut sums = [0.0f32; 8];
+    for (x, y) in a8.iter().zip(b8) {
+        for ((sum, &x), &y) in sums.iter_mut().zip(x).zip(y) {
+            *sum += x * y;
+        }
+    }
+    for ((sum, &x), &y) in sums.iter_mut().zip(a_rest).zip(b_rest) {
+        *sum += x * y;
+    }
+    let [s0, s1, s2, s3, s4, s5, s6, s7] = sums;
+    ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7))
 }
 
 /// Runs the layer: `y` `[seq, batch, hidden]`, `h` and `c` the final states, `scratch` at
