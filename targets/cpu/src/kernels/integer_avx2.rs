@@ -210,14 +210,34 @@ impl Channels {
 }
 
 /// Where [`product_block`] reads and writes: row `i` of the eight positions from `at` is
-/// `x[offsets[i] + at ..][..8]`; their outputs go to `y[o·y_stride + to[t]]` for output channel
-/// `o` (`to[t] == SKIP`: a position that is not an output).
+/// `x[row(i) + at ..][..8]`, `row(i)` being `i · stride` or `offsets[i]`; their outputs go to
+/// `y[o·y_stride + to[t]]` for output channel `o` (`to[t] == SKIP`: a position that is not an
+/// output).
 struct Block<'a> {
     x: &'a [u8],
-    offsets: &'a [usize],
+    rows: Rows<'a>,
     at: usize,
     y_stride: usize,
     to: [usize; 8],
+}
+
+/// Where a [`Block`]'s rows start in its `x`.
+#[derive(Clone, Copy)]
+enum Rows<'a> {
+    /// `k` rows, `stride` apart (input channels, unfolded windows).
+    Strided { k: usize, stride: usize },
+    /// One offset per row (taps read in place from a padded input).
+    Table(&'a [usize]),
+}
+
+impl Rows<'_> {
+    /// The number of rows and the farthest one's offset.
+    fn extent(&self) -> (usize, usize) {
+        match *self {
+            Rows::Strided { k, stride } => (k, k.saturating_sub(1) * stride),
+            Rows::Table(offsets) => (offsets.len(), offsets.iter().copied().max().unwrap_or(0)),
+        }
+    }
 }
 
 /// A [`Block`] position that is not an output (past the row on a padded grid).
@@ -228,7 +248,7 @@ const SKIP: usize = usize::MAX;
 /// `vpmaddwd`; the sums offset, requantized and written.
 ///
 /// # Safety
-/// `offsets[i] + at + 8 <= x.len()` for every row; `ch` covers channels below `o + B`.
+/// Every row's eight bytes from `at` are within `x`; `ch` covers channels below `o + B`.
 #[target_feature(enable = "avx2")]
 unsafe fn product_block<const SIGNED: bool, const B: usize, Y: QuantInt>(
     ch: &Channels,
@@ -240,12 +260,10 @@ unsafe fn product_block<const SIGNED: bool, const B: usize, Y: QuantInt>(
     let mut acc = [_mm256_setzero_si256(); B];
     let xp = block.x.as_ptr().wrapping_add(block.at);
     let words = ch.words.as_ptr();
-    let (rows, last) = block.offsets.as_chunks::<2>();
     let load = |offset: usize| {
         // SAFETY: every row's eight bytes from `at` are within `x` (the caller's bound).
         unsafe { _mm_loadl_epi64(xp.add(offset).cast()) }
     };
-    let mut pair = 0;
     let mut step = |first: __m128i, second: __m128i, pair: usize| {
         let interleaved = _mm_unpacklo_epi8(first, second);
         let values = if SIGNED {
@@ -259,21 +277,34 @@ unsafe fn product_block<const SIGNED: bool, const B: usize, Y: QuantInt>(
             *acc = _mm256_add_epi32(*acc, _mm256_madd_epi16(values, _mm256_set1_epi32(word)));
         }
     };
-    for &[first, second] in rows {
-        step(load(first), load(second), pair);
-        pair += 1;
-    }
-    if let [first] = *last {
-        step(load(first), _mm_setzero_si128(), pair);
+    match block.rows {
+        Rows::Strided { k, stride } => {
+            for pair in 0..k / 2 {
+                let first = 2 * pair * stride;
+                step(load(first), load(first + stride), pair);
+            }
+            if k % 2 == 1 {
+                step(load((k - 1) * stride), _mm_setzero_si128(), k / 2);
+            }
+        }
+        Rows::Table(offsets) => {
+            let (rows, last) = offsets.as_chunks::<2>();
+            for (pair, &[first, second]) in rows.iter().enumerate() {
+                step(load(first), load(second), pair);
+            }
+            if let [first] = *last {
+                step(load(first), _mm_setzero_si128(), rows.len());
+            }
+        }
     }
     for (j, acc) in acc.iter().enumerate() {
         let sums = _mm256_add_epi32(*acc, _mm256_set1_epi32(ch.bases[o + j]));
         let out = ch.lanes[o + j].apply(sums);
         let base = (o + j) * block.y_stride;
-        let first = base + block.to[0];
-        if block.to[0] != SKIP && block.to[7] == block.to[0] + 7 {
+        let [first, last] = [block.to[0], block.to[7]];
+        if first != SKIP && last == first + 7 {
             // Eight outputs in a row (every block but those across a padded grid's row end).
-            if let Some(row) = y.get_mut(first..first + 8) {
+            if let Some(row) = y.get_mut(base + first..base + first + 8) {
                 for (slot, v) in row.iter_mut().zip(out) {
                     *slot = Y::narrow(v);
                 }
@@ -300,8 +331,10 @@ fn product_channels<Y: QuantInt>(
     [from, to]: [usize; 2],
     y: &mut [Y],
 ) {
-    let reach = block.offsets.iter().max().map_or(0, |&m| m + block.at + 8);
-    if reach > block.x.len() || to * ch.pairs > ch.words.len() || to > ch.bases.len() {
+    let (k, farthest) = block.rows.extent();
+    let reach = farthest + block.at + 8;
+    let rows_ok = k.div_ceil(2) == ch.pairs && reach <= block.x.len();
+    if !rows_ok || to * ch.pairs > ch.words.len() || to > ch.bases.len() {
         return;
     }
     let mut o = from;
@@ -349,7 +382,6 @@ fn pointwise<Y: QuantInt>(
         return None;
     }
     let ch = Channels::new(ops, c, oc);
-    let offsets: Vec<usize> = (0..c).map(|i| i * plane).collect();
     for b in 0..d.n {
         let xb = &x[b * c * plane..(b + 1) * c * plane];
         let yb = &mut y[b * oc * plane..(b + 1) * oc * plane];
@@ -357,7 +389,10 @@ fn pointwise<Y: QuantInt>(
             let p0 = (8 * start).min(plane - 8);
             let block = Block {
                 x: xb,
-                offsets: &offsets,
+                rows: Rows::Strided {
+                    k: c,
+                    stride: plane,
+                },
                 at: p0,
                 y_stride: plane,
                 to: contiguous(p0),
@@ -709,7 +744,7 @@ fn columns<X: QuantInt, Y: QuantInt>(
                     });
                     let block = Block {
                         x: &padded,
-                        offsets: &offsets,
+                        rows: Rows::Table(&offsets),
                         at: j0,
                         y_stride: positions,
                         to,
@@ -720,7 +755,6 @@ fn columns<X: QuantInt, Y: QuantInt>(
         }
         return Some(true);
     }
-    let offsets: Vec<usize> = (0..k).map(|i| 8 * i).collect();
     let mut unfolded = std::vec![0u8; k * 8];
     for b in 0..d.n {
         let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
@@ -731,7 +765,7 @@ fn columns<X: QuantInt, Y: QuantInt>(
                 unfold_eight(c, d, xg, p0, &mut unfolded);
                 let block = Block {
                     x: &unfolded,
-                    offsets: &offsets,
+                    rows: Rows::Strided { k, stride: 8 },
                     at: 0,
                     y_stride: positions,
                     to: contiguous(p0),
