@@ -4,6 +4,7 @@
 # gcc-aarch64-linux-gnu, then runs the cross-built Jetson example under qemu-user on the bundled
 # digits model — no GPU there, so it must report CUDA missing in one line and fall back to the
 # CPU — and checks its outputs against the host build's.
+# Last, the CPU kernels' unit tests (NEON and portable) under qemu-user.
 # Usage: bash scripts/cross-aarch64.sh   (scripts/setup.sh installs the cross compiler and QEMU)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -41,3 +42,12 @@ err = np.abs(host - arm).max() / max(np.abs(host).max(), 1e-30)
 print(f"aarch64 (qemu-user) vs x86-64 outputs: relative error {err:.2e}")
 assert host.shape == arm.shape and err <= 1e-5, err
 PY
+
+# The CPU kernels' unit tests on aarch64 under qemu-user: the NEON float GEMM and int8
+# convolutions against the naive product and the ONNX definition (1,500 random geometries,
+# bit-exact), then the same tests on the portable kernels (FERRITE_CPU_SIMD=portable). No Arm
+# hardware times them here.
+export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
+cargo test -q --release --target "$TARGET" -p ferrite-cpu --features std --lib
+FERRITE_CPU_SIMD=portable cargo test -q --release --target "$TARGET" -p ferrite-cpu --features std --lib
+echo "aarch64 (qemu-user): ferrite-cpu unit tests pass with the NEON kernels and the portable ones"

@@ -54,7 +54,7 @@ done
 RUSTFLAGS="-C target-cpu=cortex-m33" cargo build -q --release -p ferrite-c --no-default-features \
     --features cortex-m --target thumbv8m.main-none-eabihf --target-dir target/m33-c
 cargo clippy -q -p ferrite-c --no-default-features --features cortex-m --target thumbv7em-none-eabihf -- -D warnings
-stage "aarch64 (Jetson) cross-build of the host parts, run under qemu-user"
+stage "aarch64 (Jetson) cross-build of the host parts, run under qemu-user, and the CPU kernels' unit tests there (NEON and portable)"
 bash scripts/cross-aarch64.sh
 stage "the Python package: the abi3 wheel and its pytest suite against onnxruntime; pip install . in a fresh venv"
 bash scripts/python-check.sh

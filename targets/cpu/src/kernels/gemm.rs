@@ -60,6 +60,10 @@ pub fn sgemm(
             Level::Portable => {}
         }
     }
+    #[cfg(all(feature = "std", target_arch = "aarch64"))]
+    if neon_enabled() {
+        return neon::sgemm(&p, m, n, c, ldc);
+    }
     sgemm_generic::<4, 8, false>(&p, m, n, c, ldc)
 }
 
@@ -214,22 +218,24 @@ fn row_tail<const FMA: bool>(
     }
 }
 
-/// Defines a module of x86-64 micro-kernels for one SIMD width (std only): a 6 × (2 vectors)
-/// block with explicit vector registers, a 64-wide matrix-vector kernel, and packed column tails.
-/// The portable kernel relies on LLVM keeping the accumulator block in registers, which it does
-/// for SSE-sized blocks but not for these; bounds are checked once per block, before any
-/// pointer is read.
+/// Defines a module of micro-kernels for one SIMD width (std only): a 6 × (2 vectors) block with
+/// explicit vector registers, a 64-wide matrix-vector kernel, and packed column tails. The
+/// portable kernel relies on LLVM keeping the accumulator block in registers, which it does for
+/// SSE-sized blocks but not for these; bounds are checked once per block, before any pointer is
+/// read. `$ops` names the module the vector operations come from (`core::arch::x86_64`, or the
+/// NEON shims below).
 macro_rules! simd_gemm {
-    ($module:ident, $feature:literal, $doc:literal, $vec:ty, $lanes:expr,
+    ($module:ident, $arch:literal, $ops:path, $feature:literal, $doc:literal, $vec:ty, $lanes:expr,
      $zero:ident, $load:ident, $store:ident, $set1:ident, $fmadd:ident) => {
         #[doc = $doc]
-        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        #[cfg(all(feature = "std", target_arch = $arch))]
         #[allow(unsafe_code)]
         mod $module {
             use super::{sgemm_generic, Mat, Product};
-            use core::arch::x86_64::*;
             use core::cell::RefCell;
             use std::vec::Vec;
+            #[allow(unused_imports)]
+            use $ops::*;
 
             const MR: usize = 6;
             const LANES: usize = $lanes;
@@ -470,6 +476,8 @@ macro_rules! simd_gemm {
 
 simd_gemm!(
     avx2,
+    "x86_64",
+    core::arch::x86_64,
     "avx2,fma",
     "AVX2 + FMA kernels (6×16 blocks of `__m256`).",
     __m256,
@@ -482,6 +490,8 @@ simd_gemm!(
 );
 simd_gemm!(
     avx512,
+    "x86_64",
+    core::arch::x86_64,
     "avx512f,avx2,fma",
     "AVX-512 kernels (6×32 blocks of `__m512`).",
     __m512,
@@ -492,6 +502,77 @@ simd_gemm!(
     _mm512_set1_ps,
     _mm512_fmadd_ps
 );
+
+/// The vector operations the NEON kernels are written with, in the x86 kernels' shape
+/// (`fmadd(a, b, c) = a·b + c`, fused).
+#[cfg(all(feature = "std", target_arch = "aarch64"))]
+#[allow(unsafe_code)]
+mod neon_ops {
+    pub(super) use core::arch::aarch64::float32x4_t;
+    use core::arch::aarch64::*;
+
+    #[inline]
+    #[target_feature(enable = "neon")]
+    pub(super) fn zero() -> float32x4_t {
+        vdupq_n_f32(0.0)
+    }
+
+    /// # Safety
+    /// `p` points at four readable floats.
+    #[inline]
+    #[target_feature(enable = "neon")]
+    pub(super) unsafe fn load(p: *const f32) -> float32x4_t {
+        // SAFETY: the caller's.
+        unsafe { vld1q_f32(p) }
+    }
+
+    /// # Safety
+    /// `p` points at four writable floats.
+    #[inline]
+    #[target_feature(enable = "neon")]
+    pub(super) unsafe fn store(p: *mut f32, v: float32x4_t) {
+        // SAFETY: the caller's.
+        unsafe { vst1q_f32(p, v) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon")]
+    pub(super) fn set1(v: f32) -> float32x4_t {
+        vdupq_n_f32(v)
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon")]
+    pub(super) fn fmadd(a: float32x4_t, b: float32x4_t, c: float32x4_t) -> float32x4_t {
+        vfmaq_f32(c, a, b)
+    }
+}
+
+simd_gemm!(
+    neon,
+    "aarch64",
+    super::neon_ops,
+    "neon",
+    "NEON kernels (6×8 blocks of `float32x4_t`), for the Jetson's CPU fallback.",
+    float32x4_t,
+    4,
+    zero,
+    load,
+    store,
+    set1,
+    fmadd
+);
+
+/// Whether the NEON kernels run (aarch64 with `std`): NEON is part of every aarch64 core, so
+/// always, unless `FERRITE_CPU_SIMD=portable` asks for the portable kernels (tests run both).
+#[cfg(all(feature = "std", target_arch = "aarch64"))]
+pub(crate) fn neon_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| {
+        std::arch::is_aarch64_feature_detected!("neon")
+            && std::env::var("FERRITE_CPU_SIMD").as_deref() != Ok("portable")
+    })
+}
 
 #[cfg(test)]
 mod tests {
@@ -557,6 +638,15 @@ mod tests {
                 super::avx512::sgemm(&Product { k, alpha, a, b }, m, n, c, ldc)
             });
         }
+    }
+
+    /// The NEON kernels (run under qemu-user in CI: `scripts/cross-aarch64.sh`).
+    #[cfg(all(feature = "std", target_arch = "aarch64"))]
+    #[test]
+    fn neon_build_matches_the_naive_product() {
+        check(|m, n, k, alpha, a, b, c, ldc, _| {
+            super::neon::sgemm(&Product { k, alpha, a, b }, m, n, c, ldc)
+        });
     }
 
     #[test]

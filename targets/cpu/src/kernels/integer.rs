@@ -272,8 +272,8 @@ pub fn qconv<X: QuantInt, Y: QuantInt>(
     if X::WIDE {
         return qconv_wide(c, d, x, w, bias, requant, y, scratch);
     }
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(done) = super::integer_avx2::qconv(c, d, x, w, bias, requant, y, scratch) {
+    #[cfg(all(feature = "std", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    if let Some(done) = super::integer_simd::qconv(c, d, x, w, bias, requant, y, scratch) {
         return done;
     }
     let icg = d.c / c.group.max(1);
@@ -1031,7 +1031,7 @@ pub fn qadd<A: QuantByte, B: QuantByte, Y: QuantInt>(
         {
             let (ab, bb) = (bytemuck::cast_slice(a), bytemuck::cast_slice(b));
             let finish = [q.output_zero, q.min, q.max];
-            if super::integer_avx2::qadd_tables(terms.frac, finish, [ta, tb], ab, bb, y) {
+            if super::integer_simd::qadd_tables(terms.frac, finish, [ta, tb], ab, bb, y) {
                 return;
             }
         }

@@ -11,8 +11,12 @@ pub mod index;
 pub mod indexing;
 #[cfg(feature = "quantized")]
 pub mod integer;
-#[cfg(all(feature = "quantized", feature = "std", target_arch = "x86_64"))]
-mod integer_avx2;
+#[cfg(all(
+    feature = "quantized",
+    feature = "std",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
+mod integer_simd;
 pub mod logic;
 pub mod matmul;
 pub mod movement;

@@ -1,0 +1,409 @@
+//! The AVX2 instruction set for the shared integer geometry ([`super::Isa`]): products of
+//! int16-widened values summed in pairs by `vpmaddwd` (exact: `vpmaddubsw`'s saturating int16
+//! pair sums, which onnxruntime's kernels use, would not be), requantization of eight outputs at
+//! once in the high-word form ([`super::super::integer::HighWordRequantizer`]), scalar for the
+//! rare scales without one; and QAdd's table form by `vpgatherdd`.
+
+use super::super::conv::ConvDims;
+use super::super::integer::Requantizer;
+use super::super::quantize::QuantInt;
+use super::{
+    depthwise_pass, qconv_with, Block, ChannelPass, Channels, Isa, Operands, Rows, TapPlan,
+};
+use core::arch::x86_64::*;
+use ferrite_hal::op::QConv;
+
+/// The AVX2 instruction set.
+pub(super) struct Avx2;
+
+/// The entry point compiled with AVX2: the shared geometry and these operations inlined.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn qconv<X: QuantInt, Y: QuantInt>(
+    c: &QConv,
+    d: &ConvDims,
+    ops: &Operands<'_>,
+    x: &[X],
+    y: &mut [Y],
+    scratch: &mut [u8],
+) -> Option<bool> {
+    qconv_with::<Avx2, X, Y>(c, d, ops, x, y, scratch)
+}
+
+/// A channel's requantization in every lane: the high-word form's
+/// `[multiplier, half, mask, zero, min, max]` and its shift; `None` for a scale without one
+/// (every lane computed by the scalar requantizer).
+type Lanes = Option<([__m256i; 6], __m128i)>;
+
+impl Isa for Avx2 {
+    type Lanes = Lanes;
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn lanes(scalar: &Requantizer) -> Lanes {
+        scalar.high_word().map(|h| {
+            let [multiplier, half, shift, mask, zero, min, max] = h.words();
+            #[allow(clippy::redundant_closure)] // an intrinsic is not an `FnMut`
+            let lanes = [multiplier, half, mask, zero, min, max].map(|v| _mm256_set1_epi32(v));
+            (lanes, _mm_cvtsi32_si128(shift))
+        })
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn requantize(lanes: &Lanes, scalar: &Requantizer, sums: [i32; 8]) -> [i32; 8] {
+        let Some(lanes) = lanes else {
+            return sums.map(|a| scalar.apply(a));
+        };
+        let mut out = [0i32; 8];
+        // SAFETY: `sums` and `out` hold eight int32s.
+        unsafe {
+            let acc = _mm256_loadu_si256(sums.as_ptr().cast());
+            _mm256_storeu_si256(out.as_mut_ptr().cast(), high_word(lanes, acc));
+        }
+        out
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn product<const SIGNED: bool, const B: usize>(
+        ch: &Channels<Avx2>,
+        block: &Block<'_>,
+        o: usize,
+    ) -> [[i32; 8]; B] {
+        let pairs = ch.pairs;
+        let mut acc = [_mm256_setzero_si256(); B];
+        let xp = block.x.as_ptr().wrapping_add(block.at);
+        let words = ch.words.as_ptr();
+        let load = |offset: usize| {
+            // SAFETY: every row's eight bytes from `at` are within `x` (the caller's bound).
+            unsafe { _mm_loadl_epi64(xp.add(offset).cast()) }
+        };
+        let mut step = |first: __m128i, second: __m128i, pair: usize| {
+            // SAFETY: AVX2 code (`Isa`); channel o + j has `pairs` words (the caller's bound).
+            unsafe {
+                let interleaved = _mm_unpacklo_epi8(first, second);
+                let values = if SIGNED {
+                    _mm256_cvtepi8_epi16(interleaved)
+                } else {
+                    _mm256_cvtepu8_epi16(interleaved)
+                };
+                for (j, acc) in acc.iter_mut().enumerate() {
+                    let word = *words.add((o + j) * pairs + pair);
+                    let product = _mm256_madd_epi16(values, _mm256_set1_epi32(word));
+                    *acc = _mm256_add_epi32(*acc, product);
+                }
+            }
+        };
+        match block.rows {
+            Rows::Strided { k, stride } => {
+                for pair in 0..k / 2 {
+                    let first = 2 * pair * stride;
+                    step(load(first), load(first + stride), pair);
+                }
+                if k % 2 == 1 {
+                    step(load((k - 1) * stride), _mm_setzero_si128(), k / 2);
+                }
+            }
+            Rows::Table(offsets) => {
+                let (rows, last) = offsets.as_chunks::<2>();
+                for (pair, &[first, second]) in rows.iter().enumerate() {
+                    step(load(first), load(second), pair);
+                }
+                if let [first] = *last {
+                    step(load(first), _mm_setzero_si128(), rows.len());
+                }
+            }
+        }
+        let mut sums = [[0i32; 8]; B];
+        for (sums, acc) in sums.iter_mut().zip(acc) {
+            // SAFETY: `sums` holds eight int32s.
+            unsafe { _mm256_storeu_si256(sums.as_mut_ptr().cast(), acc) };
+        }
+        sums
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn taps<const SIGNED: bool, const STEP: usize>(
+        plan: &TapPlan<'_>,
+        padded: &[u8],
+        start: usize,
+    ) -> [i32; 8] {
+        let [kh, kw] = plan.kernel;
+        let base = padded.as_ptr().wrapping_add(start);
+        // SAFETY: AVX2 code (`Isa`); every tap's bytes are within `padded` (the caller's bound).
+        unsafe {
+            let evens = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+            let mut acc = _mm256_setzero_si256();
+            for ky in 0..kh {
+                for kx in 0..kw {
+                    let (weight, offset) = plan.tap(ky, kx);
+                    let bytes = if STEP == 1 {
+                        _mm_loadl_epi64(base.add(offset).cast())
+                    } else {
+                        _mm_shuffle_epi8(_mm_loadu_si128(base.add(offset).cast()), evens)
+                    };
+                    let values = if SIGNED {
+                        _mm256_cvtepi8_epi32(bytes)
+                    } else {
+                        _mm256_cvtepu8_epi32(bytes)
+                    };
+                    let product = _mm256_mullo_epi32(values, _mm256_set1_epi32(weight));
+                    acc = _mm256_add_epi32(acc, product);
+                }
+            }
+            let mut sums = [0i32; 8];
+            _mm256_storeu_si256(sums.as_mut_ptr().cast(), acc);
+            sums
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn pass<const SIGNED: bool, const STEP: usize>(
+        plan: &TapPlan<'_>,
+        padded: &[u8],
+        channel: &ChannelPass<'_, Avx2>,
+        out: &mut [i32],
+    ) {
+        // SAFETY: the caller's bounds; this function has the instruction set's features.
+        unsafe { depthwise_pass::<Avx2, SIGNED, STEP>(plan, padded, channel, out) }
+    }
+}
+
+/// [`Requantizer::apply`] of eight accumulators in the high-word form.
+#[inline]
+#[target_feature(enable = "avx2")]
+fn high_word(lanes: &([__m256i; 6], __m128i), acc: __m256i) -> __m256i {
+    let ([multiplier, half, mask, zero, min, max], shift) = *lanes;
+    {
+        // The 64-bit products of the even and the odd lanes, then their high and low words.
+        let even = _mm256_mul_epi32(acc, multiplier);
+        let odd = _mm256_mul_epi32(_mm256_srli_epi64::<32>(acc), multiplier);
+        let high = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
+        let low = _mm256_blend_epi32::<0b1010_1010>(even, _mm256_slli_epi64::<32>(odd));
+        let high = _mm256_add_epi32(high, half);
+        // A tie: the low word and the bits the shift drops all clear; it goes to the even side.
+        let dropped = _mm256_or_si256(_mm256_and_si256(high, mask), low);
+        let tie = _mm256_cmpeq_epi32(dropped, _mm256_setzero_si256());
+        let tie_bit = _mm256_and_si256(tie, _mm256_set1_epi32(1));
+        let rounded = _mm256_andnot_si256(tie_bit, _mm256_sra_epi32(high, shift));
+        // |rounded| < 2^30 and the zero point is 16-bit: the sum cannot overflow.
+        _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(rounded, zero), min), max)
+    }
+}
+
+/// [`super::super::integer::qadd`]'s table form, eight outputs at a time, when the build runs the AVX2
+/// kernels: each input's term gathered from its 256-entry table by byte (`vpgatherdd`), the two
+/// added (saturating, as the scalar form), rounded once with `frac`
+/// fraction bits, ties to even, offset by the output zero point and clamped to
+/// `[zero, min, max]`'s bounds. The last `len mod 8` outputs one at a time. False (nothing
+/// done) when the kernels do not run or an operand is short.
+pub(in crate::kernels) fn qadd_tables<Y: QuantInt>(
+    frac: u32,
+    finish: [i32; 3],
+    tables: [&[i32]; 2],
+    a: &[u8],
+    b: &[u8],
+    y: &mut [Y],
+) -> bool {
+    let fits = tables.iter().all(|t| t.len() >= 256) && a.len() >= y.len() && b.len() >= y.len();
+    if Y::WIDE
+        || !fits
+        || frac > 30
+        || super::super::simd::level() < super::super::simd::Level::Avx2
+    {
+        return false;
+    }
+    // SAFETY: the CPU has AVX2 (`simd::level`).
+    unsafe { qadd_tables_avx2(frac, finish, tables, a, b, y) };
+    true
+}
+
+/// `a + b` per lane, saturated to int32 as `i32::saturating_add` (terms reach 2^30 and past
+/// only for output scales far below the inputs', where the scalar form saturates too).
+#[target_feature(enable = "avx2")]
+fn saturating_add(a: __m256i, b: __m256i) -> __m256i {
+    let sum = _mm256_add_epi32(a, b);
+    // Overflow: both operands' signs differ from the sum's.
+    let overflow = _mm256_and_si256(_mm256_xor_si256(a, sum), _mm256_xor_si256(b, sum));
+    let overflow = _mm256_srai_epi32::<31>(overflow);
+    // i32::MAX for a non-negative `a`, i32::MIN for a negative one.
+    let bound = _mm256_xor_si256(_mm256_srai_epi32::<31>(a), _mm256_set1_epi32(i32::MAX));
+    _mm256_blendv_epi8(sum, bound, overflow)
+}
+
+/// The body of [`qadd_tables`].
+///
+/// # Safety
+/// Each table holds 256 entries; `a` and `b` at least `y.len()` bytes.
+#[target_feature(enable = "avx2")]
+unsafe fn qadd_tables_avx2<Y: QuantInt>(
+    frac: u32,
+    [zero, min, max]: [i32; 3],
+    [ta, tb]: [&[i32]; 2],
+    a: &[u8],
+    b: &[u8],
+    y: &mut [Y],
+) {
+    let round = |sum: i32| {
+        if frac == 0 {
+            return sum;
+        }
+        let q = sum >> frac;
+        let rest = sum & ((1i32 << frac) - 1);
+        q + ((rest + (q & 1)) > (1i32 << (frac - 1))) as i32
+    };
+    let finish = |sum: i32| Y::narrow(round(sum).saturating_add(zero).max(min).min(max));
+    let full = y.len() / 8 * 8;
+    let shift = _mm_cvtsi32_si128(frac as i32);
+    let mask = _mm256_set1_epi32(((1i64 << frac) - 1) as i32);
+    let half = _mm256_set1_epi32(((1i64 << frac) >> 1) as i32);
+    let one = _mm256_set1_epi32(1);
+    let [zero_v, min_v, max_v] = [zero, min, max].map(|v| _mm256_set1_epi32(v));
+    for at in (0..full).step_by(8) {
+        // SAFETY: at + 8 <= y.len() <= a.len(), b.len(); every index is a byte, below 256.
+        let sum = unsafe {
+            let ia = _mm256_cvtepu8_epi32(_mm_loadl_epi64(a.as_ptr().add(at).cast()));
+            let ib = _mm256_cvtepu8_epi32(_mm_loadl_epi64(b.as_ptr().add(at).cast()));
+            let terms_a = _mm256_i32gather_epi32::<4>(ta.as_ptr(), ia);
+            let terms_b = _mm256_i32gather_epi32::<4>(tb.as_ptr(), ib);
+            saturating_add(terms_a, terms_b)
+        };
+        let rounded = if frac == 0 {
+            sum
+        } else {
+            let q = _mm256_sra_epi32(sum, shift);
+            let rest = _mm256_and_si256(sum, mask);
+            let odd = _mm256_and_si256(q, one);
+            // rest + (q & 1) > half: the compare is all ones (−1), so subtracting it adds one.
+            let up = _mm256_cmpgt_epi32(_mm256_add_epi32(rest, odd), half);
+            _mm256_sub_epi32(q, up)
+        };
+        // |rounded| < 2^31 >> frac, or the saturated sum itself when frac is 0: the scalar
+        // form's saturating add of the zero point, then the clamp.
+        let v = saturating_add(rounded, zero_v);
+        let v = _mm256_min_epi32(_mm256_max_epi32(v, min_v), max_v);
+        let mut lanes = [0i32; 8];
+        // SAFETY: `lanes` holds eight int32s.
+        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), v) };
+        for (slot, v) in y[at..at + 8].iter_mut().zip(lanes) {
+            *slot = Y::narrow(v);
+        }
+    }
+    for ((slot, &av), &bv) in y[full..].iter_mut().zip(&a[full..]).zip(&b[full..]) {
+        *slot = finish(ta[av as usize].saturating_add(tb[bv as usize]));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::Rng;
+    use super::*;
+    use ferrite_hal::op::Requantize;
+
+    /// The vectorised table addition equals `qadd`'s scalar form: random tables (terms up to
+    /// int32's bounds, so sums saturate), every fraction width 0–30, random clamps, lengths
+    /// with and without a tail.
+    #[test]
+    fn qadd_tables_equal_the_scalar_form() {
+        if super::super::super::simd::level() < super::super::super::simd::Level::Avx2 {
+            return;
+        }
+        let mut rng = Rng(0x1234_5678_9abc_def1);
+        for case in 0..400 {
+            let frac = (case % 31) as u32;
+            let big = case % 3 == 0;
+            let table = |rng: &mut Rng| -> Vec<i32> {
+                (0..256)
+                    .map(|_| {
+                        if big {
+                            rng.next() as i32
+                        } else {
+                            (rng.next() as i32) >> 2
+                        }
+                    })
+                    .collect()
+            };
+            let (ta, tb) = (table(&mut rng), table(&mut rng));
+            let len = rng.below(200);
+            let a: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let b: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let zero = rng.below(256) as i32 - 128;
+            let (min, max) = (-128 + rng.below(64) as i32, 127 - rng.below(64) as i32);
+            let mut y = std::vec![0i8; len];
+            assert!(qadd_tables(
+                frac,
+                [zero, min, max],
+                [&ta, &tb],
+                &a,
+                &b,
+                &mut y
+            ));
+            let want: Vec<i8> = a
+                .iter()
+                .zip(&b)
+                .map(|(&av, &bv)| {
+                    let sum = ta[av as usize].saturating_add(tb[bv as usize]);
+                    let rounded = if frac == 0 {
+                        sum
+                    } else {
+                        let q = sum >> frac;
+                        let rest = sum & ((1i32 << frac) - 1);
+                        q + ((rest + (q & 1)) > (1i32 << (frac - 1))) as i32
+                    };
+                    rounded.saturating_add(zero).max(min).min(max) as i8
+                })
+                .collect();
+            assert_eq!(y, want, "case {case}: frac {frac}");
+        }
+    }
+
+    /// The vector requantization equals the scalar one on every lane: random accumulators,
+    /// multipliers and shifts (every high-word shift and the scalar fallback), exact ties
+    /// included (accumulators that are multiples of a power of two meet multipliers that are).
+    #[test]
+    fn lanes_requantize_as_the_scalar_requantizer() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let q = Requantize {
+            input_zero: 3,
+            output_zero: -7,
+            min: -128,
+            max: 127,
+        };
+        for round in 0..20_000 {
+            let shift = -31 + (next() % 62) as i32;
+            let multiplier = match round % 3 {
+                0 => (1 << 30) | (next() as i32 & 0x3fff_ffff),
+                1 => 1 << 30,
+                _ => (1 << 30) + ((next() % 8) << 27) as i32,
+            };
+            let scalar = Requantizer::new([multiplier, shift], &q);
+            let acc: [i32; 8] = core::array::from_fn(|_| match next() % 3 {
+                0 => next() as i32,
+                1 => (next() as i32) >> (next() % 31),
+                _ => ((next() as i32) >> 8) << (next() % 8),
+            });
+            // SAFETY: the CPU has AVX2 (checked above).
+            // SAFETY: the CPU has AVX2 (checked above).
+            let vector = unsafe { Avx2::requantize(&Avx2::lanes(&scalar), &scalar, acc) };
+            assert_eq!(
+                vector,
+                acc.map(|a| scalar.apply(a)),
+                "{multiplier} {shift} {acc:?}"
+            );
+        }
+    }
+}
