@@ -43,11 +43,13 @@ print(f"aarch64 (qemu-user) vs x86-64 outputs: relative error {err:.2e}")
 assert host.shape == arm.shape and err <= 1e-5, err
 PY
 
-# The CPU kernels' unit tests on aarch64 under qemu-user: the NEON float GEMM and int8
-# convolutions against the naive product and the ONNX definition (1,500 random geometries,
-# bit-exact), then the same tests on the portable kernels (FERRITE_CPU_SIMD=portable). No Arm
+# The CPU kernels' unit tests on aarch64 under qemu-user (unoptimised, as the cross-build): all of
+# them with the NEON kernels — the float GEMM against the naive product, the int8 convolutions
+# against the ONNX definition on 1,500 random geometries (bit-exact) — then the integer and GEMM
+# ones on the portable kernels (FERRITE_CPU_SIMD=portable), which the NEON build bypasses. No Arm
 # hardware times them here.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
-cargo test -q --release --target "$TARGET" -p ferrite-cpu --features std --lib
-FERRITE_CPU_SIMD=portable cargo test -q --release --target "$TARGET" -p ferrite-cpu --features std --lib
+cargo test -q --profile cross --target "$TARGET" -p ferrite-cpu --features std --lib
+FERRITE_CPU_SIMD=portable cargo test -q --profile cross --target "$TARGET" -p ferrite-cpu \
+    --features std --lib -- integer:: gemm
 echo "aarch64 (qemu-user): ferrite-cpu unit tests pass with the NEON kernels and the portable ones"
