@@ -643,6 +643,29 @@ impl TapPlan<'_> {
     }
 }
 
+/// A depthwise step of stride `stride` (both axes; at least one output, a non-empty kernel):
+/// its zero-point-padded plane's `[height, width]` (every input position its outputs read) and
+/// its channel multiplier, or `None` when an operand holds less than the shapes say.
+fn depthwise_extent(
+    c: &QConv,
+    ops: &Operands<'_>,
+    d: &ConvDims,
+    [x_len, y_len]: [usize; 2],
+    stride: usize,
+) -> Option<([usize; 2], usize)> {
+    let [kh, kw] = c.window.kernel;
+    let [dh, dw] = c.window.dilation;
+    let ph = (d.oh - 1) * stride + (kh - 1) * dh + 1;
+    let pw = (d.ow - 1) * stride + (kw - 1) * dw + 1;
+    let multiplier = d.oc / d.c.max(1);
+    let fits = x_len >= d.n * d.c * d.h * d.w
+        && y_len >= d.n * d.oc * d.oh * d.ow
+        && ops.w.len() >= d.oc * kh * kw
+        && ops.bias.len() >= d.oc
+        && multiplier * d.c == d.oc;
+    fits.then_some(([ph, pw], multiplier))
+}
+
 /// Depthwise convolution of stride 1 on a zero-point-padded copy of each plane (in `scratch`,
 /// as the portable kernel makes it): output `(oy, ox)` reads the padded plane at
 /// `(oy + ky·dh)·pw + ox + kx·dw`, so on the padded plane's width every tap is one contiguous
@@ -665,21 +688,13 @@ fn depthwise_stride_one<I: Isa, Y: QuantInt>(
     if oh == 0 || ow == 0 || kh == 0 || kw == 0 {
         return true;
     }
-    let ph = oh - 1 + (kh - 1) * dh + 1;
-    let pw = ow - 1 + (kw - 1) * dw + 1;
-    let multiplier = d.oc / d.c.max(1);
+    let Some(([ph, pw], multiplier)) = depthwise_extent(c, ops, d, [x.len(), y.len()], 1) else {
+        return false;
+    };
     let taps = kh * kw;
-    let fits = x.len() >= d.n * d.c * d.h * d.w
-        && y.len() >= d.n * d.oc * oh * ow
-        && ops.w.len() >= d.oc * taps
-        && ops.bias.len() >= d.oc
-        && multiplier * d.c == d.oc;
     let Some(padded) = scratch.get_mut(..ph * pw) else {
         return false;
     };
-    if !fits {
-        return false;
-    }
     let zx = ops.q.input_zero;
     // Padded-width positions up to the last output; with the farthest tap's offset, a read
     // ends within the plane: (oh − 1)·pw + ow − 1 + (kh − 1)·dh·pw + (kw − 1)·dw < ph·pw.
@@ -769,18 +784,10 @@ fn depthwise_stride_two<I: Isa, Y: QuantInt>(
     if oh == 0 || kh == 0 || kw == 0 || ow < 8 {
         return true;
     }
-    let ph = (oh - 1) * 2 + (kh - 1) * dh + 1;
-    let pw = (ow - 1) * 2 + (kw - 1) * dw + 1;
-    let multiplier = d.oc / d.c.max(1);
-    let taps = kh * kw;
-    let fits = x.len() >= d.n * d.c * d.h * d.w
-        && y.len() >= d.n * d.oc * oh * ow
-        && ops.w.len() >= d.oc * taps
-        && ops.bias.len() >= d.oc
-        && multiplier * d.c == d.oc;
-    if !fits {
+    let Some(([ph, pw], multiplier)) = depthwise_extent(c, ops, d, [x.len(), y.len()], 2) else {
         return false;
-    }
+    };
+    let taps = kh * kw;
     let zx = ops.q.input_zero;
     let mut padded = std::vec![0u8; ph * pw + 16];
     let mut results = std::vec![0i32; ow];
