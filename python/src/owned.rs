@@ -80,9 +80,11 @@ impl OwnedSession {
         // (this value never reads or writes `_arena`), until the session is dropped.
         let arena_ref: &'static mut [u8] = unsafe { &mut *(arena.as_mut_bytes() as *mut [u8]) };
         let running = match device {
-            DeviceSpec::Cpu => Session::new(model_ref, CpuDevice::new(), arena_ref)
-                .map(Running::Cpu)
-                .map_err(RunError::from),
+            DeviceSpec::Cpu { threads } => {
+                Session::new(model_ref, CpuDevice::new().with_threads(threads), arena_ref)
+                    .map(Running::Cpu)
+                    .map_err(RunError::from)
+            }
             DeviceSpec::Vulkan(i) => runner::open_vulkan(i).and_then(|d| {
                 Session::new(model_ref, d, arena_ref)
                     .map(|s| Running::Vulkan(Box::new(s)))

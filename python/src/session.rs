@@ -125,12 +125,14 @@ fn describe(model: &Model<'_>) -> (Vec<TensorInfo>, Vec<TensorInfo>) {
 /// `model` is a `.frt` or ONNX model: a path, bytes, or an `onnx.ModelProto` (ONNX is packed in
 /// memory first, with `input_shapes` and `constants` as in `ferrite.pack`). `device` is `cpu`,
 /// `vulkan[:N]`, `cuda[:N]`, or `qemu-m0|m4|m7|m33` (Ferrite's firmware on an emulated
-/// Cortex-M, in a checkout of the repository).
+/// Cortex-M, in a checkout of the repository). `threads` (cpu only, default 1) runs the big
+/// kernels on that many threads, with outputs identical to one thread.
 #[pyclass(module = "ferrite")]
 pub struct Session {
     session: Mutex<OwnedSession>,
     label: String,
     device: String,
+    threads: usize,
     inputs: Vec<Py<TensorInfo>>,
     outputs: Vec<Py<TensorInfo>>,
 }
@@ -202,7 +204,7 @@ impl Session {
 #[pymethods]
 impl Session {
     #[new]
-    #[pyo3(signature = (model, device="cpu", input_shapes=None, constants=None, strict_shapes=false))]
+    #[pyo3(signature = (model, device="cpu", input_shapes=None, constants=None, strict_shapes=false, threads=1))]
     fn new(
         py: Python<'_>,
         model: &Bound<'_, PyAny>,
@@ -210,11 +212,14 @@ impl Session {
         input_shapes: Option<&Bound<'_, PyDict>>,
         constants: Option<&Bound<'_, PyDict>>,
         strict_shapes: bool,
+        threads: usize,
     ) -> PyResult<Session> {
         let source = source::read(model)?;
         let label = source.label.clone();
         let options = source::options(input_shapes, constants, strict_shapes)?;
-        let spec = DeviceSpec::parse(device).map_err(from_run_error)?;
+        let spec = DeviceSpec::parse(device)
+            .and_then(|spec| spec.with_threads(threads))
+            .map_err(from_run_error)?;
         let (session, notes) = py
             .detach(move || {
                 let (bytes, notes): (AlignedBytes, _) =
@@ -239,6 +244,7 @@ impl Session {
         Ok(Session {
             label,
             device: device.to_string(),
+            threads,
             inputs: objects(inputs)?,
             outputs: objects(outputs)?,
             session: Mutex::new(session),
@@ -273,6 +279,12 @@ impl Session {
     #[getter]
     fn device(&self) -> &str {
         &self.device
+    }
+
+    /// Threads the cpu device's big kernels run on (1 on every other device).
+    #[getter]
+    fn threads(&self) -> usize {
+        self.threads
     }
 
     /// Bytes of the arena the model runs in.
@@ -401,6 +413,7 @@ impl Session {
             device: &self.device,
             runs,
             profile,
+            threads: self.threads,
         };
         let bytes = guard.bytes();
         let report = py

@@ -290,6 +290,22 @@ def test_threads_share_a_session(digits):
     assert failures == []
 
 
+def test_kernel_threads_give_one_thread_results():
+    name = "resnet8"
+    x = np.load(MODELS / f"{name}.input_0.npy")
+    shapes = FLOAT_MODELS[name]["input_shapes"]
+    one = ferrite.Session(MODELS / f"{name}.onnx", input_shapes=shapes)
+    three = ferrite.Session(MODELS / f"{name}.onnx", input_shapes=shapes, threads=3)
+    assert (one.threads, three.threads) == (1, 3)
+    feeds = {one.inputs[0].name: x}
+    for a, b in zip(one.run(None, feeds), three.run(None, feeds)):
+        assert np.array_equal(a, b)
+    with pytest.raises(ferrite.InputError, match="--threads 0: expected 1 to 64"):
+        ferrite.Session(MODELS / f"{name}.onnx", input_shapes=shapes, threads=0)
+    with pytest.raises(ferrite.InputError, match="only the cpu device runs its kernels on threads"):
+        ferrite.Session(MODELS / f"{name}.onnx", device="vulkan", input_shapes=shapes, threads=2)
+
+
 # --- bad input: typed errors with the CLI's messages -----------------------------------------
 
 

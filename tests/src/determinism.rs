@@ -90,3 +90,48 @@ pub fn run_all<B: Backend>(runs: usize) -> Result<usize, String> {
         Err(failures.join("\n"))
     }
 }
+
+/// Every model on `A` and on `B` (two builds or settings of one device, such as one thread and
+/// several): outputs bit-identical. Returns how many models were compared.
+pub fn identical<A: Backend, B: Backend>() -> Result<usize, String> {
+    let dir = test_models_dir();
+    let refused = expected_unsupported::<A>();
+    let mut failures = Vec::new();
+    let mut compared = 0;
+    for (name, options, input_files) in models()? {
+        let base = name.strip_suffix("_qdq").or(name.strip_suffix("_qop"));
+        if refused.contains(&name) || base.is_some_and(|b| refused.iter().any(|r| r == b)) {
+            continue;
+        }
+        let result = (|| -> Result<(), String> {
+            let onnx =
+                std::fs::read(dir.join(format!("{name}.onnx"))).map_err(|e| e.to_string())?;
+            let packed = pack(&onnx, &options).map_err(|e| e.to_string())?;
+            let bytes = AlignedBytes::from(&packed.bytes[..]);
+            let model = Model::load(bytes.as_bytes()).map_err(|e| e.to_string())?;
+            let mut inputs = Vec::new();
+            for f in &input_files {
+                inputs.push(npy::read(&dir.join(f)).map_err(|e| e.to_string())?);
+            }
+            let a = A::run(&model, &inputs).map_err(|e| e.to_string())?;
+            let b = B::run(&model, &inputs).map_err(|e| e.to_string())?;
+            if a != b {
+                return Err(format!(
+                    "outputs differ between {} and {}",
+                    A::NAME,
+                    B::NAME
+                ));
+            }
+            compared += 1;
+            Ok(())
+        })();
+        if let Err(e) = result {
+            failures.push(format!("{name}: {e}"));
+        }
+    }
+    if failures.is_empty() {
+        Ok(compared)
+    } else {
+        Err(failures.join("\n"))
+    }
+}

@@ -65,6 +65,33 @@ impl Backend for Cpu {
     }
 }
 
+/// The CPU device with its big kernels on [`CpuThreads::THREADS`] threads (an odd count, so
+/// that splits are uneven); its outputs must equal [`Cpu`]'s bit for bit.
+pub struct CpuThreads;
+
+impl CpuThreads {
+    /// Threads per session.
+    pub const THREADS: usize = 3;
+}
+
+impl Backend for CpuThreads {
+    const NAME: &'static str = "cpu";
+
+    fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
+        let device = ferrite_tools::runner::cpu_device(Self::THREADS);
+        ferrite_tools::runner::run_with(model, inputs, device)
+    }
+
+    fn run_repeatedly(
+        model: &Model<'_>,
+        inputs: &[NpyArray],
+        runs: usize,
+    ) -> Result<Vec<Vec<NpyArray>>, RunError> {
+        let device = ferrite_tools::runner::cpu_device(Self::THREADS);
+        ferrite_tools::runner::run_repeatedly_with(model, inputs, device, runs)
+    }
+}
+
 /// The first Vulkan device (lavapipe in CI), opened once per test thread.
 pub struct Vulkan;
 

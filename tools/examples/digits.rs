@@ -50,7 +50,7 @@ fn main() -> Result<(), String> {
         name: device,
     };
     match DeviceSpec::parse(device).map_err(|e| e.to_string())? {
-        DeviceSpec::Cpu => classify(&args, CpuDevice::new()),
+        DeviceSpec::Cpu { threads } => classify(&args, CpuDevice::new().with_threads(threads)),
         DeviceSpec::Vulkan(i) => classify(
             &args,
             ferrite_tools::runner::open_vulkan(i).map_err(|e| e.to_string())?,

@@ -28,6 +28,8 @@ pub struct BenchRequest<'a> {
     pub runs: usize,
     /// Also measure each step (time on a host device, instructions on QEMU).
     pub profile: bool,
+    /// Threads for the CPU device's big kernels (1: one thread; other devices take only 1).
+    pub threads: usize,
 }
 
 /// A measurement: the same figures as text and as JSON.
@@ -164,7 +166,7 @@ pub fn bench(
     if request.runs == 0 {
         return Err(RunError::Input("runs must be at least 1".into()));
     }
-    match DeviceSpec::parse(request.device)? {
+    match DeviceSpec::parse(request.device)?.with_threads(request.threads)? {
         DeviceSpec::Qemu(board) => bench_qemu(board, bytes, model, inputs, request),
         spec => bench_host(spec, model, inputs, request),
     }
@@ -179,10 +181,16 @@ fn bench_host(
 ) -> Result<BenchReport, RunError> {
     let BenchRequest {
         label,
-        device,
+        device: name,
         runs,
         profile,
+        threads,
     } = request;
+    let device = if threads > 1 {
+        format!("{name} ({threads} threads)")
+    } else {
+        name.to_string()
+    };
     let stats = runner::bench(model, inputs, runs, spec)?;
     let steps = if profile {
         runner::profile(model, inputs, runs, spec)?
@@ -191,7 +199,8 @@ fn bench_host(
     };
     let json = json!({
         "model": label,
-        "device": device,
+        "device": name,
+        "threads": threads,
         "runs": stats.runs,
         "median_us": stats.median_us,
         "p90_us": stats.p90_us,

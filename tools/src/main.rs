@@ -96,6 +96,10 @@ enum Command {
         /// Directory for `output_<i>.npy` (created if missing).
         #[arg(long = "out-dir")]
         out_dir: PathBuf,
+        /// Threads for the cpu device's big kernels (matrix products, convolutions); outputs
+        /// are identical whatever the count.
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
         /// Also print each output: its values, or the top 5 of a score vector.
         #[arg(long)]
         print: bool,
@@ -125,6 +129,9 @@ enum Command {
         /// Timed runs (on qemu-*, at most 3: every run executes the same instructions).
         #[arg(long, default_value_t = 200)]
         runs: usize,
+        /// Threads for the cpu device's big kernels (matrix products, convolutions).
+        #[arg(long, default_value_t = 1)]
+        threads: usize,
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -235,14 +242,16 @@ fn main() -> ExitCode {
             inputs,
             device,
             out_dir,
+            threads,
             print,
             plan,
-        } => cmd_run(&model, &inputs, &device, &out_dir, print, &plan),
+        } => cmd_run(&model, &inputs, (&device, threads), &out_dir, print, &plan),
         Command::Inspect { model, json, plot } => cmd_inspect(&model, json, plot.as_deref()),
         Command::Bench {
             model,
             device,
             runs,
+            threads,
             json,
             inputs,
             profile,
@@ -251,7 +260,7 @@ fn main() -> ExitCode {
             plan,
         } => cmd_bench(
             &model,
-            &device,
+            (&device, threads),
             runs,
             BenchOutput {
                 json,
@@ -774,12 +783,14 @@ fn read_inputs(model: &Model<'_>, args: &[String]) -> Result<Vec<NpyArray>, Stri
 fn cmd_run(
     model_path: &Path,
     inputs: &[String],
-    device: &str,
+    (device, threads): (&str, usize),
     out_dir: &Path,
     print: bool,
     plan: &PlanArgs,
 ) -> CliResult {
-    let spec = device_spec(device)?;
+    let spec = device_spec(device)?
+        .with_threads(threads)
+        .map_err(|e| e.to_string())?;
     if out_dir.exists() && !out_dir.is_dir() {
         return Err(format!(
             "--out-dir {}: exists and is not a folder",
@@ -1061,14 +1072,16 @@ struct BenchOutput<'a> {
 
 fn cmd_bench(
     model_path: &Path,
-    device: &str,
+    (device, threads): (&str, usize),
     runs: usize,
     output: BenchOutput<'_>,
     inputs: &[String],
     profile: bool,
     plan: &PlanArgs,
 ) -> CliResult {
-    device_spec(device)?;
+    device_spec(device)?
+        .with_threads(threads)
+        .map_err(|e| e.to_string())?;
     if runs == 0 {
         return Err("--runs must be at least 1".into());
     }
@@ -1090,6 +1103,7 @@ fn cmd_bench(
         device,
         runs,
         profile,
+        threads,
     };
     let report = ferrite_tools::bench::bench(bytes.as_bytes(), &model, &arrays, request)
         .map_err(|e| e.to_string())?;

@@ -63,8 +63,12 @@ impl<E: ferrite_hal::Error> From<ferrite_core::Error<E>> for RunError {
 /// A device named on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum DeviceSpec {
-    /// The host CPU (`cpu`).
-    Cpu,
+    /// The host CPU (`cpu`), its big kernels on `threads` threads (1 unless `--threads` says
+    /// otherwise; results are identical whatever the count).
+    Cpu {
+        /// Threads for the big kernels (see `ferrite_cpu::CpuDevice::with_threads`).
+        threads: usize,
+    },
     /// The N-th Vulkan device (`vulkan` = `vulkan:0`).
     Vulkan(usize),
     /// The N-th NVIDIA GPU (`cuda` = `cuda:0`).
@@ -78,7 +82,7 @@ impl DeviceSpec {
     /// Parses `cpu`, `vulkan[:N]`, `cuda[:N]` and the QEMU boards' names.
     pub fn parse(name: &str) -> Result<DeviceSpec, RunError> {
         match name {
-            "cpu" => Ok(DeviceSpec::Cpu),
+            "cpu" => Ok(DeviceSpec::Cpu { threads: 1 }),
             "vulkan" => Ok(DeviceSpec::Vulkan(0)),
             "cuda" => Ok(DeviceSpec::Cuda(0)),
             _ => {
@@ -103,6 +107,29 @@ impl DeviceSpec {
             }
         }
     }
+
+    /// This device with its kernels on `threads` threads: the CPU only (1 to
+    /// `ferrite_cpu::MAX_THREADS`); every other device refuses more than one.
+    pub fn with_threads(self, threads: usize) -> Result<DeviceSpec, RunError> {
+        match self {
+            _ if threads == 0 || threads > ferrite_cpu::MAX_THREADS => {
+                Err(RunError::Input(format!(
+                    "--threads {threads}: expected 1 to {}",
+                    ferrite_cpu::MAX_THREADS
+                )))
+            }
+            DeviceSpec::Cpu { .. } => Ok(DeviceSpec::Cpu { threads }),
+            _ if threads == 1 => Ok(self),
+            _ => Err(RunError::Input(format!(
+                "--threads {threads}: only the cpu device runs its kernels on threads"
+            ))),
+        }
+    }
+}
+
+/// The CPU device with its big kernels on `threads` threads.
+pub fn cpu_device(threads: usize) -> CpuDevice {
+    CpuDevice::new().with_threads(threads)
 }
 
 /// Opens the NVIDIA GPU `index` (`cuda:N`); without a driver or GPU, one line saying so.
@@ -367,7 +394,7 @@ pub fn run(
     let model = Model::load(bytes)?;
     let model = &model;
     match device {
-        DeviceSpec::Cpu => run_cpu(model, inputs),
+        DeviceSpec::Cpu { threads } => run_with(model, inputs, cpu_device(threads)),
         DeviceSpec::Qemu(board) => Ok(crate::qemu::run(board, bytes, model, inputs, 1)?.outputs),
         DeviceSpec::Cuda(i) => run_with(model, inputs, open_cuda(i)?),
         #[cfg(feature = "vulkan")]
@@ -456,7 +483,7 @@ pub fn bench(
     device: DeviceSpec,
 ) -> Result<BenchStats, RunError> {
     match device {
-        DeviceSpec::Cpu => bench_cpu(model, inputs, runs),
+        DeviceSpec::Cpu { threads } => bench_with(model, inputs, runs, cpu_device(threads)),
         DeviceSpec::Qemu(_) => Err(RunError::Device(
             "QEMU counts instructions instead of timing: use qemu::run".into(),
         )),
@@ -581,7 +608,7 @@ pub fn profile(
     device: DeviceSpec,
 ) -> Result<Vec<(String, String, f64)>, RunError> {
     match device {
-        DeviceSpec::Cpu => profile_cpu(model, inputs, runs),
+        DeviceSpec::Cpu { threads } => profile_cpu_with(model, inputs, runs, cpu_device(threads)),
         DeviceSpec::Qemu(_) => Err(RunError::Device(
             "QEMU counts instructions, not time: use crate::qemu::run_profiled".into(),
         )),
@@ -637,6 +664,16 @@ pub fn profile_cpu(
     inputs: &[NpyArray],
     runs: usize,
 ) -> Result<Vec<(String, String, f64)>, RunError> {
+    profile_cpu_with(model, inputs, runs, CpuDevice::new())
+}
+
+/// [`profile_cpu`] on a configured CPU device (its threads).
+pub fn profile_cpu_with(
+    model: &Model<'_>,
+    inputs: &[NpyArray],
+    runs: usize,
+    device: CpuDevice,
+) -> Result<Vec<(String, String, f64)>, RunError> {
     check_inputs(model, inputs)?;
     let mut arena = arena_for(model);
     let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(runs); model.len()];
@@ -653,7 +690,8 @@ pub fn profile_cpu(
                 .step(s)
                 .ok_or_else(|| RunError::Input("corrupt plan".into()))?;
             let start = Instant::now();
-            ferrite_cpu::kernels::run_step(&step, arena.as_mut_bytes(), model.weights())
+            device
+                .run_step(&step, arena.as_mut_bytes(), model.weights())
                 .map_err(|e| RunError::from(ferrite_core::Error::Device(e)))?;
             times.push(start.elapsed().as_secs_f64() * 1e6);
         }
@@ -665,7 +703,7 @@ pub fn profile_cpu(
 /// firmware runs the CPU device's kernels).
 fn device_ops(device: DeviceSpec) -> Result<ferrite_hal::OpSet, RunError> {
     Ok(match device {
-        DeviceSpec::Cpu | DeviceSpec::Qemu(_) => CpuDevice::supported_ops(),
+        DeviceSpec::Cpu { .. } | DeviceSpec::Qemu(_) => CpuDevice::supported_ops(),
         DeviceSpec::Cuda(_) => ferrite_cuda::CudaDevice::supported_ops(),
         #[cfg(feature = "vulkan")]
         DeviceSpec::Vulkan(_) => ferrite_vulkan::VulkanDevice::supported_ops(),

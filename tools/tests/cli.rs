@@ -1094,3 +1094,43 @@ fn inspect_and_emit_rust_show_the_borders_scale_and_zero_point() {
         "{module}"
     );
 }
+
+/// `--threads`: the same outputs on several threads, a thread count in the bench report, and a
+/// one-line error for a count out of range or a device without threads.
+#[test]
+fn threads_option_runs_benches_and_refuses_what_it_cannot_do() {
+    let (dir, frt) = packed_mlp("threads");
+    let x = write_input(&dir, "x.npy", DType::F32, vec![1, 4]);
+    let outputs = |threads: &str| {
+        let out_dir = dir.join(format!("out{threads}"));
+        let args = ["run", s(&frt), "--input", s(&x), "--out-dir", s(&out_dir)];
+        let out = ferrite(&[&args[..], &["--threads", threads]].concat());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::fs::read(out_dir.join("output_0.npy")).unwrap()
+    };
+    assert_eq!(outputs("1"), outputs("3"));
+    let out = ferrite(&["bench", s(&frt), "--runs", "3", "--threads", "2", "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (json["device"].as_str(), json["threads"].as_u64()),
+        (Some("cpu"), Some(2))
+    );
+    let out = ferrite(&["bench", s(&frt), "--runs", "3", "--threads", "2"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("on cpu (2 threads)"));
+    let out = ferrite(&["bench", s(&frt), "--threads", "0"]);
+    assert_error(&out, "--threads 0: expected 1 to 64");
+    let out = ferrite(&["bench", s(&frt), "--device", "qemu-m4", "--threads", "2"]);
+    assert_error(
+        &out,
+        "--threads 2: only the cpu device runs its kernels on threads",
+    );
+}

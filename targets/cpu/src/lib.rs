@@ -15,30 +15,92 @@ mod error;
 pub mod kernels;
 mod math;
 mod memory;
+#[cfg(feature = "threads")]
+mod parallel;
 
 pub use error::CpuError;
+#[cfg(feature = "threads")]
+pub use parallel::MAX_THREADS;
 
 use ferrite_hal::{Capabilities, DType, Device, OpKind, OpSet, Plan, Selection, ALL_OPS};
 
 /// The portable CPU device. `OPS` selects the op kinds and element types whose kernels are
 /// compiled in (a `ferrite_hal::Selection`): everything by default; a firmware for one model
 /// passes the model's `OPS` (from `ferrite pack --emit rust`) and links only those kernels.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct CpuDevice<const OPS: Selection = ALL_OPS> {
+    /// Threads the big kernels may use (feature `threads`); 0 and 1 both mean this thread only.
+    #[cfg(feature = "threads")]
+    threads: usize,
     _private: (),
 }
 
 impl<const OPS: Selection> CpuDevice<OPS> {
     /// A CPU device with the kernels `OPS` selects only.
     pub const fn selected() -> Self {
-        CpuDevice { _private: () }
+        CpuDevice {
+            #[cfg(feature = "threads")]
+            threads: 1,
+            _private: (),
+        }
+    }
+
+    /// The same device, running the big kernels (matrix products, convolutions) on `threads`
+    /// threads of a shared pool (clamped to `1..=`[`MAX_THREADS`]; 1, the default, starts
+    /// no thread). Results are bit-identical to one thread: threads split a kernel's output,
+    /// never a sum.
+    #[cfg(feature = "threads")]
+    pub const fn with_threads(self, threads: usize) -> Self {
+        CpuDevice {
+            threads: if threads > parallel::MAX_THREADS {
+                parallel::MAX_THREADS
+            } else if threads == 0 {
+                1
+            } else {
+                threads
+            },
+            _private: (),
+        }
+    }
+
+    /// Threads the big kernels may use (1 without the `threads` feature).
+    pub const fn threads(&self) -> usize {
+        #[cfg(feature = "threads")]
+        return self.threads;
+        #[cfg(not(feature = "threads"))]
+        1
+    }
+}
+
+impl<const OPS: Selection> CpuDevice<OPS> {
+    /// Runs one verified step on this device's kernels and threads: what
+    /// [`Device::execute`] does per step, for a caller that times each step (a profiler).
+    pub fn run_step(
+        &self,
+        step: &ferrite_hal::Step<'_>,
+        arena: &mut [u8],
+        weights: &[u8],
+    ) -> Result<(), CpuError> {
+        #[cfg(feature = "threads")]
+        if self.threads > 1 {
+            return parallel::run(self.threads, || {
+                kernels::run_step_selected::<OPS>(step, arena, weights)
+            });
+        }
+        kernels::run_step_selected::<OPS>(step, arena, weights)
+    }
+}
+
+impl<const OPS: Selection> Default for CpuDevice<OPS> {
+    fn default() -> Self {
+        Self::selected()
     }
 }
 
 impl CpuDevice {
     /// A CPU device with every kernel.
     pub const fn new() -> Self {
-        CpuDevice { _private: () }
+        Self::selected()
     }
 
     /// Which build of the kernels runs on this machine: `"avx512"`, `"avx2"` or `"portable"`
@@ -130,13 +192,22 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
     }
 
     fn execute(&mut self, _: &mut (), plan: &dyn Plan, arena: &mut [u8]) -> Result<(), CpuError> {
-        let weights = plan.weights();
-        for index in 0..plan.len() {
-            let step = plan.step(index).ok_or(CpuError::CorruptPlan)?;
-            kernels::run_step_selected::<OPS>(&step, arena, weights)?;
+        #[cfg(feature = "threads")]
+        if self.threads > 1 {
+            return parallel::run(self.threads, || run_plan::<OPS>(plan, arena));
         }
-        Ok(())
+        run_plan::<OPS>(plan, arena)
     }
+}
+
+/// Every step of `plan`, in order, on this thread's kernels.
+fn run_plan<const OPS: Selection>(plan: &dyn Plan, arena: &mut [u8]) -> Result<(), CpuError> {
+    let weights = plan.weights();
+    for index in 0..plan.len() {
+        let step = plan.step(index).ok_or(CpuError::CorruptPlan)?;
+        kernels::run_step_selected::<OPS>(&step, arena, weights)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -51,20 +51,94 @@ pub fn sgemm(
         return;
     }
     let p = Product { k, alpha, a, b };
+    #[cfg(feature = "threads")]
+    if sgemm_parts(&p, m, n, c, ldc) {
+        return;
+    }
+    kernel(&p, m, n, c, ldc)
+}
+
+/// Multiply-adds below which a product stays on one thread: handing parts to a pool costs a
+/// few microseconds, about this much work on one core.
+#[cfg(feature = "threads")]
+const PARALLEL_WORK: usize = 1 << 16;
+
+/// The widest column block of any kernel (the matrix-vector kernel's): one-row products split
+/// their columns at multiples of it, so each column meets the same kernel as on one thread.
+#[cfg(feature = "threads")]
+const COLUMN_QUANTUM: usize = 64;
+
+/// `C += alpha · A · B` split into parts for the session's threads (see [`crate::parallel`]):
+/// rows of C, or for a single row, columns in multiples of [`COLUMN_QUANTUM`]. Every element of
+/// C is computed by the same instructions as in one part, so the result is bit-identical. False
+/// (nothing done) when the product is too small to split or one thread is all there is.
+#[cfg(feature = "threads")]
+fn sgemm_parts(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) -> bool {
+    use crate::parallel::{for_each, ranges, threads};
+    use std::vec::Vec;
+    let threads = threads();
+    if threads < 2 || m.saturating_mul(n).saturating_mul(p.k) < PARALLEL_WORK {
+        return false;
+    }
+    let (by_rows, total, quantum) = if m == 1 {
+        (false, n, COLUMN_QUANTUM)
+    } else {
+        (true, m, 1)
+    };
+    let spans = ranges(total, threads, quantum);
+    if spans.len() < 2 {
+        return false;
+    }
+    // Parts are consecutive: each takes its rows (stride ldc) or columns of the one row from the
+    // front of what is left of C; the last takes the rest.
+    let count = spans.len();
+    let mut parts = Vec::with_capacity(count);
+    let mut rest = c;
+    for (i, span) in spans.into_iter().enumerate() {
+        let len = match (i + 1 == count, by_rows) {
+            (true, _) => rest.len(),
+            (false, true) => span.len() * ldc,
+            (false, false) => span.len(),
+        };
+        let len = len.min(rest.len());
+        let (part, tail) = core::mem::take(&mut rest).split_at_mut(len);
+        parts.push((span, part));
+        rest = tail;
+    }
+    for_each(parts, |(span, part)| {
+        let (a, b) = if by_rows {
+            let a = p.a.data.get(span.start * p.a.stride..).unwrap_or(&[]);
+            (Mat { data: a, ..p.a }, p.b)
+        } else {
+            let b = p.b.data.get(span.start..).unwrap_or(&[]);
+            (p.a, Mat { data: b, ..p.b })
+        };
+        let (rows, cols) = if by_rows {
+            (span.len(), n)
+        } else {
+            (1, span.len())
+        };
+        kernel(&Product { a, b, ..*p }, rows, cols, part, ldc);
+    });
+    true
+}
+
+/// The product on this thread with the best kernels the CPU has.
+fn kernel(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     {
         use super::simd::Level;
         match super::simd::level() {
-            Level::Avx512 => return avx512::sgemm(&p, m, n, c, ldc),
-            Level::Avx2 => return avx2::sgemm(&p, m, n, c, ldc),
+            Level::Avx512 => return avx512::sgemm(p, m, n, c, ldc),
+            Level::Avx2 => return avx2::sgemm(p, m, n, c, ldc),
             Level::Portable => {}
         }
     }
     #[cfg(all(feature = "std", target_arch = "aarch64"))]
     if neon_enabled() {
-        return neon::sgemm(&p, m, n, c, ldc);
+        return neon::sgemm(p, m, n, c, ldc);
     }
-    sgemm_generic::<4, 8, false>(&p, m, n, c, ldc)
+    sgemm_generic::<4, 8, false>(p, m, n, c, ldc)
 }
 
 /// `a * b + c`, fused when `FMA` (only instantiated with `FMA` where the target has it).
@@ -647,6 +721,67 @@ mod tests {
         check(|m, n, k, alpha, a, b, c, ldc, _| {
             super::neon::sgemm(&Product { k, alpha, a, b }, m, n, c, ldc)
         });
+    }
+
+    /// Threads split C but never a sum: every thread count gives the one-thread result bit for
+    /// bit, on random shapes on both sides of the split threshold (rows; columns of one row; ldc
+    /// wider than n).
+    #[cfg(feature = "threads")]
+    #[test]
+    fn threads_give_the_one_thread_result_bit_for_bit() {
+        let mut seed = 0x2545_f491_u32;
+        let mut next = move |below: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed as usize % below
+        };
+        for case in 0..120 {
+            let m = if case % 3 == 0 { 1 } else { 1 + next(70) };
+            let n = 1 + next(700);
+            let k = 1 + next(300);
+            let ldc = n + next(3);
+            let a: Vec<f32> = (0..m * k)
+                .map(|_| next(2001) as f32 / 997.0 - 1.0)
+                .collect();
+            let b: Vec<f32> = (0..k * n)
+                .map(|_| next(2001) as f32 / 991.0 - 1.0)
+                .collect();
+            let init: Vec<f32> = (0..m * ldc).map(|_| next(101) as f32 / 7.0).collect();
+            let run = |threads: usize| {
+                let mut c = init.clone();
+                crate::parallel::run(threads, || {
+                    sgemm(
+                        m,
+                        n,
+                        k,
+                        0.75,
+                        Mat {
+                            data: &a,
+                            stride: k,
+                        },
+                        Mat {
+                            data: &b,
+                            stride: n,
+                        },
+                        &mut c,
+                        ldc,
+                        case % 2 == 0,
+                    )
+                });
+                c
+            };
+            let one = run(1);
+            for threads in [2, 3, 4] {
+                let many = run(threads);
+                assert!(
+                    one.iter()
+                        .zip(&many)
+                        .all(|(x, y)| x.to_bits() == y.to_bits()),
+                    "{m}x{n}x{k} ldc {ldc} on {threads} threads"
+                );
+            }
+        }
     }
 
     #[test]
