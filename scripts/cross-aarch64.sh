@@ -44,12 +44,13 @@ assert host.shape == arm.shape and err <= 1e-5, err
 PY
 
 # The CPU kernels' unit tests on aarch64 under qemu-user (unoptimised, as the cross-build): all of
-# them with the NEON kernels — the float GEMM against the naive product, the int8 convolutions
+# them with the NEON kernels and threads — the float GEMM against the naive product, taps read in
+# place and threaded products bit-identical to the unfolded, one-thread ones, the int8 convolutions
 # against the ONNX definition on 1,500 random geometries (bit-exact) — then the integer and GEMM
 # ones on the portable kernels (FERRITE_CPU_SIMD=portable), which the NEON build bypasses. No Arm
 # hardware times them here.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
-cargo test -q --profile cross --target "$TARGET" -p ferrite-cpu --features std --lib
+cargo test -q --profile cross --target "$TARGET" -p ferrite-cpu --features std,threads --lib
 FERRITE_CPU_SIMD=portable cargo test -q --profile cross --target "$TARGET" -p ferrite-cpu \
     --features std --lib -- integer:: gemm
 echo "aarch64 (qemu-user): ferrite-cpu unit tests pass with the NEON kernels and the portable ones"

@@ -22,6 +22,30 @@ struct Product<'a> {
     alpha: f32,
     a: Mat<'a>,
     b: Mat<'a>,
+    /// Where B's rows start in `b.data` when they are not `b.stride` apart (empty: strided): a
+    /// convolution's taps, read in place from a padded input ([`sgemm_rows_at`]). The SIMD
+    /// kernels only.
+    #[cfg(feature = "std")]
+    rows: &'a [usize],
+    /// The largest of `rows` (bounds every read once per block).
+    #[cfg(feature = "std")]
+    rows_max: usize,
+}
+
+impl<'a> Product<'a> {
+    /// A plain product: B's rows `b.stride` apart.
+    fn new(k: usize, alpha: f32, a: Mat<'a>, b: Mat<'a>) -> Self {
+        Product {
+            k,
+            alpha,
+            a,
+            b,
+            #[cfg(feature = "std")]
+            rows: &[],
+            #[cfg(feature = "std")]
+            rows_max: 0,
+        }
+    }
 }
 
 /// `C[m×n] = alpha · A[m×k] · B[k×n] + (C if accumulate else 0)`.
@@ -50,12 +74,63 @@ pub fn sgemm(
     if k == 0 {
         return;
     }
-    let p = Product { k, alpha, a, b };
+    let p = Product::new(k, alpha, a, b);
     #[cfg(feature = "threads")]
     if sgemm_parts(&p, m, n, c, ldc) {
         return;
     }
     kernel(&p, m, n, c, ldc)
+}
+
+/// `C[m×n] += A[m×k] · B` where B's row `q` is `b[rows[q]..][..n]`: a convolution's implicit
+/// im2col (each row a tap of an input channel, read in place from a zero-padded input), with
+/// the SIMD kernels. False, with C untouched, where this machine has no SIMD kernels (the caller
+/// unfolds the input instead) or a slice is shorter than the offsets say.
+#[cfg(feature = "std")]
+pub fn sgemm_rows_at(
+    m: usize,
+    n: usize,
+    a: Mat<'_>,
+    b: &[f32],
+    rows: &[usize],
+    c: &mut [f32],
+    ldc: usize,
+) -> bool {
+    let k = rows.len();
+    let rows_max = rows.iter().copied().max().unwrap_or(0);
+    let fits = m == 0
+        || n == 0
+        || (rows_max.checked_add(n).is_some_and(|end| end <= b.len())
+            && (m - 1) * a.stride + k <= a.data.len()
+            && (m - 1) * ldc + n <= c.len());
+    if !fits || !simd_available() {
+        return false;
+    }
+    if m == 0 || n == 0 || k == 0 {
+        return true;
+    }
+    let p = Product {
+        rows,
+        rows_max,
+        ..Product::new(k, 1.0, a, Mat { data: b, stride: 0 })
+    };
+    #[cfg(feature = "threads")]
+    if sgemm_parts(&p, m, n, c, ldc) {
+        return true;
+    }
+    kernel(&p, m, n, c, ldc);
+    true
+}
+
+/// Whether [`kernel`] runs SIMD kernels here (which [`sgemm_rows_at`] needs).
+#[cfg(feature = "std")]
+pub(crate) fn simd_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return super::simd::level() != super::simd::Level::Portable;
+    #[cfg(target_arch = "aarch64")]
+    return neon_enabled();
+    #[allow(unreachable_code)]
+    false
 }
 
 /// Multiply-adds below which a product stays on one thread: handing parts to a pool costs a
@@ -324,9 +399,16 @@ macro_rules! simd_gemm {
 
             /// `C += alpha · A · B` with these kernels; only call when the CPU has the features.
             pub(super) fn sgemm(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) {
-                // SAFETY: `super::sgemm` calls this only after `simd::level()` reported the features.
-                let ok = unsafe { sgemm_simd(p, m, n, c, ldc) };
-                if !ok {
+                // SAFETY: `super::kernel` calls this only after `simd::level()` reported the features.
+                let ok = unsafe {
+                    if p.rows.is_empty() {
+                        sgemm_simd::<false>(p, m, n, c, ldc)
+                    } else {
+                        sgemm_simd::<true>(p, m, n, c, ldc)
+                    }
+                };
+                // A product over a row table has been checked whole by `sgemm_rows_at`.
+                if !ok && p.rows.is_empty() {
                     // A slice was shorter than the shapes say, which a verified plan rules out. Nothing
                     // was read out of bounds; hand over to the portable kernel, whose checked indexing
                     // treats the bug exactly as the baseline build would.
@@ -343,9 +425,9 @@ macro_rules! simd_gemm {
             }
 
             /// `target += alpha · A[i..i+R, :] · B[:, j..j+NR]`; false (nothing done) if a slice is too
-            /// short.
+            /// short. `TABLE`: B's rows start at `p.rows` (else `b.stride` apart).
             #[target_feature(enable = $feature)]
-            fn block<const R: usize>(
+            fn block<const R: usize, const TABLE: bool>(
                 p: &Product<'_>,
                 i: usize,
                 j: usize,
@@ -353,7 +435,11 @@ macro_rules! simd_gemm {
             ) -> bool {
                 let (k, a, b) = (p.k, p.a, p.b);
                 let a_ok = (0..R).all(|r| (i + r) * a.stride + k <= a.data.len());
-                let b_ok = k == 0 || (k - 1) * b.stride + j + NR <= b.data.len();
+                let b_ok = if TABLE {
+                    p.rows.len() >= k && p.rows_max + j + NR <= b.data.len()
+                } else {
+                    k == 0 || (k - 1) * b.stride + j + NR <= b.data.len()
+                };
                 let c_ok = (t.row + R - 1) * t.ldc + t.col + NR <= t.c.len();
                 if !(a_ok && b_ok && c_ok) {
                     return false;
@@ -363,9 +449,15 @@ macro_rules! simd_gemm {
                     core::array::from_fn(|r| &a.data[(i + r) * a.stride..(i + r) * a.stride + k]);
                 let b_ptr = b.data.as_ptr();
                 for q in 0..k {
-                    // SAFETY: q < k, and `b_ok` bounds row q's NR floats from column j.
+                    // SAFETY: q < k <= rows.len() when TABLE (checked above).
+                    let start = if TABLE {
+                        unsafe { *p.rows.get_unchecked(q) }
+                    } else {
+                        q * b.stride
+                    };
+                    // SAFETY: `b_ok` bounds row q's NR floats from column j.
                     let (b0, b1) = unsafe {
-                        let row = b_ptr.add(q * b.stride + j);
+                        let row = b_ptr.add(start + j);
                         ($load(row), $load(row.add(LANES)))
                     };
                     for (acc, row) in acc.iter_mut().zip(&a_rows) {
@@ -391,14 +483,20 @@ macro_rules! simd_gemm {
 
             /// One block of `rows` (1 to 6) rows.
             #[target_feature(enable = $feature)]
-            fn rows(count: usize, p: &Product<'_>, i: usize, j: usize, t: &mut Target<'_>) -> bool {
+            fn rows<const TABLE: bool>(
+                count: usize,
+                p: &Product<'_>,
+                i: usize,
+                j: usize,
+                t: &mut Target<'_>,
+            ) -> bool {
                 match count {
-                    6 => block::<6>(p, i, j, t),
-                    5 => block::<5>(p, i, j, t),
-                    4 => block::<4>(p, i, j, t),
-                    3 => block::<3>(p, i, j, t),
-                    2 => block::<2>(p, i, j, t),
-                    _ => block::<1>(p, i, j, t),
+                    6 => block::<6, TABLE>(p, i, j, t),
+                    5 => block::<5, TABLE>(p, i, j, t),
+                    4 => block::<4, TABLE>(p, i, j, t),
+                    3 => block::<3, TABLE>(p, i, j, t),
+                    2 => block::<2, TABLE>(p, i, j, t),
+                    _ => block::<1, TABLE>(p, i, j, t),
                 }
             }
 
@@ -442,10 +540,16 @@ macro_rules! simd_gemm {
 
             /// The whole product; false if a slice is too short.
             #[target_feature(enable = $feature)]
-            fn sgemm_simd(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) -> bool {
+            fn sgemm_simd<const TABLE: bool>(
+                p: &Product<'_>,
+                m: usize,
+                n: usize,
+                c: &mut [f32],
+                ldc: usize,
+            ) -> bool {
                 let full = n / NR * NR;
                 let mut j = 0;
-                if m == 1 {
+                if m == 1 && !TABLE {
                     while j + WIDE <= full {
                         if !row_wide(p, j, c) {
                             return false;
@@ -459,7 +563,7 @@ macro_rules! simd_gemm {
                     let mut i = 0;
                     while i < m {
                         let count = (m - i).min(MR);
-                        if !rows(
+                        if !rows::<TABLE>(
                             count,
                             p,
                             i,
@@ -477,13 +581,13 @@ macro_rules! simd_gemm {
                     }
                     j += NR;
                 }
-                full == n || tail(p, m, n, c, ldc, full)
+                full == n || tail::<TABLE>(p, m, n, c, ldc, full)
             }
 
             /// Columns `j0..n` (fewer than NR): copied zero-padded into an NR-wide panel, multiplied
             /// into a 6 × NR tile with the same kernel, and added back. False if a slice is too short.
             #[target_feature(enable = $feature)]
-            fn tail(
+            fn tail<const TABLE: bool>(
                 p: &Product<'_>,
                 m: usize,
                 n: usize,
@@ -499,25 +603,35 @@ macro_rules! simd_gemm {
                         packed.resize(k * NR, 0.0);
                     }
                     for q in 0..k {
-                        let Some(src) = b.data.get(q * b.stride + j0..q * b.stride + n) else {
+                        let start = if TABLE {
+                            let Some(&start) = p.rows.get(q) else {
+                                return false;
+                            };
+                            start
+                        } else {
+                            q * b.stride
+                        };
+                        let Some(src) = b.data.get(start + j0..start + n) else {
                             return false;
                         };
                         let dst = &mut packed[q * NR..(q + 1) * NR];
                         dst[..width].copy_from_slice(src);
                         dst[width..].fill(0.0);
                     }
-                    let panel = Product {
-                        b: Mat {
+                    let panel = Product::new(
+                        k,
+                        p.alpha,
+                        p.a,
+                        Mat {
                             data: &packed[..k * NR],
                             stride: NR,
                         },
-                        ..*p
-                    };
+                    );
                     let mut i = 0;
                     while i < m {
                         let count = (m - i).min(MR);
                         let mut tile = [0.0f32; MR * NR];
-                        if !rows(
+                        if !rows::<false>(
                             count,
                             &panel,
                             i,
@@ -704,12 +818,12 @@ mod tests {
         let level = super::super::simd::level();
         if level >= Level::Avx2 {
             check(|m, n, k, alpha, a, b, c, ldc, _| {
-                super::avx2::sgemm(&Product { k, alpha, a, b }, m, n, c, ldc)
+                super::avx2::sgemm(&Product::new(k, alpha, a, b), m, n, c, ldc)
             });
         }
         if level >= Level::Avx512 {
             check(|m, n, k, alpha, a, b, c, ldc, _| {
-                super::avx512::sgemm(&Product { k, alpha, a, b }, m, n, c, ldc)
+                super::avx512::sgemm(&Product::new(k, alpha, a, b), m, n, c, ldc)
             });
         }
     }
@@ -719,7 +833,7 @@ mod tests {
     #[test]
     fn neon_build_matches_the_naive_product() {
         check(|m, n, k, alpha, a, b, c, ldc, _| {
-            super::neon::sgemm(&Product { k, alpha, a, b }, m, n, c, ldc)
+            super::neon::sgemm(&Product::new(k, alpha, a, b), m, n, c, ldc)
         });
     }
 
@@ -788,7 +902,7 @@ mod tests {
     fn matches_naive_product() {
         check(sgemm);
         check(|m, n, k, alpha, a, b, c, ldc, _| {
-            sgemm_generic::<4, 8, false>(&Product { k, alpha, a, b }, m, n, c, ldc)
+            sgemm_generic::<4, 8, false>(&Product::new(k, alpha, a, b), m, n, c, ldc)
         });
     }
 }
