@@ -200,7 +200,9 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
     }
 }
 
-/// Every step of `plan`, in order, on this thread's kernels.
+/// Every step of `plan`, in order, on this thread's kernels (inlined into `execute`, whose loop
+/// it is on a microcontroller).
+#[inline(always)]
 fn run_plan<const OPS: Selection>(plan: &dyn Plan, arena: &mut [u8]) -> Result<(), CpuError> {
     let weights = plan.weights();
     for index in 0..plan.len() {

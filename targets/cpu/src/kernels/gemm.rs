@@ -136,7 +136,7 @@ pub(crate) fn simd_available() -> bool {
 /// Multiply-adds below which a product stays on one thread: handing parts to a pool costs a
 /// few microseconds, about this much work on one core.
 #[cfg(feature = "threads")]
-const PARALLEL_WORK: usize = 1 << 16;
+const PARALLEL_WORK: usize = 1 << 18;
 
 /// The widest column block of any kernel (the matrix-vector kernel's): one-row products split
 /// their columns at multiples of it, so each column meets the same kernel as on one thread.
@@ -198,7 +198,9 @@ fn sgemm_parts(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) -
     true
 }
 
-/// The product on this thread with the best kernels the CPU has.
+/// The product on this thread with the best kernels the CPU has (inlined: on a microcontroller
+/// this is [`sgemm`]'s body, as before threads and row tables).
+#[inline(always)]
 fn kernel(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     {
