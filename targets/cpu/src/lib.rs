@@ -228,4 +228,15 @@ mod tests {
         assert!(ops.contains(OpKind::Quantize, DType::F32));
         assert!(ops.contains(OpKind::DynamicQuantize, DType::F32));
     }
+
+    #[cfg(feature = "threads")]
+    #[test]
+    fn thread_counts_are_clamped() {
+        let counts = [0, 1, 5, MAX_THREADS, 10_000].map(|n| CpuDevice::new().with_threads(n));
+        assert_eq!(
+            counts.map(|d| d.threads()),
+            [1, 1, 5, MAX_THREADS, MAX_THREADS]
+        );
+        assert_eq!(<CpuDevice>::default().threads(), 1);
+    }
 }

@@ -888,7 +888,8 @@ mod tests {
                 c
             };
             let one = run(1);
-            for threads in [2, 3, 4] {
+            // 3: no other test uses a team of three, so this one always gets it.
+            for threads in [2, 3] {
                 let many = run(threads);
                 assert!(
                     one.iter()
