@@ -212,20 +212,27 @@ fn conv_in_place(
     if empty {
         return false;
     }
-    // A phase plane: every output row plus the furthest tap's shift, in phase coordinates.
-    let (hph, wph) = (d.oh + (kh - 1) * dh / sh, d.ow + (kw - 1) * dw / sw);
-    let phase = hph * wph;
-    let channel = sh * sw * phase;
-    let (plane_in, plane) = (d.h * d.w, d.oh * d.ow);
-    let k = icg * kh * kw;
-    let band_row = ocg * wph;
-    let padded = icg * channel;
-    if !super::gemm::simd_available()
-        || scratch.len() < padded + band_row
-        || x.len() < icg * plane_in
-        || weight.len() < ocg * k
-        || out.len() < ocg * plane
-    {
+    // A phase plane: every output row plus the furthest tap's shift, in phase coordinates. Sizes
+    // are checked: a verified plan can still hold absurd strides or dilations (one output).
+    let sizes = (|| {
+        let hph = d.oh.checked_add((kh - 1).checked_mul(dh)? / sh)?;
+        let wph = d.ow.checked_add((kw - 1).checked_mul(dw)? / sw)?;
+        let phase = hph.checked_mul(wph)?;
+        let channel = sh.checked_mul(sw)?.checked_mul(phase)?;
+        let padded = icg.checked_mul(channel)?;
+        let band_row = ocg.checked_mul(wph)?;
+        let k = icg.checked_mul(kh)?.checked_mul(kw)?;
+        let plane = d.oh.checked_mul(d.ow)?;
+        let fits = scratch.len() >= padded.checked_add(band_row)?
+            && x.len() >= icg.checked_mul(d.h.checked_mul(d.w)?)?
+            && weight.len() >= ocg.checked_mul(k)?
+            && out.len() >= ocg.checked_mul(plane)?;
+        fits.then_some((hph, wph, phase, channel, padded, band_row, k, plane))
+    })();
+    let Some((hph, wph, phase, channel, padded, band_row, k, plane)) = sizes else {
+        return false;
+    };
+    if !super::gemm::simd_available() {
         return false;
     }
     let (planes, rest) = scratch.split_at_mut(padded);
@@ -297,9 +304,16 @@ fn split_phases(
             let (a, b) = (which / sw, which % sw);
             // Plane columns px whose input column px·sw + b − pl lies in 0..w.
             let px0 = pl.saturating_sub(b).div_ceil(sw);
-            let px1 = (d.w + pl).saturating_sub(b).div_ceil(sw).min(wph);
+            let px1 =
+                d.w.saturating_add(pl)
+                    .saturating_sub(b)
+                    .div_ceil(sw)
+                    .min(wph);
             for py in 0..hph {
-                let Some(iy) = (py * sh + a).checked_sub(pt).filter(|&iy| iy < d.h) else {
+                let iy = py
+                    .checked_mul(sh)
+                    .and_then(|y| y.checked_add(a)?.checked_sub(pt));
+                let Some(iy) = iy.filter(|&iy| iy < d.h) else {
                     continue;
                 };
                 let row = &src[iy * d.w..(iy + 1) * d.w];
@@ -310,8 +324,9 @@ fn split_phases(
                         dst[px0..px1].copy_from_slice(&row[ix0..ix0 + (px1 - px0)]);
                     }
                 } else {
-                    for px in px0..px1 {
-                        dst[px] = row[px * sw + b - pl];
+                    for (px, dst) in dst.iter_mut().enumerate().take(px1).skip(px0) {
+                        // In the input by the choice of px0..px1.
+                        *dst = row[px * sw + b - pl];
                     }
                 }
             }
