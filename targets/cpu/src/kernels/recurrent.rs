@@ -53,19 +53,23 @@ fn times_transposed(
 ) {
     for b in 0..batch {
         let row = &a[b * k..(b + 1) * k];
-        let out_b = &mut out[b * rows..(b + 1) * rows];
+        // The four-row blocks read and write through `get` (no panic path in a firmware; the
+        // layer checked every length up front), the rest as before.
         let mut g = 0;
         while g + 4 <= rows {
-            let weights = |r: usize| &m[(g + r) * k..(g + r + 1) * k];
+            let weights = |r: usize| m.get((g + r) * k..(g + r + 1) * k).unwrap_or(&[]);
             let sums = dot4(row, [weights(0), weights(1), weights(2), weights(3)]);
             for (r, sum) in sums.into_iter().enumerate() {
-                out_b[g + r] = sum + bias.map_or(0.0, |v| v[g + r]);
+                let bias = bias.and_then(|v| v.get(g + r)).copied().unwrap_or(0.0);
+                if let Some(out) = out.get_mut(b * rows + g + r) {
+                    *out = sum + bias;
+                }
             }
             g += 4;
         }
         for g in g..rows {
             let weights = &m[g * k..(g + 1) * k];
-            out_b[g] = dot(row, weights) + bias.map_or(0.0, |v| v[g]);
+            out[b * rows + g] = dot(row, weights) + bias.map_or(0.0, |v| v[g]);
         }
     }
 }
