@@ -8,7 +8,8 @@ use super::super::conv::ConvDims;
 use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::{
-    depthwise_pass, qconv_with, Block, ChannelPass, Channels, Isa, Operands, Rows, TapPlan,
+    depthwise_pass, qconv_with, Block, ChannelPass, Channels, Expansion, Gather, Isa, Operands,
+    TapPlan,
 };
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
@@ -40,6 +41,12 @@ type Lanes = Option<([__m256i; 6], __m128i)>;
 impl Isa for Avx2 {
     type Lanes = Lanes;
 
+    const ROWS: usize = 2;
+
+    fn input_offset(_: bool) -> i32 {
+        0
+    }
+
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn lanes(scalar: &Requantizer) -> Lanes {
@@ -68,52 +75,57 @@ impl Isa for Avx2 {
 
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn product<const SIGNED: bool, const B: usize>(
+    unsafe fn pack<const SIGNED: bool>(block: &Block<'_>, units: &mut [[u8; 32]]) {
+        let (k, _) = block.rows.extent();
+        let xp = block.x.as_ptr().wrapping_add(block.at);
+        let gather = block.gather.map(|g| {
+            // SAFETY: a gather holds sixteen bytes.
+            unsafe { _mm_loadu_si128(g.as_ptr().cast()) }
+        });
+        let row = |i: usize| {
+            if i >= k {
+                return _mm_setzero_si128();
+            }
+            let at = xp.wrapping_add(block.rows.offset(i));
+            // SAFETY: every row's eight bytes from `at` (sixteen with a gather) are within `x`
+            // (the caller's bound).
+            unsafe {
+                match gather {
+                    Some(control) => _mm_shuffle_epi8(_mm_loadu_si128(at.cast()), control),
+                    None => _mm_loadl_epi64(at.cast()),
+                }
+            }
+        };
+        for (u, unit) in units.iter_mut().enumerate() {
+            let interleaved = _mm_unpacklo_epi8(row(2 * u), row(2 * u + 1));
+            let values = if SIGNED {
+                _mm256_cvtepi8_epi16(interleaved)
+            } else {
+                _mm256_cvtepu8_epi16(interleaved)
+            };
+            // SAFETY: a unit holds 32 bytes.
+            unsafe { _mm256_storeu_si256(unit.as_mut_ptr().cast(), values) };
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn product<const B: usize>(
         ch: &Channels<Avx2>,
-        block: &Block<'_>,
+        units: &[[u8; 32]],
         o: usize,
     ) -> [[i32; 8]; B] {
-        let pairs = ch.pairs;
+        let count = ch.units;
+        let words = ch.words.as_ptr().wrapping_add(o * count);
         let mut acc = [_mm256_setzero_si256(); B];
-        let xp = block.x.as_ptr().wrapping_add(block.at);
-        let words = ch.words.as_ptr();
-        let load = |offset: usize| {
-            // SAFETY: every row's eight bytes from `at` are within `x` (the caller's bound).
-            unsafe { _mm_loadl_epi64(xp.add(offset).cast()) }
-        };
-        let mut step = |first: __m128i, second: __m128i, pair: usize| {
-            // SAFETY: AVX2 code (`Isa`); channel o + j has `pairs` words (the caller's bound).
+        for (u, unit) in units.iter().enumerate() {
+            // SAFETY: AVX2 code (`Isa`); channel o + j has `count` words (the caller's bound).
             unsafe {
-                let interleaved = _mm_unpacklo_epi8(first, second);
-                let values = if SIGNED {
-                    _mm256_cvtepi8_epi16(interleaved)
-                } else {
-                    _mm256_cvtepu8_epi16(interleaved)
-                };
+                let values = _mm256_loadu_si256(unit.as_ptr().cast());
                 for (j, acc) in acc.iter_mut().enumerate() {
-                    let word = *words.add((o + j) * pairs + pair);
+                    let word = *words.add(j * count + u);
                     let product = _mm256_madd_epi16(values, _mm256_set1_epi32(word));
                     *acc = _mm256_add_epi32(*acc, product);
-                }
-            }
-        };
-        match block.rows {
-            Rows::Strided { k, stride } => {
-                for pair in 0..k / 2 {
-                    let first = 2 * pair * stride;
-                    step(load(first), load(first + stride), pair);
-                }
-                if k % 2 == 1 {
-                    step(load((k - 1) * stride), _mm_setzero_si128(), k / 2);
-                }
-            }
-            Rows::Table(offsets) => {
-                let (rows, last) = offsets.as_chunks::<2>();
-                for (pair, &[first, second]) in rows.iter().enumerate() {
-                    step(load(first), load(second), pair);
-                }
-                if let [first] = *last {
-                    step(load(first), _mm_setzero_si128(), rows.len());
                 }
             }
         }
@@ -127,33 +139,25 @@ impl Isa for Avx2 {
 
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn taps<const SIGNED: bool, const STEP: usize>(
+    unsafe fn taps<const SIGNED: bool>(
         plan: &TapPlan<'_>,
         padded: &[u8],
-        start: usize,
+        gather: &Gather,
     ) -> [i32; 8] {
-        let [kh, kw] = plan.kernel;
-        let base = padded.as_ptr().wrapping_add(start);
+        let base = padded.as_ptr().wrapping_add(gather.start);
         // SAFETY: AVX2 code (`Isa`); every tap's bytes are within `padded` (the caller's bound).
         unsafe {
-            let evens = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, -1, -1, -1, -1, -1, -1, -1, -1);
+            let control = _mm_loadu_si128(gather.control.as_ptr().cast());
             let mut acc = _mm256_setzero_si256();
-            for ky in 0..kh {
-                for kx in 0..kw {
-                    let (weight, offset) = plan.tap(ky, kx);
-                    let bytes = if STEP == 1 {
-                        _mm_loadl_epi64(base.add(offset).cast())
-                    } else {
-                        _mm_shuffle_epi8(_mm_loadu_si128(base.add(offset).cast()), evens)
-                    };
-                    let values = if SIGNED {
-                        _mm256_cvtepi8_epi32(bytes)
-                    } else {
-                        _mm256_cvtepu8_epi32(bytes)
-                    };
-                    let product = _mm256_mullo_epi32(values, _mm256_set1_epi32(weight));
-                    acc = _mm256_add_epi32(acc, product);
-                }
+            for (weight, offset) in plan.taps() {
+                let bytes = _mm_shuffle_epi8(_mm_loadu_si128(base.add(offset).cast()), control);
+                let values = if SIGNED {
+                    _mm256_cvtepi8_epi32(bytes)
+                } else {
+                    _mm256_cvtepu8_epi32(bytes)
+                };
+                let product = _mm256_mullo_epi32(values, _mm256_set1_epi32(weight));
+                acc = _mm256_add_epi32(acc, product);
             }
             let mut sums = [0i32; 8];
             _mm256_storeu_si256(sums.as_mut_ptr().cast(), acc);
@@ -163,14 +167,31 @@ impl Isa for Avx2 {
 
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn pass<const SIGNED: bool, const STEP: usize>(
+    unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8]) {
+        let (from, to) = (plane.as_ptr(), padded.as_mut_ptr());
+        for chunk in &expansion.chunks {
+            // SAFETY: AVX2 code (`Isa`); 16 bytes from `chunk.from` are within `plane` and 16
+            // from `chunk.to` within `padded` (the caller's bounds, `Expansion::new`'s chunks).
+            unsafe {
+                let source = _mm_loadu_si128(from.add(chunk.from).cast());
+                let control = _mm_loadu_si128(chunk.control.as_ptr().cast());
+                let fill = _mm_loadu_si128(chunk.fill.as_ptr().cast());
+                let bytes = _mm_or_si128(_mm_shuffle_epi8(source, control), fill);
+                _mm_storeu_si128(to.add(chunk.to).cast(), bytes);
+            }
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn pass<const SIGNED: bool>(
         plan: &TapPlan<'_>,
         padded: &[u8],
         channel: &ChannelPass<'_, Avx2>,
         out: &mut [i32],
     ) {
         // SAFETY: the caller's bounds; this function has the instruction set's features.
-        unsafe { depthwise_pass::<Avx2, SIGNED, STEP>(plan, padded, channel, out) }
+        unsafe { depthwise_pass::<Avx2, SIGNED>(plan, padded, channel, out) }
     }
 }
 

@@ -20,6 +20,8 @@
 mod avx2;
 #[cfg(target_arch = "aarch64")]
 mod neon;
+#[cfg(target_arch = "x86_64")]
+mod vnni;
 
 #[cfg(target_arch = "x86_64")]
 pub(in crate::kernels) use avx2::qadd_tables;
@@ -28,13 +30,7 @@ use super::conv::ConvDims;
 use super::integer::Requantizer;
 use super::quantize::QuantInt;
 use ferrite_hal::op::{QConv, Requantize};
-use std::cell::RefCell;
 use std::vec::Vec;
-
-std::thread_local! {
-    /// Reused buffer of a depthwise channel's outputs on the padded plane's width.
-    static GRID: RefCell<Vec<i32>> = const { RefCell::new(Vec::new()) };
-}
 
 /// What an instruction set supplies to the shared geometry: whole inner loops (a block's
 /// products, a vector's taps, eight requantizations), each compiled with the instruction set's
@@ -46,42 +42,66 @@ trait Isa {
     /// A channel's requantization prepared for [`Isa::requantize`].
     type Lanes: Copy;
 
+    /// Rows per packed unit of a block and per weight word: 2 (values widened to int16, summed
+    /// in pairs) or 4 (bytes summed in fours by VNNI's `vpdpbusd`).
+    const ROWS: usize;
+
+    /// What a channel's base adds to the input zero point: 128 where signed inputs are packed
+    /// as unsigned bytes (`x + 128`, VNNI multiplies unsigned by signed bytes), else 0.
+    fn input_offset(signed: bool) -> i32;
+
     /// The prepared form of `scalar`.
     unsafe fn lanes(scalar: &Requantizer) -> Self::Lanes;
 
     /// The output integers of eight sums: [`Requantizer::apply`] of each, bit for bit.
     unsafe fn requantize(lanes: &Self::Lanes, scalar: &Requantizer, sums: [i32; 8]) -> [i32; 8];
 
-    /// The raw sums `Σ_i w[o + j, i] · x[row(i) + at + t]` (wrapping) for `t < 8`, `j < B`.
+    /// The block's rows `x[row(i) + at ..][..8]` (or the bytes its gather picks of sixteen)
+    /// packed for [`Isa::product`], `ROWS` rows per 32-byte unit (rows past the block's as
+    /// zeros), read once per block whatever the number of output channels.
     ///
     /// # Safety
-    /// As the trait's; and every row's eight bytes from `block.at` are within `block.x`; `ch`
-    /// covers channels below `o + B`.
-    unsafe fn product<const SIGNED: bool, const B: usize>(
+    /// As the trait's; and every row's eight bytes from `block.at` (sixteen with a gather) are
+    /// within `block.x`.
+    unsafe fn pack<const SIGNED: bool>(block: &Block<'_>, units: &mut [[u8; 32]]);
+
+    /// The raw sums `Σ_i w[o + j, i] · x[row(i) + at + t]` (wrapping, plus the channels'
+    /// [`Isa::input_offset`] term) for `t < 8`, `j < B`, of a block packed into `units`.
+    ///
+    /// # Safety
+    /// As the trait's; `ch` holds `units.len()` words for each channel below `o + B`.
+    unsafe fn product<const B: usize>(
         ch: &Channels<Self>,
-        block: &Block<'_>,
+        units: &[[u8; 32]],
         o: usize,
     ) -> [[i32; 8]; B]
     where
         Self: Sized;
 
-    /// `Σ_taps w · x` for eight outputs whose first tap reads `padded[start]`, neighbouring
-    /// outputs `STEP` bytes apart (1 or 2).
+    /// `Σ_taps w · x` for the eight outputs of `gather`: output `t`'s first tap reads
+    /// `padded[gather.start + gather.control[t]]` (each tap: sixteen bytes loaded, eight picked).
     ///
     /// # Safety
-    /// As the trait's; and every tap's reads — eight bytes from `start + offset` for step 1,
-    /// sixteen for step 2 — are within `padded`.
-    unsafe fn taps<const SIGNED: bool, const STEP: usize>(
+    /// As the trait's; and every tap's sixteen bytes from `gather.start + offset` are within
+    /// `padded`.
+    unsafe fn taps<const SIGNED: bool>(
         plan: &TapPlan<'_>,
         padded: &[u8],
-        start: usize,
+        gather: &Gather,
     ) -> [i32; 8];
+
+    /// Writes an input plane's bytes into its padded plane, chunk by chunk of `expansion`.
+    ///
+    /// # Safety
+    /// As the trait's; and `plane` holds at least `expansion.plane` bytes, `padded` at least
+    /// `expansion.end`.
+    unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8]);
 
     /// A depthwise channel's outputs: [`depthwise_pass`] compiled with the instruction set.
     ///
     /// # Safety
     /// As the trait's, and [`depthwise_pass`]'s.
-    unsafe fn pass<const SIGNED: bool, const STEP: usize>(
+    unsafe fn pass<const SIGNED: bool>(
         plan: &TapPlan<'_>,
         padded: &[u8],
         channel: &ChannelPass<'_, Self>,
@@ -90,42 +110,115 @@ trait Isa {
         Self: Sized;
 }
 
-/// A depthwise output channel's offset and requantization, and where its vectors start.
+/// A depthwise output channel's offset and requantization, and its vectors.
 struct ChannelPass<'a, I: Isa> {
     first: i32,
     scalar: &'a Requantizer,
     lanes: &'a I::Lanes,
-    /// The padded-plane byte of output `t`'s first tap: `start + STEP·t`.
-    start: usize,
+    gathers: &'a [Gather],
 }
 
-/// `out.len()` (at least eight) outputs of a depthwise channel, eight per vector (the last
-/// vector overlapping the one before), output `t`'s first tap at `padded[channel.start +
-/// STEP·t]`: sums over the taps, offset, requantized. Each instruction set's [`Isa::pass`]
+/// Up to eight outputs of a depthwise channel, `to..to + len`: output `to + t` reads its first
+/// tap at `padded[start + control[t]]` (`0x80` past `len`). Outputs whose first taps lie within
+/// sixteen padded bytes share a vector: eight of a stride-1 or stride-2 row, rows narrower than
+/// eight together; one load and one byte shuffle per tap, whatever the geometry.
+#[derive(Clone, Copy)]
+struct Gather {
+    start: usize,
+    to: usize,
+    len: usize,
+    control: [u8; 16],
+}
+
+/// The vectors of a depthwise step's `oh × ow` outputs on a padded plane `pw` wide, `stride`
+/// apart, in output order: each takes the next outputs while there are fewer than eight and
+/// their first taps lie within sixteen bytes of its first.
+fn depthwise_gathers(oh: usize, ow: usize, [sh, sw]: [usize; 2], pw: usize) -> Vec<Gather> {
+    let count = oh * ow;
+    let at = |[oy, ox]: [usize; 2]| oy * sh * pw + ox * sw;
+    let mut gathers = Vec::with_capacity(count.div_ceil(8));
+    // The vector's first output, and its row and column; then those of the output being added.
+    let (mut to, mut first) = (0, [0, 0]);
+    while to < count {
+        let start = at(first);
+        let mut gather = Gather {
+            start,
+            to,
+            len: 0,
+            control: [0x80; 16],
+        };
+        let mut next = first;
+        for (t, slot) in gather
+            .control
+            .iter_mut()
+            .take(8.min(count - to))
+            .enumerate()
+        {
+            match u8::try_from(at(next) - start) {
+                Ok(offset) if offset < 16 => *slot = offset,
+                _ => break,
+            }
+            gather.len = t + 1;
+            next = if next[1] + 1 >= ow {
+                [next[0] + 1, 0]
+            } else {
+                [next[0], next[1] + 1]
+            };
+        }
+        (to, first) = (to + gather.len, next);
+        gathers.push(gather);
+    }
+    gathers
+}
+
+/// A depthwise channel's outputs (`out`, one per output position): for each of the channel's
+/// vectors, sums over the taps, offset, requantized. Each instruction set's [`Isa::pass`]
 /// inlines this, so its taps and requantization inline too.
 ///
 /// # Safety
-/// The CPU has `I`'s features; every tap of every output reads within `padded` (sixteen bytes
-/// from a vector's start for step 2).
+/// The CPU has `I`'s features; every tap of every vector reads sixteen bytes within `padded`.
 #[inline(always)]
-unsafe fn depthwise_pass<I: Isa, const SIGNED: bool, const STEP: usize>(
+unsafe fn depthwise_pass<I: Isa, const SIGNED: bool>(
     plan: &TapPlan<'_>,
     padded: &[u8],
     channel: &ChannelPass<'_, I>,
     out: &mut [i32],
 ) {
-    let count = out.len();
-    if count < 8 {
-        return;
+    // The depthwise kernel of nearly every network (3×3) with its taps unrolled.
+    match plan.exactly::<9>() {
+        Some(nine) => vectors::<I, SIGNED>(&nine, padded, channel, out),
+        None => vectors::<I, SIGNED>(plan, padded, channel, out),
     }
-    for v in 0..count.div_ceil(8) {
-        let t = (8 * v).min(count - 8);
+}
+
+/// [`depthwise_pass`]'s loop over vectors.
+///
+/// # Safety
+/// As [`depthwise_pass`]'s.
+#[inline(always)]
+unsafe fn vectors<I: Isa, const SIGNED: bool>(
+    plan: &TapPlan<'_>,
+    padded: &[u8],
+    channel: &ChannelPass<'_, I>,
+    out: &mut [i32],
+) {
+    for gather in channel.gathers {
         // SAFETY: the caller's bounds.
-        let sums = unsafe { I::taps::<SIGNED, STEP>(plan, padded, channel.start + STEP * t) };
+        let sums = unsafe { I::taps::<SIGNED>(plan, padded, gather) };
         let sums = sums.map(|s| s.wrapping_add(channel.first));
         // SAFETY: the caller's.
         let results = unsafe { I::requantize(channel.lanes, channel.scalar, sums) };
-        out[t..t + 8].copy_from_slice(&results);
+        // A whole vector as one store; a part of one lane by lane (a copy of a length not
+        // known here would be a library call).
+        match out.get_mut(gather.to..gather.to + 8) {
+            Some(slots) if gather.len == 8 => slots.copy_from_slice(&results),
+            _ => {
+                let slots = out.iter_mut().skip(gather.to).take(gather.len);
+                for (slot, &r) in slots.zip(&results) {
+                    *slot = r;
+                }
+            }
+        }
     }
 }
 
@@ -154,6 +247,11 @@ pub(super) fn qconv<X: QuantInt, Y: QuantInt>(
         q: &c.requantize,
     };
     #[cfg(target_arch = "x86_64")]
+    if super::simd::level() >= super::simd::Level::Avx512 && vnni::available() && !avx2_only() {
+        // SAFETY: the CPU has AVX2 (`simd::level`), AVX-512VL and VNNI (`vnni::available`).
+        return unsafe { vnni::qconv(c, &d, &ops, x, y, scratch) };
+    }
+    #[cfg(target_arch = "x86_64")]
     if super::simd::level() >= super::simd::Level::Avx2 {
         // SAFETY: the CPU has AVX2 (`simd::level`).
         return unsafe { avx2::qconv(c, &d, &ops, x, y, scratch) };
@@ -165,6 +263,21 @@ pub(super) fn qconv<X: QuantInt, Y: QuantInt>(
     }
     let _ = (ops, scratch);
     None
+}
+
+#[cfg(test)]
+std::thread_local! {
+    /// Tests set this to run the AVX2 kernels on a CPU that has VNNI (on this thread).
+    static AVX2_ONLY: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Whether this thread's tests asked for the AVX2 kernels where VNNI would run.
+#[cfg(target_arch = "x86_64")]
+fn avx2_only() -> bool {
+    #[cfg(test)]
+    return AVX2_ONLY.get();
+    #[cfg(not(test))]
+    false
 }
 
 /// The dispatch by geometry, inlined into each instruction set's entry point.
@@ -200,15 +313,10 @@ fn qconv_with<I: Isa, X: QuantInt, Y: QuantInt>(
     if scratch.len() < needed {
         return Some(false);
     }
-    match (depthwise, c.window.stride) {
-        (true, [1, 1]) => Some(depthwise_stride_one::<I, Y>(
-            c, ops, d, bytes, signed, y, scratch,
-        )),
-        (true, [2, 2]) if d.ow >= 8 => {
-            Some(depthwise_stride_two::<I, Y>(c, ops, d, bytes, signed, y))
-        }
-        (true, _) => None,
-        (false, _) => columns::<I, Y>(c, ops, d, bytes, signed, y),
+    if depthwise {
+        depthwise_conv::<I, Y>(c, ops, d, bytes, signed, y)
+    } else {
+        columns::<I, Y>(c, ops, d, bytes, signed, y)
     }
 }
 
@@ -232,51 +340,63 @@ fn base(bias: i32, zx: i32, weights: &[i8]) -> i32 {
     bias.wrapping_sub(zx.wrapping_mul(sum))
 }
 
-/// Every output channel's weights widened to int16, offset and requantization, worked out once
-/// per step.
+/// Every output channel's weights in words, offset and requantization, worked out once per
+/// step.
 struct Channels<I: Isa> {
-    /// Channel `o`'s weights as int16 pairs in one word each (little-endian: the low half is
-    /// row `2i`), `pairs` per channel; a zero past an odd row count.
+    /// Channel `o`'s weights, [`Isa::ROWS`] rows per word (little-endian: the lowest part is
+    /// the first row): int16 pairs or int8 fours; zeros past the row count. `units` per channel.
     words: Vec<i32>,
-    pairs: usize,
-    /// `bias − zx · Σ w`: what the channel's sum of raw products is offset by.
+    units: usize,
+    /// `bias − (zx + offset) · Σ w`: what the channel's sum of raw products is offset by.
     bases: Vec<i32>,
     scalar: Vec<Requantizer>,
     lanes: Vec<I::Lanes>,
 }
 
 impl<I: Isa> Channels<I> {
-    /// From weight rows of `k` values, one per output channel.
+    /// From weight rows of `k` values, one per output channel, for inputs of the signedness.
     #[inline(always)]
-    fn new(ops: &Operands<'_>, k: usize, channels: usize) -> Channels<I> {
-        let pairs = k.div_ceil(2);
+    fn new(ops: &Operands<'_>, k: usize, channels: usize, signed: bool) -> Channels<I> {
+        let units = k.div_ceil(I::ROWS);
         let rows = ops.w.chunks_exact(k.max(1)).take(channels);
-        let mut words = std::vec![0i32; channels * pairs];
-        let mut bases = Vec::with_capacity(channels);
-        let halves: &mut [i16] = bytemuck::cast_slice_mut(&mut words);
-        for (o, (row, out)) in rows.zip(halves.chunks_exact_mut(2 * pairs)).enumerate() {
-            for (half, &v) in out.iter_mut().zip(row) {
-                *half = v as i16;
+        let mut words = std::vec![0i32; channels * units];
+        let zero = ops.q.input_zero.wrapping_add(I::input_offset(signed));
+        let bases = rows
+            .clone()
+            .enumerate()
+            .map(|(o, row)| base(ops.bias.get(o).copied().unwrap_or(0), zero, row))
+            .collect();
+        if I::ROWS == 4 {
+            let bytes: &mut [i8] = bytemuck::cast_slice_mut(&mut words);
+            for (row, out) in rows.zip(bytes.chunks_exact_mut(4 * units)) {
+                if let Some(out) = out.get_mut(..row.len()) {
+                    out.copy_from_slice(row);
+                }
             }
-            let bias = ops.bias.get(o).copied().unwrap_or(0);
-            bases.push(base(bias, ops.q.input_zero, row));
+        } else {
+            let halves: &mut [i16] = bytemuck::cast_slice_mut(&mut words);
+            for (row, out) in rows.zip(halves.chunks_exact_mut(2 * units)) {
+                for (half, &v) in out.iter_mut().zip(row) {
+                    *half = v as i16;
+                }
+            }
         }
         let scalar: Vec<Requantizer> = (0..channels).map(|o| ops.rescaler(o)).collect();
         // SAFETY: only reached from an instruction set's entry point, on a CPU that has it.
         let lanes = scalar.iter().map(|s| unsafe { I::lanes(s) }).collect();
         Channels {
             words,
-            pairs,
+            units,
             bases,
             scalar,
             lanes,
         }
     }
 
-    /// Channel `o`'s weights as int16, one per row (`2·pairs` of them).
+    /// Channel `o`'s weights as int16, one per row (`2·units` of them; [`Isa::ROWS`] 2).
     #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))] // the NEON products read these
     fn halves(&self, o: usize) -> &[i16] {
-        let words = self.words.get(o * self.pairs..(o + 1) * self.pairs);
+        let words = self.words.get(o * self.units..(o + 1) * self.units);
         bytemuck::cast_slice(words.unwrap_or(&[]))
     }
 }
@@ -289,6 +409,9 @@ struct Block<'a> {
     x: &'a [u8],
     rows: Rows<'a>,
     at: usize,
+    /// Where the eight positions' bytes lie in a row when they are not contiguous: each row
+    /// is then sixteen bytes from `at`, position `t` at `gather[t]` (strided windows).
+    gather: Option<&'a [u8; 16]>,
     y_stride: usize,
     to: [usize; 8],
 }
@@ -312,7 +435,6 @@ impl Rows<'_> {
     }
 
     /// Row `i`'s offset.
-    #[cfg_attr(not(target_arch = "aarch64"), allow(dead_code))] // the NEON products read these
     #[inline(always)]
     fn offset(&self, i: usize) -> usize {
         match *self {
@@ -325,44 +447,48 @@ impl Rows<'_> {
 /// A [`Block`] position that is not an output (past the row on a padded grid).
 const SKIP: usize = usize::MAX;
 
-/// The block product for channels `from..to`, four at a time, then one at a time: raw sums,
-/// offset, requantized and written; nothing when a row would read past `x` (which the callers'
-/// shapes rule out).
+/// The block product for channels `from..to`: the block packed once (into `units`, grown as
+/// needed), then eight channels at a time, four, then one: raw sums, offset, requantized and
+/// written; nothing when a row would read past `x` (which the callers' shapes rule out).
 #[inline(always)]
 fn product_channels<I: Isa, Y: QuantInt>(
     signed: bool,
     ch: &Channels<I>,
     block: &Block<'_>,
     [from, to]: [usize; 2],
+    units: &mut Vec<[u8; 32]>,
     y: &mut [Y],
 ) {
     let (k, farthest) = block.rows.extent();
-    let reach = farthest + block.at + 8;
-    let rows_ok = k.div_ceil(2) == ch.pairs && reach <= block.x.len();
-    if !rows_ok || to * ch.pairs > ch.words.len() || to > ch.bases.len() {
+    let reach = farthest + block.at + if block.gather.is_some() { 16 } else { 8 };
+    let rows_ok = k.div_ceil(I::ROWS) == ch.units && reach <= block.x.len();
+    if !rows_ok || to * ch.units > ch.words.len() || to > ch.bases.len() {
         return;
+    }
+    units.resize(ch.units, [0; 32]);
+    // SAFETY: every row's eight bytes are within `x` (`reach`); an instruction set's entry point.
+    unsafe {
+        if signed {
+            I::pack::<true>(block, units);
+        } else {
+            I::pack::<false>(block, units);
+        }
     }
     let mut o = from;
     while o < to {
-        let four = to - o >= 4;
-        // SAFETY: every row's eight bytes are within `x` (`reach`), channels below `to` covered.
+        // SAFETY: channels below `to` hold `ch.units` words each (checked above).
         unsafe {
-            match (four, signed) {
-                (true, true) => {
-                    store::<I, 4, Y>(ch, block, o, I::product::<true, 4>(ch, block, o), y)
-                }
-                (true, false) => {
-                    store::<I, 4, Y>(ch, block, o, I::product::<false, 4>(ch, block, o), y)
-                }
-                (false, true) => {
-                    store::<I, 1, Y>(ch, block, o, I::product::<true, 1>(ch, block, o), y)
-                }
-                (false, false) => {
-                    store::<I, 1, Y>(ch, block, o, I::product::<false, 1>(ch, block, o), y)
-                }
+            match to - o {
+                8.. => store::<I, 8, Y>(ch, block, o, I::product::<8>(ch, units, o), y),
+                4..=7 => store::<I, 4, Y>(ch, block, o, I::product::<4>(ch, units, o), y),
+                _ => store::<I, 1, Y>(ch, block, o, I::product::<1>(ch, units, o), y),
             }
         }
-        o += if four { 4 } else { 1 };
+        o += match to - o {
+            8.. => 8,
+            4..=7 => 4,
+            _ => 1,
+        };
     }
 }
 
@@ -435,7 +561,8 @@ fn pointwise<I: Isa, Y: QuantInt>(
     if plane < 8 || c == 0 {
         return None;
     }
-    let ch = Channels::<I>::new(ops, c, oc);
+    let ch = Channels::<I>::new(ops, c, oc, signed);
+    let mut units = Vec::new();
     for b in 0..d.n {
         let xb = &x[b * c * plane..(b + 1) * c * plane];
         let yb = &mut y[b * oc * plane..(b + 1) * oc * plane];
@@ -448,21 +575,21 @@ fn pointwise<I: Isa, Y: QuantInt>(
                     stride: plane,
                 },
                 at: p0,
+                gather: None,
                 y_stride: plane,
                 to: contiguous(p0),
             };
-            product_channels(signed, &ch, &block, [0, oc], yb);
+            product_channels(signed, &ch, &block, [0, oc], &mut units, yb);
         }
     }
     Some(true)
 }
 
-/// Regular and grouped convolution. Stride 1: on a zero-point-padded copy of the group's
-/// input planes, each tap of eight neighbouring positions of the padded width is eight
-/// contiguous bytes at a fixed offset, so the block product reads the taps in place (positions
-/// past an output row are computed and dropped). Other strides: eight output positions'
-/// windows unfolded into a `[k, 8]` byte block (the zero point in the padding). `None` for
-/// fewer than eight output positions.
+/// Regular and grouped convolution, on a zero-point-padded copy of the group's input planes
+/// whose taps the block product reads in place. Stride 1: each tap of eight neighbouring
+/// positions of the padded width is eight contiguous bytes at a fixed offset (positions past
+/// an output row are computed and dropped). Other strides, and planes of fewer than eight
+/// positions: up to eight outputs' bytes gathered from sixteen per tap ([`depthwise_gathers`]).
 #[inline(always)]
 fn columns<I: Isa, Y: QuantInt>(
     c: &QConv,
@@ -484,37 +611,43 @@ fn columns<I: Isa, Y: QuantInt>(
     if !fits {
         return Some(false);
     }
-    if positions < 8 || k == 0 || d.h * d.w == 0 {
+    if positions == 0 || k == 0 || d.h * d.w == 0 {
         return None;
     }
-    let ch = Channels::<I>::new(ops, k, d.oc);
+    let [ph, pw] = padded_extent(c, d, icg)?;
+    let ch = Channels::<I>::new(ops, k, d.oc, signed);
+    let mut units = Vec::new();
     let [dh, dw] = c.window.dilation;
-    if c.window.stride == [1, 1] {
-        let ph = d.oh - 1 + (kh - 1) * dh + 1;
-        let pw = d.ow - 1 + (kw - 1) * dw + 1;
-        let grid = (d.oh - 1) * pw + d.ow;
-        if grid < 8 {
-            return None;
-        }
-        let offsets: Vec<usize> = (0..icg)
-            .flat_map(|ci| {
-                (0..kh).flat_map(move |ky| {
-                    (0..kw).map(move |kx| ci * ph * pw + ky * dh * pw + kx * dw)
-                })
-            })
-            .collect();
-        let mut padded = std::vec![0u8; icg * ph * pw];
-        let zero = c.requantize.input_zero as u8;
-        for b in 0..d.n {
-            let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
-            for g in 0..group {
-                let xg = &bytes[(b * d.c + g * icg) * d.h * d.w..][..icg * d.h * d.w];
-                let planes = xg
-                    .chunks_exact(d.h * d.w)
-                    .zip(padded.chunks_exact_mut(ph * pw));
-                for (plane, out) in planes {
-                    pad_plane(plane, d, c.window.pads, zero, out, pw);
-                }
+    let [sh, sw] = c.window.stride;
+    // Stride 1 on at least eight positions of the padded width: eight contiguous bytes per
+    // tap. Otherwise the outputs' bytes are gathered from sixteen per tap.
+    let grid = (d.oh - 1) * pw + d.ow;
+    let contiguous_taps = [sh, sw] == [1, 1] && grid >= 8;
+    let offsets: Vec<usize> = (0..icg)
+        .flat_map(|ci| {
+            (0..kh).flat_map(move |ky| (0..kw).map(move |kx| ci * ph * pw + ky * dh * pw + kx * dw))
+        })
+        .collect();
+    let zero = c.requantize.input_zero as u8;
+    let mut padded = std::vec![zero; icg * ph * pw + 16];
+    let expansion = Expansion::new(d, c.window.pads, [ph, pw], zero);
+    let gathers = if contiguous_taps {
+        Vec::new()
+    } else {
+        depthwise_gathers(d.oh, d.ow, [sh, sw], pw)
+    };
+    for b in 0..d.n {
+        let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
+        for g in 0..group {
+            let xg = &bytes[(b * d.c + g * icg) * d.h * d.w..][..icg * d.h * d.w];
+            let planes = xg
+                .chunks_exact(d.h * d.w)
+                .zip(padded.chunks_exact_mut(ph * pw));
+            for (plane, out) in planes {
+                pad_interior::<I>(expansion.as_ref(), plane, d, c.window.pads, out, pw);
+            }
+            let channels = [g * ocg, (g + 1) * ocg];
+            if contiguous_taps {
                 for start in 0..grid.div_ceil(8) {
                     let j0 = (8 * start).min(grid - 8);
                     let to = core::array::from_fn(|t| {
@@ -529,324 +662,263 @@ fn columns<I: Isa, Y: QuantInt>(
                         x: &padded,
                         rows: Rows::Table(&offsets),
                         at: j0,
+                        gather: None,
                         y_stride: positions,
                         to,
                     };
-                    product_channels(signed, &ch, &block, [g * ocg, (g + 1) * ocg], yb);
+                    product_channels(signed, &ch, &block, channels, &mut units, yb);
                 }
+                continue;
             }
-        }
-        return Some(true);
-    }
-    let mut unfolded = std::vec![0u8; k * 8];
-    for b in 0..d.n {
-        let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
-        for g in 0..group {
-            let xg = &bytes[(b * d.c + g * icg) * d.h * d.w..][..icg * d.h * d.w];
-            for start in 0..positions.div_ceil(8) {
-                let p0 = (8 * start).min(positions - 8);
-                unfold_eight(c, d, xg, p0, &mut unfolded);
+            for gather in &gathers {
                 let block = Block {
-                    x: &unfolded,
-                    rows: Rows::Strided { k, stride: 8 },
-                    at: 0,
+                    x: &padded,
+                    rows: Rows::Table(&offsets),
+                    at: gather.start,
+                    gather: Some(&gather.control),
                     y_stride: positions,
-                    to: contiguous(p0),
+                    to: core::array::from_fn(|t| if t < gather.len { gather.to + t } else { SKIP }),
                 };
-                product_channels(signed, &ch, &block, [g * ocg, (g + 1) * ocg], yb);
+                product_channels(signed, &ch, &block, channels, &mut units, yb);
             }
         }
     }
     Some(true)
 }
 
-/// The windows of output positions `p0..p0 + 8` as `[k, 8]` bytes: row `(ci·kh + ky)·kw + kx`
-/// holds that tap's input byte for each position, the zero point where it falls in the
-/// padding. Eight positions in one output row, of stride 1 or 2, whose tap lies inside the
-/// input row copy eight bytes (every other of sixteen for stride 2).
-#[inline(always)]
-fn unfold_eight(c: &QConv, d: &ConvDims, xg: &[u8], p0: usize, block: &mut [u8]) {
+/// A depthwise output channel's taps: weight `i` reads the padded plane `offsets[i]` bytes
+/// after an output's first tap.
+#[derive(Clone, Copy)]
+struct TapPlan<'a> {
+    weights: &'a [i8],
+    offsets: &'a [usize],
+}
+
+impl<'a> TapPlan<'a> {
+    /// Each tap's weight and offset.
+    #[inline(always)]
+    fn taps(&self) -> impl Iterator<Item = (i32, usize)> + 'a {
+        let weights = self.weights.iter().map(|&w| w as i32);
+        weights.zip(self.offsets.iter().copied())
+    }
+
+    /// The same taps when there are exactly `N` (their count then known to the compiler, which
+    /// unrolls them and keeps every weight in a register), else `None`.
+    #[inline(always)]
+    fn exactly<const N: usize>(&self) -> Option<TapPlan<'a>> {
+        let weights = self.weights.get(..N).filter(|_| self.weights.len() == N)?;
+        let offsets = self.offsets.get(..N).filter(|_| self.offsets.len() == N)?;
+        Some(TapPlan { weights, offsets })
+    }
+}
+
+/// The padded-plane offsets of a `[kh, kw]` window's taps, dilated, on a plane `pw` wide.
+fn tap_offsets([kh, kw]: [usize; 2], [dh, dw]: [usize; 2], pw: usize) -> Vec<usize> {
+    (0..kh)
+        .flat_map(|ky| (0..kw).map(move |kx| ky * dh * pw + kx * dw))
+        .collect()
+}
+
+/// The `[height, width]` of a step's zero-point-padded planes (every input position its outputs
+/// read, `oh, ow ≥ 1`), or `None` when `planes` of them would be absurdly large (strides or
+/// dilations a verified plan allows but no network has: the portable kernel runs those).
+fn padded_extent(c: &QConv, d: &ConvDims, planes: usize) -> Option<[usize; 2]> {
+    let span = |out: usize, stride: usize, k: usize, dilation: usize| {
+        let windows = (out.checked_sub(1)?).checked_mul(stride)?;
+        windows
+            .checked_add((k.checked_sub(1)?).checked_mul(dilation)?)?
+            .checked_add(1)
+    };
     let [kh, kw] = c.window.kernel;
     let [sh, sw] = c.window.stride;
     let [dh, dw] = c.window.dilation;
-    let zero = c.requantize.input_zero as u8;
-    let ow = d.ow.max(1);
-    let plane = d.h * d.w;
-    let (oy, ox) = (p0 / ow, p0 % ow);
-    let iy0 = (oy * sh).wrapping_sub(c.window.pads[0]);
-    let ix0 = (ox * sw).wrapping_sub(c.window.pads[1]);
-    let one_row = ox + 8 <= d.ow && (sw == 1 || sw == 2);
-    let span = 8 * sw;
-    // Each position's window origin (wrapping below zero: outside, as any index past the end).
-    let origins: [[usize; 2]; 8] = core::array::from_fn(|t| {
-        let (oy, ox) = ((p0 + t) / ow, (p0 + t) % ow);
-        [
-            (oy * sh).wrapping_sub(c.window.pads[0]),
-            (ox * sw).wrapping_sub(c.window.pads[1]),
-        ]
-    });
-    let mut rows = block.chunks_exact_mut(8);
-    for ci in 0..xg.len() / plane.max(1) {
-        let xp = &xg[ci * plane..(ci + 1) * plane];
-        for ky in 0..kh {
-            let iy = iy0.wrapping_add(ky * dh);
-            let row = (iy < d.h).then(|| &xp[iy * d.w..(iy + 1) * d.w]);
-            for kx in 0..kw {
-                let Some(out) = rows.next() else {
-                    return;
-                };
-                let at = ix0.wrapping_add(kx * dw);
-                let inside = one_row && at < d.w && at + span <= d.w;
-                match row {
-                    Some(row) if inside => {
-                        for (slot, &v) in out.iter_mut().zip(row[at..at + span].iter().step_by(sw))
-                        {
-                            *slot = v;
-                        }
-                    }
-                    None if one_row => out.fill(zero),
-                    _ => {
-                        for (slot, origin) in out.iter_mut().zip(&origins) {
-                            let iy = origin[0].wrapping_add(ky * dh);
-                            let ix = origin[1].wrapping_add(kx * dw);
-                            let inside = iy < d.h && ix < d.w;
-                            *slot = if inside { xp[iy * d.w + ix] } else { zero };
-                        }
-                    }
-                }
-            }
-        }
-    }
-    // Rows past the group's channels (none in a verified plan) read as padding.
-    for out in rows {
-        out.fill(zero);
-    }
+    let ph = span(d.oh, sh, kh, dh)?;
+    let pw = span(d.ow, sw, kw, dw)?;
+    let bytes = ph.checked_mul(pw)?.checked_mul(planes)?;
+    (bytes <= 1 << 26).then_some([ph, pw])
 }
 
-/// A depthwise output channel's taps.
-struct TapPlan<'a> {
-    weights: &'a [i8],
-    kernel: [usize; 2],
-    dilation: [usize; 2],
-    /// The padded plane's width.
-    pw: usize,
-}
-
-impl TapPlan<'_> {
-    /// Tap `(ky, kx)`'s weight and its offset in the padded plane.
-    #[inline(always)]
-    fn tap(&self, ky: usize, kx: usize) -> (i32, usize) {
-        let [_, kw] = self.kernel;
-        let [dh, dw] = self.dilation;
-        let weight = self.weights.get(ky * kw + kx).copied().unwrap_or(0);
-        (weight as i32, ky * dh * self.pw + kx * dw)
-    }
-}
-
-/// A depthwise step of stride `stride` (both axes; at least one output, a non-empty kernel):
-/// its zero-point-padded plane's `[height, width]` (every input position its outputs read) and
-/// its channel multiplier, or `None` when an operand holds less than the shapes say.
-fn depthwise_extent(
+/// Depthwise convolution, any stride and dilation, on a zero-point-padded copy of each plane
+/// (with sixteen bytes of slack, so every vector's load stays inside): output `(oy, ox)` reads
+/// the padded plane from `oy·sh·pw + ox·sw` at each tap's offset, and [`depthwise_gathers`]
+/// picks up to eight outputs' bytes from one load per tap. `Some(false)` when an operand is too
+/// small.
+#[inline(always)]
+fn depthwise_conv<I: Isa, Y: QuantInt>(
     c: &QConv,
     ops: &Operands<'_>,
     d: &ConvDims,
-    [x_len, y_len]: [usize; 2],
-    stride: usize,
-) -> Option<([usize; 2], usize)> {
-    let [kh, kw] = c.window.kernel;
-    let [dh, dw] = c.window.dilation;
-    let ph = (d.oh - 1) * stride + (kh - 1) * dh + 1;
-    let pw = (d.ow - 1) * stride + (kw - 1) * dw + 1;
+    x: &[u8],
+    signed: bool,
+    y: &mut [Y],
+) -> Option<bool> {
+    let win = &c.window;
+    let [kh, kw] = win.kernel;
+    let [dh, dw] = win.dilation;
+    let [sh, sw] = win.stride;
+    let (oh, ow) = (d.oh, d.ow);
+    if oh == 0 || ow == 0 || kh == 0 || kw == 0 || sh == 0 || sw == 0 {
+        return None;
+    }
+    let [ph, pw] = padded_extent(c, d, 1)?;
     let multiplier = d.oc / d.c.max(1);
-    let fits = x_len >= d.n * d.c * d.h * d.w
-        && y_len >= d.n * d.oc * d.oh * d.ow
+    let fits = x.len() >= d.n * d.c * d.h * d.w
+        && y.len() >= d.n * d.oc * oh * ow
         && ops.w.len() >= d.oc * kh * kw
         && ops.bias.len() >= d.oc
         && multiplier * d.c == d.oc;
-    fits.then_some(([ph, pw], multiplier))
-}
-
-/// Depthwise convolution of stride 1 on a zero-point-padded copy of each plane (in `scratch`,
-/// as the portable kernel makes it): output `(oy, ox)` reads the padded plane at
-/// `(oy + ky·dh)·pw + ox + kx·dw`, so on the padded plane's width every tap is one contiguous
-/// pass; the `pw − ow` extra columns per row are computed and dropped. False when the scratch
-/// or an operand is too small.
-#[inline(always)]
-fn depthwise_stride_one<I: Isa, Y: QuantInt>(
-    c: &QConv,
-    ops: &Operands<'_>,
-    d: &ConvDims,
-    x: &[u8],
-    signed: bool,
-    y: &mut [Y],
-    scratch: &mut [u8],
-) -> bool {
-    let win = &c.window;
-    let [kh, kw] = win.kernel;
-    let [dh, dw] = win.dilation;
-    let (oh, ow) = (d.oh, d.ow);
-    if oh == 0 || ow == 0 || kh == 0 || kw == 0 {
-        return true;
+    if !fits {
+        return Some(false);
     }
-    let Some(([ph, pw], multiplier)) = depthwise_extent(c, ops, d, [x.len(), y.len()], 1) else {
-        return false;
-    };
-    let taps = kh * kw;
-    let Some(padded) = scratch.get_mut(..ph * pw) else {
-        return false;
-    };
-    let zx = ops.q.input_zero;
-    // Padded-width positions up to the last output; with the farthest tap's offset, a read
-    // ends within the plane: (oh − 1)·pw + ow − 1 + (kh − 1)·dh·pw + (kw − 1)·dw < ph·pw.
-    let grid = (oh - 1) * pw + ow;
-    GRID.with_borrow_mut(|grid_out| {
-        grid_out.clear();
-        grid_out.resize(grid, 0);
-        for b in 0..d.n {
-            for ch in 0..d.c {
-                let plane = &x[(b * d.c + ch) * d.h * d.w..][..d.h * d.w];
-                pad_plane(plane, d, win.pads, zx as u8, padded, pw);
-                let padded = &*padded;
-                for m in 0..multiplier {
-                    let o = ch * multiplier + m;
-                    let weights = &ops.w[o * taps..(o + 1) * taps];
-                    let plan = TapPlan {
-                        weights,
-                        kernel: [kh, kw],
-                        dilation: [dh, dw],
-                        pw,
-                    };
-                    let first = base(ops.bias[o], zx, weights);
-                    let scalar = ops.rescaler(o);
-                    // SAFETY: only reached from an instruction set's entry point.
-                    let lanes = unsafe { I::lanes(&scalar) };
-                    if grid < 8 {
-                        for (j, slot) in grid_out.iter_mut().enumerate() {
-                            let mut sum = first;
-                            for ky in 0..kh {
-                                for kx in 0..kw {
-                                    let (wv, offset) = plan.tap(ky, kx);
-                                    let v = padded[j + offset];
-                                    let v = if signed { v as i8 as i32 } else { v as i32 };
-                                    sum = sum.wrapping_add(wv * v);
-                                }
-                            }
-                            *slot = scalar.apply(sum);
-                        }
-                    } else {
-                        let channel = ChannelPass {
-                            first,
-                            scalar: &scalar,
-                            lanes: &lanes,
-                            start: 0,
-                        };
-                        // SAFETY: an instruction set's entry point; every grid position's taps
-                        // read inside the plane (see `grid`).
-                        unsafe {
-                            if signed {
-                                I::pass::<true, 1>(&plan, padded, &channel, grid_out);
-                            } else {
-                                I::pass::<false, 1>(&plan, padded, &channel, grid_out);
-                            }
-                        }
-                    }
-                    let out = &mut y[(b * d.oc + o) * oh * ow..][..oh * ow];
-                    for (row, outputs) in out.chunks_exact_mut(ow).enumerate() {
-                        for (slot, &r) in outputs.iter_mut().zip(&grid_out[row * pw..]) {
-                            *slot = Y::narrow(r);
-                        }
-                    }
-                }
-            }
-        }
-    });
-    true
-}
-
-/// Depthwise convolution of stride 2, one output row at a time, eight outputs per vector (the
-/// last overlapping the one before; rows of at least eight outputs): each tap reads sixteen
-/// bytes of the zero-point-padded plane and keeps every other one. The plane sits in a buffer
-/// of its own with sixteen bytes of slack, so the last vector's load stays inside. False when
-/// an operand is too small.
-#[inline(always)]
-fn depthwise_stride_two<I: Isa, Y: QuantInt>(
-    c: &QConv,
-    ops: &Operands<'_>,
-    d: &ConvDims,
-    x: &[u8],
-    signed: bool,
-    y: &mut [Y],
-) -> bool {
-    let win = &c.window;
-    let [kh, kw] = win.kernel;
-    let [dh, dw] = win.dilation;
-    let (oh, ow) = (d.oh, d.ow);
-    if oh == 0 || kh == 0 || kw == 0 || ow < 8 {
-        return true;
-    }
-    let Some(([ph, pw], multiplier)) = depthwise_extent(c, ops, d, [x.len(), y.len()], 2) else {
-        return false;
-    };
+    let gathers = depthwise_gathers(oh, ow, [sh, sw], pw);
     let taps = kh * kw;
     let zx = ops.q.input_zero;
-    let mut padded = std::vec![0u8; ph * pw + 16];
-    let mut results = std::vec![0i32; ow];
+    let mut padded = std::vec![zx as u8; ph * pw + 16];
+    let expansion = Expansion::new(d, win.pads, [ph, pw], zx as u8);
+    let offsets = tap_offsets([kh, kw], [dh, dw], pw);
+    let mut results = std::vec![0i32; oh * ow];
     for b in 0..d.n {
         for ch in 0..d.c {
             let plane = &x[(b * d.c + ch) * d.h * d.w..][..d.h * d.w];
-            pad_plane(plane, d, win.pads, zx as u8, &mut padded[..ph * pw], pw);
+            let interior = &mut padded[..ph * pw];
+            pad_interior::<I>(expansion.as_ref(), plane, d, win.pads, interior, pw);
             for m in 0..multiplier {
                 let o = ch * multiplier + m;
                 let weights = &ops.w[o * taps..(o + 1) * taps];
                 let plan = TapPlan {
                     weights,
-                    kernel: [kh, kw],
-                    dilation: [dh, dw],
-                    pw,
+                    offsets: &offsets,
                 };
-                let first = base(ops.bias[o], zx, weights);
                 let scalar = ops.rescaler(o);
                 // SAFETY: only reached from an instruction set's entry point.
                 let lanes = unsafe { I::lanes(&scalar) };
+                let channel = ChannelPass {
+                    first: base(ops.bias[o], zx, weights),
+                    scalar: &scalar,
+                    lanes: &lanes,
+                    gathers: &gathers,
+                };
+                // SAFETY: an instruction set's entry point; a vector's first taps lie within
+                // the last output's, (oh − 1)·sh·pw + (ow − 1)·sw, and the farthest tap ends
+                // the plane: every sixteen-byte load ends within its slack.
+                unsafe {
+                    if signed {
+                        I::pass::<true>(&plan, &padded, &channel, &mut results);
+                    } else {
+                        I::pass::<false>(&plan, &padded, &channel, &mut results);
+                    }
+                }
                 let out = &mut y[(b * d.oc + o) * oh * ow..][..oh * ow];
-                for (oy, row) in out.chunks_exact_mut(ow).enumerate() {
-                    let channel = ChannelPass {
-                        first,
-                        scalar: &scalar,
-                        lanes: &lanes,
-                        start: 2 * oy * pw,
-                    };
-                    // SAFETY: an instruction set's entry point; the last tap's sixteen bytes end
-                    // by ph·pw + 1 <= padded.len().
-                    unsafe {
-                        if signed {
-                            I::pass::<true, 2>(&plan, &padded, &channel, &mut results);
-                        } else {
-                            I::pass::<false, 2>(&plan, &padded, &channel, &mut results);
-                        }
-                    }
-                    for (slot, &r) in row.iter_mut().zip(&results) {
-                        *slot = Y::narrow(r);
-                    }
+                for (slot, &r) in out.iter_mut().zip(&results) {
+                    *slot = Y::narrow(r);
                 }
             }
         }
     }
-    true
+    Some(true)
 }
 
-/// One input plane, zero-point padded, into `padded` (`pw` wide): the portable kernel's copy,
-/// element by element (rows are short: a library call per row would cost more).
-fn pad_plane(plane: &[u8], d: &ConvDims, pads: [usize; 4], zero: u8, padded: &mut [u8], pw: usize) {
-    for (py, row) in padded.chunks_exact_mut(pw.max(1)).enumerate() {
-        let iy = py.wrapping_sub(pads[0]);
-        let source = if iy < d.h {
-            &plane[iy * d.w..(iy + 1) * d.w]
-        } else {
-            &[][..]
+/// How an input plane's bytes land in the interior rows of its zero-point-padded plane, as
+/// 16-byte chunks each made by one byte shuffle of 16 neighbouring input bytes: worked out once
+/// per step (every plane of a step pads alike), then each plane is a few loads, shuffles and
+/// stores ([`Isa::expand`]) instead of a copy per row (a library call each for short rows).
+struct Expansion {
+    chunks: Vec<Chunk>,
+    /// The interior rows' bytes of the padded plane: `chunks` cover `..end`.
+    end: usize,
+    /// The input plane's bytes: every chunk's source is within `..plane`.
+    plane: usize,
+}
+
+/// One [`Expansion`] chunk: padded bytes `to..to + 16` are the input's `from + control[i]`,
+/// or `fill[i]` (the zero point) where `control[i]` is `0x80` (a padding byte).
+#[derive(Clone, Copy)]
+struct Chunk {
+    to: usize,
+    from: usize,
+    control: [u8; 16],
+    fill: [u8; 16],
+}
+
+impl Expansion {
+    /// The chunks of a `[ph, pw]` padded plane's interior rows (from row `pads[0]` while input
+    /// rows last), or `None` where shuffles do not fit — a plane or interior of under 16 bytes,
+    /// or a chunk whose input bytes span more than 16 (a padded plane narrower than the input)
+    /// — or do not pay (rows of 32 bytes or more).
+    fn new(d: &ConvDims, pads: [usize; 4], [ph, pw]: [usize; 2], zero: u8) -> Option<Expansion> {
+        let [top, left] = [pads[0], pads[1]];
+        let plane = d.h.checked_mul(d.w)?;
+        let start = top.checked_mul(pw)?;
+        let end = (top.checked_add(d.h)?).min(ph).checked_mul(pw)?;
+        let interior = end.checked_sub(start)?;
+        // Rows of 32 bytes or more copy as fast one call per row (and a large plane's chunks
+        // would cost more to work out than they save).
+        if plane < 16 || interior < 16 || d.w >= 32 {
+            return None;
+        }
+        let source = |at: usize| {
+            let (iy, ix) = ((at / pw).wrapping_sub(top), (at % pw).wrapping_sub(left));
+            (iy < d.h && ix < d.w).then(|| iy * d.w + ix)
         };
-        for (px, slot) in row.iter_mut().enumerate() {
-            *slot = *source.get(px.wrapping_sub(pads[1])).unwrap_or(&zero);
+        let mut chunks = Vec::with_capacity(interior.div_ceil(16));
+        for n in 0..interior.div_ceil(16) {
+            let to = start + (16 * n).min(interior - 16);
+            let lanes: [Option<usize>; 16] = core::array::from_fn(|i| source(to + i));
+            let first = lanes.iter().flatten().copied().min().unwrap_or(0);
+            let from = first.min(plane - 16);
+            let mut chunk = Chunk {
+                to,
+                from,
+                control: [0x80; 16],
+                fill: [zero; 16],
+            };
+            for (i, lane) in lanes.iter().enumerate() {
+                if let Some(at) = *lane {
+                    let index = at.checked_sub(from).filter(|&i| i < 16)?;
+                    chunk.control[i] = index as u8;
+                    chunk.fill[i] = 0;
+                }
+            }
+            chunks.push(chunk);
+        }
+        Some(Expansion { chunks, end, plane })
+    }
+}
+
+/// One input plane into the interior of its zero-point-padded plane (whose border already holds
+/// the zero point): by `expansion`'s shuffles when there is one, else row by row.
+#[inline(always)]
+fn pad_interior<I: Isa>(
+    expansion: Option<&Expansion>,
+    plane: &[u8],
+    d: &ConvDims,
+    pads: [usize; 4],
+    padded: &mut [u8],
+    pw: usize,
+) {
+    match expansion {
+        Some(e) if plane.len() >= e.plane && padded.len() >= e.end => {
+            // SAFETY: every chunk reads 16 bytes below `e.plane` and writes 16 below `e.end`;
+            // only reached from an instruction set's entry point.
+            unsafe { I::expand(e, plane, padded) }
+        }
+        _ => copy_interior(plane, d, pads, padded, pw),
+    }
+}
+
+/// One input plane into a zero-point-padded plane (`pw` wide) whose border already holds the
+/// zero point: only the interior is written (the border is the same for every plane of a step,
+/// so the callers fill it once). Rows are copied element by element: they are short, and a
+/// library call per row would cost more.
+fn copy_interior(plane: &[u8], d: &ConvDims, pads: [usize; 4], padded: &mut [u8], pw: usize) {
+    let [top, left] = [pads[0], pads[1]];
+    let width = d.w.min(pw.saturating_sub(left));
+    for (iy, source) in plane.chunks_exact(d.w.max(1)).take(d.h).enumerate() {
+        let Some(row) = padded.get_mut((iy + top) * pw + left..) else {
+            break;
+        };
+        for (slot, &v) in row.iter_mut().zip(&source[..width]) {
+            *slot = v;
         }
     }
 }
@@ -1032,6 +1104,84 @@ mod tests {
         ran.map(|_| kind)
     }
 
+    /// A plane padded by the shuffles of an [`Expansion`] equals the row-by-row copy, on random
+    /// planes, pads and padded widths (narrower than the input too, where there is no expansion).
+    #[test]
+    fn expanded_planes_equal_the_row_copies() {
+        if !simd_runs() {
+            return;
+        }
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut expanded = 0;
+        for _ in 0..2000 {
+            let (h, w) = (1 + rng.below(12), 1 + rng.below(31));
+            let pads = [rng.below(4), rng.below(4), rng.below(4), rng.below(4)];
+            let ph = (h + pads[0] + pads[2]).saturating_sub(rng.below(3)).max(1);
+            let pw = (w + pads[1] + pads[3]).saturating_sub(rng.below(3)).max(1);
+            let d = ConvDims {
+                n: 1,
+                c: 1,
+                h,
+                w,
+                oc: 1,
+                oh: 1,
+                ow: 1,
+            };
+            let zero = rng.next() as u8;
+            let plane: Vec<u8> = (0..h * w).map(|_| rng.next() as u8).collect();
+            let mut want = std::vec![zero; ph * pw];
+            copy_interior(&plane, &d, pads, &mut want, pw);
+            let Some(expansion) = Expansion::new(&d, pads, [ph, pw], zero) else {
+                continue;
+            };
+            let mut got = std::vec![zero; ph * pw];
+            dispatch_expand(&expansion, &plane, &mut got);
+            assert_eq!(got, want, "{h}x{w} plane, pads {pads:?}, padded {ph}x{pw}");
+            expanded += 1;
+        }
+        assert!(expanded > 500, "{expanded} planes expanded");
+    }
+
+    /// [`Isa::expand`] of this build's instruction set.
+    fn dispatch_expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8]) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `simd_runs`: the CPU has AVX2; `pad_interior` checks the lengths.
+        unsafe {
+            #[target_feature(enable = "avx2")]
+            fn run(e: &Expansion, plane: &[u8], padded: &mut [u8]) {
+                let d = ConvDims {
+                    n: 1,
+                    c: 1,
+                    h: 0,
+                    w: 0,
+                    oc: 1,
+                    oh: 1,
+                    ow: 1,
+                };
+                pad_interior::<avx2::Avx2>(Some(e), plane, &d, [0; 4], padded, 1);
+            }
+            run(expansion, plane, padded)
+        }
+        #[cfg(target_arch = "aarch64")]
+        // SAFETY: `simd_runs`: the CPU has NEON; `pad_interior` checks the lengths.
+        unsafe {
+            #[target_feature(enable = "neon")]
+            fn run(e: &Expansion, plane: &[u8], padded: &mut [u8]) {
+                let d = ConvDims {
+                    n: 1,
+                    c: 1,
+                    h: 0,
+                    w: 0,
+                    oc: 1,
+                    oh: 1,
+                    ow: 1,
+                };
+                pad_interior::<neon::Neon>(Some(e), plane, &d, [0; 4], padded, 1);
+            }
+            run(expansion, plane, padded)
+        }
+    }
+
     /// Whether this build runs SIMD integer kernels (AVX2 on x86-64, NEON on aarch64).
     fn simd_runs() -> bool {
         #[cfg(target_arch = "x86_64")]
@@ -1051,16 +1201,23 @@ mod tests {
         if !simd_runs() {
             return;
         }
-        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-        let mut ran = [0; 5];
-        for case in 0..1500 {
-            if let Some(kind) = check_case(&mut rng, case) {
-                ran[kind] += 1;
+        // On a CPU with VNNI, both its kernels and AVX2's.
+        for avx2_only in [false, true] {
+            AVX2_ONLY.set(avx2_only);
+            let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+            let mut ran = [0; 5];
+            for case in 0..1500 {
+                if let Some(kind) = check_case(&mut rng, case) {
+                    ran[kind] += 1;
+                }
             }
+            // Every kernel met enough cases (pointwise ones are rarest: a 1×1 window, stride
+            // 1, no padding, one group).
+            assert!(ran.iter().all(|&n| n >= 5), "cases per kernel: {ran:?}");
+            std::println!(
+                "cases per kernel (pointwise, stride 1, strided, depthwise 1, 2): {ran:?}"
+            );
         }
-        // Every kernel met enough cases (pointwise ones are rarest: a 1×1 window, stride 1,
-        // no padding, one group).
-        assert!(ran.iter().all(|&n| n >= 5), "cases per kernel: {ran:?}");
-        std::println!("cases per kernel (pointwise, stride 1, strided, depthwise 1, 2): {ran:?}");
+        AVX2_ONLY.set(false);
     }
 }

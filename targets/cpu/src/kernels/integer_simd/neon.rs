@@ -8,7 +8,10 @@
 use super::super::conv::ConvDims;
 use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
-use super::{depthwise_pass, qconv_with, Block, ChannelPass, Channels, Isa, Operands, TapPlan};
+use super::{
+    depthwise_pass, qconv_with, Block, ChannelPass, Channels, Expansion, Gather, Isa, Operands,
+    TapPlan,
+};
 use core::arch::aarch64::*;
 use ferrite_hal::op::QConv;
 
@@ -66,6 +69,12 @@ fn lanes_of(acc: [int32x4_t; 2]) -> [i32; 8] {
 impl Isa for Neon {
     type Lanes = ();
 
+    const ROWS: usize = 2;
+
+    fn input_offset(_: bool) -> i32 {
+        0
+    }
+
     #[inline]
     #[target_feature(enable = "neon")]
     unsafe fn lanes(_: &Requantizer) {}
@@ -78,24 +87,64 @@ impl Isa for Neon {
 
     #[inline]
     #[target_feature(enable = "neon")]
-    unsafe fn product<const SIGNED: bool, const B: usize>(
+    unsafe fn pack<const SIGNED: bool>(block: &Block<'_>, units: &mut [[u8; 32]]) {
+        let (k, _) = block.rows.extent();
+        let xp = block.x.as_ptr().wrapping_add(block.at);
+        let gather = block.gather.map(|g| {
+            // SAFETY: a gather holds sixteen bytes.
+            unsafe { vld1_u8(g.as_ptr()) }
+        });
+        let row = |i: usize| {
+            if i >= k {
+                return vdupq_n_s16(0);
+            }
+            let at = xp.wrapping_add(block.rows.offset(i));
+            // SAFETY: every row's eight bytes from `at` (sixteen with a gather) are within `x`
+            // (the caller's bound). `TBL` gives zero for the index 0x80.
+            let bytes = unsafe {
+                match gather {
+                    Some(control) => vqtbl1_u8(vld1q_u8(at), control),
+                    None => vld1_u8(at),
+                }
+            };
+            widen::<SIGNED>(bytes)
+        };
+        for (u, unit) in units.iter_mut().enumerate() {
+            let out = unit.as_mut_ptr().cast::<i16>();
+            // SAFETY: a unit holds 32 bytes: two rows of eight int16s.
+            unsafe {
+                vst1q_s16(out, row(2 * u));
+                vst1q_s16(out.add(8), row(2 * u + 1));
+            }
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon")]
+    unsafe fn product<const B: usize>(
         ch: &Channels<Neon>,
-        block: &Block<'_>,
+        units: &[[u8; 32]],
         o: usize,
     ) -> [[i32; 8]; B] {
-        let (k, _) = block.rows.extent();
         let weights: [&[i16]; B] = core::array::from_fn(|j| ch.halves(o + j));
-        if weights.iter().any(|w| w.len() < k) {
+        if weights.iter().any(|w| w.len() < 2 * units.len()) {
             return [[0; 8]; B];
         }
         let mut acc = [[vdupq_n_s32(0); 2]; B];
-        let xp = block.x.as_ptr().wrapping_add(block.at);
-        for i in 0..k {
-            // SAFETY: every row's eight bytes from `at` are within `x` (the caller's bound).
-            let values = widen::<SIGNED>(unsafe { vld1_u8(xp.add(block.rows.offset(i))) });
+        for (u, unit) in units.iter().enumerate() {
+            let rows = unit.as_ptr().cast::<i16>();
+            // SAFETY: a unit holds two rows of eight int16s.
+            let (first, second) = unsafe { (vld1q_s16(rows), vld1q_s16(rows.add(8))) };
             for (acc, weights) in acc.iter_mut().zip(&weights) {
-                // SAFETY: every channel's weights hold k values (checked above).
-                multiply_add(acc, values, unsafe { *weights.get_unchecked(i) });
+                // SAFETY: every channel's weights hold 2·units values (checked above).
+                let pair = unsafe {
+                    [
+                        *weights.get_unchecked(2 * u),
+                        *weights.get_unchecked(2 * u + 1),
+                    ]
+                };
+                multiply_add(acc, first, pair[0]);
+                multiply_add(acc, second, pair[1]);
             }
         }
         #[allow(clippy::redundant_closure)] // a target-feature function is not an `FnMut`
@@ -104,40 +153,51 @@ impl Isa for Neon {
 
     #[inline]
     #[target_feature(enable = "neon")]
-    unsafe fn taps<const SIGNED: bool, const STEP: usize>(
+    unsafe fn taps<const SIGNED: bool>(
         plan: &TapPlan<'_>,
         padded: &[u8],
-        start: usize,
+        gather: &Gather,
     ) -> [i32; 8] {
-        let [kh, kw] = plan.kernel;
-        let base = padded.as_ptr().wrapping_add(start);
+        let base = padded.as_ptr().wrapping_add(gather.start);
+        // SAFETY: the control holds sixteen bytes.
+        let control = unsafe { vld1_u8(gather.control.as_ptr()) };
         let mut acc = [vdupq_n_s32(0); 2];
-        for ky in 0..kh {
-            for kx in 0..kw {
-                let (weight, offset) = plan.tap(ky, kx);
-                // SAFETY: every tap's bytes are within `padded` (the caller's bound).
-                let bytes = unsafe {
-                    if STEP == 1 {
-                        vld1_u8(base.add(offset))
-                    } else {
-                        vld2_u8(base.add(offset)).0
-                    }
-                };
-                multiply_add(&mut acc, widen::<SIGNED>(bytes), weight as i16);
-            }
+        for (weight, offset) in plan.taps() {
+            // SAFETY: every tap's sixteen bytes are within `padded` (the caller's bound).
+            let bytes = vqtbl1_u8(unsafe { vld1q_u8(base.add(offset)) }, control);
+            multiply_add(&mut acc, widen::<SIGNED>(bytes), weight as i16);
         }
         lanes_of(acc)
     }
 
     #[inline]
     #[target_feature(enable = "neon")]
-    unsafe fn pass<const SIGNED: bool, const STEP: usize>(
+    unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8]) {
+        let (from, to) = (plane.as_ptr(), padded.as_mut_ptr());
+        for chunk in &expansion.chunks {
+            // SAFETY: 16 bytes from `chunk.from` are within `plane` and 16 from `chunk.to`
+            // within `padded` (the caller's bounds, `Expansion::new`'s chunks). `TBL` gives
+            // zero for the out-of-range index 0x80.
+            unsafe {
+                let source = vld1q_u8(from.add(chunk.from));
+                let bytes = vqtbl1q_u8(source, vld1q_u8(chunk.control.as_ptr()));
+                vst1q_u8(
+                    to.add(chunk.to),
+                    vorrq_u8(bytes, vld1q_u8(chunk.fill.as_ptr())),
+                );
+            }
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon")]
+    unsafe fn pass<const SIGNED: bool>(
         plan: &TapPlan<'_>,
         padded: &[u8],
         channel: &ChannelPass<'_, Neon>,
         out: &mut [i32],
     ) {
         // SAFETY: the caller's bounds; this function has the instruction set's features.
-        unsafe { depthwise_pass::<Neon, SIGNED, STEP>(plan, padded, channel, out) }
+        unsafe { depthwise_pass::<Neon, SIGNED>(plan, padded, channel, out) }
     }
 }

@@ -1,0 +1,169 @@
+//! AVX-512 VNNI for the shared integer geometry ([`super::Isa`]): a block's rows packed four
+//! to a 32-bit lane (eight output positions × four rows in one vector) and each channel's four
+//! weights summed into it by one `vpdpbusd` — twice the multiply-adds of AVX2's `vpmaddwd` per
+//! instruction, and exact: the four products of unsigned by signed bytes and their sum fit
+//! int32, and the accumulation wraps as the portable sums do (the non-saturating form).
+//! `vpdpbusd` multiplies *unsigned* activations, so int8 inputs are packed as `x + 128` and
+//! each channel's base subtracts `128 · Σ w` ([`Isa::input_offset`]). Depthwise taps, padding
+//! and requantization are AVX2's.
+
+use super::super::conv::ConvDims;
+use super::super::integer::Requantizer;
+use super::super::quantize::QuantInt;
+use super::avx2::Avx2;
+use super::{
+    depthwise_pass, qconv_with, Block, ChannelPass, Channels, Expansion, Gather, Isa, Operands,
+    TapPlan,
+};
+use core::arch::x86_64::*;
+use ferrite_hal::op::QConv;
+
+/// The AVX-512 VNNI instruction set (its 256-bit form, with AVX-512VL).
+pub(super) struct Vnni;
+
+/// Whether the CPU has AVX-512 VNNI and AVX-512VL.
+pub(super) fn available() -> bool {
+    std::is_x86_feature_detected!("avx512vnni") && std::is_x86_feature_detected!("avx512vl")
+}
+
+/// The entry point compiled with VNNI: the shared geometry and these operations inlined.
+///
+/// # Safety
+/// The CPU has AVX2, AVX-512VL and AVX-512 VNNI ([`available`]).
+#[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+pub(super) unsafe fn qconv<X: QuantInt, Y: QuantInt>(
+    c: &QConv,
+    d: &ConvDims,
+    ops: &Operands<'_>,
+    x: &[X],
+    y: &mut [Y],
+    scratch: &mut [u8],
+) -> Option<bool> {
+    qconv_with::<Vnni, X, Y>(c, d, ops, x, y, scratch)
+}
+
+impl Isa for Vnni {
+    type Lanes = <Avx2 as Isa>::Lanes;
+
+    const ROWS: usize = 4;
+
+    fn input_offset(signed: bool) -> i32 {
+        if signed {
+            128
+        } else {
+            0
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    unsafe fn lanes(scalar: &Requantizer) -> Self::Lanes {
+        // SAFETY: this CPU has AVX2 (it has VNNI).
+        unsafe { Avx2::lanes(scalar) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    unsafe fn requantize(lanes: &Self::Lanes, scalar: &Requantizer, sums: [i32; 8]) -> [i32; 8] {
+        // SAFETY: this CPU has AVX2.
+        unsafe { Avx2::requantize(lanes, scalar, sums) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    unsafe fn pack<const SIGNED: bool>(block: &Block<'_>, units: &mut [[u8; 32]]) {
+        let (k, _) = block.rows.extent();
+        let xp = block.x.as_ptr().wrapping_add(block.at);
+        let gather = block.gather.map(|g| {
+            // SAFETY: a gather holds sixteen bytes.
+            unsafe { _mm_loadu_si128(g.as_ptr().cast()) }
+        });
+        let row = |i: usize| {
+            if i >= k {
+                return _mm_setzero_si128();
+            }
+            let at = xp.wrapping_add(block.rows.offset(i));
+            // SAFETY: every row's eight bytes from `at` (sixteen with a gather) are within `x`
+            // (the caller's bound).
+            unsafe {
+                match gather {
+                    Some(control) => _mm_shuffle_epi8(_mm_loadu_si128(at.cast()), control),
+                    None => _mm_loadl_epi64(at.cast()),
+                }
+            }
+        };
+        let flip = _mm256_set1_epi8(-128);
+        for (u, unit) in units.iter_mut().enumerate() {
+            // Rows 4u..4u + 4 of position t in lane t: bytes r0 r1 r2 r3.
+            let low = _mm_unpacklo_epi8(row(4 * u), row(4 * u + 1));
+            let high = _mm_unpacklo_epi8(row(4 * u + 2), row(4 * u + 3));
+            let quads =
+                _mm256_set_m128i(_mm_unpackhi_epi16(low, high), _mm_unpacklo_epi16(low, high));
+            let quads = if SIGNED {
+                _mm256_xor_si256(quads, flip)
+            } else {
+                quads
+            };
+            // SAFETY: a unit holds 32 bytes.
+            unsafe { _mm256_storeu_si256(unit.as_mut_ptr().cast(), quads) };
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    unsafe fn product<const B: usize>(
+        ch: &Channels<Vnni>,
+        units: &[[u8; 32]],
+        o: usize,
+    ) -> [[i32; 8]; B] {
+        let count = ch.units;
+        let words = ch.words.as_ptr().wrapping_add(o * count);
+        let mut acc = [_mm256_setzero_si256(); B];
+        for (u, unit) in units.iter().enumerate() {
+            // SAFETY: VNNI code (`Isa`); channel o + j has `count` words (the caller's bound).
+            unsafe {
+                let values = _mm256_loadu_si256(unit.as_ptr().cast());
+                for (j, acc) in acc.iter_mut().enumerate() {
+                    let word = _mm256_set1_epi32(*words.add(j * count + u));
+                    *acc = _mm256_dpbusd_epi32(*acc, values, word);
+                }
+            }
+        }
+        let mut sums = [[0i32; 8]; B];
+        for (sums, acc) in sums.iter_mut().zip(acc) {
+            // SAFETY: `sums` holds eight int32s.
+            unsafe { _mm256_storeu_si256(sums.as_mut_ptr().cast(), acc) };
+        }
+        sums
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    unsafe fn taps<const SIGNED: bool>(
+        plan: &TapPlan<'_>,
+        padded: &[u8],
+        gather: &Gather,
+    ) -> [i32; 8] {
+        // SAFETY: this CPU has AVX2; the caller's bounds.
+        unsafe { Avx2::taps::<SIGNED>(plan, padded, gather) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8]) {
+        // SAFETY: this CPU has AVX2; the caller's bounds.
+        unsafe { Avx2::expand(expansion, plane, padded) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    unsafe fn pass<const SIGNED: bool>(
+        plan: &TapPlan<'_>,
+        padded: &[u8],
+        channel: &ChannelPass<'_, Vnni>,
+        out: &mut [i32],
+    ) {
+        // SAFETY: the caller's bounds; this function has the instruction set's features.
+        unsafe { depthwise_pass::<Vnni, SIGNED>(plan, padded, channel, out) }
+    }
+}
