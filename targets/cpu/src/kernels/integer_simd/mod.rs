@@ -636,6 +636,7 @@ fn columns<I: Isa, Y: QuantInt>(
     } else {
         depthwise_gathers(d.oh, d.ow, [sh, sw], pw)
     };
+    let mut unfolded = std::vec![0u8; k * 8];
     for b in 0..d.n {
         let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
         for g in 0..group {
@@ -670,6 +671,24 @@ fn columns<I: Isa, Y: QuantInt>(
                 }
                 continue;
             }
+            if positions >= 8 && gathers.len() * 3 > positions.div_ceil(8) * 4 {
+                // Vectors of few outputs each (rows narrower than eight, strided): eight
+                // positions' windows unfolded into a [k, 8] block fill the vectors better.
+                for start in 0..positions.div_ceil(8) {
+                    let p0 = (8 * start).min(positions - 8);
+                    unfold_eight(c, d, xg, p0, &mut unfolded);
+                    let block = Block {
+                        x: &unfolded,
+                        rows: Rows::Strided { k, stride: 8 },
+                        at: 0,
+                        gather: None,
+                        y_stride: positions,
+                        to: contiguous(p0),
+                    };
+                    product_channels(signed, &ch, &block, channels, &mut units, yb);
+                }
+                continue;
+            }
             for gather in &gathers {
                 let block = Block {
                     x: &padded,
@@ -684,6 +703,69 @@ fn columns<I: Isa, Y: QuantInt>(
         }
     }
     Some(true)
+}
+
+/// The windows of output positions `p0..p0 + 8` as `[k, 8]` bytes: row `(ci·kh + ky)·kw + kx`
+/// holds that tap's input byte for each position, the zero point where it falls in the
+/// padding. Eight positions in one output row, of stride 1 or 2, whose tap lies inside the
+/// input row copy eight bytes (every other of sixteen for stride 2).
+#[inline(always)]
+fn unfold_eight(c: &QConv, d: &ConvDims, xg: &[u8], p0: usize, block: &mut [u8]) {
+    let [kh, kw] = c.window.kernel;
+    let [sh, sw] = c.window.stride;
+    let [dh, dw] = c.window.dilation;
+    let zero = c.requantize.input_zero as u8;
+    let ow = d.ow.max(1);
+    let plane = d.h * d.w;
+    let (oy, ox) = (p0 / ow, p0 % ow);
+    let iy0 = (oy * sh).wrapping_sub(c.window.pads[0]);
+    let ix0 = (ox * sw).wrapping_sub(c.window.pads[1]);
+    let one_row = ox + 8 <= d.ow && (sw == 1 || sw == 2);
+    let span = 8 * sw;
+    // Each position's window origin (wrapping below zero: outside, as any index past the end).
+    let origins: [[usize; 2]; 8] = core::array::from_fn(|t| {
+        let (oy, ox) = ((p0 + t) / ow, (p0 + t) % ow);
+        [
+            (oy * sh).wrapping_sub(c.window.pads[0]),
+            (ox * sw).wrapping_sub(c.window.pads[1]),
+        ]
+    });
+    let mut rows = block.chunks_exact_mut(8);
+    for ci in 0..xg.len() / plane.max(1) {
+        let xp = &xg[ci * plane..(ci + 1) * plane];
+        for ky in 0..kh {
+            let iy = iy0.wrapping_add(ky * dh);
+            let row = (iy < d.h).then(|| &xp[iy * d.w..(iy + 1) * d.w]);
+            for kx in 0..kw {
+                let Some(out) = rows.next() else {
+                    return;
+                };
+                let at = ix0.wrapping_add(kx * dw);
+                let inside = one_row && at < d.w && at + span <= d.w;
+                match row {
+                    Some(row) if inside => {
+                        for (slot, &v) in out.iter_mut().zip(row[at..at + span].iter().step_by(sw))
+                        {
+                            *slot = v;
+                        }
+                    }
+                    None if one_row => out.fill(zero),
+                    _ => {
+                        for (slot, origin) in out.iter_mut().zip(&origins) {
+                            let iy = origin[0].wrapping_add(ky * dh);
+                            let ix = origin[1].wrapping_add(kx * dw);
+                            let inside = iy < d.h && ix < d.w;
+                            *slot = if inside { xp[iy * d.w + ix] } else { zero };
+                        }
+                    }
+                }
+            }
+        }
+    }
+    // Rows past the group's channels (none in a verified plan) read as padding.
+    for out in rows {
+        out.fill(zero);
+    }
 }
 
 /// A depthwise output channel's taps: weight `i` reads the padded plane `offsets[i]` bytes
