@@ -65,10 +65,13 @@ pub mod vector {
     /// Below this `e^x` is under the smallest normal float and is returned as 0.
     const EXP_LO: f32 = -87.336_55;
 
-    /// `2^n` for integral `n` in `-126..=127`, from its exponent bits.
+    /// `2^n` for integral `n` in `-126..=127`, from its exponent bits. The integer is read from
+    /// `n + 1.5·2^23`'s mantissa (whose bits are `0x4B40_0000 + n`) rather than by `as i32`,
+    /// whose saturation x86-64 vectorises only lane by lane.
     #[inline(always)]
     fn pow2(n: f32) -> f32 {
-        f32::from_bits(((n as i32 + 127) as u32) << 23)
+        let integer = (n + 12_582_912.0).to_bits().wrapping_sub(0x4B40_0000);
+        f32::from_bits(integer.wrapping_add(127) << 23)
     }
 
     /// `e^x`: within 2 ulp for normal results, +∞ above 88.72, 0 below −87.34 (where the exact
@@ -95,10 +98,10 @@ pub mod vector {
         // 2^n in two halves, each a normal float for every n in -126..=128.
         let half = (n * 0.5 + ROUND) - ROUND;
         let y = p * pow2(half) * pow2(n - half);
+        // Two selects (not a chain of branches: each lane of a vector picks its own).
+        let y = if x < EXP_LO { 0.0 } else { y };
         if x > EXP_HI {
             f32::INFINITY
-        } else if x < EXP_LO {
-            0.0
         } else {
             y
         }
@@ -131,13 +134,14 @@ pub mod vector {
             + x;
         let big = 1.0 - 2.0 / (exp(2.0 * a.min(9.1)) + 1.0);
         let big = f32::from_bits(big.to_bits() | (x.to_bits() & 0x8000_0000));
-        // Below 2^-12, tanh(x) rounds to x (which also keeps −0 and NaN as they are).
-        if a < 2.441_406_3e-4 || x.is_nan() {
+        // Below 2^-12, tanh(x) rounds to x (which also keeps −0 and NaN as they are). Selects,
+        // not branches (`|`, not `||`), so that each lane of a vector picks its own.
+        let keep = (a < 2.441_406_3e-4) | x.is_nan();
+        let y = if a < 0.625 { small } else { big };
+        if keep {
             x
-        } else if a < 0.625 {
-            small
         } else {
-            big
+            y
         }
     }
 
@@ -151,6 +155,53 @@ pub mod vector {
     #[inline(always)]
     pub fn tanh_all(xs: &mut [f32]) {
         xs.iter_mut().for_each(|x| *x = tanh(*x));
+    }
+
+    /// [`sigmoid_all`] in the widest build this CPU runs: eight lanes on an x86-64 with AVX2
+    /// (the same operations, so the same results bit for bit), else as compiled. For callers
+    /// compiled for the baseline (the recurrent layers' gates).
+    pub fn sigmoid_all_widest(xs: &mut [f32]) {
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        if avx2::run(xs, sigmoid_all) {
+            return;
+        }
+        sigmoid_all(xs)
+    }
+
+    /// [`tanh_all`] in the widest build this CPU runs, as [`sigmoid_all_widest`].
+    pub fn tanh_all_widest(xs: &mut [f32]) {
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        if avx2::run(xs, tanh_all) {
+            return;
+        }
+        tanh_all(xs)
+    }
+
+    /// The AVX2 builds of the element-wise functions.
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    #[allow(unsafe_code)]
+    mod avx2 {
+        use crate::kernels::simd::{level, Level};
+
+        /// `f(xs)` compiled with AVX2 when the CPU runs the AVX2 build (true: done).
+        #[inline(always)]
+        pub(super) fn run(xs: &mut [f32], f: impl Fn(&mut [f32])) -> bool {
+            if level() < Level::Avx2 {
+                return false;
+            }
+            // SAFETY: the CPU has AVX2 (`simd::level`).
+            unsafe { with_avx2(xs, f) };
+            true
+        }
+
+        /// `f` inlined into a function compiled with AVX2 (one copy per function item `f`).
+        ///
+        /// # Safety
+        /// The CPU has AVX2.
+        #[target_feature(enable = "avx2")]
+        unsafe fn with_avx2(xs: &mut [f32], f: impl Fn(&mut [f32])) {
+            f(xs)
+        }
     }
 
     #[cfg(test)]

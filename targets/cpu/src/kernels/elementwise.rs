@@ -26,9 +26,9 @@ pub fn activate_fused<const OPS: Selection>(act: Activation, xs: &mut [f32]) {
             .for_each(|x| *x = math::min(math::max(*x, min), max)),
         // On the host, the vectorised forms (a few ulp, as libm); on a microcontroller, libm.
         #[cfg(all(feature = "std", not(feature = "fast-math")))]
-        a @ Activation::Sigmoid if selected::<OPS>(&a) => math::vector::sigmoid_all(xs),
+        a @ Activation::Sigmoid if selected::<OPS>(&a) => math::vector::sigmoid_all_widest(xs),
         #[cfg(all(feature = "std", not(feature = "fast-math")))]
-        a @ Activation::Tanh if selected::<OPS>(&a) => math::vector::tanh_all(xs),
+        a @ Activation::Tanh if selected::<OPS>(&a) => math::vector::tanh_all_widest(xs),
         a @ Activation::Sigmoid if selected::<OPS>(&a) => {
             xs.iter_mut().for_each(|x| *x = sigmoid(*x))
         }
