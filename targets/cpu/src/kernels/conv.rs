@@ -106,8 +106,15 @@ pub fn conv(
             // A plan whose scratch is short of what the strategy needs (the verifier checks
             // the shared rule; this keeps a hand-made plan from reaching an index panic) runs
             // the direct loop instead.
+            let strategy = depthwise_strategy(p, d.oh, d.ow);
+            // On the host, the blocked kernel where it is faster (measured: strided steps, and
+            // planes of up to 64 outputs; the masked passes win on larger stride-1 planes).
+            #[cfg(feature = "std")]
+            if (strategy != Depthwise::Masked || plane <= 64) && blocked::depthwise(&args, out_b) {
+                continue;
+            }
             let need = conv_scratch_elements(p, icg, d.oh, d.ow).unwrap_or(usize::MAX);
-            match depthwise_strategy(p, d.oh, d.ow) {
+            match strategy {
                 _ if scratch.len() < need => depthwise_conv(win, d, ocg, x_b, weight, out_b),
                 Depthwise::Masked => depthwise_masked(&args, out_b, scratch),
                 Depthwise::Padded => depthwise_flat(&args, out_b, scratch),
@@ -587,6 +594,201 @@ fn depthwise_flat(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
                 &acc[oy * qw..oy * qw + d.ow],
             );
         }
+    }
+}
+
+/// The host's depthwise convolution (`std`), for every stride and planned strategy: the
+/// phase planes of [`depthwise_flat`] in buffers of the thread's own (their zero border
+/// written once per step, each channel's values scattered in), and each vector of eight
+/// outputs summed over every tap in registers — one store per vector, not one pass over the
+/// plane per tap. The same additions in the same order as [`depthwise_flat`].
+#[cfg(feature = "std")]
+mod blocked {
+    use super::{DepthwiseArgs, Window};
+    use core::cell::RefCell;
+    use std::vec::Vec;
+
+    std::thread_local! {
+        /// Reused phase planes, and one output plane at the phase width.
+        static BUFFERS: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
+    }
+
+    /// A position past the phase planes (an input row or column no output reads).
+    const SKIP: usize = usize::MAX;
+
+    /// Runs the step; false where it does not fit (fewer than eight outputs on the phase
+    /// width, or planes absurdly large) or on the portable x86-64 build (which keeps the
+    /// microcontrollers' strategies, so that `FERRITE_CPU_SIMD=portable` tests them): the
+    /// planned strategy runs.
+    #[inline(always)]
+    pub(super) fn depthwise(a: &DepthwiseArgs<'_>, out: &mut [f32]) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if super::super::simd::level() < super::super::simd::Level::Avx2 {
+            return false;
+        }
+        let DepthwiseArgs {
+            win,
+            d,
+            multiplier,
+            x,
+            weight,
+            bias,
+        } = *a;
+        let [kh, kw] = win.kernel;
+        let [sh, sw] = win.stride;
+        let Some([phases, qh, qw]) = ferrite_hal::geometry::depthwise_phases(win, d.oh, d.ow)
+        else {
+            return false;
+        };
+        let planes_len = phases.checked_mul(qh).and_then(|n| n.checked_mul(qw));
+        let span =
+            d.oh.checked_sub(1)
+                .and_then(|r| r.checked_mul(qw)?.checked_add(d.ow));
+        let (Some(planes_len), Some(span)) = (planes_len, span) else {
+            return false;
+        };
+        let fits = planes_len <= 1 << 24
+            && span >= 8
+            && multiplier > 0
+            && x.len() >= d.c * d.h * d.w
+            && out.len() >= d.oc * d.oh * d.ow
+            && weight.len() >= d.oc * kh * kw
+            && bias.is_none_or(|b| b.len() >= d.oc);
+        if !fits {
+            return false;
+        }
+        // Where input row iy and column ix land: phase (py mod sh, px mod sw) at
+        // (py / sh, px / sw) of the padded position (py, px).
+        let (pt, pl) = (win.pads[0], win.pads[1]);
+        let rows: Vec<usize> = (0..d.h)
+            .map(|iy| {
+                let py = iy + pt;
+                let inside = py < qh * sh;
+                if inside {
+                    (py % sh) * sw * qh * qw + (py / sh) * qw
+                } else {
+                    SKIP
+                }
+            })
+            .collect();
+        let columns: Vec<usize> = (0..d.w)
+            .map(|ix| {
+                let px = ix + pl;
+                let inside = px < qw * sw;
+                if inside {
+                    (px % sw) * qh * qw + px / sw
+                } else {
+                    SKIP
+                }
+            })
+            .collect();
+        let offsets = tap_offsets(win, [qh, qw]);
+        let farthest = offsets.iter().copied().max().unwrap_or(0);
+        if farthest + span > planes_len {
+            return false;
+        }
+        // Taken and put back rather than borrowed in a closure: the closure would be compiled
+        // apart from the caller's SIMD build.
+        let (mut planes, mut acc) = BUFFERS.take();
+        planes.clear();
+        planes.resize(planes_len, 0.0);
+        acc.resize(span, 0.0);
+        let plane = d.oh * d.ow;
+        for o in 0..d.oc {
+            let c = o / multiplier;
+            if o % multiplier == 0 {
+                let source = &x[c * d.h * d.w..][..d.h * d.w];
+                for (&row, values) in rows.iter().zip(source.chunks_exact(d.w)) {
+                    if row == SKIP {
+                        continue;
+                    }
+                    for (&column, &v) in columns.iter().zip(values) {
+                        if column == SKIP {
+                            continue;
+                        }
+                        if let Some(slot) = planes.get_mut(row + column) {
+                            *slot = v;
+                        }
+                    }
+                }
+            }
+            let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
+            let b = bias.map_or(0.0, |b| b[o]);
+            match (
+                <&[f32; 9]>::try_from(w_o),
+                <&[usize; 9]>::try_from(&offsets[..]),
+            ) {
+                // The 3×3 kernel of nearly every network, its taps unrolled.
+                (Ok(w), Ok(offsets)) => taps(w, offsets, &planes, b, &mut acc),
+                _ => {
+                    for (t, (&wv, &offset)) in w_o.iter().zip(&offsets).enumerate() {
+                        let values = &planes[offset..offset + span];
+                        for (sum, &v) in acc.iter_mut().zip(values) {
+                            if t == 0 {
+                                *sum = b;
+                            }
+                            *sum += wv * v;
+                        }
+                    }
+                }
+            }
+            let out_c = &mut out[o * plane..(o + 1) * plane];
+            for (oy, row) in out_c.chunks_exact_mut(d.ow).enumerate() {
+                super::copy(row, &acc[oy * qw..]);
+            }
+        }
+        BUFFERS.set((planes, acc));
+        true
+    }
+
+    /// `acc[s] = bias + Σ_t w[t] · planes[offsets[t] + s]`, eight outputs at a time summed in
+    /// registers (the last eight overlapping the ones before: computed twice, identically).
+    /// The caller checked that every tap's `acc.len()` values lie within `planes`.
+    #[inline(always)]
+    fn taps<const N: usize>(
+        weights: &[f32; N],
+        offsets: &[usize; N],
+        planes: &[f32],
+        bias: f32,
+        acc: &mut [f32],
+    ) {
+        let span = acc.len();
+        if span < 8 {
+            return;
+        }
+        let rows: [&[f32]; N] = core::array::from_fn(|t| &planes[offsets[t]..][..span]);
+        for v in 0..span.div_ceil(8) {
+            let s = (8 * v).min(span - 8);
+            let mut sums = [bias; 8];
+            for (&wv, row) in weights.iter().zip(&rows) {
+                let values: &[f32; 8] = row[s..s + 8].try_into().unwrap_or(&[0.0; 8]);
+                for (sum, &v) in sums.iter_mut().zip(values) {
+                    *sum += wv * v;
+                }
+            }
+            let slots: &mut [f32; 8] = match (&mut acc[s..s + 8]).try_into() {
+                Ok(slots) => slots,
+                Err(_) => return,
+            };
+            *slots = sums;
+        }
+    }
+
+    /// Tap `(ky, kx)`'s first value in the phase planes: phase `(ky·dh mod sh, kx·dw mod sw)`,
+    /// shifted by `(ky·dh / sh, kx·dw / sw)`.
+    fn tap_offsets(win: &Window, [qh, qw]: [usize; 2]) -> Vec<usize> {
+        let [kh, kw] = win.kernel;
+        let [sh, sw] = win.stride;
+        let [dh, dw] = win.dilation;
+        (0..kh)
+            .flat_map(|ky| {
+                (0..kw).map(move |kx| {
+                    let (ry, sy) = ((ky * dh) % sh, (ky * dh) / sh);
+                    let (rx, sx) = ((kx * dw) % sw, (kx * dw) / sw);
+                    (ry * sw + rx) * qh * qw + sy * qw + sx
+                })
+            })
+            .collect()
     }
 }
 
