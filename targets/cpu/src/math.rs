@@ -157,6 +157,21 @@ pub mod vector {
         xs.iter_mut().for_each(|x| *x = tanh(*x));
     }
 
+    /// [`exp`] of every element, in place (inlined, as [`sigmoid_all`]).
+    #[inline(always)]
+    pub fn exp_all(xs: &mut [f32]) {
+        xs.iter_mut().for_each(|x| *x = exp(*x));
+    }
+
+    /// [`exp_all`] in the widest build this CPU runs, as [`sigmoid_all_widest`].
+    pub fn exp_all_widest(xs: &mut [f32]) {
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        if avx2::run(xs, exp_all) {
+            return;
+        }
+        exp_all(xs)
+    }
+
     /// [`sigmoid_all`] in the widest build this CPU runs: eight lanes on an x86-64 with AVX2
     /// (the same operations, so the same results bit for bit), else as compiled. For callers
     /// compiled for the baseline (the recurrent layers' gates).
