@@ -771,6 +771,10 @@ pub fn qgemm<X: QuantInt, Y: QuantInt>(
         qgemm_wide(q, [m, k, n], layout, a, b, bias, requant, y);
         return;
     }
+    #[cfg(all(feature = "std", any(target_arch = "x86_64", target_arch = "aarch64")))]
+    if super::integer_simd::qgemm(q, [m, k, n], layout, a, b, bias, requant, y) {
+        return;
+    }
     let term = |av: &X, bv: &i8| (av.widen() - q.input_zero) * *bv as i32;
     for row in 0..m {
         let (Some(a_row), Some(y_row)) = (

@@ -280,6 +280,34 @@ fn avx2_only() -> bool {
     false
 }
 
+/// [`super::integer::qgemm`] with VNNI, on a CPU that has it, for 8-bit activations on blocked
+/// weights: true when done (everything else stays with the portable kernel).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn qgemm<X: QuantInt, Y: QuantInt>(
+    q: &Requantize,
+    dims: [usize; 3],
+    layout: ferrite_hal::op::QGemmWeights,
+    a: &[X],
+    b: &[i8],
+    bias: &[i32],
+    requant: &[i32],
+    y: &mut [Y],
+) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if !X::WIDE
+        && !Y::WIDE
+        && vnni::blocked(layout)
+        && super::simd::level() >= super::simd::Level::Avx512
+        && vnni::available()
+        && !avx2_only()
+    {
+        // SAFETY: the CPU has AVX2 (`simd::level`), AVX-512VL and VNNI (`vnni::available`).
+        return unsafe { vnni::qgemm_blocked(q, dims, a, b, bias, requant, y) };
+    }
+    let _ = (q, dims, layout, a, b, bias, requant, y);
+    false
+}
+
 /// The dispatch by geometry, inlined into each instruction set's entry point.
 #[inline(always)]
 fn qconv_with<I: Isa, X: QuantInt, Y: QuantInt>(
@@ -1184,6 +1212,98 @@ mod tests {
             (false, true, _) => 4,
         };
         ran.map(|_| kind)
+    }
+
+    /// QGemm on blocked weights with VNNI equals the portable kernel bit for bit, on random
+    /// sizes (column counts past and short of the 32-column chunks, one to three rows),
+    /// per-channel scales and both activation types.
+    #[test]
+    fn vnni_qgemm_equals_the_portable_kernel() {
+        use super::super::integer::qgemm;
+        use ferrite_hal::op::QGemmWeights;
+        let mut rng = Rng(0x5851_f42d_4c95_7f2d);
+        for case in 0..200 {
+            let (m, k, n) = (
+                1 + rng.below(3),
+                8 * (1 + rng.below(20)),
+                4 * (1 + rng.below(20)),
+            );
+            let w: Vec<i8> = (0..n * k).map(|_| rng.next() as i8).collect();
+            let bias: Vec<i32> = (0..n)
+                .map(|_| (rng.next() % 40_000) as i32 - 20_000)
+                .collect();
+            let requant: Vec<i32> = (0..n)
+                .flat_map(|_| {
+                    [
+                        (1 << 30) + (rng.next() % (1 << 30)) as i32,
+                        -12 + rng.below(10) as i32,
+                    ]
+                })
+                .collect();
+            let zero = rng.below(256) as i32;
+            // The kernel's outputs with VNNI (where the CPU has it) or without.
+            let run = |avx2_only: bool, kernel: &dyn Fn(&mut Vec<i32>)| {
+                AVX2_ONLY.set(avx2_only);
+                let mut y = Vec::new();
+                kernel(&mut y);
+                AVX2_ONLY.set(false);
+                y
+            };
+            // int8 activations.
+            let q = Requantize {
+                input_zero: zero - 128,
+                output_zero: 3,
+                min: -128,
+                max: 127,
+            };
+            let a: Vec<i8> = (0..m * k).map(|_| rng.next() as i8).collect();
+            let signed = |y: &mut Vec<i32>| {
+                let mut out = std::vec![0i8; m * n];
+                qgemm(
+                    &q,
+                    [m, k, n],
+                    QGemmWeights::Blocked,
+                    &a,
+                    &w,
+                    &bias,
+                    &requant,
+                    &mut out,
+                );
+                y.extend(out.iter().map(|&v| v as i32));
+            };
+            assert_eq!(
+                run(false, &signed),
+                run(true, &signed),
+                "int8 case {case}: {m}x{k}x{n}"
+            );
+            // uint8 activations.
+            let q = Requantize {
+                input_zero: zero,
+                output_zero: 100,
+                min: 0,
+                max: 255,
+            };
+            let a: Vec<u8> = (0..m * k).map(|_| rng.next() as u8).collect();
+            let unsigned = |y: &mut Vec<i32>| {
+                let mut out = std::vec![0u8; m * n];
+                qgemm(
+                    &q,
+                    [m, k, n],
+                    QGemmWeights::Blocked,
+                    &a,
+                    &w,
+                    &bias,
+                    &requant,
+                    &mut out,
+                );
+                y.extend(out.iter().map(|&v| v as i32));
+            };
+            assert_eq!(
+                run(false, &unsigned),
+                run(true, &unsigned),
+                "uint8 case {case}: {m}x{k}x{n}"
+            );
+        }
     }
 
     /// A plane padded by the shuffles of an [`Expansion`] equals the row-by-row copy, on random
