@@ -103,16 +103,25 @@ pub fn conv(
                 weight,
                 bias,
             };
+            let strategy = depthwise_strategy(p, d.oh, d.ow);
+            // On the host, vectors summed in registers where that is faster (measured on
+            // MobileNet and DS-CNN): the phase-plane kernel for strided steps and planes of up
+            // to 64 outputs, the masked one for stride-1 planes of up to 256; the masked passes
+            // (their masks a third of the larger planes' cache) past that.
+            #[cfg(feature = "std")]
+            {
+                let blocked_ran = match (strategy, plane) {
+                    (Depthwise::Masked, 65..=256) => blocked::masked(&args, out_b),
+                    (Depthwise::Masked, 257..) => false,
+                    _ => blocked::depthwise(&args, out_b),
+                };
+                if blocked_ran {
+                    continue;
+                }
+            }
             // A plan whose scratch is short of what the strategy needs (the verifier checks
             // the shared rule; this keeps a hand-made plan from reaching an index panic) runs
             // the direct loop instead.
-            let strategy = depthwise_strategy(p, d.oh, d.ow);
-            // On the host, the blocked kernel where it is faster (measured: strided steps, and
-            // planes of up to 64 outputs; the masked passes win on larger stride-1 planes).
-            #[cfg(feature = "std")]
-            if (strategy != Depthwise::Masked || plane <= 64) && blocked::depthwise(&args, out_b) {
-                continue;
-            }
             let need = conv_scratch_elements(p, icg, d.oh, d.ow).unwrap_or(usize::MAX);
             match strategy {
                 _ if scratch.len() < need => depthwise_conv(win, d, ocg, x_b, weight, out_b),
@@ -613,9 +622,6 @@ mod blocked {
         static BUFFERS: RefCell<(Vec<f32>, Vec<f32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
     }
 
-    /// A position past the phase planes (an input row or column no output reads).
-    const SKIP: usize = usize::MAX;
-
     /// Runs the step; false where it does not fit (fewer than eight outputs on the phase
     /// width, or planes absurdly large) or on the portable x86-64 build (which keeps the
     /// microcontrollers' strategies, so that `FERRITE_CPU_SIMD=portable` tests them): the
@@ -657,29 +663,36 @@ mod blocked {
         if !fits {
             return false;
         }
-        // Where input row iy and column ix land: phase (py mod sh, px mod sw) at
-        // (py / sh, px / sw) of the padded position (py, px).
+        // Where each input value lands, `[planes index, input index]`, for the values any
+        // output reads: padded position (py, px) = (iy + pt, ix + pl) in phase
+        // (py mod sh, px mod sw) at (py / sh, px / sw). Worked out once per step.
         let (pt, pl) = (win.pads[0], win.pads[1]);
-        let rows: Vec<usize> = (0..d.h)
-            .map(|iy| {
-                let py = iy + pt;
-                let inside = py < qh * sh;
-                if inside {
-                    (py % sh) * sw * qh * qw + (py / sh) * qw
-                } else {
-                    SKIP
-                }
+        // Small planes by a list of moves, larger ones a strided run per row and column
+        // phase (measured: each faster on its side of 256 values).
+        let small = d.h * d.w <= 256;
+        let moves: Vec<[u32; 2]> = (0..if small { d.h } else { 0 })
+            .flat_map(|iy| (0..d.w).map(move |ix| (iy, ix)))
+            .filter_map(|(iy, ix)| {
+                let (py, px) = (iy + pt, ix + pl);
+                let inside = py < qh * sh && px < qw * sw;
+                let to = ((py % sh) * sw + px % sw) * qh * qw + (py / sh) * qw + px / sw;
+                let pair = [u32::try_from(to).ok()?, u32::try_from(iy * d.w + ix).ok()?];
+                inside.then_some(pair)
             })
             .collect();
-        let columns: Vec<usize> = (0..d.w)
-            .map(|ix| {
-                let px = ix + pl;
-                let inside = px < qw * sw;
-                if inside {
-                    (px % sw) * qh * qw + px / sw
-                } else {
-                    SKIP
-                }
+        // Input row iy's first value in the planes (None: no output reads it), and each row's
+        // columns as one strided run per column phase rx: phase columns k0..k1 (from `dst`)
+        // read input columns k·sw + rx − pl.
+        let rows: Vec<Option<usize>> = (0..if small { 0 } else { d.h })
+            .map(|iy| {
+                let py = iy + pt;
+                (py < qh * sh).then(|| (py % sh) * sw * qh * qw + (py / sh) * qw)
+            })
+            .collect();
+        let runs: Vec<[usize; 3]> = (0..sw)
+            .filter_map(|rx| {
+                let (k0, k1) = super::valid_range(qw, d.w, sw, pl, rx);
+                (k0 < k1).then(|| [rx * qh * qw + k0, k0 * sw + rx - pl, k1 - k0])
             })
             .collect();
         let offsets = tap_offsets(win, [qh, qw]);
@@ -698,17 +711,18 @@ mod blocked {
             let c = o / multiplier;
             if o % multiplier == 0 {
                 let source = &x[c * d.h * d.w..][..d.h * d.w];
-                for (&row, values) in rows.iter().zip(source.chunks_exact(d.w)) {
-                    if row == SKIP {
-                        continue;
+                for &[to, from] in &moves {
+                    if let (Some(slot), Some(&v)) =
+                        (planes.get_mut(to as usize), source.get(from as usize))
+                    {
+                        *slot = v;
                     }
-                    for (&column, &v) in columns.iter().zip(values) {
-                        if column == SKIP {
-                            continue;
-                        }
-                        if let Some(slot) = planes.get_mut(row + column) {
-                            *slot = v;
-                        }
+                }
+                for (&row, values) in rows.iter().zip(source.chunks_exact(d.w)) {
+                    let Some(row) = row else { continue };
+                    for &[dst, src, count] in &runs {
+                        let to = &mut planes[row + dst..][..count];
+                        super::strided(to, &values[src..], sw, |_, v| v);
                     }
                 }
             }
@@ -739,6 +753,134 @@ mod blocked {
         }
         BUFFERS.set((planes, acc));
         true
+    }
+
+    /// [`super::depthwise_masked`]'s geometry (stride 1, output as wide as the input) with
+    /// each vector of eight outputs summed over every tap in registers: the plane copied once
+    /// per channel between zero rows (one contiguous copy), each tap's eight values read at a
+    /// constant shift of the output position and the ones that wrap into a neighbouring row
+    /// cleared by a bit mask per kernel column; the outputs stored in place. False where it
+    /// does not fit (the masked passes run).
+    #[inline(always)]
+    pub(super) fn masked(a: &DepthwiseArgs<'_>, out: &mut [f32]) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if super::super::simd::level() < super::super::simd::Level::Avx2 {
+            return false;
+        }
+        let DepthwiseArgs {
+            win,
+            d,
+            multiplier,
+            x,
+            weight,
+            bias,
+        } = *a;
+        let [kh, kw] = win.kernel;
+        let [dh, dw] = win.dilation;
+        let (pt, pl) = (win.pads[0], win.pads[1]);
+        let (w, plane) = (d.w, d.oh * d.ow);
+        // Rows of the padded copy: every output row's reach; a guard of `pl` values before it
+        // (the first output's leftmost tap) and `(kw − 1)·dw` after it (the last's rightmost).
+        let rows = (d.oh - 1) + (kh - 1) * dh + 1;
+        let guard = pl.max((kw - 1) * dw);
+        let fits = d.ow == w
+            && plane >= 8
+            && win.stride == [1, 1]
+            && multiplier > 0
+            && pt < rows
+            && rows * w <= 1 << 24
+            && x.len() >= d.c * d.h * w
+            && out.len() >= d.oc * plane
+            && weight.len() >= d.oc * kh * kw
+            && bias.is_none_or(|b| b.len() >= d.oc);
+        if !fits {
+            return false;
+        }
+        // Tap (ky, kx) of output p reads padded[p + shift]: row oy + ky·dh of the padded copy
+        // (input row − pt), column ox + kx·dw − pl, counted from the guard.
+        let shifts: Vec<usize> = (0..kh)
+            .flat_map(|ky| (0..kw).map(move |kx| ky * dh * w + kx * dw + guard - pl))
+            .collect();
+        // masks[kx][p]: all ones where output column p mod w reads an input column.
+        let masks: Vec<u32> = (0..kw)
+            .flat_map(|kx| {
+                (0..plane).map(move |p| {
+                    let ix = (p % w + kx * dw).wrapping_sub(pl);
+                    if ix < w {
+                        u32::MAX
+                    } else {
+                        0
+                    }
+                })
+            })
+            .collect();
+        let (mut padded, mut unused) = BUFFERS.take();
+        padded.clear();
+        padded.resize(guard + rows * w + guard, 0.0);
+        let copied = d.h.min(rows - pt) * w;
+        for o in 0..d.oc {
+            let c = o / multiplier;
+            if o % multiplier == 0 {
+                let source = &x[c * d.h * w..][..copied];
+                super::copy(&mut padded[guard + pt * w..][..copied], source);
+            }
+            let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
+            let b = bias.map_or(0.0, |b| b[o]);
+            let out_c = &mut out[o * plane..(o + 1) * plane];
+            match (
+                <&[f32; 9]>::try_from(w_o),
+                <&[usize; 9]>::try_from(&shifts[..]),
+            ) {
+                (Ok(weights), Ok(shifts)) if kw == 3 => {
+                    masked_taps::<9, 3>(weights, shifts, &masks, &padded, b, out_c)
+                }
+                _ => return false_after(&mut padded, &mut unused),
+            }
+        }
+        BUFFERS.set((padded, unused));
+        true
+    }
+
+    /// Puts the buffers back and reports the step not run (only before its first channel).
+    fn false_after(padded: &mut Vec<f32>, unused: &mut Vec<f32>) -> bool {
+        BUFFERS.set((core::mem::take(padded), core::mem::take(unused)));
+        false
+    }
+
+    /// `out[p] = bias + Σ_t w[t] · (padded[shifts[t] + p] where masks[t mod KW][p])`, eight
+    /// outputs at a time in registers (the last eight overlapping the ones before).
+    #[inline(always)]
+    fn masked_taps<const N: usize, const KW: usize>(
+        weights: &[f32; N],
+        shifts: &[usize; N],
+        masks: &[u32],
+        padded: &[f32],
+        bias: f32,
+        out: &mut [f32],
+    ) {
+        let plane = out.len();
+        let (Some(&farthest), true) = (shifts.iter().max(), plane >= 8) else {
+            return;
+        };
+        if farthest + plane > padded.len() || masks.len() < KW * plane {
+            return;
+        }
+        let rows: [&[f32]; N] = core::array::from_fn(|t| &padded[shifts[t]..][..plane]);
+        let columns: [&[u32]; KW] = core::array::from_fn(|kx| &masks[kx * plane..][..plane]);
+        for v in 0..plane.div_ceil(8) {
+            let s = (8 * v).min(plane - 8);
+            let mut sums = [bias; 8];
+            for (t, (&wv, row)) in weights.iter().zip(&rows).enumerate() {
+                let values: &[f32; 8] = row[s..s + 8].try_into().unwrap_or(&[0.0; 8]);
+                let mask: &[u32; 8] = columns[t % KW][s..s + 8].try_into().unwrap_or(&[0; 8]);
+                for ((sum, &x), &m) in sums.iter_mut().zip(values).zip(mask) {
+                    *sum += wv * f32::from_bits(x.to_bits() & m);
+                }
+            }
+            if let Ok(slots) = <&mut [f32; 8]>::try_from(&mut out[s..s + 8]) {
+                *slots = sums;
+            }
+        }
     }
 
     /// `acc[s] = bias + Σ_t w[t] · planes[offsets[t] + s]`, eight outputs at a time summed in
