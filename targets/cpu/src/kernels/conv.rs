@@ -623,13 +623,10 @@ mod blocked {
     }
 
     /// Runs the step; false where it does not fit (fewer than eight outputs on the phase
-    /// width, or planes absurdly large) or on the portable x86-64 build (which keeps the
-    /// microcontrollers' strategies, so that `FERRITE_CPU_SIMD=portable` tests them): the
-    /// planned strategy runs.
+    /// width, planes absurdly large, or not [`usable`]): the planned strategy runs.
     #[inline(always)]
     pub(super) fn depthwise(a: &DepthwiseArgs<'_>, out: &mut [f32]) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if super::super::simd::level() < super::super::simd::Level::Avx2 {
+        if !usable(a, out) {
             return false;
         }
         let DepthwiseArgs {
@@ -653,14 +650,7 @@ mod blocked {
         let (Some(planes_len), Some(span)) = (planes_len, span) else {
             return false;
         };
-        let fits = planes_len <= 1 << 24
-            && span >= 8
-            && multiplier > 0
-            && x.len() >= d.c * d.h * d.w
-            && out.len() >= d.oc * d.oh * d.ow
-            && weight.len() >= d.oc * kh * kw
-            && bias.is_none_or(|b| b.len() >= d.oc);
-        if !fits {
+        if planes_len > 1 << 24 || span < 8 {
             return false;
         }
         // Where each input value lands, `[planes index, input index]`, for the values any
@@ -755,6 +745,33 @@ mod blocked {
         true
     }
 
+    /// Whether the blocked kernels run a step: the AVX2 build and up on x86-64 (the portable
+    /// one keeps the microcontrollers' strategies, so that `FERRITE_CPU_SIMD=portable` tests
+    /// them), a non-empty window and output, operands as long as the sizes say.
+    #[inline(always)]
+    fn usable(a: &DepthwiseArgs<'_>, out: &[f32]) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        if super::super::simd::level() < super::super::simd::Level::Avx2 {
+            return false;
+        }
+        let (d, [kh, kw]) = (a.d, a.win.kernel);
+        [
+            d.oh,
+            d.ow,
+            kh,
+            kw,
+            a.multiplier,
+            a.win.stride[0],
+            a.win.stride[1],
+        ]
+        .iter()
+        .all(|&v| v > 0)
+            && a.x.len() >= d.c * d.h * d.w
+            && out.len() >= d.oc * d.oh * d.ow
+            && a.weight.len() >= d.oc * kh * kw
+            && a.bias.is_none_or(|b| b.len() >= d.oc)
+    }
+
     /// [`super::depthwise_masked`]'s geometry (stride 1, output as wide as the input) with
     /// each vector of eight outputs summed over every tap in registers: the plane copied once
     /// per channel between zero rows (one contiguous copy), each tap's eight values read at a
@@ -763,8 +780,7 @@ mod blocked {
     /// does not fit (the masked passes run).
     #[inline(always)]
     pub(super) fn masked(a: &DepthwiseArgs<'_>, out: &mut [f32]) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        if super::super::simd::level() < super::super::simd::Level::Avx2 {
+        if !usable(a, out) {
             return false;
         }
         let DepthwiseArgs {
@@ -783,16 +799,8 @@ mod blocked {
         // (the first output's leftmost tap) and `(kw − 1)·dw` after it (the last's rightmost).
         let rows = (d.oh - 1) + (kh - 1) * dh + 1;
         let guard = pl.max((kw - 1) * dw);
-        let fits = d.ow == w
-            && plane >= 8
-            && win.stride == [1, 1]
-            && multiplier > 0
-            && pt < rows
-            && rows * w <= 1 << 24
-            && x.len() >= d.c * d.h * w
-            && out.len() >= d.oc * plane
-            && weight.len() >= d.oc * kh * kw
-            && bias.is_none_or(|b| b.len() >= d.oc);
+        let fits =
+            d.ow == w && plane >= 8 && win.stride == [1, 1] && pt < rows && rows * w <= 1 << 24;
         if !fits {
             return false;
         }

@@ -77,25 +77,9 @@ impl Isa for Avx2 {
     #[target_feature(enable = "avx2")]
     unsafe fn pack<const SIGNED: bool>(block: &Block<'_>, units: &mut [[u8; 32]]) {
         let (k, _) = block.rows.extent();
-        let xp = block.x.as_ptr().wrapping_add(block.at);
-        let gather = block.gather.map(|g| {
-            // SAFETY: a gather holds sixteen bytes.
-            unsafe { _mm_loadu_si128(g.as_ptr().cast()) }
-        });
-        let row = |i: usize| {
-            if i >= k {
-                return _mm_setzero_si128();
-            }
-            let at = xp.wrapping_add(block.rows.offset(i));
-            // SAFETY: every row's eight bytes from `at` (sixteen with a gather) are within `x`
-            // (the caller's bound).
-            unsafe {
-                match gather {
-                    Some(control) => _mm_shuffle_epi8(_mm_loadu_si128(at.cast()), control),
-                    None => _mm_loadl_epi64(at.cast()),
-                }
-            }
-        };
+        let gather = gather_control(block);
+        // SAFETY: the caller's bounds.
+        let row = |i: usize| unsafe { block_row(block, gather, k, i) };
         for (u, unit) in units.iter_mut().enumerate() {
             let interleaved = _mm_unpacklo_epi8(row(2 * u), row(2 * u + 1));
             let values = if SIGNED {
@@ -115,26 +99,12 @@ impl Isa for Avx2 {
         units: &[[u8; 32]],
         o: usize,
     ) -> [[i32; 8]; B] {
-        let count = ch.units;
-        let words = ch.words.as_ptr().wrapping_add(o * count);
-        let mut acc = [_mm256_setzero_si256(); B];
-        for (u, unit) in units.iter().enumerate() {
-            // SAFETY: AVX2 code (`Isa`); channel o + j has `count` words (the caller's bound).
-            unsafe {
-                let values = _mm256_loadu_si256(unit.as_ptr().cast());
-                for (j, acc) in acc.iter_mut().enumerate() {
-                    let word = *words.add(j * count + u);
-                    let product = _mm256_madd_epi16(values, _mm256_set1_epi32(word));
-                    *acc = _mm256_add_epi32(*acc, product);
-                }
-            }
+        // SAFETY: the caller's bounds.
+        unsafe {
+            products::<B>(&ch.words, ch.units, units, o, |acc, values, word| {
+                _mm256_add_epi32(acc, _mm256_madd_epi16(values, word))
+            })
         }
-        let mut sums = [[0i32; 8]; B];
-        for (sums, acc) in sums.iter_mut().zip(acc) {
-            // SAFETY: `sums` holds eight int32s.
-            unsafe { _mm256_storeu_si256(sums.as_mut_ptr().cast(), acc) };
-        }
-        sums
     }
 
     #[inline]
@@ -193,6 +163,80 @@ impl Isa for Avx2 {
         // SAFETY: the caller's bounds; this function has the instruction set's features.
         unsafe { depthwise_pass::<Avx2, SIGNED>(plan, padded, channel, out) }
     }
+}
+
+/// A block's gather control, loaded once (see [`Block::gather`]).
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) fn gather_control(block: &Block<'_>) -> Option<__m128i> {
+    block.gather.map(|g| {
+        // SAFETY: a gather holds sixteen bytes.
+        unsafe { _mm_loadu_si128(g.as_ptr().cast()) }
+    })
+}
+
+/// Row `i` of a block's eight positions as bytes: eight loaded, or picked by the gather
+/// `control` from sixteen; zeros past the block's `k` rows.
+///
+/// # Safety
+/// The row's eight bytes from `block.at` (sixteen with a gather) are within `block.x`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn block_row(
+    block: &Block<'_>,
+    control: Option<__m128i>,
+    k: usize,
+    i: usize,
+) -> __m128i {
+    if i >= k {
+        return _mm_setzero_si128();
+    }
+    let at = block
+        .x
+        .as_ptr()
+        .wrapping_add(block.at + block.rows.offset(i));
+    // SAFETY: the caller's bound.
+    unsafe {
+        match control {
+            Some(control) => _mm_shuffle_epi8(_mm_loadu_si128(at.cast()), control),
+            None => _mm_loadl_epi64(at.cast()),
+        }
+    }
+}
+
+/// The raw sums of channels `o..o + B` over a packed block: for each 32-byte unit, every
+/// channel's weight word broadcast and `acc = multiply_add(acc, unit, word)` (`vpmaddwd` and
+/// an add for AVX2, `vpdpbusd` for VNNI), eight lanes per channel.
+///
+/// # Safety
+/// `words` holds `count` words for each channel below `o + B`, `count ≥ units.len()`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn products<const B: usize>(
+    words: &[i32],
+    count: usize,
+    units: &[[u8; 32]],
+    o: usize,
+    multiply_add: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) -> [[i32; 8]; B] {
+    let words = words.as_ptr().wrapping_add(o * count);
+    let mut acc = [_mm256_setzero_si256(); B];
+    for (u, unit) in units.iter().enumerate() {
+        // SAFETY: a unit holds 32 bytes; channel o + j has `count` words (the caller's bound).
+        unsafe {
+            let values = _mm256_loadu_si256(unit.as_ptr().cast());
+            for (j, acc) in acc.iter_mut().enumerate() {
+                let word = _mm256_set1_epi32(*words.add(j * count + u));
+                *acc = multiply_add(*acc, values, word);
+            }
+        }
+    }
+    let mut sums = [[0i32; 8]; B];
+    for (sums, acc) in sums.iter_mut().zip(acc) {
+        // SAFETY: `sums` holds eight int32s.
+        unsafe { _mm256_storeu_si256(sums.as_mut_ptr().cast(), acc) };
+    }
+    sums
 }
 
 /// [`Requantizer::apply`] of eight accumulators in the high-word form.

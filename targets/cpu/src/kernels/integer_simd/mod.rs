@@ -1219,8 +1219,6 @@ mod tests {
     /// per-channel scales and both activation types.
     #[test]
     fn vnni_qgemm_equals_the_portable_kernel() {
-        use super::super::integer::qgemm;
-        use ferrite_hal::op::QGemmWeights;
         let mut rng = Rng(0x5851_f42d_4c95_7f2d);
         for case in 0..200 {
             let (m, k, n) = (
@@ -1241,15 +1239,12 @@ mod tests {
                 })
                 .collect();
             let zero = rng.below(256) as i32;
-            // The kernel's outputs with VNNI (where the CPU has it) or without.
-            let run = |avx2_only: bool, kernel: &dyn Fn(&mut Vec<i32>)| {
-                AVX2_ONLY.set(avx2_only);
-                let mut y = Vec::new();
-                kernel(&mut y);
-                AVX2_ONLY.set(false);
-                y
+            let operands = GemmOperands {
+                dims: [m, k, n],
+                w: &w,
+                bias: &bias,
+                requant: &requant,
             };
-            // int8 activations.
             let q = Requantize {
                 input_zero: zero - 128,
                 output_zero: 3,
@@ -1257,26 +1252,8 @@ mod tests {
                 max: 127,
             };
             let a: Vec<i8> = (0..m * k).map(|_| rng.next() as i8).collect();
-            let signed = |y: &mut Vec<i32>| {
-                let mut out = std::vec![0i8; m * n];
-                qgemm(
-                    &q,
-                    [m, k, n],
-                    QGemmWeights::Blocked,
-                    &a,
-                    &w,
-                    &bias,
-                    &requant,
-                    &mut out,
-                );
-                y.extend(out.iter().map(|&v| v as i32));
-            };
-            assert_eq!(
-                run(false, &signed),
-                run(true, &signed),
-                "int8 case {case}: {m}x{k}x{n}"
-            );
-            // uint8 activations.
+            let [with, without] = [false, true].map(|avx2| operands.run(&q, &a, avx2));
+            assert_eq!(with, without, "int8 case {case}: {m}x{k}x{n}");
             let q = Requantize {
                 input_zero: zero,
                 output_zero: 100,
@@ -1284,25 +1261,31 @@ mod tests {
                 max: 255,
             };
             let a: Vec<u8> = (0..m * k).map(|_| rng.next() as u8).collect();
-            let unsigned = |y: &mut Vec<i32>| {
-                let mut out = std::vec![0u8; m * n];
-                qgemm(
-                    &q,
-                    [m, k, n],
-                    QGemmWeights::Blocked,
-                    &a,
-                    &w,
-                    &bias,
-                    &requant,
-                    &mut out,
-                );
-                y.extend(out.iter().map(|&v| v as i32));
-            };
-            assert_eq!(
-                run(false, &unsigned),
-                run(true, &unsigned),
-                "uint8 case {case}: {m}x{k}x{n}"
-            );
+            let [with, without] = [false, true].map(|avx2| operands.run(&q, &a, avx2));
+            assert_eq!(with, without, "uint8 case {case}: {m}x{k}x{n}");
+        }
+    }
+
+    /// A QGemm's sizes and blocked weights, for [`vnni_qgemm_equals_the_portable_kernel`].
+    struct GemmOperands<'a> {
+        dims: [usize; 3],
+        w: &'a [i8],
+        bias: &'a [i32],
+        requant: &'a [i32],
+    }
+
+    impl GemmOperands<'_> {
+        /// The outputs for activations `a`, with VNNI (where the CPU has it) or, `avx2_only`,
+        /// without.
+        fn run<X: QuantInt>(&self, q: &Requantize, a: &[X], avx2_only: bool) -> Vec<i32> {
+            let [m, _, n] = self.dims;
+            let mut out = std::vec![X::narrow(0); m * n];
+            AVX2_ONLY.set(avx2_only);
+            let layout = ferrite_hal::op::QGemmWeights::Blocked;
+            let (w, bias, rq) = (self.w, self.bias, self.requant);
+            super::super::integer::qgemm(q, self.dims, layout, a, w, bias, rq, &mut out);
+            AVX2_ONLY.set(false);
+            out.iter().map(|v| v.widen()).collect()
         }
     }
 

@@ -10,7 +10,7 @@
 use super::super::conv::ConvDims;
 use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
-use super::avx2::Avx2;
+use super::avx2::{self, Avx2};
 use super::{
     depthwise_pass, qconv_with, Block, ChannelPass, Channels, Expansion, Gather, Isa, Operands,
     TapPlan,
@@ -73,25 +73,9 @@ impl Isa for Vnni {
     #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
     unsafe fn pack<const SIGNED: bool>(block: &Block<'_>, units: &mut [[u8; 32]]) {
         let (k, _) = block.rows.extent();
-        let xp = block.x.as_ptr().wrapping_add(block.at);
-        let gather = block.gather.map(|g| {
-            // SAFETY: a gather holds sixteen bytes.
-            unsafe { _mm_loadu_si128(g.as_ptr().cast()) }
-        });
-        let row = |i: usize| {
-            if i >= k {
-                return _mm_setzero_si128();
-            }
-            let at = xp.wrapping_add(block.rows.offset(i));
-            // SAFETY: every row's eight bytes from `at` (sixteen with a gather) are within `x`
-            // (the caller's bound).
-            unsafe {
-                match gather {
-                    Some(control) => _mm_shuffle_epi8(_mm_loadu_si128(at.cast()), control),
-                    None => _mm_loadl_epi64(at.cast()),
-                }
-            }
-        };
+        let gather = avx2::gather_control(block);
+        // SAFETY: the caller's bounds.
+        let row = |i: usize| unsafe { avx2::block_row(block, gather, k, i) };
         let flip = _mm256_set1_epi8(-128);
         for (u, unit) in units.iter_mut().enumerate() {
             // Rows 4u..4u + 4 of position t in lane t: bytes r0 r1 r2 r3.
@@ -116,25 +100,12 @@ impl Isa for Vnni {
         units: &[[u8; 32]],
         o: usize,
     ) -> [[i32; 8]; B] {
-        let count = ch.units;
-        let words = ch.words.as_ptr().wrapping_add(o * count);
-        let mut acc = [_mm256_setzero_si256(); B];
-        for (u, unit) in units.iter().enumerate() {
-            // SAFETY: VNNI code (`Isa`); channel o + j has `count` words (the caller's bound).
-            unsafe {
-                let values = _mm256_loadu_si256(unit.as_ptr().cast());
-                for (j, acc) in acc.iter_mut().enumerate() {
-                    let word = _mm256_set1_epi32(*words.add(j * count + u));
-                    *acc = _mm256_dpbusd_epi32(*acc, values, word);
-                }
-            }
+        // SAFETY: the caller's bounds.
+        unsafe {
+            avx2::products::<B>(&ch.words, ch.units, units, o, |acc, values, word| {
+                _mm256_dpbusd_epi32(acc, values, word)
+            })
         }
-        let mut sums = [[0i32; 8]; B];
-        for (sums, acc) in sums.iter_mut().zip(acc) {
-            // SAFETY: `sums` holds eight int32s.
-            unsafe { _mm256_storeu_si256(sums.as_mut_ptr().cast(), acc) };
-        }
-        sums
     }
 
     #[inline]
