@@ -799,16 +799,20 @@ mod blocked {
         // (the first output's leftmost tap) and `(kw − 1)·dw` after it (the last's rightmost).
         let rows = (d.oh - 1) + (kh - 1) * dh + 1;
         let guard = pl.max((kw - 1) * dw);
-        let fits =
-            d.ow == w && plane >= 8 && win.stride == [1, 1] && pt < rows && rows * w <= 1 << 24;
+        // The 3×3 kernel only (its taps unrolled); others run the masked passes.
+        let fits = [kh, kw] == [3, 3]
+            && d.ow == w
+            && plane >= 8
+            && win.stride == [1, 1]
+            && pt < rows
+            && rows * w <= 1 << 24;
         if !fits {
             return false;
         }
         // Tap (ky, kx) of output p reads padded[p + shift]: row oy + ky·dh of the padded copy
         // (input row − pt), column ox + kx·dw − pl, counted from the guard.
-        let shifts: Vec<usize> = (0..kh)
-            .flat_map(|ky| (0..kw).map(move |kx| ky * dh * w + kx * dw + guard - pl))
-            .collect();
+        let shifts: [usize; 9] =
+            core::array::from_fn(|t| (t / 3) * dh * w + (t % 3) * dw + guard - pl);
         // masks[kx][p]: all ones where output column p mod w reads an input column.
         let masks: Vec<u32> = (0..kw)
             .flat_map(|kx| {
@@ -822,7 +826,7 @@ mod blocked {
                 })
             })
             .collect();
-        let (mut padded, mut unused) = BUFFERS.take();
+        let (mut padded, acc) = BUFFERS.take();
         padded.clear();
         padded.resize(guard + rows * w + guard, 0.0);
         let copied = d.h.min(rows - pt) * w;
@@ -832,31 +836,19 @@ mod blocked {
                 let source = &x[c * d.h * w..][..copied];
                 super::copy(&mut padded[guard + pt * w..][..copied], source);
             }
-            let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
+            let weights: [f32; 9] = core::array::from_fn(|t| weight[o * 9 + t]);
             let b = bias.map_or(0.0, |b| b[o]);
             let out_c = &mut out[o * plane..(o + 1) * plane];
-            match (
-                <&[f32; 9]>::try_from(w_o),
-                <&[usize; 9]>::try_from(&shifts[..]),
-            ) {
-                (Ok(weights), Ok(shifts)) if kw == 3 => {
-                    masked_taps::<9, 3>(weights, shifts, &masks, &padded, b, out_c)
-                }
-                _ => return false_after(&mut padded, &mut unused),
-            }
+            masked_taps::<9, 3>(&weights, &shifts, &masks, &padded, b, out_c);
         }
-        BUFFERS.set((padded, unused));
+        BUFFERS.set((padded, acc));
         true
     }
 
-    /// Puts the buffers back and reports the step not run (only before its first channel).
-    fn false_after(padded: &mut Vec<f32>, unused: &mut Vec<f32>) -> bool {
-        BUFFERS.set((core::mem::take(padded), core::mem::take(unused)));
-        false
-    }
-
     /// `out[p] = bias + Σ_t w[t] · (padded[shifts[t] + p] where masks[t mod KW][p])`, eight
-    /// outputs at a time in registers (the last eight overlapping the ones before).
+    /// outputs at a time in registers (the last eight overlapping the ones before). The caller
+    /// sized `padded` and `masks` for every read (checked again here: nothing is written
+    /// otherwise).
     #[inline(always)]
     fn masked_taps<const N: usize, const KW: usize>(
         weights: &[f32; N],
