@@ -209,6 +209,7 @@ mod tests {
     /// zero points at and inside their ends.
     #[test]
     fn the_host_loop_equals_the_portable_one() {
+        extern crate std;
         fn portable<T: QuantInt>(v: f32, s: f32, z: i32) -> i32 {
             (round_half_even(v / s) as i32)
                 .saturating_add(z)
