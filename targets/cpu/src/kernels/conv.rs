@@ -104,15 +104,13 @@ pub fn conv(
                 bias,
             };
             let strategy = depthwise_strategy(p, d.oh, d.ow);
-            // On the host, vectors summed in registers where that is faster (measured on
-            // MobileNet and DS-CNN): the phase-plane kernel for strided steps and planes of up
-            // to 64 outputs, the masked one for stride-1 planes of up to 256; the masked passes
-            // (their masks a third of the larger planes' cache) past that.
+            // On the host, vectors summed in registers (measured on MobileNet's and DS-CNN's
+            // layers, one step at a time): the masked kernel for stride-1 planes of 8 to 1,024
+            // outputs (past that its masks crowd the cache), the phase-plane kernel otherwise.
             #[cfg(feature = "std")]
             {
                 let blocked_ran = match (strategy, plane) {
-                    (Depthwise::Masked, 65..=256) => blocked::masked(&args, out_b),
-                    (Depthwise::Masked, 257..) => false,
+                    (Depthwise::Masked, 8..=1024) => blocked::masked(&args, out_b),
                     _ => blocked::depthwise(&args, out_b),
                 };
                 if blocked_ran {
@@ -653,31 +651,15 @@ mod blocked {
         if planes_len > 1 << 24 || span < 8 {
             return false;
         }
-        // Where each input value lands, `[planes index, input index]`, for the values any
-        // output reads: padded position (py, px) = (iy + pt, ix + pl) in phase
-        // (py mod sh, px mod sw) at (py / sh, px / sw). Worked out once per step.
+        // Input row iy lands in the phase planes of row phase (iy + pt) mod sh, at phase row
+        // (iy + pt) / sh; its columns go to each column phase rx as one run, phase columns
+        // k0..k1 reading input columns k·sw + rx − pl. Worked out once per step.
         let (pt, pl) = (win.pads[0], win.pads[1]);
-        // Small planes by a list of moves, larger ones a strided run per row and column
-        // phase (measured: each faster on its side of 256 values).
-        let small = d.h * d.w <= 256;
-        let moves: Vec<[u32; 2]> = (0..if small { d.h } else { 0 })
-            .flat_map(|iy| (0..d.w).map(move |ix| (iy, ix)))
-            .filter_map(|(iy, ix)| {
-                let (py, px) = (iy + pt, ix + pl);
-                let inside = py < qh * sh && px < qw * sw;
-                let to = ((py % sh) * sw + px % sw) * qh * qw + (py / sh) * qw + px / sw;
-                let pair = [u32::try_from(to).ok()?, u32::try_from(iy * d.w + ix).ok()?];
-                inside.then_some(pair)
-            })
-            .collect();
-        // Input row iy's first value in the planes (None: no output reads it), and each row's
-        // columns as one strided run per column phase rx: phase columns k0..k1 (from `dst`)
-        // read input columns k·sw + rx − pl.
-        let rows: Vec<Option<usize>> = (0..if small { 0 } else { d.h })
-            .map(|iy| {
-                let py = iy + pt;
-                (py < qh * sh).then(|| (py % sh) * sw * qh * qw + (py / sh) * qw)
-            })
+        // Each input row's first slot (row phase, then phase row), for the rows any output reads.
+        let rows: Vec<usize> = (0..d.h)
+            .map(|iy| iy + pt)
+            .take_while(|&py| py < qh * sh)
+            .map(|py| (py % sh) * sw * qh * qw + (py / sh) * qw)
             .collect();
         let runs: Vec<[usize; 3]> = (0..sw)
             .filter_map(|rx| {
@@ -696,53 +678,169 @@ mod blocked {
         planes.clear();
         planes.resize(planes_len, 0.0);
         acc.resize(span, 0.0);
+        let job = Job {
+            d,
+            multiplier,
+            x,
+            weight,
+            bias,
+            kernel: [kh, kw],
+            stride: [sh, sw],
+            phase: [qh, qw],
+            pl,
+            rows: &rows,
+            runs: &runs,
+            offsets: &offsets,
+        };
+        // In a function of its own, built for AVX2 on x86-64: inlined into the step
+        // dispatcher, the loop's values lived on the stack.
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `usable` returned true: the AVX2 level runs (the CPU has AVX2 and FMA).
+        #[allow(unsafe_code)]
+        unsafe {
+            channels_avx2(&job, &mut planes, &mut acc, out)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        channels(&job, &mut planes, &mut acc, out);
+        BUFFERS.set((planes, acc));
+        true
+    }
+
+    /// What [`channels`] needs of a step: its operands and the phase planes' geometry.
+    struct Job<'a> {
+        d: super::ConvDims,
+        multiplier: usize,
+        x: &'a [f32],
+        weight: &'a [f32],
+        bias: Option<&'a [f32]>,
+        kernel: [usize; 2],
+        stride: [usize; 2],
+        /// Rows and columns of each phase plane.
+        phase: [usize; 2],
+        /// Padding left of the input.
+        pl: usize,
+        /// The first slot of each input row any output reads (the first ones).
+        rows: &'a [usize],
+        /// Per column phase: `[first slot, first input column, count]`.
+        runs: &'a [[usize; 3]],
+        /// Each tap's first value in the planes.
+        offsets: &'a [usize],
+    }
+
+    /// [`channels`] built for AVX2 and FMA.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(unsafe_code)]
+    unsafe fn channels_avx2(job: &Job<'_>, planes: &mut [f32], acc: &mut [f32], out: &mut [f32]) {
+        channels(job, planes, acc, out)
+    }
+
+    /// Every output channel of [`depthwise`]: its input's phase planes (written when the
+    /// input channel changes; the padding stays zero), the taps summed over `acc` at the phase
+    /// width, each output row copied out.
+    #[inline(always)]
+    fn channels(job: &Job<'_>, planes: &mut [f32], acc: &mut [f32], out: &mut [f32]) {
+        let Job {
+            d,
+            multiplier,
+            x,
+            weight,
+            bias,
+            kernel: [kh, kw],
+            stride: [_, sw],
+            phase: [qh, qw],
+            pl,
+            rows,
+            runs,
+            offsets,
+        } = *job;
+        let span = acc.len();
         let plane = d.oh * d.ow;
-        for o in 0..d.oc {
-            let c = o / multiplier;
-            if o % multiplier == 0 {
-                let source = &x[c * d.h * d.w..][..d.h * d.w];
-                for &[to, from] in &moves {
-                    if let (Some(slot), Some(&v)) =
-                        (planes.get_mut(to as usize), source.get(from as usize))
-                    {
-                        *slot = v;
-                    }
+        // Input channel by input channel, without a division per channel or row.
+        let channels = d.c.min(d.oc / multiplier);
+        for (c, source) in x.chunks_exact(d.h * d.w).take(channels).enumerate() {
+            for (&row, values) in rows.iter().zip(source.chunks_exact(d.w)) {
+                if sw == 2 {
+                    split_pairs(planes, row, qh * qw, qw, pl, values);
+                    continue;
                 }
-                for (&row, values) in rows.iter().zip(source.chunks_exact(d.w)) {
-                    let Some(row) = row else { continue };
-                    for &[dst, src, count] in &runs {
-                        let to = &mut planes[row + dst..][..count];
-                        super::strided(to, &values[src..], sw, |_, v| v);
+                for &[dst, src, count] in runs {
+                    let to = &mut planes[row + dst..][..count];
+                    match sw {
+                        1 => super::copy(to, &values[src..]),
+                        _ => super::strided(to, &values[src..], sw, |_, v| v),
                     }
                 }
             }
-            let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
-            let b = bias.map_or(0.0, |b| b[o]);
-            match (
-                <&[f32; 9]>::try_from(w_o),
-                <&[usize; 9]>::try_from(&offsets[..]),
-            ) {
-                // The 3×3 kernel of nearly every network, its taps unrolled.
-                (Ok(w), Ok(offsets)) => taps(w, offsets, &planes, b, &mut acc),
-                _ => {
-                    for (t, (&wv, &offset)) in w_o.iter().zip(&offsets).enumerate() {
-                        let values = &planes[offset..offset + span];
-                        for (sum, &v) in acc.iter_mut().zip(values) {
-                            if t == 0 {
-                                *sum = b;
+            for o in c * multiplier..(c + 1) * multiplier {
+                let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
+                let b = bias.map_or(0.0, |b| b[o]);
+                let out_c = &mut out[o * plane..(o + 1) * plane];
+                match (<&[f32; 9]>::try_from(w_o), <&[usize; 9]>::try_from(offsets)) {
+                    // The 3×3 kernel of nearly every network, its taps unrolled; rows of
+                    // eight outputs or more stored straight into the output.
+                    (Ok(w), Ok(offsets)) if d.ow >= 8 => {
+                        row_taps(w, offsets, planes, b, qw, out_c.chunks_exact_mut(d.ow));
+                        continue;
+                    }
+                    (Ok(w), Ok(offsets)) => taps(w, offsets, planes, b, acc),
+                    _ => {
+                        for (t, (&wv, &offset)) in w_o.iter().zip(offsets).enumerate() {
+                            let values = &planes[offset..offset + span];
+                            for (sum, &v) in acc.iter_mut().zip(values) {
+                                if t == 0 {
+                                    *sum = b;
+                                }
+                                *sum += wv * v;
                             }
-                            *sum += wv * v;
                         }
                     }
                 }
-            }
-            let out_c = &mut out[o * plane..(o + 1) * plane];
-            for (oy, row) in out_c.chunks_exact_mut(d.ow).enumerate() {
-                super::copy(row, &acc[oy * qw..]);
+                for (row, sums) in out_c.chunks_exact_mut(d.ow).zip(acc.chunks(qw)) {
+                    super::copy(row, sums);
+                }
             }
         }
-        BUFFERS.set((planes, acc));
-        true
+    }
+
+    /// [`taps`] row by row into the output: output row `oy`'s values at phase position
+    /// `oy·qw + ox`, eight at a time (the last eight overlapping the ones before; rows have
+    /// eight or more). Rows whose reads would pass the planes are left as they are (the
+    /// caller sized the planes for every read).
+    #[inline(always)]
+    fn row_taps<'o, const N: usize>(
+        weights: &[f32; N],
+        offsets: &[usize; N],
+        planes: &[f32],
+        bias: f32,
+        qw: usize,
+        rows: impl Iterator<Item = &'o mut [f32]>,
+    ) {
+        let farthest = offsets.iter().copied().max().unwrap_or(0);
+        for (oy, row) in rows.enumerate() {
+            let ow = row.len();
+            let start = oy * qw;
+            if ow < 8 || start + farthest + ow > planes.len() {
+                continue;
+            }
+            let reads: [&[f32]; N] = core::array::from_fn(|t| &planes[start + offsets[t]..][..ow]);
+            for v in 0..ow.div_ceil(8) {
+                let s = (8 * v).min(ow - 8);
+                let mut sums = [bias; 8];
+                for (&wv, read) in weights.iter().zip(&reads) {
+                    let values: &[f32; 8] = read[s..s + 8].try_into().unwrap_or(&[0.0; 8]);
+                    for (sum, &v) in sums.iter_mut().zip(values) {
+                        *sum += wv * v;
+                    }
+                }
+                if let Ok(slots) = <&mut [f32; 8]>::try_from(&mut row[s..s + 8]) {
+                    *slots = sums;
+                }
+            }
+        }
     }
 
     /// Whether the blocked kernels run a step: the AVX2 build and up on x86-64 (the portable
@@ -829,20 +927,81 @@ mod blocked {
         let (mut padded, acc) = BUFFERS.take();
         padded.clear();
         padded.resize(guard + rows * w + guard, 0.0);
-        let copied = d.h.min(rows - pt) * w;
-        for o in 0..d.oc {
-            let c = o / multiplier;
-            if o % multiplier == 0 {
-                let source = &x[c * d.h * w..][..copied];
-                super::copy(&mut padded[guard + pt * w..][..copied], source);
-            }
-            let weights: [f32; 9] = core::array::from_fn(|t| weight[o * 9 + t]);
-            let b = bias.map_or(0.0, |b| b[o]);
-            let out_c = &mut out[o * plane..(o + 1) * plane];
-            masked_taps::<9, 3>(&weights, &shifts, &masks, &padded, b, out_c);
-        }
+        let job = MaskedJob {
+            multiplier,
+            x: x.chunks_exact(d.h * w).take(d.c.min(d.oc / multiplier)),
+            copied: d.h.min(rows - pt) * w,
+            start: guard + pt * w,
+            weight,
+            bias,
+            shifts: &shifts,
+            masks: &masks,
+            plane,
+        };
+        // In a function of its own, built for AVX2 on x86-64 (as `depthwise`).
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `usable` returned true: the AVX2 level runs (the CPU has AVX2 and FMA).
+        #[allow(unsafe_code)]
+        unsafe {
+            masked_channels_avx2(job, &mut padded, out)
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        masked_channels(job, &mut padded, out);
         BUFFERS.set((padded, acc));
         true
+    }
+
+    /// What [`masked_channels`] needs of a step.
+    struct MaskedJob<'a> {
+        multiplier: usize,
+        /// The input channels.
+        x: core::iter::Take<core::slice::ChunksExact<'a, f32>>,
+        /// Values of each input channel any output reads (its first ones).
+        copied: usize,
+        /// Where the input's first value goes in the padded copy.
+        start: usize,
+        weight: &'a [f32],
+        bias: Option<&'a [f32]>,
+        shifts: &'a [usize; 9],
+        masks: &'a [u32],
+        plane: usize,
+    }
+
+    /// [`masked_channels`] built for AVX2 and FMA.
+    ///
+    /// # Safety
+    /// The CPU has AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    #[allow(unsafe_code)]
+    unsafe fn masked_channels_avx2(job: MaskedJob<'_>, padded: &mut [f32], out: &mut [f32]) {
+        masked_channels(job, padded, out)
+    }
+
+    /// Every output channel of [`masked`]: the input channel copied into `padded` once, the
+    /// taps of each output channel it feeds summed in registers.
+    #[inline(always)]
+    fn masked_channels(job: MaskedJob<'_>, padded: &mut [f32], out: &mut [f32]) {
+        let MaskedJob {
+            multiplier,
+            x,
+            copied,
+            start,
+            weight,
+            bias,
+            shifts,
+            masks,
+            plane,
+        } = job;
+        for (c, source) in x.enumerate() {
+            super::copy(&mut padded[start..][..copied], &source[..copied]);
+            for o in c * multiplier..(c + 1) * multiplier {
+                let weights: [f32; 9] = core::array::from_fn(|t| weight[o * 9 + t]);
+                let b = bias.map_or(0.0, |b| b[o]);
+                let out_c = &mut out[o * plane..(o + 1) * plane];
+                masked_taps::<9, 3>(&weights, shifts, masks, padded, b, out_c);
+            }
+        }
     }
 
     /// `out[p] = bias + Σ_t w[t] · (padded[shifts[t] + p] where masks[t mod KW][p])`, eight
@@ -913,6 +1072,55 @@ mod blocked {
                 Err(_) => return,
             };
             *slots = sums;
+        }
+    }
+
+    /// One input row into its two column phases at once (column stride 2; a loop over
+    /// pairs vectorises, one phase at a time stays scalar): input column `2j + e` goes to
+    /// phase `(e + pl) mod 2`, column `j + (e + pl) / 2`; columns past a phase's row are
+    /// read by no output and dropped.
+    #[inline(always)]
+    fn split_pairs(
+        planes: &mut [f32],
+        row: usize,
+        phase_len: usize,
+        qw: usize,
+        pl: usize,
+        values: &[f32],
+    ) {
+        let Some((zero, one)) = planes
+            .get_mut(row..)
+            .and_then(|rest| rest.split_at_mut_checked(phase_len))
+        else {
+            return;
+        };
+        let (zero_len, one_len) = (qw.min(zero.len()), qw.min(one.len()));
+        let (zero, one) = (&mut zero[..zero_len], &mut one[..one_len]);
+        let (first, second) = if pl.is_multiple_of(2) {
+            (zero, one)
+        } else {
+            (one, zero)
+        };
+        let first = first.get_mut(pl / 2..).unwrap_or_default();
+        let second = second.get_mut(pl.div_ceil(2)..).unwrap_or_default();
+        let pairs = (values.len() / 2).min(first.len()).min(second.len());
+        for ((a, b), pair) in first[..pairs]
+            .iter_mut()
+            .zip(&mut second[..pairs])
+            .zip(values.chunks_exact(2))
+        {
+            *a = pair[0];
+            *b = pair[1];
+        }
+        for (ix, &v) in values.iter().enumerate().skip(2 * pairs) {
+            let phase = if ix % 2 == 0 {
+                &mut *first
+            } else {
+                &mut *second
+            };
+            if let Some(slot) = phase.get_mut(ix / 2) {
+                *slot = v;
+            }
         }
     }
 
