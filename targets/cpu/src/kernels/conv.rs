@@ -1443,18 +1443,24 @@ mod strategy_tests {
             ));
             let mut cols = vec![0.0; k * oh * ow];
             im2col(&win, d, c, &x, &mut cols, 0, oh * ow);
+            // The unfolded matrix through the same kernel, its rows one after another (plain
+            // products sum narrow tails as dot products instead).
             let mut unfolded = bias.clone();
-            let (a, b) = (
-                Mat {
-                    data: &wt,
-                    stride: k,
-                },
-                Mat {
-                    data: &cols,
-                    stride: oh * ow,
-                },
-            );
-            sgemm(oc, oh * ow, k, 1.0, a, b, &mut unfolded, oh * ow, true);
+            let a = Mat {
+                data: &wt,
+                stride: k,
+            };
+            let rows: Vec<usize> = (0..k).map(|q| q * oh * ow).collect();
+            let plane = oh * ow;
+            assert!(super::super::gemm::sgemm_rows_at(
+                oc,
+                plane,
+                a,
+                &cols,
+                &rows,
+                &mut unfolded,
+                plane
+            ));
             assert!(
                 in_place
                     .iter()

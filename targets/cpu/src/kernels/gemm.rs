@@ -377,7 +377,7 @@ fn row_tail<const FMA: bool>(
 /// NEON shims below).
 macro_rules! simd_gemm {
     ($module:ident, $arch:literal, $ops:path, $feature:literal, $doc:literal, $vec:ty, $lanes:expr,
-     $zero:ident, $load:ident, $store:ident, $set1:ident, $fmadd:ident) => {
+     $zero:ident, $load:ident, $store:ident, $set1:ident, $fmadd:ident, $hsum:path) => {
         #[doc = $doc]
         #[cfg(all(feature = "std", target_arch = $arch))]
         #[allow(unsafe_code)]
@@ -583,7 +583,148 @@ macro_rules! simd_gemm {
                     }
                     j += NR;
                 }
-                full == n || tail::<TABLE>(p, m, n, c, ldc, full)
+                full == n
+                    || if !TABLE && n - full <= DOT_COLUMNS && p.k >= LANES {
+                        tail_dots::<TABLE>(p, m, n, c, ldc, full)
+                    } else {
+                        tail::<TABLE>(p, m, n, c, ldc, full)
+                    }
+            }
+
+            /// Tails this narrow run as dot products ([`tail_dots`]): the panel kernel would
+            /// multiply a whole NR-wide panel, mostly zeros (a pointwise convolution on a 3×3
+            /// plane used 9 of its 32 columns). Products over a row table keep the panel
+            /// kernel: every element of theirs is summed as in the plain panel product, which
+            /// the in-place convolution's tests rely on.
+            const DOT_COLUMNS: usize = NR / 2;
+
+            /// Columns `j0..n` as dot products: B's columns packed contiguous (a row per column
+            /// of C), each element of C the dot product of a row of A and a packed column,
+            /// four rows by three columns at a time in vector partial sums. False if a slice is
+            /// too short.
+            #[target_feature(enable = $feature)]
+            fn tail_dots<const TABLE: bool>(
+                p: &Product<'_>,
+                m: usize,
+                n: usize,
+                c: &mut [f32],
+                ldc: usize,
+                j0: usize,
+            ) -> bool {
+                let (k, b) = (p.k, p.b);
+                let width = n - j0;
+                if m == 0 || width == 0 {
+                    return true;
+                }
+                let a_ok = (m - 1) * p.a.stride + k <= p.a.data.len();
+                let c_ok = (m - 1) * ldc + n <= c.len();
+                if !(a_ok && c_ok) {
+                    return false;
+                }
+                let mut packed = PANEL.take();
+                packed.clear();
+                packed.resize(k * width, 0.0);
+                for q in 0..k {
+                    let start = if TABLE {
+                        let Some(&start) = p.rows.get(q) else {
+                            return false;
+                        };
+                        start
+                    } else {
+                        q * b.stride
+                    };
+                    let Some(src) = b.data.get(start + j0..start + n) else {
+                        return false;
+                    };
+                    for (column, &v) in packed.chunks_exact_mut(k).zip(src) {
+                        column[q] = v;
+                    }
+                }
+                let mut i = 0;
+                while i < m {
+                    let rows = if m - i >= 4 { 4 } else { 1 };
+                    let mut j = 0;
+                    while j < width {
+                        let columns = if width - j >= 3 { 3 } else { 1 };
+                        let at = Dots {
+                            columns: &packed[j * k..(j + columns) * k],
+                            i,
+                            col: j0 + j,
+                        };
+                        match (rows, columns) {
+                            (4, 3) => dots::<4, 3>(p, &at, c, ldc),
+                            (4, _) => dots::<4, 1>(p, &at, c, ldc),
+                            (_, 3) => dots::<1, 3>(p, &at, c, ldc),
+                            _ => dots::<1, 1>(p, &at, c, ldc),
+                        }
+                        j += columns;
+                    }
+                    i += rows;
+                }
+                PANEL.set(packed);
+                true
+            }
+
+            /// Where a block of [`dots`] reads and writes: packed columns of B, the first row of
+            /// A and column of C.
+            struct Dots<'a> {
+                columns: &'a [f32],
+                i: usize,
+                col: usize,
+            }
+
+            /// `C[i..i+R, col..col+J] += alpha · A[i..i+R, :] · columns`, each element a dot
+            /// product over `k` in LANES partial sums, summed across, then the last `k mod
+            /// LANES` terms. The caller checked A's rows and C's span; `columns` holds J·k
+            /// floats.
+            #[target_feature(enable = $feature)]
+            #[inline]
+            fn dots<const R: usize, const J: usize>(
+                p: &Product<'_>,
+                at: &Dots<'_>,
+                c: &mut [f32],
+                ldc: usize,
+            ) {
+                let k = p.k;
+                if at.columns.len() < J * k {
+                    return;
+                }
+                let mut a_rows: [&[f32]; R] = [&[]; R];
+                for (r, row) in a_rows.iter_mut().enumerate() {
+                    *row = &p.a.data[(at.i + r) * p.a.stride..][..k];
+                }
+                let mut columns: [&[f32]; J] = [&[]; J];
+                for (s, column) in columns.iter_mut().enumerate() {
+                    *column = &at.columns[s * k..][..k];
+                }
+                let mut acc = [[$zero(); J]; R];
+                let full = k / LANES * LANES;
+                let mut q = 0;
+                while q < full {
+                    let mut bv = [$zero(); J];
+                    for (v, column) in bv.iter_mut().zip(&columns) {
+                        // SAFETY: q + LANES <= full <= k, the column's length.
+                        *v = unsafe { $load(column.as_ptr().add(q)) };
+                    }
+                    for (acc, row) in acc.iter_mut().zip(&a_rows) {
+                        // SAFETY: q + LANES <= k, the row's length.
+                        let av = unsafe { $load(row.as_ptr().add(q)) };
+                        for (acc, &bv) in acc.iter_mut().zip(&bv) {
+                            *acc = $fmadd(av, bv, *acc);
+                        }
+                    }
+                    q += LANES;
+                }
+                for (r, (acc, row)) in acc.iter().zip(&a_rows).enumerate() {
+                    for (s, (&acc, column)) in acc.iter().zip(&columns).enumerate() {
+                        let mut sum = $hsum(acc);
+                        for (&x, &y) in row[full..].iter().zip(&column[full..]) {
+                            sum += x * y;
+                        }
+                        let slot = &mut c[(at.i + r) * ldc + at.col + s];
+                        *slot += p.alpha * sum;
+                    }
+                }
             }
 
             /// Columns `j0..n` (fewer than NR): copied zero-padded into an NR-wide panel, multiplied
@@ -676,7 +817,8 @@ simd_gemm!(
     _mm256_loadu_ps,
     _mm256_storeu_ps,
     _mm256_set1_ps,
-    _mm256_fmadd_ps
+    _mm256_fmadd_ps,
+    super::x86_sums::avx2
 );
 simd_gemm!(
     avx512,
@@ -690,8 +832,31 @@ simd_gemm!(
     _mm512_loadu_ps,
     _mm512_storeu_ps,
     _mm512_set1_ps,
-    _mm512_fmadd_ps
+    _mm512_fmadd_ps,
+    super::x86_sums::avx512
 );
+
+/// Sums across a vector's lanes, for the x86-64 kernels' dot-product tails.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod x86_sums {
+    use core::arch::x86_64::*;
+
+    /// The sum of the eight lanes.
+    #[inline]
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn avx2(v: __m256) -> f32 {
+        let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        _mm_cvtss_f32(_mm_add_ss(s, _mm_movehdup_ps(s)))
+    }
+
+    /// The sum of the sixteen lanes.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) fn avx512(v: __m512) -> f32 {
+        _mm512_reduce_add_ps(v)
+    }
+}
 
 /// The vector operations the NEON kernels are written with, in the x86 kernels' shape
 /// (`fmadd(a, b, c) = a·b + c`, fused).
@@ -736,6 +901,13 @@ mod neon_ops {
     pub(super) fn fmadd(a: float32x4_t, b: float32x4_t, c: float32x4_t) -> float32x4_t {
         vfmaq_f32(c, a, b)
     }
+
+    /// The sum of the four lanes.
+    #[inline]
+    #[target_feature(enable = "neon")]
+    pub(super) fn hsum(v: float32x4_t) -> f32 {
+        vaddvq_f32(v)
+    }
 }
 
 simd_gemm!(
@@ -750,7 +922,8 @@ simd_gemm!(
     load,
     store,
     set1,
-    fmadd
+    fmadd,
+    super::neon_ops::hsum
 );
 
 /// Whether the NEON kernels run (aarch64 with `std`): NEON is part of every aarch64 core, so
@@ -780,6 +953,9 @@ mod tests {
             (1, 150, 33),
             (1, 64, 9),
             (13, 200, 20),
+            // Narrow products (dot-product tails: a pointwise convolution on a small plane).
+            (10, 9, 40),
+            (6, 4, 64),
         ] {
             let a: [f32; 400] = core::array::from_fn(|i| ((i * 7 % 13) as f32 - 6.0) * 0.25);
             let b: [f32; 6000] = core::array::from_fn(|i| ((i * 5 % 11) as f32 - 5.0) * 0.5);
