@@ -308,7 +308,7 @@ struct Limited(CpuDevice);
 
 impl Device for Limited {
     type Error = ferrite_cpu::CpuError;
-    type Program = ();
+    type Program = <CpuDevice as Device>::Program;
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             ops: OpSet::empty().with(OpKind::Unary, &[DType::F32]),
@@ -316,12 +316,12 @@ impl Device for Limited {
             host_arena: true,
         }
     }
-    fn prepare(&mut self, plan: &dyn Plan) -> Result<(), Self::Error> {
+    fn prepare(&mut self, plan: &dyn Plan) -> Result<Self::Program, Self::Error> {
         self.0.prepare(plan)
     }
     fn execute(
         &mut self,
-        p: &mut (),
+        p: &mut Self::Program,
         plan: &dyn Plan,
         arena: &mut [u8],
     ) -> Result<(), Self::Error> {

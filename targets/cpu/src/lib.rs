@@ -1,8 +1,9 @@
 //! # ferrite-cpu
 //!
 //! The portable CPU device: f32 kernels in plain Rust that run on any target, from a Cortex-M0
-//! to a desktop. It executes a verified plan inline: no preparation, no allocation, one kernel
-//! call per step on slices carved out of the caller's arena.
+//! to a desktop. It executes a verified plan inline: one kernel call per step on slices carved
+//! out of the caller's arena; no preparation and no allocation on a microcontroller (with `std`,
+//! the plan's records are decoded once, at `prepare`).
 //!
 //! Kernels rely on the core's verification (see `ferrite_hal::device`): shapes agree, operands
 //! lie inside the arena or weights, outputs never partially overlap inputs. They still check data
@@ -17,10 +18,14 @@ mod math;
 mod memory;
 #[cfg(feature = "threads")]
 mod parallel;
+#[cfg(feature = "std")]
+mod prepared;
 
 pub use error::CpuError;
 #[cfg(feature = "threads")]
 pub use parallel::MAX_THREADS;
+#[cfg(feature = "std")]
+pub use prepared::Prepared;
 
 use ferrite_hal::{Capabilities, DType, Device, OpKind, OpSet, Plan, Selection, ALL_OPS};
 
@@ -177,6 +182,11 @@ impl CpuDevice {
 
 impl<const OPS: Selection> Device for CpuDevice<OPS> {
     type Error = CpuError;
+    /// On a host, the plan decoded once ([`Prepared`]); nothing on a microcontroller.
+    #[cfg(feature = "std")]
+    type Program = Prepared;
+    /// On a host, the plan decoded once; nothing on a microcontroller.
+    #[cfg(not(feature = "std"))]
     type Program = ();
 
     fn capabilities(&self) -> Capabilities {
@@ -187,17 +197,51 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
         }
     }
 
+    #[cfg(feature = "std")]
+    fn prepare(&mut self, plan: &dyn Plan) -> Result<Prepared, CpuError> {
+        Ok(Prepared::new(plan))
+    }
+
+    #[cfg(not(feature = "std"))]
     fn prepare(&mut self, _plan: &dyn Plan) -> Result<(), CpuError> {
         Ok(())
     }
 
-    fn execute(&mut self, _: &mut (), plan: &dyn Plan, arena: &mut [u8]) -> Result<(), CpuError> {
+    #[cfg(feature = "std")]
+    fn execute(
+        &mut self,
+        program: &mut Prepared,
+        plan: &dyn Plan,
+        arena: &mut [u8],
+    ) -> Result<(), CpuError> {
+        let run = |arena: &mut [u8]| match program.steps(plan) {
+            Some(steps) => run_steps::<OPS>(steps, plan.weights(), arena),
+            None => run_plan::<OPS>(plan, arena),
+        };
         #[cfg(feature = "threads")]
         if self.threads > 1 {
-            return parallel::run(self.threads, || run_plan::<OPS>(plan, arena));
+            return parallel::run(self.threads, || run(arena));
         }
+        run(arena)
+    }
+
+    #[cfg(not(feature = "std"))]
+    fn execute(&mut self, _: &mut (), plan: &dyn Plan, arena: &mut [u8]) -> Result<(), CpuError> {
         run_plan::<OPS>(plan, arena)
     }
+}
+
+/// Steps decoded beforehand ([`Prepared`]), in order, on this thread's kernels.
+#[cfg(feature = "std")]
+fn run_steps<'p, const OPS: Selection>(
+    steps: impl Iterator<Item = ferrite_hal::Step<'p>>,
+    weights: &[u8],
+    arena: &mut [u8],
+) -> Result<(), CpuError> {
+    for step in steps {
+        kernels::run_step_selected::<OPS>(&step, arena, weights)?;
+    }
+    Ok(())
 }
 
 /// Every step of `plan`, in order, on this thread's kernels (inlined into `execute`, whose loop

@@ -52,7 +52,7 @@ pub fn tanh(x: f32) -> f32 {
     }
 }
 
-/// Branch-free single-precision `e^x`, sigmoid and tanh for whole slices on the host (`std`):
+/// Branch-free single-precision `e^x`, sigmoid, tanh and erf for whole slices on the host (`std`):
 /// written so that LLVM vectorises the loops (selects instead of branches, no library calls),
 /// where libm's `expf` and `tanhf` are a call per element — most of a GRU's or LSTM's time. The
 /// same algorithms as Cephes' `expf`/`tanhf` (a degree-7 polynomial of the reduced argument,
@@ -143,6 +143,80 @@ pub mod vector {
         } else {
             y
         }
+    }
+
+    /// The error function, within 2 ulp: `x + x·P(x²)` below |x| = 0.921875; above,
+    /// `1 − e^{−x²}·Q(1/|x|)` with the sign of `x` (Q approximating `erfc(x)·e^{x²}`, which
+    /// varies slowly); ±1 from |x| = 3.92, where erf rounds to ±1. P (degree 5) and Q (degree
+    /// 8) are Chebyshev fits of this project's, made and checked against f64 (`unit tests`).
+    #[inline(always)]
+    pub fn erf(x: f32) -> f32 {
+        const SMALL: f32 = 0.921_875;
+        const ONE: f32 = 3.92;
+        let a = x.abs();
+        let z = x * x;
+        let p = ((((-6.008_739_6e-4 * z + 4.997_014e-3) * z - 2.676_95e-2) * z + 1.128_190_5e-1)
+            * z
+            - 3.761_250_4e-1)
+            * z
+            + 1.283_791_5e-1;
+        let small = x + x * p;
+        let t = 1.0 / a;
+        let q = (((((((-1.845_518_8e-3 * t - 9.048_634e-3) * t + 1.029_929_3e-1) * t
+            - 3.346_943_6e-1)
+            * t
+            + 5.628_576e-1)
+            * t
+            - 5.006_481_4e-1)
+            * t
+            + 4.971_569_4e-2)
+            * t
+            + 5.579_139e-1)
+            * t
+            + 3.400_557e-4;
+        let big = 1.0 - exp(-z) * q;
+        // Selects, not branches, so that each lane of a vector picks its own; NaN takes the
+        // last one's `big` (NaN).
+        let y = if a >= ONE { 1.0 } else { big };
+        let y = f32::from_bits(y.to_bits() | (x.to_bits() & 0x8000_0000));
+        if a < SMALL {
+            small
+        } else {
+            y
+        }
+    }
+
+    /// [`erf`] of every element, in place (inlined, as [`sigmoid_all`]).
+    #[inline(always)]
+    pub fn erf_all(xs: &mut [f32]) {
+        xs.iter_mut().for_each(|x| *x = erf(*x));
+    }
+
+    /// GELU, `x/2 · (1 + erf(x/√2))`, of every element, in place (inlined, as
+    /// [`sigmoid_all`]).
+    #[inline(always)]
+    pub fn gelu_all(xs: &mut [f32]) {
+        xs.iter_mut().for_each(|x| {
+            *x = 0.5 * *x * (1.0 + erf(*x * core::f32::consts::FRAC_1_SQRT_2));
+        });
+    }
+
+    /// [`erf_all`] in the widest build this CPU runs, as [`sigmoid_all_widest`].
+    pub fn erf_all_widest(xs: &mut [f32]) {
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        if avx2::run(xs, erf_all) {
+            return;
+        }
+        erf_all(xs)
+    }
+
+    /// [`gelu_all`] in the widest build this CPU runs, as [`sigmoid_all_widest`].
+    pub fn gelu_all_widest(xs: &mut [f32]) {
+        #[cfg(all(feature = "std", target_arch = "x86_64"))]
+        if avx2::run(xs, gelu_all) {
+            return;
+        }
+        gelu_all(xs)
     }
 
     /// [`sigmoid`] of every element, in place (inlined, so it takes the caller's SIMD build).
@@ -268,6 +342,40 @@ pub mod vector {
         }
 
         #[test]
+        fn erf_is_within_two_ulp() {
+            let mut worst = 0.0f64;
+            sweep(|x| {
+                let want = libm::erf(x as f64);
+                // Below the smallest normal the ulp is the subnormal spacing; skip those.
+                if want.abs() > 1e-37 {
+                    worst = worst.max(ulps(erf(x), want));
+                }
+            });
+            std::println!("erf: worst {worst:.2} ulp");
+            assert!(worst <= 2.0, "{worst} ulp");
+            for (x, want) in [
+                (f32::INFINITY, 1.0),
+                (f32::NEG_INFINITY, -1.0),
+                (3.92, 1.0),
+                (-100.0, -1.0),
+                (0.0, 0.0),
+            ] {
+                assert_eq!(erf(x), want, "{x}");
+            }
+            assert!(erf(f32::NAN).is_nan());
+            assert_eq!(erf(-0.0).to_bits(), (-0.0f32).to_bits());
+            let mut xs = [0.5f32, -2.0, 7.0];
+            gelu_all(&mut xs);
+            for (got, x) in xs.iter().zip([0.5f64, -2.0, 7.0]) {
+                let want = 0.5 * x * (1.0 + libm::erf(x / core::f64::consts::SQRT_2));
+                assert!(
+                    (*got as f64 - want).abs() <= 1e-6 * want.abs().max(1.0),
+                    "{x}"
+                );
+            }
+        }
+
+        #[test]
         fn sigmoid_and_tanh_are_within_a_few_ulp() {
             let (mut worst_s, mut worst_t) = (0.0f64, 0.0f64);
             sweep(|x| {
@@ -343,8 +451,9 @@ pub fn cos(x: f32) -> f32 {
     libm::cosf(x)
 }
 
-/// The error function.
+/// The error function (microcontroller builds; hosts use [`vector::erf`]).
 #[inline]
+#[cfg_attr(feature = "std", allow(dead_code))]
 pub fn erf(x: f32) -> f32 {
     libm::erff(x)
 }

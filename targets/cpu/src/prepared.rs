@@ -1,0 +1,99 @@
+//! The plan decoded once, on a host (`std`): each step's op, operand lists and scratch, and
+//! every tensor the steps name, so that a run does not decode the model's records again. On a
+//! transformer of 48 small steps that decoding had been a sixth of the run. Microcontroller
+//! builds keep decoding each step as they run it (no heap, and flash for nothing).
+
+use ferrite_hal::device::ABSENT;
+use ferrite_hal::{Op, Plan, Step, TensorDesc, TensorList, Tensors};
+use std::vec::Vec;
+
+/// Tensor indices past this are not cached (a verified plan has far fewer tensors; a plan
+/// that names more runs by decoding, as before).
+const MAX_TENSORS: usize = 1 << 20;
+
+/// A plan's steps as decoded at `prepare`; `complete` is false where a step did not decode (the
+/// run then decodes, and fails, exactly as without the cache).
+pub struct Prepared {
+    steps: Vec<PreparedStep>,
+    tensors: DescTable,
+    complete: bool,
+}
+
+/// One decoded step: its operand lists as little-endian tensor indices (as in the model).
+struct PreparedStep {
+    index: usize,
+    op: Op,
+    inputs: Vec<u8>,
+    outputs: Vec<u8>,
+    scratch: Option<TensorDesc>,
+}
+
+/// The decoded tensors, by index.
+struct DescTable(Vec<Option<TensorDesc>>);
+
+impl Tensors for DescTable {
+    fn tensor(&self, index: u32) -> Option<TensorDesc> {
+        self.0.get(index as usize).copied().flatten()
+    }
+}
+
+impl Prepared {
+    /// Decodes every step of `plan` and the tensors they name.
+    pub fn new(plan: &dyn Plan) -> Prepared {
+        let mut table: Vec<Option<TensorDesc>> = Vec::new();
+        let mut steps = Vec::with_capacity(plan.len());
+        let incomplete = |table| Prepared {
+            steps: Vec::new(),
+            tensors: DescTable(table),
+            complete: false,
+        };
+        for index in 0..plan.len() {
+            let Some(step) = plan.step(index) else {
+                return incomplete(table);
+            };
+            let mut lists = [Vec::new(), Vec::new()];
+            for (list, operands) in lists.iter_mut().zip([step.inputs, step.outputs]) {
+                for slot in 0..operands.len() {
+                    let tensor = operands.index(slot);
+                    list.extend_from_slice(&tensor.unwrap_or(ABSENT).to_le_bytes());
+                    let Some(tensor) = tensor else { continue };
+                    let at = tensor as usize;
+                    if at >= MAX_TENSORS {
+                        return incomplete(table);
+                    }
+                    if at >= table.len() {
+                        table.resize(at + 1, None);
+                    }
+                    table[at] = operands.get(slot);
+                }
+            }
+            let [inputs, outputs] = lists;
+            steps.push(PreparedStep {
+                index: step.index,
+                op: step.op,
+                inputs,
+                outputs,
+                scratch: step.scratch,
+            });
+        }
+        Prepared {
+            steps,
+            tensors: DescTable(table),
+            complete: true,
+        }
+    }
+
+    /// The decoded steps, in order, when they are `plan`'s (the same count: a program runs
+    /// with the plan it was prepared for); `None` to decode as the run goes.
+    pub fn steps<'p>(&'p self, plan: &dyn Plan) -> Option<impl Iterator<Item = Step<'p>> + 'p> {
+        (self.complete && self.steps.len() == plan.len()).then(|| {
+            self.steps.iter().map(|s| Step {
+                index: s.index,
+                op: s.op,
+                inputs: TensorList::new(&s.inputs, &self.tensors),
+                outputs: TensorList::new(&s.outputs, &self.tensors),
+                scratch: s.scratch,
+            })
+        })
+    }
+}
