@@ -447,8 +447,12 @@ macro_rules! simd_gemm {
                     return false;
                 }
                 let mut acc = [[$zero(); 2]; R];
-                let a_rows: [&[f32]; R] =
-                    core::array::from_fn(|r| &a.data[(i + r) * a.stride..(i + r) * a.stride + k]);
+                // A loop, not `array::from_fn`: its closure was left out of line, built for
+                // the baseline (a call per block).
+                let mut a_rows: [&[f32]; R] = [&[]; R];
+                for (r, row) in a_rows.iter_mut().enumerate() {
+                    *row = &a.data[(i + r) * a.stride..(i + r) * a.stride + k];
+                }
                 let b_ptr = b.data.as_ptr();
                 for q in 0..k {
                     // SAFETY: q < k <= rows.len() when TABLE (checked above).
