@@ -966,14 +966,21 @@ impl Expansion {
         if plane < 16 || interior < 16 || d.w >= 32 {
             return None;
         }
-        let source = |at: usize| {
-            let (iy, ix) = ((at / pw).wrapping_sub(top), (at % pw).wrapping_sub(left));
-            (iy < d.h && ix < d.w).then(|| iy * d.w + ix)
-        };
         let mut chunks = Vec::with_capacity(interior.div_ceil(16));
         for n in 0..interior.div_ceil(16) {
             let to = start + (16 * n).min(interior - 16);
-            let lanes: [Option<usize>; 16] = core::array::from_fn(|i| source(to + i));
+            // Each lane's input byte, walking the padded row and column from `to` (two
+            // divisions a chunk, not two a byte: they had been a twentieth of an int8 DS-CNN).
+            let (mut row, mut col) = (to / pw, to % pw);
+            let mut lanes = [None; 16];
+            for lane in lanes.iter_mut() {
+                let (iy, ix) = (row.wrapping_sub(top), col.wrapping_sub(left));
+                *lane = (iy < d.h && ix < d.w).then(|| iy * d.w + ix);
+                col += 1;
+                if col == pw {
+                    (row, col) = (row + 1, 0);
+                }
+            }
             let first = lanes.iter().flatten().copied().min().unwrap_or(0);
             let from = first.min(plane - 16);
             let mut chunk = Chunk {
