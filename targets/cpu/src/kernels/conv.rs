@@ -218,6 +218,14 @@ fn conv_in_place(
     out: &mut [f32],
     scratch: &mut [f32],
 ) -> bool {
+    let job = InPlace {
+        win,
+        d,
+        icg,
+        ocg,
+        x,
+        weight,
+    };
     // Built for AVX2 where it runs: out of line, its copies and additions had been baseline
     // SSE (a fifth of ResNet-8's time).
     #[cfg(target_arch = "x86_64")]
@@ -227,40 +235,40 @@ fn conv_in_place(
         /// # Safety
         /// The CPU has AVX2 and FMA.
         #[target_feature(enable = "avx2,fma")]
-        #[allow(unsafe_code, clippy::too_many_arguments)]
-        unsafe fn in_place_avx2(
-            win: &Window,
-            d: ConvDims,
-            icg: usize,
-            ocg: usize,
-            x: &[f32],
-            weight: &[f32],
-            out: &mut [f32],
-            scratch: &mut [f32],
-        ) -> bool {
-            in_place(win, d, icg, ocg, x, weight, out, scratch)
+        #[allow(unsafe_code)]
+        unsafe fn in_place_avx2(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
+            in_place(job, out, scratch)
         }
         // SAFETY: the AVX2 level runs only where the CPU has AVX2 and FMA.
         #[allow(unsafe_code)]
-        return unsafe { in_place_avx2(win, d, icg, ocg, x, weight, out, scratch) };
+        return unsafe { in_place_avx2(job, out, scratch) };
     }
-    in_place(win, d, icg, ocg, x, weight, out, scratch)
+    in_place(job, out, scratch)
+}
+
+/// What [`in_place`] reads: the group's geometry, input and weights.
+#[cfg(feature = "std")]
+struct InPlace<'a> {
+    win: &'a Window,
+    d: ConvDims,
+    icg: usize,
+    ocg: usize,
+    x: &'a [f32],
+    weight: &'a [f32],
 }
 
 /// [`conv_in_place`]'s body.
 #[cfg(feature = "std")]
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-fn in_place(
-    win: &Window,
-    d: ConvDims,
-    icg: usize,
-    ocg: usize,
-    x: &[f32],
-    weight: &[f32],
-    out: &mut [f32],
-    scratch: &mut [f32],
-) -> bool {
+fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
+    let InPlace {
+        win,
+        d,
+        icg,
+        ocg,
+        x,
+        weight,
+    } = job;
     use super::gemm::sgemm_rows_at;
     use core::cell::Cell;
     use std::vec::Vec;

@@ -615,7 +615,7 @@ macro_rules! simd_gemm {
                 ldc: usize,
                 j0: usize,
             ) -> bool {
-                let (k, b) = (p.k, p.b);
+                let k = p.k;
                 let width = n - j0;
                 if m == 0 || width == 0 {
                     return true;
@@ -629,15 +629,7 @@ macro_rules! simd_gemm {
                 packed.clear();
                 packed.resize(k * width, 0.0);
                 for q in 0..k {
-                    let start = if TABLE {
-                        let Some(&start) = p.rows.get(q) else {
-                            return false;
-                        };
-                        start
-                    } else {
-                        q * b.stride
-                    };
-                    let Some(src) = b.data.get(start + j0..start + n) else {
+                    let Some(src) = b_row::<TABLE>(p, q, j0, n) else {
                         return false;
                     };
                     for (column, &v) in packed.chunks_exact_mut(k).zip(src) {
@@ -667,6 +659,23 @@ macro_rules! simd_gemm {
                 }
                 PANEL.set(packed);
                 true
+            }
+
+            /// Row `q` of B from column `j0` to `n` (through the row table when `TABLE`);
+            /// `None` where the table or B is shorter than that.
+            #[inline(always)]
+            fn b_row<'p, const TABLE: bool>(
+                p: &Product<'p>,
+                q: usize,
+                j0: usize,
+                n: usize,
+            ) -> Option<&'p [f32]> {
+                let start = if TABLE {
+                    *p.rows.get(q)?
+                } else {
+                    q * p.b.stride
+                };
+                p.b.data.get(start + j0..start + n)
             }
 
             /// Where a block of [`dots`] reads and writes: packed columns of B, the first row of
@@ -742,7 +751,7 @@ macro_rules! simd_gemm {
                 ldc: usize,
                 j0: usize,
             ) -> bool {
-                let (k, b) = (p.k, p.b);
+                let k = p.k;
                 let width = n - j0;
                 PANEL.with(|cell| {
                     let mut packed = cell.borrow_mut();
@@ -750,15 +759,7 @@ macro_rules! simd_gemm {
                         packed.resize(k * NR, 0.0);
                     }
                     for q in 0..k {
-                        let start = if TABLE {
-                            let Some(&start) = p.rows.get(q) else {
-                                return false;
-                            };
-                            start
-                        } else {
-                            q * b.stride
-                        };
-                        let Some(src) = b.data.get(start + j0..start + n) else {
+                        let Some(src) = b_row::<TABLE>(p, q, j0, n) else {
                             return false;
                         };
                         let dst = &mut packed[q * NR..(q + 1) * NR];
