@@ -275,9 +275,15 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
             return Err(e(K::OutOfRange, "tensor rank"));
         }
         let storage = u8_at(rec, 2).unwrap_or(u8::MAX);
-        let reserved_zero = rec[3] == 0
-            && rec[20..24].iter().all(|&b| b == 0)
-            && rec[24 + 4 * rank..].iter().all(|&b| b == 0);
+        // Reserved: byte 3, word 20 and every word past the dims (checked a word at a time:
+        // this runs for every operand of every step).
+        let zero_word = |at| u32_at(rec, at) == Some(0);
+        let mut reserved_zero = u8_at(rec, 3) == Some(0) && zero_word(20);
+        let mut at = 24 + 4 * rank;
+        while reserved_zero && at < format::TENSOR_RECORD_BYTES {
+            reserved_zero = zero_word(at);
+            at += 4;
+        }
         if !reserved_zero {
             return Err(e(K::InvalidValue, "reserved tensor bytes must be zero"));
         }

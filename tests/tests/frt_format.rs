@@ -871,3 +871,36 @@ fn every_bad_quantization_record_is_refused() {
     assert_eq!(kind_of(&short), K::InvalidValue);
     survives_every_byte_corruption(&good);
 }
+
+#[test]
+fn every_reserved_tensor_byte_is_refused() {
+    let good = packed().bytes;
+    load(&good).expect("the model verifies");
+    let at = section_offset(&good, section::TENSORS);
+    let count = u32_at(&good, 16) as usize;
+    let length = (0..count)
+        .map(|i| format::HEADER_BYTES + i * format::SECTION_ENTRY_BYTES)
+        .find(|&e| u32_at(&good, e) == section::TENSORS)
+        .map(|e| u32_at(&good, e + 8) as usize)
+        .expect("entry");
+    let records = length / format::TENSOR_RECORD_BYTES;
+    assert!(records > 0);
+    let mut checked = 0;
+    for t in 0..records {
+        let rec = at + t * format::TENSOR_RECORD_BYTES;
+        let rank = good[rec + 1] as usize;
+        // Byte 3, word 20 and everything past the rank's dims.
+        let reserved = [3]
+            .into_iter()
+            .chain(20..24)
+            .chain(24 + 4 * rank..format::TENSOR_RECORD_BYTES);
+        for byte in reserved {
+            let mut bad = good.clone();
+            bad[rec + byte] = 0x80;
+            reseal(&mut bad);
+            assert_eq!(kind_of(&bad), K::InvalidValue, "tensor {t}, byte {byte}");
+            checked += 1;
+        }
+    }
+    assert!(checked >= records * (1 + 4 + 8));
+}

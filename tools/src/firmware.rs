@@ -23,9 +23,11 @@ pub fn boards_dir() -> PathBuf {
 /// How the per-model firmware is optimised (the boards workspace's cargo profiles).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FirmwareProfile {
-    /// `release`: opt-level 3, fat LTO (what the every-kernel firmware uses too).
+    /// `release` (what the every-kernel firmware uses too): the firmware's own crates at
+    /// opt-level "s", the kernels' crates at 3, fat LTO.
     Speed,
-    /// `size`: opt-level "s", fat LTO; less flash, more instructions.
+    /// `size`: the firmware's own crates at opt-level "z" (the kernels' still at 3), fat LTO;
+    /// a little less flash, more instructions.
     Size,
 }
 

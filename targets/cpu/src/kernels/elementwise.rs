@@ -258,6 +258,7 @@ fn binary_with(
         Operand::Output => out_strides,
     };
     let (sa, sb) = (strides_of(&a), strides_of(&b));
+    #[inline(always)]
     fn row_of<'a>(
         o: Operand<'a>,
         strides: &[usize; ferrite_hal::MAX_RANK],

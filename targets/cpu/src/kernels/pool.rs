@@ -158,6 +158,16 @@ pub fn max_pool_integer<T: Copy + Ord>(p: &Pool, d: PoolDims, x: &[T], out: &mut
 #[inline(always)]
 pub fn global_avg_pool(x: &[f32], plane: usize, out: &mut [f32]) {
     for (o, chunk) in out.iter_mut().zip(x.chunks_exact(plane.max(1))) {
-        *o = chunk.iter().sum::<f32>() / plane as f32;
+        // In order, four a step written out (a firmware built for size does not unroll); from
+        // −0.0, as `Iterator::sum` (an all −0.0 plane stays −0.0).
+        let mut quads = chunk.chunks_exact(4);
+        let mut sum = -0.0f32;
+        for q in &mut quads {
+            sum = sum + q[0] + q[1] + q[2] + q[3];
+        }
+        for v in quads.remainder() {
+            sum += v;
+        }
+        *o = sum / plane as f32;
     }
 }
