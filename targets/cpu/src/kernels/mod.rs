@@ -140,8 +140,9 @@ pub fn run_step_selected<const OPS: Selection>(
 /// [`run_step_selected`] for a device that runs the int8 (int8 in, int8 out) steps of the
 /// kinds in `covered_int8` with kernels of its own: their portable int8 kernels are left out
 /// (a step that reaches them is [`CpuError::Unsupported`]). `covered_int8` must be a constant.
-/// [`ALL_OPS`] keeps the one shared build of every kernel ([`run_step`]): a second, generic copy
-/// of that build costs a firmware more flash than the covered kernels save.
+/// On a host, [`ALL_OPS`] keeps the one shared build of every kernel ([`run_step`], with its
+/// SIMD builds); a microcontroller's every-kernel firmware has this one build, without the
+/// covered kernels.
 #[inline(always)]
 pub fn run_step_after<const OPS: Selection>(
     step: &Step<'_>,
@@ -149,7 +150,7 @@ pub fn run_step_after<const OPS: Selection>(
     weights: &[u8],
     #[cfg_attr(not(feature = "quantized"), allow(unused_variables))] covered_int8: Selection,
 ) -> Result<(), CpuError> {
-    if OPS == ALL_OPS {
+    if OPS == ALL_OPS && cfg!(feature = "std") {
         return run_step(step, arena, weights);
     }
     run_step_inline::<OPS>(step, arena, weights, covered_int8)
