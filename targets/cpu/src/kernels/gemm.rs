@@ -630,6 +630,7 @@ macro_rules! simd_gemm {
                 packed.resize(k * width, 0.0);
                 for q in 0..k {
                     let Some(src) = b_row::<TABLE>(p, q, j0, n) else {
+                        PANEL.set(packed);
                         return false;
                     };
                     for (column, &v) in packed.chunks_exact_mut(k).zip(src) {
