@@ -143,9 +143,14 @@ pub fn conv(
             conv_tile_columns(k, plane)
         };
         for grp in 0..g {
-            let x_g = &x_b[grp * icg * d.h * d.w..(grp + 1) * icg * d.h * d.w];
-            let w_g = &weight[grp * ocg * k..(grp + 1) * ocg * k];
-            let out_g = &mut out_b[grp * ocg * plane..(grp + 1) * ocg * plane];
+            // Sized by the verifier; a short operand computes nothing.
+            let (Some(x_g), Some(w_g), Some(out_g)) = (
+                x_b.get(grp * icg * d.h * d.w..(grp + 1) * icg * d.h * d.w),
+                weight.get(grp * ocg * k..(grp + 1) * ocg * k),
+                out_b.get_mut(grp * ocg * plane..(grp + 1) * ocg * plane),
+            ) else {
+                return;
+            };
             if pointwise {
                 sgemm(
                     ocg,
@@ -173,7 +178,9 @@ pub fn conv(
             let mut p0 = 0;
             while p0 < plane {
                 let p1 = (p0 + tile).min(plane);
-                let cols = &mut scratch[..k * (p1 - p0)];
+                let Some(cols) = scratch.get_mut(..k * (p1 - p0)) else {
+                    return;
+                };
                 im2col(win, d, icg, x_g, cols, p0, p1);
                 sgemm(
                     ocg,
@@ -594,8 +601,12 @@ fn im2col(
                         zero(dst);
                         continue;
                     }
-                    zero(&mut dst[..lo - seg_start]);
-                    zero(&mut dst[hi - seg_start..]);
+                    if let Some(head) = dst.get_mut(..lo - seg_start) {
+                        zero(head);
+                    }
+                    if let Some(tail) = dst.get_mut(hi - seg_start..) {
+                        zero(tail);
+                    }
                     let iy = oy * sh + ky * dh - pt;
                     let ix0 = lo * sw + kx * dw - pl;
                     let src = &x_c[iy * d.w..(iy + 1) * d.w];
@@ -643,7 +654,9 @@ fn depthwise_masked(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32])
     let plane = d.oh * d.ow;
     let in_plane = d.h * d.w;
     // masks[kx][p] = 1 where output column p % ow reads an input column inside the row.
-    let masks = &mut scratch[..kw * plane];
+    let Some(masks) = scratch.get_mut(..kw * plane) else {
+        return;
+    };
     for (kx, mask) in masks.chunks_exact_mut(plane.max(1)).enumerate() {
         for row in mask.chunks_exact_mut(d.ow.max(1)) {
             for (ox, m) in row.iter_mut().enumerate() {
@@ -658,10 +671,15 @@ fn depthwise_masked(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32])
     }
     let masks = &*masks;
     for o in 0..d.oc {
-        let x_c = &x[(o / multiplier) * in_plane..][..in_plane];
-        let out_c = &mut out[o * plane..(o + 1) * plane];
-        out_c.fill(bias.map_or(0.0, |b| b[o]));
-        let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
+        let start = (o / multiplier) * in_plane;
+        let (Some(x_c), Some(out_c), Some(w_o)) = (
+            x.get(start..start + in_plane),
+            out.get_mut(o * plane..(o + 1) * plane),
+            weight.get(o * kh * kw..(o + 1) * kh * kw),
+        ) else {
+            return;
+        };
+        out_c.fill(bias.and_then(|b| b.get(o)).copied().unwrap_or(0.0));
         for ky in 0..kh {
             // Output rows whose input row oy + ky·dh − pt exists.
             let (oy0, oy1) = valid_range(d.oh, d.h, 1, pt, ky * dh);
@@ -678,9 +696,11 @@ fn depthwise_masked(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32])
                     continue;
                 }
                 let (lo, hi) = (lo as usize, hi as usize);
-                let src = &x_c[(lo as isize + shift) as usize..(hi as isize + shift) as usize];
-                let mask = &masks[kx * plane + lo..kx * plane + hi];
-                masked_multiply_add(&mut out_c[lo..hi], src, mask, wv);
+                let src = x_c.get((lo as isize + shift) as usize..(hi as isize + shift) as usize);
+                let mask = masks.get(kx * plane + lo..kx * plane + hi);
+                if let (Some(src), Some(mask), Some(acc)) = (src, mask, out_c.get_mut(lo..hi)) {
+                    masked_multiply_add(acc, src, mask, wv);
+                }
             }
         }
     }
@@ -711,7 +731,9 @@ fn depthwise_flat(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
         return;
     };
     let (planes, acc) = scratch.split_at_mut(phases * qh * qw);
-    let acc = &mut acc[..d.oh * qw];
+    let Some(acc) = acc.get_mut(..d.oh * qw) else {
+        return;
+    };
     // Length of the flat pass: the last valid output sits at (oh - 1) * qw + ow - 1.
     let span = (d.oh - 1) * qw + d.ow;
     let plane = d.oh * d.ow;
@@ -740,7 +762,9 @@ fn depthwise_flat(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
                 }
             }
         }
-        acc[..span].fill(bias.map_or(0.0, |b| b[o]));
+        if let Some(acc) = acc.get_mut(..span) {
+            acc.fill(bias.and_then(|b| b.get(o)).copied().unwrap_or(0.0));
+        }
         let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
         for ky in 0..kh {
             let (ry, sy) = ((ky * dh) % sh, (ky * dh) / sh);
@@ -752,12 +776,13 @@ fn depthwise_flat(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
                 multiply_add(&mut acc[..span], &phase[shift..shift + span], wv);
             }
         }
-        let out_c = &mut out[o * plane..(o + 1) * plane];
-        for oy in 0..d.oh {
-            copy(
-                &mut out_c[oy * d.ow..(oy + 1) * d.ow],
-                &acc[oy * qw..oy * qw + d.ow],
-            );
+        let Some(out_c) = out.get_mut(o * plane..(o + 1) * plane) else {
+            return;
+        };
+        for (oy, row) in out_c.chunks_exact_mut(d.ow.max(1)).enumerate() {
+            if let Some(sums) = acc.get(oy * qw..oy * qw + d.ow) {
+                copy(row, sums);
+            }
         }
     }
 }
@@ -1266,9 +1291,14 @@ fn depthwise_conv(
     let (pt, pl) = (win.pads[0], win.pads[1]);
     let plane = d.oh * d.ow;
     for o in 0..d.oc {
-        let x_c = &x[(o / multiplier) * d.h * d.w..][..d.h * d.w];
-        let out_c = &mut out[o * plane..(o + 1) * plane];
-        let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
+        let start = (o / multiplier) * d.h * d.w;
+        let (Some(x_c), Some(out_c), Some(w_o)) = (
+            x.get(start..start + d.h * d.w),
+            out.get_mut(o * plane..(o + 1) * plane),
+            weight.get(o * kh * kw..(o + 1) * kh * kw),
+        ) else {
+            return;
+        };
         for ky in 0..kh {
             let (oy0, oy1) = valid_range(d.oh, d.h, sh, pt, ky * dh);
             for kx in 0..kw {
@@ -1280,8 +1310,12 @@ fn depthwise_conv(
                 let ix0 = ox0 * sw + kx * dw - pl;
                 for oy in oy0..oy1 {
                     let iy = oy * sh + ky * dh - pt;
-                    let src = &x_c[iy * d.w..(iy + 1) * d.w];
-                    let dst = &mut out_c[oy * d.ow + ox0..oy * d.ow + ox1];
+                    let (Some(src), Some(dst)) = (
+                        x_c.get(iy * d.w..(iy + 1) * d.w),
+                        out_c.get_mut(oy * d.ow + ox0..oy * d.ow + ox1),
+                    ) else {
+                        continue;
+                    };
                     if sw == 1 {
                         for (dv, sv) in dst.iter_mut().zip(&src[ix0..]) {
                             *dv += wv * sv;

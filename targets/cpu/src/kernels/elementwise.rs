@@ -270,10 +270,11 @@ fn binary_with(
         match o {
             Operand::Output => Row::Output,
             Operand::Data(d, _) => {
-                if rank > 0 && strides[last] == 1 {
-                    Row::Contiguous(&d[off..off + inner])
+                // Offsets within the verified shapes; a short operand reads as empty or zero.
+                if rank > 0 && strides.get(last) == Some(&1) {
+                    Row::Contiguous(d.get(off..off + inner).unwrap_or(&[]))
                 } else {
-                    Row::Splat(d[off])
+                    Row::Splat(d.get(off).copied().unwrap_or(0.0))
                 }
             }
         }
@@ -345,9 +346,10 @@ pub fn batch_norm(
     let c = shape.dim(1);
     let inner = shape.product(2..shape.rank());
     for b in 0..n {
-        for ch in 0..c {
-            let k = scale[ch] / math::sqrt(var[ch] + epsilon);
-            let s = bias[ch] - mean[ch] * k;
+        let per_channel = scale.iter().zip(bias).zip(mean.iter().zip(var));
+        for (ch, ((&scale, &bias), (&mean, &var))) in per_channel.take(c).enumerate() {
+            let k = scale / math::sqrt(var + epsilon);
+            let s = bias - mean * k;
             let start = (b * c + ch) * inner;
             let dst = &mut out[start..start + inner];
             match x {

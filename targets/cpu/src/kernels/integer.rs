@@ -728,7 +728,10 @@ fn qconv_pointwise<X: QuantInt, Y: QuantInt>(
             for o in 0..d.oc {
                 let w_row = &w[o * d.c..(o + 1) * d.c];
                 let w_sum: i32 = w_row.iter().map(|&v| v as i32).sum();
-                acc[..len].fill(bias[o].wrapping_sub(q.input_zero.wrapping_mul(w_sum)));
+                let start = bias.get(o).copied().unwrap_or(0);
+                if let Some(acc) = acc.get_mut(..len) {
+                    acc.fill(start.wrapping_sub(q.input_zero.wrapping_mul(w_sum)));
+                }
                 for (i, &wv) in w_row.iter().enumerate() {
                     if wv == 0 {
                         continue;

@@ -15,7 +15,7 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
     for (a, (slot, &d)) in kept.iter_mut().zip(shape.dims()).enumerate() {
         *slot = if axes & (1 << a) != 0 { 1 } else { d };
     }
-    let kept_shape = Shape::new(&kept[..rank]).unwrap_or(Shape::SCALAR);
+    let kept_shape = Shape::new(kept.get(..rank).unwrap_or(&[])).unwrap_or(Shape::SCALAR);
     let mut out_strides = kept_shape.strides();
     for (a, s) in out_strides.iter_mut().enumerate().take(rank) {
         if axes & (1 << a) != 0 {
@@ -35,7 +35,7 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
         // Rows of the innermost axis: folded into one output when that axis is reduced,
         // combined elementwise with an output row otherwise.
         let last = rank - 1;
-        let n = shape.dims()[last];
+        let n = shape.dim(last);
         let in_strides = shape.strides();
         let last_reduced = axes & (1 << last) != 0;
         let combine = |acc: f32, v: f32| match op {
@@ -77,7 +77,7 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
         ReduceOp::Mean => {
             let count: usize = (0..rank)
                 .filter(|a| axes & (1 << a) != 0)
-                .map(|a| shape.dims()[a])
+                .map(|a| shape.dim(a))
                 .product();
             let inv = 1.0 / count as f32;
             out.iter_mut().for_each(|v| *v *= inv);
