@@ -88,6 +88,7 @@ macro_rules! op_kinds {
             }
 
             /// The family whose modules hold the kind's code.
+            #[inline]
             pub const fn family(self) -> Family {
                 match self {
                     $(OpKind::$kind => Family::$family,)*
@@ -551,6 +552,7 @@ fn decode_axes<T: Copy + Default>(
 
 impl Op {
     /// The kind of this op.
+    #[inline]
     pub fn kind(&self) -> OpKind {
         match self {
             Op::Conv(_) => OpKind::Conv,

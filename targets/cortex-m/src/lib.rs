@@ -114,23 +114,15 @@ impl<P: Profiler, const OPS: Selection> Device for CortexMDevice<P, OPS> {
 
     fn execute(&mut self, _: &mut (), plan: &dyn Plan, arena: &mut [u8]) -> Result<(), CpuError> {
         let weights = plan.weights();
-        if kernels::runs_out_of_line(OPS) {
-            // The kernels are calls of their own, under this frame: it holds one decoded step,
-            // written in place (a returned one is copied through a second on the way).
-            for index in 0..plan.len() {
-                let mut slot = None;
-                plan.step_into(index, &mut slot);
-                let Some(step) = &slot else {
-                    return Err(CpuError::CorruptPlan);
-                };
-                self.run_one(index, step, arena, weights)?;
-            }
-            return Ok(());
-        }
-        // The portable kernels, inlined here: the step returned, and optimised with them.
+        // Each step decoded in place into one slot of this frame (a returned one is copied
+        // through a second on the way), then run.
         for index in 0..plan.len() {
-            let step = plan.step(index).ok_or(CpuError::CorruptPlan)?;
-            self.run_one(index, &step, arena, weights)?;
+            let mut slot = None;
+            plan.step_into(index, &mut slot);
+            let Some(step) = &slot else {
+                return Err(CpuError::CorruptPlan);
+            };
+            self.run_one(index, step, arena, weights)?;
         }
         Ok(())
     }

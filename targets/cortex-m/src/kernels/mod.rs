@@ -53,7 +53,7 @@ fn portable_after_dsp<const OPS: Selection>(
     arena: &mut [u8],
     weights: &[u8],
 ) -> Result<(), CpuError> {
-    ferrite_cpu::kernels::run_step_after::<OPS>(step, arena, weights, dsp::COVERED_INT8)
+    ferrite_cpu::kernels::run_step_after::<OPS, { dsp::COVERED_INT8 }>(step, arena, weights)
 }
 
 /// Kernels for cores with the DSP extension (Cortex-M4, M7, M33).

@@ -51,7 +51,10 @@ impl<'a> Product<'a> {
 /// `C[m×n] = alpha · A[m×k] · B[k×n] + (C if accumulate else 0)`.
 ///
 /// Slices must hold the addressed elements (the caller derives sizes from verified shapes).
+// On a microcontroller, compiled in the firmware's crate with its kernels (built for size,
+// with the loops unrolled in source) rather than once in this crate.
 #[allow(clippy::too_many_arguments)]
+#[cfg_attr(not(feature = "std"), inline)]
 pub fn sgemm(
     m: usize,
     n: usize,
@@ -68,7 +71,9 @@ pub fn sgemm(
     }
     if !accumulate {
         for row in 0..m {
-            c[row * ldc..row * ldc + n].fill(0.0);
+            if let Some(row) = c.get_mut(row * ldc..row * ldc + n) {
+                row.fill(0.0);
+            }
         }
     }
     if k == 0 {
@@ -80,6 +85,27 @@ pub fn sgemm(
         return;
     }
     kernel(&p, m, n, c, ldc)
+}
+
+/// [`sgemm`] compiled once, in this crate at its opt-level, and called rather than inlined
+/// into a firmware's own code (built for size, where the four-row blocks' accumulators are not
+/// unrolled into registers): for the batched MatMul, whose products are the big ones (mel
+/// filterbanks, attention), where the unrolled blocks pay for their flash.
+#[cfg(not(feature = "std"))]
+#[allow(clippy::too_many_arguments)]
+#[inline(never)]
+pub fn sgemm_unrolled(
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: Mat<'_>,
+    b: Mat<'_>,
+    c: &mut [f32],
+    ldc: usize,
+    accumulate: bool,
+) {
+    sgemm(m, n, k, alpha, a, b, c, ldc, accumulate)
 }
 
 /// `C[m×n] += A[m×k] · B` where B's row `q` is `b[rows[q]..][..n]`: a convolution's implicit

@@ -1,10 +1,14 @@
 //! The Gemm and MatMul operators on top of [`super::gemm::sgemm`].
 
+#[cfg(not(feature = "std"))]
+use super::gemm::sgemm_unrolled as batched_sgemm;
 use super::gemm::{sgemm, Mat};
 use super::index::for_each_index;
 use ferrite_hal::geometry::{broadcast_strides, MatMulGeometry};
 use ferrite_hal::op::Gemm;
 use ferrite_hal::Shape;
+#[cfg(feature = "std")]
+use sgemm as batched_sgemm;
 
 /// `out[M×N] = alpha · A · B + beta · C`, `C` broadcast to `[M, N]` (the dispatch applies the
 /// fused activation).
@@ -61,20 +65,22 @@ pub fn matmul(g: &MatMulGeometry, a: &[f32], b: &[f32], out: &mut [f32]) {
         g.batch.dims(),
         [&batch_out, &g.a_batch_strides, &g.b_batch_strides],
         |[o, oa, ob]| {
-            sgemm(
+            // The verifier sized every operand for these offsets; a short one computes nothing.
+            let (Some(a), Some(b), Some(out)) = (
+                a.get(oa..oa + m * k),
+                b.get(ob..ob + k * n),
+                out.get_mut(o..o + m * n),
+            ) else {
+                return;
+            };
+            batched_sgemm(
                 m,
                 n,
                 k,
                 1.0,
-                Mat {
-                    data: &a[oa..oa + m * k],
-                    stride: k,
-                },
-                Mat {
-                    data: &b[ob..ob + k * n],
-                    stride: n,
-                },
-                &mut out[o..o + m * n],
+                Mat { data: a, stride: k },
+                Mat { data: b, stride: n },
+                out,
                 n,
                 false,
             );

@@ -1,0 +1,88 @@
+//! Convolution steps (Conv, ConvTranspose, QConv and ConvInteger): the family's operands taken from the carved step, its
+//! kernels in [`crate::kernels::conv`], [`crate::kernels::integer`] and [`crate::kernels::accumulate`].
+
+use super::*;
+#[cfg(feature = "quantized")]
+use crate::kernels::accumulate;
+use crate::kernels::conv;
+#[cfg(feature = "quantized")]
+use crate::kernels::integer;
+
+/// Runs a step of this family with the kernels `OPS` selects.
+#[inline(always)]
+pub(super) fn run<const OPS: Selection>(
+    step: &Step<'_>,
+    #[allow(unused_variables)] out_desc: &TensorDesc,
+    view: &Readable<'_>,
+    out: &mut [u8],
+    #[allow(unused_variables)] scratch: Option<&mut [u8]>,
+    #[allow(unused_variables)] covered_int8: Selection,
+) -> Result<(), CpuError> {
+    step_inputs!(step, view => input, f32_in, optional_f32);
+    match step.op {
+        Op::Conv(c) if selects(OPS, OpKind::Conv) => {
+            let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
+                .ok_or(CpuError::CorruptPlan)?;
+            let scratch = match scratch {
+                Some(s) => f32s_mut(s)?,
+                None => &mut [][..],
+            };
+            let out = f32s_mut(out)?;
+            conv::conv(
+                &c,
+                dims,
+                f32_in(0)?,
+                f32_in(1)?,
+                optional_f32(2)?,
+                out,
+                scratch,
+            );
+            fused::<OPS>(c.activation, out);
+        }
+        Op::ConvTranspose(c) if selects(OPS, OpKind::ConvTranspose) => {
+            let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
+                .ok_or(CpuError::CorruptPlan)?;
+            let out = f32s_mut(out)?;
+            conv::conv_transpose(&c, dims, f32_in(0)?, f32_in(1)?, optional_f32(2)?, out);
+            fused::<OPS>(c.activation, out);
+        }
+        #[cfg(feature = "quantized")]
+        Op::QConv(c) if needs_portable(OPS, covered_int8, OpKind::QConv) => {
+            let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
+                .ok_or(CpuError::CorruptPlan)?;
+            let x = input(0)?;
+            let (xb, w) = (view.bytes(&x)?, cast::<i8>(view.bytes(&input(1)?)?)?);
+            let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
+            let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
+            let scratch = scratch.unwrap_or(&mut []);
+            let done = with_quantized_pair!(
+                OPS,
+                covered_int8,
+                OpKind::QConv,
+                true,
+                x.dtype,
+                out_desc.dtype,
+                xb,
+                out,
+                |xs, ys| integer::qconv(&c, dims, xs, w, bias, rq, ys, scratch)
+            );
+            if !done {
+                return Err(CpuError::CorruptPlan);
+            }
+        }
+        #[cfg(feature = "quantized")]
+        Op::ConvInteger(c) if selects(OPS, OpKind::ConvInteger) => {
+            let (x, w, zx, zw) = (input(0)?, input(1)?, input(2)?, input(3)?);
+            let dims =
+                conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
+            let bytes = |t: &TensorDesc| -> Result<accumulate::Bytes<'_>, CpuError> {
+                Ok(accumulate::Bytes::new(view.bytes(t)?, t.dtype == DType::I8))
+            };
+            let y = cast_mut::<i32>(out)?;
+            let (x, w, zx, zw) = (bytes(&x)?, bytes(&w)?, bytes(&zx)?, bytes(&zw)?);
+            accumulate::conv_integer(&c, dims, x, w, zx, zw, y);
+        }
+        _ => return Err(CpuError::Unsupported),
+    }
+    Ok(())
+}

@@ -1,0 +1,195 @@
+//! Elementwise steps (Binary, Unary, Softmax, LogSoftmax, Hardmax, BatchNorm, Cast, QAdd, QMul, QLookup and QSoftmax): the family's operands taken from the carved step, its
+//! kernels in [`crate::kernels::elementwise`], [`crate::kernels::numeric`] and [`crate::kernels::integer`].
+
+use super::*;
+use crate::kernels::elementwise::Operand;
+#[cfg(feature = "quantized")]
+use crate::kernels::index;
+#[cfg(feature = "quantized")]
+use crate::kernels::integer;
+use crate::kernels::{elementwise, logic, numeric};
+
+/// Runs a step of this family with the kernels `OPS` selects.
+#[inline(always)]
+pub(super) fn run<const OPS: Selection>(
+    step: &Step<'_>,
+    #[allow(unused_variables)] out_desc: &TensorDesc,
+    view: &Readable<'_>,
+    out: &mut [u8],
+    #[allow(unused_variables)] scratch: Option<&mut [u8]>,
+    #[allow(unused_variables)] covered_int8: Selection,
+) -> Result<(), CpuError> {
+    step_inputs!(step, view => input, f32_in, optional_f32);
+    match step.op {
+        Op::Binary { op, activation } if selects(OPS, OpKind::Binary) => {
+            let (a, b) = (input(0)?, input(1)?);
+            if a.dtype == DType::F32 {
+                let (a, b) = (operand(view, &a)?, operand(view, &b)?);
+                let out = f32s_mut(out)?;
+                if OPS == ALL_OPS {
+                    elementwise::binary::<OPS>(op, a, b, out, &out_desc.shape)
+                } else {
+                    elementwise::binary_out_of_line::<OPS>(op, a, b, out, &out_desc.shape)
+                }
+                fused::<OPS>(activation, out);
+            } else {
+                let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+                integer_binary::<OPS>(op, (a, ab), (b, bb), out, &out_desc.shape)?;
+            }
+        }
+        Op::Convert if selects(OPS, OpKind::Convert) => {
+            let x = input(0)?;
+            numeric::convert(x.dtype, view.bytes(&x)?, out_desc.dtype, out)?;
+        }
+        Op::Unary(act) if selects(OPS, OpKind::Unary) => {
+            let out = f32s_mut(out)?;
+            if let Src::Bytes(x) = view.src(&input(0)?)? {
+                out.copy_from_slice(f32s(x)?);
+            }
+            elementwise::activate::<OPS>(act, out);
+        }
+        Op::LogSoftmax { axis } if selects(OPS, OpKind::LogSoftmax) => {
+            elementwise::log_softmax(Some(f32_in(0)?), &out_desc.shape, axis, f32s_mut(out)?);
+        }
+        Op::Hardmax { axis } if selects(OPS, OpKind::Hardmax) => {
+            elementwise::hardmax(f32_in(0)?, &out_desc.shape, axis, f32s_mut(out)?);
+        }
+        Op::Softmax { axis } if selects(OPS, OpKind::Softmax) => {
+            let x = f32s(view.bytes(&input(0)?)?)?;
+            elementwise::softmax(Some(x), &out_desc.shape, axis, f32s_mut(out)?);
+        }
+        Op::BatchNorm {
+            epsilon,
+            activation,
+        } if selects(OPS, OpKind::BatchNorm) => {
+            let x = match view.src(&input(0)?)? {
+                Src::Bytes(b) => Some(f32s(b)?),
+                Src::Output => None,
+            };
+            let out = f32s_mut(out)?;
+            elementwise::batch_norm(
+                x,
+                &out_desc.shape,
+                f32_in(1)?,
+                f32_in(2)?,
+                f32_in(3)?,
+                f32_in(4)?,
+                epsilon,
+                out,
+            );
+            fused::<OPS>(activation, out);
+        }
+        #[cfg(feature = "quantized")]
+        Op::QAdd(q) if selects(OPS, OpKind::QAdd) => {
+            let (a, b) = (input(0)?, input(1)?);
+            let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+            let tables: &mut [i32] = match scratch {
+                Some(s) => cast_mut(s)?,
+                None => &mut [],
+            };
+            match (a.dtype, b.dtype, out_desc.dtype) {
+                (DType::I8, DType::I8, DType::I8) if selects_dtype(OPS, DType::I8) => {
+                    integer::qadd::<i8, i8, i8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, tables)
+                }
+                (DType::U8, DType::U8, DType::U8) if selects_dtype(OPS, DType::U8) => {
+                    integer::qadd::<u8, u8, u8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, tables)
+                }
+                (DType::I16, DType::I16, DType::I16) if selects_dtype(OPS, DType::I16) => {
+                    integer::qadd_wide::<i16>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?)
+                }
+                _ => return Err(CpuError::Unsupported),
+            }
+        }
+        #[cfg(feature = "quantized")]
+        Op::QMul(q) if selects(OPS, OpKind::QMul) => {
+            let (a, b) = (input(0)?, input(1)?);
+            let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+            let shape = out_desc.shape;
+            let strides = [
+                shape.strides(),
+                ferrite_hal::geometry::broadcast_strides(&a.shape, &shape),
+                ferrite_hal::geometry::broadcast_strides(&b.shape, &shape),
+            ];
+            let pairs = |f: &mut dyn FnMut([usize; 3])| {
+                index::for_each_index(shape.dims(), [&strides[0], &strides[1], &strides[2]], f)
+            };
+            match out_desc.dtype {
+                DType::I8 if selects_dtype(OPS, DType::I8) => {
+                    integer::qmul::<i8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, pairs)
+                }
+                DType::U8 if selects_dtype(OPS, DType::U8) => {
+                    integer::qmul::<u8>(&q, ab, bb, out, pairs)
+                }
+                _ => return Err(CpuError::Unsupported),
+            }
+        }
+        #[cfg(feature = "quantized")]
+        Op::QLookup if selects(OPS, OpKind::QLookup) => {
+            let (x, table) = (view.bytes(&input(0)?)?, view.bytes(&input(1)?)?);
+            let table: &[u8; 256] = table.try_into().map_err(|_| CpuError::CorruptPlan)?;
+            for (y, &b) in out.iter_mut().zip(x) {
+                *y = table[b as usize];
+            }
+        }
+        #[cfg(feature = "quantized")]
+        Op::QSoftmax(q) if selects(OPS, OpKind::QSoftmax) => {
+            let x = input(0)?;
+            let rank = x.shape.rank();
+            let lanes = [
+                x.shape.product(0..q.axis),
+                x.shape.dim(q.axis),
+                x.shape.product(q.axis + 1..rank),
+            ];
+            let table = cast::<i32>(view.bytes(&input(1)?)?)?;
+            with_quantized_pair!(
+                OPS,
+                covered_int8,
+                OpKind::QSoftmax,
+                false,
+                x.dtype,
+                out_desc.dtype,
+                view.bytes(&x)?,
+                out,
+                |xs, ys| integer::qsoftmax(&q, lanes, xs, table, ys)
+            );
+        }
+        _ => return Err(CpuError::Unsupported),
+    }
+    Ok(())
+}
+
+/// [`numeric::binary`] on integer operands `a`, `b` (descriptor and bytes) of one type.
+fn integer_binary<const OPS: Selection>(
+    op: ferrite_hal::op::BinaryOp,
+    a: (TensorDesc, &[u8]),
+    b: (TensorDesc, &[u8]),
+    out: &mut [u8],
+    shape: &ferrite_hal::Shape,
+) -> Result<(), CpuError> {
+    fn typed<const OPS: Selection, T: numeric::Integer>(
+        op: ferrite_hal::op::BinaryOp,
+        a: (TensorDesc, &[u8]),
+        b: (TensorDesc, &[u8]),
+        out: &mut [u8],
+        shape: &ferrite_hal::Shape,
+    ) -> Result<(), CpuError> {
+        let x = logic::Operand {
+            data: cast::<T>(a.1)?,
+            shape: a.0.shape,
+        };
+        let y = logic::Operand {
+            data: cast::<T>(b.1)?,
+            shape: b.0.shape,
+        };
+        numeric::binary::<OPS, T>(op, x, y, cast_mut::<T>(out)?, shape)
+    }
+    with_integer!(OPS, a.0.dtype, T => typed::<OPS, T>(op, a, b, out, shape), _ => Err(CpuError::Unsupported))
+}
+
+#[inline(always)]
+fn operand<'x>(view: &Readable<'x>, t: &TensorDesc) -> Result<Operand<'x>, CpuError> {
+    Ok(match view.src(t)? {
+        Src::Bytes(b) => Operand::Data(f32s(b)?, t.shape),
+        Src::Output => Operand::Output,
+    })
+}

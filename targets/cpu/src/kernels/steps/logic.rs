@@ -1,0 +1,94 @@
+//! Logic steps (Compare, And/Or/Xor, Not, Where and IsNaN/IsInf): the family's operands taken from the carved step, its
+//! kernels in [`crate::kernels::logic`].
+
+use super::*;
+use crate::kernels::logic;
+
+/// Runs a step of this family with the kernels `OPS` selects.
+#[inline(always)]
+pub(super) fn run<const OPS: Selection>(
+    step: &Step<'_>,
+    #[allow(unused_variables)] out_desc: &TensorDesc,
+    view: &Readable<'_>,
+    out: &mut [u8],
+    #[allow(unused_variables)] scratch: Option<&mut [u8]>,
+    #[allow(unused_variables)] covered_int8: Selection,
+) -> Result<(), CpuError> {
+    step_inputs!(step, view => input, f32_in, optional_f32);
+    match step.op {
+        Op::Compare(c) if selects(OPS, OpKind::Compare) => {
+            let (a, b) = (input(0)?, input(1)?);
+            let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+            let shape = out_desc.shape;
+            fn operands<'x, T: bytemuck::Pod>(
+                a: &'x [u8],
+                sa: ferrite_hal::Shape,
+                b: &'x [u8],
+                sb: ferrite_hal::Shape,
+            ) -> Result<[logic::Operand<'x, T>; 2], CpuError> {
+                Ok([
+                    logic::Operand {
+                        data: cast(a)?,
+                        shape: sa,
+                    },
+                    logic::Operand {
+                        data: cast(b)?,
+                        shape: sb,
+                    },
+                ])
+            }
+            let (sa, sb) = (a.shape, b.shape);
+            match a.dtype {
+                DType::F32 => {
+                    let [x, y] = operands::<f32>(ab, sa, bb, sb)?;
+                    logic::compare(c, x, y, out, &shape)
+                }
+                DType::Bool => {
+                    let [x, y] = operands::<u8>(ab, sa, bb, sb)?;
+                    logic::compare(c, x, y, out, &shape)
+                }
+                other => with_integer!(OPS, other, T => {
+                    let [x, y] = operands::<T>(ab, sa, bb, sb)?;
+                    logic::compare(c, x, y, out, &shape)
+                }, _ => return Err(CpuError::Unsupported)),
+            }
+        }
+        Op::Logical(l) if selects(OPS, OpKind::Logical) => {
+            let (a, b) = (input(0)?, input(1)?);
+            let x = logic::Operand {
+                data: view.bytes(&a)?,
+                shape: a.shape,
+            };
+            let y = logic::Operand {
+                data: view.bytes(&b)?,
+                shape: b.shape,
+            };
+            logic::logical(l, x, y, out, &out_desc.shape);
+        }
+        Op::Not if selects(OPS, OpKind::Not) => logic::not(view.bytes(&input(0)?)?, out),
+        Op::Classify(d) if selects(OPS, OpKind::Classify) => logic::classify(d, f32_in(0)?, out),
+        Op::Where if selects(OPS, OpKind::Where) => {
+            let (c, x, y) = (input(0)?, input(1)?, input(2)?);
+            let condition = logic::Operand {
+                data: view.bytes(&c)?,
+                shape: c.shape,
+            };
+            let (xb, yb) = (view.bytes(&x)?, view.bytes(&y)?);
+            let shape = out_desc.shape;
+            with_elements!(OPS, x.dtype, xb, &mut *out, |xs, dst| {
+                let ys = bytemuck::try_cast_slice(yb).map_err(|_| CpuError::Misaligned)?;
+                let x = logic::Operand {
+                    data: xs,
+                    shape: x.shape,
+                };
+                let y = logic::Operand {
+                    data: ys,
+                    shape: y.shape,
+                };
+                logic::select(condition, x, y, dst, &shape)
+            });
+        }
+        _ => return Err(CpuError::Unsupported),
+    }
+    Ok(())
+}

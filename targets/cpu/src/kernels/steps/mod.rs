@@ -1,0 +1,370 @@
+//! The CPU's step dispatch, one module per op family (`ferrite_hal::op::Family`, a column of
+//! hal's op table, as the verifier's rules in `ferrite-core`): each family's `run` takes its
+//! kinds' operands out of the carved step and calls their kernels. [`run_step_inline`]
+//! dispatches by family; on a firmware whose selection spans many families it calls each
+//! family's `run` out of line (see [`out_of_line`]), so the deepest frame is one family's,
+//! not the union of every kernel's locals.
+//!
+//! Adding an op: one arm in its family's `run` here (the kernel itself in the family's module
+//! under `kernels/`); a new family, one module here and one arm in [`run_step_inline`].
+
+pub(crate) use crate::memory::{carve, carve_spans, f32s, f32s_mut, span, Readable, Src};
+pub(crate) use crate::CpuError;
+pub(crate) use ferrite_hal::geometry::{nchw, MatMulGeometry};
+pub(crate) use ferrite_hal::op::Family;
+pub(crate) use ferrite_hal::{
+    selects, selects_dtype, selects_size, Activation, DType, Op, OpKind, Selection, Step,
+    TensorDesc, ALL_OPS,
+};
+
+/// Runs `$body` with `$src`/`$dst` bound to the byte slices viewed as elements of `$dtype`'s
+/// size (u8, u32 or u64): data movement only copies elements, whatever their type.
+macro_rules! with_elements {
+    ($ops:ident, $dtype:expr, $src:expr, $dst:expr, |$s:ident, $d:ident| $body:expr) => {{
+        let bad = |_| CpuError::Misaligned;
+        match $dtype.size() {
+            1 if selects_size($ops, 1) => {
+                let ($s, $d): (&[u8], &mut [u8]) = ($src, $dst);
+                $body;
+            }
+            2 if selects_size($ops, 2) => {
+                let $s: &[u16] = bytemuck::try_cast_slice($src).map_err(bad)?;
+                let $d: &mut [u16] = bytemuck::try_cast_slice_mut($dst).map_err(bad)?;
+                $body;
+            }
+            4 if selects_size($ops, 4) => {
+                let $s: &[u32] = bytemuck::try_cast_slice($src).map_err(bad)?;
+                let $d: &mut [u32] = bytemuck::try_cast_slice_mut($dst).map_err(bad)?;
+                $body;
+            }
+            8 if selects_size($ops, 8) => {
+                let $s: &[u64] = bytemuck::try_cast_slice($src).map_err(bad)?;
+                let $d: &mut [u64] = bytemuck::try_cast_slice_mut($dst).map_err(bad)?;
+                $body;
+            }
+            _ => return Err(CpuError::Unsupported),
+        }
+    }};
+}
+
+/// Evaluates `$body` with the type alias `$t` naming the Rust type of integer dtype `$dtype`,
+/// or `$otherwise` for any other dtype: one dispatch for every integer kernel.
+macro_rules! with_integer {
+    ($ops:ident, $dtype:expr, $t:ident => $body:expr, _ => $otherwise:expr) => {
+        match $dtype {
+            DType::I8 if selects_dtype($ops, DType::I8) => {
+                type $t = i8;
+                $body
+            }
+            DType::U8 if selects_dtype($ops, DType::U8) => {
+                type $t = u8;
+                $body
+            }
+            DType::I16 if selects_dtype($ops, DType::I16) => {
+                type $t = i16;
+                $body
+            }
+            DType::U16 if selects_dtype($ops, DType::U16) => {
+                type $t = u16;
+                $body
+            }
+            DType::I32 if selects_dtype($ops, DType::I32) => {
+                type $t = i32;
+                $body
+            }
+            DType::U32 if selects_dtype($ops, DType::U32) => {
+                type $t = u32;
+                $body
+            }
+            DType::I64 if selects_dtype($ops, DType::I64) => {
+                type $t = i64;
+                $body
+            }
+            DType::U64 if selects_dtype($ops, DType::U64) => {
+                type $t = u64;
+                $body
+            }
+            _ => $otherwise,
+        }
+    };
+}
+
+/// Whether a build selecting `OPS`, whose int8 steps of the kinds in `covered_int8` run
+/// elsewhere, needs the portable kernel of `kind`: not when the kind is covered and no other
+/// activation type (uint8, int16) is selected (then the arm, with its operand decoding, is not
+/// linked at all).
+#[cfg(feature = "quantized")]
+#[inline(always)]
+const fn needs_portable(ops: Selection, covered_int8: Selection, kind: OpKind) -> bool {
+    let other_types = selects_dtype(ops, DType::U8) || selects_dtype(ops, DType::I16);
+    selects(ops, kind) && (!selects(covered_int8, kind) || other_types)
+}
+
+/// Runs `$body` with `$xs`/`$ys` as the input and output slices their dtype says (both int8 or
+/// both uint8, or both int16 where `$int16` says the kind takes it, as the verifier requires;
+/// int8 only when the kind is not in `$covered`); anything else is `Unsupported`.
+#[cfg(feature = "quantized")]
+macro_rules! with_quantized_pair {
+    ($ops:ident, $covered:expr, $kind:expr, $int16:literal, $x_dtype:expr, $y_dtype:expr, $x:expr, $y:expr, |$xs:ident, $ys:ident| $body:expr) => {
+        match ($x_dtype, $y_dtype) {
+            (DType::I8, DType::I8)
+                if selects_dtype($ops, DType::I8) && !selects($covered, $kind) =>
+            {
+                let ($xs, $ys) = (cast::<i8>($x)?, cast_mut::<i8>($y)?);
+                $body
+            }
+            (DType::U8, DType::U8) if selects_dtype($ops, DType::U8) => {
+                let ($xs, $ys) = (cast::<u8>($x)?, cast_mut::<u8>($y)?);
+                $body
+            }
+            (DType::I16, DType::I16) if $int16 && selects_dtype($ops, DType::I16) => {
+                let ($xs, $ys) = (cast::<i16>($x)?, cast_mut::<i16>($y)?);
+                $body
+            }
+            _ => return Err(CpuError::Unsupported),
+        }
+    };
+}
+
+/// Applies an op's fused activation to its f32 output, after its kernel: one out-of-line copy
+/// of the activations' code, shared by every kernel that fuses one (Conv, ConvTranspose, Gemm,
+/// MatMul, float binary ops, batch norm).
+#[inline(never)]
+fn fused<const OPS: Selection>(act: Activation, out: &mut [f32]) {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    if crate::kernels::simd::level() >= crate::kernels::simd::Level::Avx2 {
+        // SAFETY: the AVX2 level runs only where the CPU has AVX2 and FMA.
+        #[allow(unsafe_code)]
+        unsafe {
+            fused_avx2::<OPS>(act, out)
+        };
+        return;
+    }
+    crate::kernels::elementwise::activate_fused::<OPS>(act, out)
+}
+
+/// [`fused`] built for AVX2 (out of line, it had been built for the baseline: half as wide).
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2,fma")]
+#[allow(unsafe_code)]
+unsafe fn fused_avx2<const OPS: Selection>(act: Activation, out: &mut [f32]) {
+    crate::kernels::elementwise::activate_fused::<OPS>(act, out)
+}
+
+/// Bytes viewed as `T` (aligned by the planner).
+#[inline(always)]
+fn cast<T: bytemuck::Pod>(bytes: &[u8]) -> Result<&[T], CpuError> {
+    bytemuck::try_cast_slice(bytes).map_err(|_| CpuError::Misaligned)
+}
+
+/// Mutable bytes viewed as `T`.
+#[inline(always)]
+fn cast_mut<T: bytemuck::Pod>(bytes: &mut [u8]) -> Result<&mut [T], CpuError> {
+    bytemuck::try_cast_slice_mut(bytes).map_err(|_| CpuError::Misaligned)
+}
+
+/// `[outer, len, inner]` of `shape` around `axis`.
+fn lanes(shape: &ferrite_hal::Shape, axis: usize) -> [usize; 3] {
+    [
+        shape.product(0..axis),
+        shape.dim(axis),
+        shape.product(axis + 1..shape.rank()),
+    ]
+}
+/// A step's output descriptor and its operands carved out of the arena: the read-only rest
+/// (inputs, weights), the output bytes and the scratch (if the plan gave one).
+pub(crate) struct StepOperands<'x> {
+    /// The output's descriptor.
+    pub(crate) out_desc: TensorDesc,
+    /// Inputs and weights.
+    pub(crate) view: Readable<'x>,
+    /// The output's bytes.
+    pub(crate) out: &'x mut [u8],
+    /// The step's scratch, if it has one.
+    pub(crate) scratch: Option<&'x mut [u8]>,
+}
+
+impl<'x> StepOperands<'x> {
+    /// Carves `step`'s output (and scratch) out of `arena`.
+    #[inline(always)]
+    fn carve(step: &Step<'_>, arena: &'x mut [u8], weights: &'x [u8]) -> Result<Self, CpuError> {
+        let out_desc = step.outputs.get(0).ok_or(CpuError::CorruptPlan)?;
+        let out_span = span(&out_desc).ok_or(CpuError::CorruptPlan)?;
+        let scratch_span = step.scratch.as_ref().and_then(span);
+        let (view, out, scratch) = carve(arena, weights, out_span, scratch_span)?;
+        Ok(Self {
+            out_desc,
+            view,
+            out,
+            scratch,
+        })
+    }
+}
+
+/// Binds the step's input accessors: `$input(i)` (the descriptor), `$f32_in(i)` (its bytes
+/// as f32) and `$optional_f32(i)` (the same, `None` for an absent optional input).
+macro_rules! step_inputs {
+    ($step:ident, $view:ident => $input:ident, $f32_in:ident, $optional_f32:ident) => {
+        #[allow(unused_variables)]
+        let $input = |i: usize| $step.inputs.get(i).ok_or(CpuError::CorruptPlan);
+        #[allow(unused_variables)]
+        let $f32_in = |i: usize| -> Result<&[f32], CpuError> { f32s($view.bytes(&$input(i)?)?) };
+        #[allow(unused_variables)]
+        let $optional_f32 = |i: usize| -> Result<Option<&[f32]>, CpuError> {
+            match $step.inputs.get(i) {
+                Some(t) => Ok(Some(f32s($view.bytes(&t)?)?)),
+                None => Ok(None),
+            }
+        };
+    };
+}
+
+mod conv;
+mod elementwise;
+mod indexing;
+mod logic;
+mod matmul;
+mod movement;
+mod pool;
+mod quantize;
+mod recurrent;
+mod reduce;
+
+/// Whether a build selecting `OPS` has some kind of `family`.
+const fn selects_family(ops: Selection, family: Family) -> bool {
+    let mut i = 0;
+    while i < OpKind::ALL.len() {
+        let kind = OpKind::ALL[i];
+        if kind.family() as u8 == family as u8 && selects(ops, kind) {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// How many op families a build selecting `OPS` has.
+const fn families(ops: Selection) -> usize {
+    let all = [
+        Family::Conv,
+        Family::MatMul,
+        Family::Elementwise,
+        Family::Pool,
+        Family::Movement,
+        Family::Indexing,
+        Family::Reduce,
+        Family::Quantize,
+        Family::Logic,
+        Family::Recurrent,
+    ];
+    let (mut n, mut i) = (0, 0);
+    while i < all.len() {
+        if selects_family(ops, all[i]) {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// Whether a build selecting `OPS` calls each family's `run` out of line: a firmware
+/// (`no_std`) whose selection spans six families or more (the every-kernel firmware), or a
+/// convolution network's (Conv and another family). Inlined into one dispatch, every family's
+/// locals take their own stack slots in one frame (rustc 1.95 leaves values moved into calls
+/// without the lifetime markers LLVM needs to share slots: the every-kernel dispatch's frame was
+/// 2 KB); out of line, a step's stack is its family's. Measured with the footprint gate: the
+/// float CNNs' inference stack 2.1-2.3 KB -> 1.5 KB and 1-3 % fewer instructions; a small model
+/// of few families (the digits MLP, the scikit-learn pipelines) runs faster inlined, its steps
+/// short. A host inlines all of them into each SIMD build.
+const fn out_of_line(ops: Selection) -> bool {
+    let families = families(ops);
+    !cfg!(feature = "std")
+        && (families >= 6 || (families >= 2 && selects_family(ops, Family::Conv)))
+}
+
+/// Calls `run` on `args` in a frame of its own (one instance per call site).
+#[inline(never)]
+fn in_own_frame<A, F: FnOnce(A) -> Result<(), CpuError>>(run: F, args: A) -> Result<(), CpuError> {
+    run(args)
+}
+
+/// Runs one verified step with the kernels `OPS` selects (int8 steps of the kinds in
+/// `COVERED_INT8` excepted: a device runs those with kernels of its own). Inlined into each
+/// build of `run_step`.
+#[inline(always)]
+pub(crate) fn run_step_inline<const OPS: Selection, const COVERED_INT8: Selection>(
+    step: &Step<'_>,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
+    let covered_int8 = COVERED_INT8;
+    /// `$run($args)`, in a frame of its own where [`out_of_line`] says so.
+    macro_rules! call {
+        ($run:expr, $args:expr) => {
+            if const { out_of_line(OPS) } {
+                in_own_frame($run, $args)
+            } else {
+                ($run)($args)
+            }
+        };
+    }
+    // The steps that write several outputs carve their own.
+    match step.op {
+        Op::Split { axis } if selects(OPS, OpKind::Split) => {
+            return call!(
+                |(s, a, w)| movement::split::<OPS>(s, axis, a, w),
+                (step, arena, weights)
+            )
+        }
+        Op::TopK { axis, largest } if selects(OPS, OpKind::TopK) => {
+            return call!(
+                |(s, a, w)| reduce::top_k::<OPS>(s, axis, largest, a, w),
+                (step, arena, weights)
+            )
+        }
+        Op::DynamicQuantize if selects(OPS, OpKind::DynamicQuantize) => {
+            return call!(
+                |(s, a, w)| quantize::dynamic_quantize(s, a, w),
+                (step, arena, weights)
+            )
+        }
+        Op::Recurrent(_) if selects(OPS, OpKind::Recurrent) => {
+            return call!(
+                |(s, a, w)| recurrent::run::<OPS>(s, a, w),
+                (step, arena, weights)
+            )
+        }
+        _ => {}
+    }
+    let StepOperands {
+        out_desc,
+        view,
+        out,
+        scratch,
+    } = StepOperands::carve(step, arena, weights)?;
+    macro_rules! family {
+        ($module:ident) => {
+            call!(
+                |(o, v, y, s)| $module::run::<OPS>(step, o, v, y, s, covered_int8),
+                (&out_desc, &view, out, scratch)
+            )
+        };
+    }
+    match step.op.kind().family() {
+        Family::Conv if const { selects_family(OPS, Family::Conv) } => family!(conv),
+        Family::MatMul if const { selects_family(OPS, Family::MatMul) } => family!(matmul),
+        Family::Elementwise if const { selects_family(OPS, Family::Elementwise) } => {
+            family!(elementwise)
+        }
+        Family::Pool if const { selects_family(OPS, Family::Pool) } => family!(pool),
+        Family::Movement if const { selects_family(OPS, Family::Movement) } => family!(movement),
+        Family::Indexing if const { selects_family(OPS, Family::Indexing) } => family!(indexing),
+        Family::Reduce if const { selects_family(OPS, Family::Reduce) } => family!(reduce),
+        Family::Quantize if const { selects_family(OPS, Family::Quantize) } => family!(quantize),
+        Family::Logic if const { selects_family(OPS, Family::Logic) } => family!(logic),
+        _ => Err(CpuError::Unsupported),
+    }
+}

@@ -1,0 +1,197 @@
+//! Data-movement steps (Transpose, Concat, Split, Slice, Pad, Copy, Trilu, Resample and Expand): the family's operands taken from the carved step, its
+//! kernels in [`crate::kernels::movement`] and [`crate::kernels::resample`].
+
+use super::*;
+use crate::kernels::{movement, resample};
+
+/// Runs a step of this family with the kernels `OPS` selects.
+#[inline(always)]
+pub(super) fn run<const OPS: Selection>(
+    step: &Step<'_>,
+    #[allow(unused_variables)] out_desc: &TensorDesc,
+    view: &Readable<'_>,
+    out: &mut [u8],
+    #[allow(unused_variables)] scratch: Option<&mut [u8]>,
+    #[allow(unused_variables)] covered_int8: Selection,
+) -> Result<(), CpuError> {
+    step_inputs!(step, view => input, f32_in, optional_f32);
+    match step.op {
+        Op::Resample {
+            axis,
+            extrapolation,
+        } if selects(OPS, OpKind::Resample) => {
+            let [outer, in_len, inner] = lanes(&input(0)?.shape, axis);
+            let lanes = resample::Lanes {
+                outer,
+                in_len,
+                inner,
+            };
+            let indices = cast::<i32>(view.bytes(&input(1)?)?)?;
+            resample::resample(
+                f32_in(0)?,
+                lanes,
+                indices,
+                f32_in(2)?,
+                extrapolation,
+                f32s_mut(out)?,
+            )?;
+        }
+        Op::Expand if selects(OPS, OpKind::Expand) => {
+            let x = input(0)?;
+            let bytes = view.bytes(&x)?;
+            with_elements!(OPS, x.dtype, bytes, out, |src, dst| movement::expand(
+                src,
+                &x.shape,
+                dst,
+                &out_desc.shape
+            ));
+        }
+        Op::Trilu { upper, k } if selects(OPS, OpKind::Trilu) => {
+            let x = input(0)?;
+            let r = x.shape.rank();
+            let (rows, cols) = (x.shape.dim(r - 2), x.shape.dim(r - 1));
+            let bytes = view.bytes(&x)?;
+            with_elements!(OPS, x.dtype, bytes, &mut *out, |src, dst| {
+                movement::trilu(src, rows, cols, upper, k as i64, dst)
+            });
+        }
+        Op::Transpose { perm } if selects(OPS, OpKind::Transpose) => {
+            let x = input(0)?;
+            let bytes = view.bytes(&x)?;
+            with_elements!(OPS, x.dtype, bytes, out, |src, dst| movement::transpose(
+                src,
+                &x.shape,
+                &perm,
+                dst,
+                &out_desc.shape
+            ));
+        }
+        Op::Slice { starts, steps } if selects(OPS, OpKind::Slice) => {
+            let x = input(0)?;
+            let bytes = view.bytes(&x)?;
+            with_elements!(OPS, x.dtype, bytes, out, |src, dst| movement::slice(
+                src,
+                &x.shape,
+                &starts,
+                &steps,
+                dst,
+                &out_desc.shape
+            ));
+        }
+        Op::Pad {
+            mode,
+            begins,
+            value,
+            ..
+        } if selects(OPS, OpKind::Pad) => {
+            let x = input(0)?;
+            let bytes = view.bytes(&x)?;
+            pad::<OPS>(x, bytes, mode, &begins, value, out, out_desc)?;
+        }
+        Op::Concat { axis } if selects(OPS, OpKind::Concat) => {
+            let mut offset = 0;
+            for part in step.inputs.iter() {
+                let part = part.ok_or(CpuError::CorruptPlan)?;
+                let len = part.shape.dim(axis);
+                let bytes = view.bytes(&part)?;
+                with_elements!(OPS, part.dtype, bytes, &mut *out, |src, dst| {
+                    movement::concat_into(src, dst, &out_desc.shape, len, axis, offset)
+                });
+                offset += len;
+            }
+        }
+        Op::Copy if selects(OPS, OpKind::Copy) => {
+            let bytes = view.bytes(&input(0)?)?;
+            out.copy_from_slice(bytes);
+        }
+        _ => return Err(CpuError::Unsupported),
+    }
+    Ok(())
+}
+
+#[inline(always)]
+fn pad<const OPS: Selection>(
+    x: TensorDesc,
+    src: &[u8],
+    mode: ferrite_hal::op::PadMode,
+    begins: &[usize; ferrite_hal::MAX_RANK],
+    value: f32,
+    dst: &mut [u8],
+    out: &TensorDesc,
+) -> Result<(), CpuError> {
+    let (x_shape, out_shape) = (&x.shape, &out.shape);
+    // The fill value converts like an ONNX cast of the constant to the tensor's type; the copy
+    // only moves elements, so one instance per element size serves every type.
+    let bits: u64 = match x.dtype {
+        DType::F32 => value.to_bits().into(),
+        DType::F64 => f64::from(value).to_bits(),
+        DType::F16 => half::f16::from_f32(value).to_bits().into(),
+        DType::BF16 => half::bf16::from_f32(value).to_bits().into(),
+        DType::I8 => (value as i8 as u8).into(),
+        DType::U8 | DType::Bool => (value as u8).into(),
+        DType::I16 => (value as i16 as u16).into(),
+        DType::U16 => (value as u16).into(),
+        DType::I32 => (value as i32 as u32).into(),
+        DType::U32 => (value as u32).into(),
+        DType::I64 => value as i64 as u64,
+        DType::U64 => value as u64,
+    };
+    match x.dtype.size() {
+        1 if selects_size(OPS, 1) => {
+            pad_typed(src, x_shape, mode, begins, bits as u8, dst, out_shape)
+        }
+        2 if selects_size(OPS, 2) => {
+            pad_typed(src, x_shape, mode, begins, bits as u16, dst, out_shape)
+        }
+        4 if selects_size(OPS, 4) => {
+            pad_typed(src, x_shape, mode, begins, bits as u32, dst, out_shape)
+        }
+        8 if selects_size(OPS, 8) => pad_typed(src, x_shape, mode, begins, bits, dst, out_shape),
+        _ => Err(CpuError::Unsupported),
+    }
+}
+
+/// [`movement::pad`] on bytes viewed as `T`.
+#[inline(always)]
+fn pad_typed<T: bytemuck::Pod>(
+    src: &[u8],
+    x_shape: &ferrite_hal::Shape,
+    mode: ferrite_hal::op::PadMode,
+    begins: &[usize; ferrite_hal::MAX_RANK],
+    value: T,
+    dst: &mut [u8],
+    out_shape: &ferrite_hal::Shape,
+) -> Result<(), CpuError> {
+    let src: &[T] = bytemuck::try_cast_slice(src).map_err(|_| CpuError::Misaligned)?;
+    let dst: &mut [T] = bytemuck::try_cast_slice_mut(dst).map_err(|_| CpuError::Misaligned)?;
+    movement::pad(src, x_shape, mode, begins, value, dst, out_shape);
+    Ok(())
+}
+
+/// Split writes several outputs: carve each in turn.
+#[inline(always)]
+pub(super) fn split<const OPS: Selection>(
+    step: &Step<'_>,
+    axis: usize,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
+    let x = step.inputs.get(0).ok_or(CpuError::CorruptPlan)?;
+    let mut offset = 0;
+    for out_desc in step.outputs.iter() {
+        let out_desc = out_desc.ok_or(CpuError::CorruptPlan)?;
+        let (view, out, _) = carve(
+            arena,
+            weights,
+            span(&out_desc).ok_or(CpuError::CorruptPlan)?,
+            None,
+        )?;
+        let len = out_desc.shape.dim(axis);
+        let bytes = view.bytes(&x)?;
+        with_elements!(OPS, x.dtype, bytes, out, |src, dst| movement::split_from(
+            src, &x.shape, dst, len, axis, offset
+        ));
+        offset += len;
+    }
+    Ok(())
+}

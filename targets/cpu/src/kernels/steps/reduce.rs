@@ -1,0 +1,124 @@
+//! Reduction steps (Reduce, ArgMax, ArgMin, TopK, CumSum, Det and TreeEnsemble): the family's operands taken from the carved step, its
+//! kernels in [`crate::kernels::reduce`] and [`crate::kernels::trees`].
+
+use super::*;
+use crate::kernels::{reduce, trees};
+
+/// Runs a step of this family with the kernels `OPS` selects.
+#[inline(always)]
+pub(super) fn run<const OPS: Selection>(
+    step: &Step<'_>,
+    #[allow(unused_variables)] out_desc: &TensorDesc,
+    view: &Readable<'_>,
+    out: &mut [u8],
+    #[allow(unused_variables)] scratch: Option<&mut [u8]>,
+    #[allow(unused_variables)] covered_int8: Selection,
+) -> Result<(), CpuError> {
+    step_inputs!(step, view => input, f32_in, optional_f32);
+    match step.op {
+        Op::CumSum {
+            axis,
+            exclusive,
+            reverse,
+        } if selects(OPS, OpKind::CumSum) => {
+            let x = input(0)?;
+            let lanes = lanes(&x.shape, axis);
+            let bytes = view.bytes(&x)?;
+            match x.dtype {
+                DType::F32 => reduce::cumulative_sum(
+                    f32s(bytes)?,
+                    lanes,
+                    exclusive,
+                    reverse,
+                    0.0,
+                    |a, b| a + b,
+                    f32s_mut(out)?,
+                ),
+                DType::I32 => reduce::cumulative_sum(
+                    cast::<i32>(bytes)?,
+                    lanes,
+                    exclusive,
+                    reverse,
+                    0,
+                    i32::wrapping_add,
+                    cast_mut(out)?,
+                ),
+                DType::I64 => reduce::cumulative_sum(
+                    cast::<i64>(bytes)?,
+                    lanes,
+                    exclusive,
+                    reverse,
+                    0,
+                    i64::wrapping_add,
+                    cast_mut(out)?,
+                ),
+                _ => return Err(CpuError::Unsupported),
+            }
+        }
+        Op::Det if selects(OPS, OpKind::Det) => {
+            let x = input(0)?;
+            let n = x.shape.dim(x.shape.rank() - 1);
+            let scratch = cast_mut::<f64>(scratch.ok_or(CpuError::CorruptPlan)?)?;
+            reduce::determinant(f32_in(0)?, n, scratch, f32s_mut(out)?);
+        }
+        Op::ArgMax(a) | Op::ArgMin(a)
+            if selects(OPS, OpKind::ArgMax) || selects(OPS, OpKind::ArgMin) =>
+        {
+            let lanes = lanes(&input(0)?.shape, a.axis);
+            let max = matches!(step.op, Op::ArgMax(_));
+            reduce::arg_extreme(f32_in(0)?, lanes, max, a.last, cast_mut(out)?);
+        }
+        Op::Reduce { op, axes } if selects(OPS, OpKind::Reduce) => {
+            let x = input(0)?;
+            reduce::reduce(op, f32_in(0)?, &x.shape, axes, f32s_mut(out)?);
+        }
+        Op::TreeEnsemble(e) if selects(OPS, OpKind::TreeEnsemble) => {
+            let x = input(0)?;
+            let tables = trees::Tables {
+                nodes: cast::<i32>(view.bytes(&input(1)?)?)?,
+                thresholds: f32_in(2)?,
+                roots: cast::<i32>(view.bytes(&input(3)?)?)?,
+                targets: cast::<i32>(view.bytes(&input(4)?)?)?,
+                weights: f32_in(5)?,
+            };
+            trees::tree_ensemble(&e, x.shape.dim(1), f32_in(0)?, &tables, f32s_mut(out)?)?;
+        }
+        _ => return Err(CpuError::Unsupported),
+    }
+    Ok(())
+}
+
+/// TopK writes two outputs: the values (carved as the output) and the indices (carved where a
+/// scratch would be: another disjoint span).
+#[inline(always)]
+pub(super) fn top_k<const OPS: Selection>(
+    step: &Step<'_>,
+    axis: usize,
+    largest: bool,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
+    let x = step.inputs.get(0).ok_or(CpuError::CorruptPlan)?;
+    let desc = |i: usize| step.outputs.get(i).ok_or(CpuError::CorruptPlan);
+    let (values, indices) = (desc(0)?, desc(1)?);
+    let span_of = |t: &TensorDesc| span(t).ok_or(CpuError::CorruptPlan);
+    let (view, out, idx) = carve(arena, weights, span_of(&values)?, Some(span_of(&indices)?))?;
+    let idx = cast_mut::<i64>(idx.ok_or(CpuError::CorruptPlan)?)?;
+    let lanes = lanes(&x.shape, axis);
+    let bytes = view.bytes(&x)?;
+    fn typed<T: bytemuck::Pod + PartialOrd>(
+        bytes: &[u8],
+        lanes: [usize; 3],
+        largest: bool,
+        out: &mut [u8],
+        idx: &mut [i64],
+    ) -> Result<(), CpuError> {
+        reduce::top_k(cast::<T>(bytes)?, lanes, largest, cast_mut::<T>(out)?, idx);
+        Ok(())
+    }
+    match x.dtype {
+        DType::F32 => typed::<f32>(bytes, lanes, largest, out, idx),
+        other => with_integer!(OPS, other, T => typed::<T>(bytes, lanes, largest, out, idx),
+            _ => Err(CpuError::Unsupported)),
+    }
+}
