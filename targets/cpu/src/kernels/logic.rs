@@ -18,7 +18,7 @@ pub struct Operand<'a, T> {
 /// Calls `f(output offset, a offset, b offset)` for every index of `shape`, the operands of
 /// shapes `a` and `b` broadcast. One compiled walk serves every op and type of this module
 /// (these ops are rare and cheap; flash matters more on a microcontroller).
-fn walk2(shape: &Shape, a: &Shape, b: &Shape, f: &mut dyn FnMut([usize; 3])) {
+pub(crate) fn walk2(shape: &Shape, a: &Shape, b: &Shape, f: &mut dyn FnMut([usize; 3])) {
     let strides = [
         shape.strides(),
         broadcast_strides(a, shape),

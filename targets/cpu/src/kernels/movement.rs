@@ -87,7 +87,10 @@ pub fn concat_into<T: Copy>(
     let slab = Slab::new(out_shape, axis, part_axis_len, offset);
     for o in 0..slab.outer {
         let (w, p) = slab.run(o);
-        out[w].copy_from_slice(&part[p]);
+        // Sized by the verifier; a short operand copies nothing.
+        if let (Some(dst), Some(src)) = (out.get_mut(w), part.get(p)) {
+            dst.copy_from_slice(src);
+        }
     }
 }
 
@@ -104,7 +107,9 @@ pub fn split_from<T: Copy>(
     let slab = Slab::new(x_shape, axis, part_axis_len, offset);
     for o in 0..slab.outer {
         let (w, p) = slab.run(o);
-        out[p].copy_from_slice(&x[w]);
+        if let (Some(dst), Some(src)) = (out.get_mut(p), x.get(w)) {
+            dst.copy_from_slice(src);
+        }
     }
 }
 
@@ -274,8 +279,16 @@ pub fn gather<T: Copy>(
             if i < 0 || i >= len as i64 {
                 return Err(CpuError::IndexOutOfRange { index: raw, len });
             }
-            let src = &x[(o * len + i as usize) * inner..][..inner];
-            out[(o * count + q) * inner..][..inner].copy_from_slice(src);
+            // Sized by the verifier; a short operand copies nothing.
+            let src = x
+                .get((o * len + i as usize) * inner..)
+                .and_then(|s| s.get(..inner));
+            let dst = out
+                .get_mut((o * count + q) * inner..)
+                .and_then(|d| d.get_mut(..inner));
+            if let (Some(dst), Some(src)) = (dst, src) {
+                dst.copy_from_slice(src);
+            }
         }
     }
     Ok(())

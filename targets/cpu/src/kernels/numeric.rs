@@ -5,46 +5,44 @@
 //! division or remainder by zero is an error, never undefined behaviour. These ops are rare in
 //! models and cheap, so one broadcast walk serves every type (flash matters on a microcontroller).
 
-use super::logic::{zip_broadcast, Operand};
+use super::logic::walk2;
 use crate::CpuError;
-use core::cell::Cell;
-use ferrite_hal::op::BinaryOp;
-use ferrite_hal::{selects_binary, DType, Selection, Shape};
+use ferrite_hal::op::{BinaryOp, CompareOp};
+use ferrite_hal::{selects_binary, selects_dtype, DType, Selection, Shape};
 use half::{bf16, f16};
 
-/// An integer element type: the operations [`binary`] needs, with wrapping semantics.
-pub trait Integer: Copy + PartialOrd + bytemuck::Pod {
-    /// Width in bits.
-    const BITS: u32;
-    /// Zero.
+/// A 64-bit integer in which [`binary`] computes every narrower one: `i64` for the signed types
+/// (their values sign-extended), `u64` for the unsigned ones (zero-extended). Wrapping
+/// arithmetic in 64 bits, cut back to the element's width, gives the narrow type's wrapping
+/// result (2^width divides 2^64), and comparisons, division and remainder of the extended
+/// values are those of the narrow ones; so one compiled kernel per signedness serves all eight
+/// integer types.
+trait Wide: Copy + PartialOrd {
     const ZERO: Self;
-    /// One.
     const ONE: Self;
-    /// Whether the type is signed.
-    const SIGNED: bool;
-    /// `a + b`, wrapping.
+    /// The value whose bits (sign- or zero-extended already) are `bits`.
+    fn from_bits(bits: u64) -> Self;
+    /// The value's bits.
+    fn to_bits(self) -> u64;
     fn add(self, b: Self) -> Self;
-    /// `a - b`, wrapping.
     fn sub(self, b: Self) -> Self;
-    /// `a * b`, wrapping.
     fn mul(self, b: Self) -> Self;
     /// `a / b` truncated toward zero (wrapping for MIN / -1); `None` for `b == 0`.
     fn div(self, b: Self) -> Option<Self>;
     /// `a - b * trunc(a / b)`; `None` for `b == 0`.
     fn rem(self, b: Self) -> Option<Self>;
-    /// Whether the value is negative.
     fn is_negative(self) -> bool;
-    /// `a << b` / `a >> b` by a shift count taken from `b` (0 past the width).
-    fn shift(self, b: Self, left: bool) -> Self;
+    /// `a << b` / `a >> b` (arithmetic for signed types) by a count below 64.
+    fn shift(self, n: u32, left: bool) -> Self;
 }
 
-macro_rules! integer {
-    ($($t:ty, $signed:expr);*) => {$(
-        impl Integer for $t {
-            const BITS: u32 = <$t>::BITS;
+macro_rules! wide {
+    ($($t:ty),*) => {$(
+        impl Wide for $t {
             const ZERO: Self = 0;
             const ONE: Self = 1;
-            const SIGNED: bool = $signed;
+            fn from_bits(bits: u64) -> Self { bits as $t }
+            fn to_bits(self) -> u64 { self as u64 }
             fn add(self, b: Self) -> Self { self.wrapping_add(b) }
             fn sub(self, b: Self) -> Self { self.wrapping_sub(b) }
             fn mul(self, b: Self) -> Self { self.wrapping_mul(b) }
@@ -56,30 +54,24 @@ macro_rules! integer {
             }
             #[allow(unused_comparisons)]
             fn is_negative(self) -> bool { self < 0 }
-            #[allow(unused_comparisons)]
-            fn shift(self, b: Self, left: bool) -> Self {
-                if b < 0 || b as u64 >= u64::from(Self::BITS) {
-                    return 0;
-                }
-                let n = b as u32;
-                if left { self << n } else { self >> n }
+            fn shift(self, n: u32, left: bool) -> Self {
+                if left { self.wrapping_shl(n) } else { self.wrapping_shr(n) }
             }
         }
     )*};
 }
-integer!(i8, true; u8, false; i16, true; u16, false; i32, true; u32, false; i64, true; u64, false);
+wide!(i64, u64);
 
 /// `base^exponent` by squaring, wrapping; a negative exponent gives the integer part of the
 /// real power (1 for base 1, ±1 for base −1, else 0).
-fn power<T: Integer>(base: T, exponent: T) -> T {
+fn power<T: Wide>(base: T, exponent: T) -> T {
     if exponent.is_negative() {
         let minus_one = T::ZERO.sub(T::ONE);
         return if base == T::ONE {
             T::ONE
         } else if base == minus_one {
             // (−1)^e: the low bit of e decides the sign.
-            let odd = exponent.rem(T::ONE.add(T::ONE)) != Some(T::ZERO);
-            if odd {
+            if exponent.to_bits() & 1 == 1 {
                 minus_one
             } else {
                 T::ONE
@@ -88,93 +80,265 @@ fn power<T: Integer>(base: T, exponent: T) -> T {
             T::ZERO
         };
     }
-    let (mut result, mut base, mut e) = (T::ONE, base, exponent);
-    let two = T::ONE.add(T::ONE);
-    while e != T::ZERO {
-        if e.rem(two) != Some(T::ZERO) {
+    let (mut result, mut base, mut e) = (T::ONE, base, exponent.to_bits());
+    while e != 0 {
+        if e & 1 == 1 {
             result = result.mul(base);
         }
         base = base.mul(base);
-        e = e.div(two).unwrap_or(T::ZERO);
+        e >>= 1;
     }
     result
 }
 
-/// `out = a op b` on integers of type `T`, the operands broadcast over `shape`.
-pub fn binary<const OPS: Selection, T: Integer>(
+/// An integer tensor as its bytes: little-endian elements of `dtype`, and its shape
+/// (broadcast to the output's).
+#[derive(Clone, Copy)]
+pub struct Integers<'a> {
+    /// The element type, one of the eight integer types.
+    pub dtype: DType,
+    /// The elements' bytes, row-major.
+    pub bytes: &'a [u8],
+    /// Shape.
+    pub shape: Shape,
+}
+
+/// Whether `ops` selects an integer type of this signedness and `size` bytes (any size: 0).
+/// The kernels below compile only the widths and signedness a model's types need.
+const fn selects_integer(ops: Selection, signed: bool, size: usize) -> bool {
+    let types = if signed {
+        [DType::I8, DType::I16, DType::I32, DType::I64]
+    } else {
+        [DType::U8, DType::U16, DType::U32, DType::U64]
+    };
+    let mut i = 0;
+    while i < types.len() {
+        if (size == 0 || types[i].size() == size) && selects_dtype(ops, types[i]) {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
+/// Whether `ops` selects an integer type of `size` bytes.
+const fn selects_width(ops: Selection, size: usize) -> bool {
+    selects_integer(ops, true, size) || selects_integer(ops, false, size)
+}
+
+/// Element `i` of little-endian elements of `size` bytes, sign-extended when `signed`, as 64
+/// bits; `None` past the end or for a width `OPS` selects no integer type of.
+#[inline(always)]
+fn load<const OPS: Selection>(bytes: &[u8], i: usize, size: usize, signed: bool) -> Option<u64> {
+    let b = bytes.get(i.checked_mul(size)?..)?;
+    let raw = match size {
+        1 if const { selects_width(OPS, 1) } => u64::from(*b.first()?),
+        2 if const { selects_width(OPS, 2) } => {
+            u64::from(u16::from_le_bytes(b.get(..2)?.try_into().ok()?))
+        }
+        4 if const { selects_width(OPS, 4) } => {
+            u64::from(u32::from_le_bytes(b.get(..4)?.try_into().ok()?))
+        }
+        8 if const { selects_width(OPS, 8) } => u64::from_le_bytes(b.get(..8)?.try_into().ok()?),
+        _ => return None,
+    };
+    let unused = 64 - 8 * size.min(8) as u32;
+    Some(if signed && const { selects_integer(OPS, true, 0) } {
+        (((raw << unused) as i64) >> unused) as u64
+    } else {
+        raw
+    })
+}
+
+/// Writes the low `size` bytes of `v` as element `i` (nothing past the end).
+#[inline(always)]
+fn store(bytes: &mut [u8], i: usize, size: usize, v: u64) {
+    if let Some(slot) = i
+        .checked_mul(size)
+        .and_then(|at| bytes.get_mut(at..)?.get_mut(..size))
+    {
+        let all = v.to_le_bytes();
+        for (d, s) in slot.iter_mut().zip(all) {
+            *d = s;
+        }
+    }
+}
+
+impl Integers<'_> {
+    /// Element `at`, sign- or zero-extended to 64 bits; `None` past the end (or for a type
+    /// `OPS` does not select).
+    #[inline(always)]
+    pub fn get<const OPS: Selection>(&self, at: usize) -> Option<u64> {
+        load::<OPS>(self.bytes, at, self.dtype.size(), is_signed(self.dtype))
+    }
+}
+
+/// Whether `dtype` is a signed integer type.
+pub fn is_signed(dtype: DType) -> bool {
+    matches!(dtype, DType::I8 | DType::I16 | DType::I32 | DType::I64)
+}
+
+/// `out = a op b` on integers of one type (`a.dtype`), the operands broadcast over `shape`;
+/// `out` holds elements of that type.
+pub fn binary<const OPS: Selection>(
     op: BinaryOp,
-    a: Operand<'_, T>,
-    b: Operand<'_, T>,
-    out: &mut [T],
+    a: Integers<'_>,
+    b: Integers<'_>,
+    out: &mut [u8],
     shape: &Shape,
 ) -> Result<(), CpuError> {
-    let by_zero = Cell::new(false);
-    let checked = |v: Option<T>| {
-        v.unwrap_or_else(|| {
-            by_zero.set(true);
-            T::ZERO
-        })
-    };
-    match op {
-        BinaryOp::Add if selects_binary(OPS, BinaryOp::Add) => {
-            zip_broadcast(a, b, out, shape, T::add)
+    if !a.dtype.is_integer() || b.dtype != a.dtype {
+        return Err(CpuError::Unsupported);
+    }
+    match is_signed(a.dtype) {
+        true if const { selects_integer(OPS, true, 0) } => {
+            binary_wide::<OPS, i64>(op, a, b, out, shape)
         }
-        BinaryOp::Sub if selects_binary(OPS, BinaryOp::Sub) => {
-            zip_broadcast(a, b, out, shape, T::sub)
+        false if const { selects_integer(OPS, false, 0) } => {
+            binary_wide::<OPS, u64>(op, a, b, out, shape)
         }
-        BinaryOp::Mul if selects_binary(OPS, BinaryOp::Mul) => {
-            zip_broadcast(a, b, out, shape, T::mul)
-        }
-        BinaryOp::Div if selects_binary(OPS, BinaryOp::Div) => {
-            zip_broadcast(a, b, out, shape, |x, y| checked(x.div(y)))
-        }
-        BinaryOp::Fmod if selects_binary(OPS, BinaryOp::Fmod) => {
-            zip_broadcast(a, b, out, shape, |x, y| checked(x.rem(y)))
-        }
-        BinaryOp::Mod if selects_binary(OPS, BinaryOp::Mod) => {
-            zip_broadcast(a, b, out, shape, |x, y| {
+        _ => Err(CpuError::Unsupported),
+    }
+}
+
+/// [`binary`] computed in `W`.
+fn binary_wide<const OPS: Selection, W: Wide>(
+    op: BinaryOp,
+    a: Integers<'_>,
+    b: Integers<'_>,
+    out: &mut [u8],
+    shape: &Shape,
+) -> Result<(), CpuError> {
+    let selected = matches!(
+        op,
+        BinaryOp::Add
+            | BinaryOp::Sub
+            | BinaryOp::Mul
+            | BinaryOp::Div
+            | BinaryOp::Fmod
+            | BinaryOp::Mod
+            | BinaryOp::Pow
+            | BinaryOp::Max
+            | BinaryOp::Min
+            | BinaryOp::PRelu
+            | BinaryOp::ShiftLeft
+            | BinaryOp::ShiftRight
+    ) && selects_binary(OPS, op);
+    // Not selected: the core refused the model at load.
+    if !selected {
+        return Err(CpuError::Unsupported);
+    }
+    let size = a.dtype.size();
+    let (signed, bits) = (is_signed(a.dtype), 8 * size as u64);
+    let mut by_zero = false;
+    let mut apply = |x: W, y: W| -> W {
+        let mut checked = |v: Option<W>| {
+            v.unwrap_or_else(|| {
+                by_zero = true;
+                W::ZERO
+            })
+        };
+        match op {
+            BinaryOp::Add if const { selects_binary(OPS, BinaryOp::Add) } => x.add(y),
+            BinaryOp::Sub if const { selects_binary(OPS, BinaryOp::Sub) } => x.sub(y),
+            BinaryOp::Mul if const { selects_binary(OPS, BinaryOp::Mul) } => x.mul(y),
+            BinaryOp::Div if const { selects_binary(OPS, BinaryOp::Div) } => checked(x.div(y)),
+            BinaryOp::Fmod if const { selects_binary(OPS, BinaryOp::Fmod) } => checked(x.rem(y)),
+            BinaryOp::Mod if const { selects_binary(OPS, BinaryOp::Mod) } => {
                 let r = checked(x.rem(y));
-                if r != T::ZERO && r.is_negative() != y.is_negative() {
+                if r != W::ZERO && r.is_negative() != y.is_negative() {
                     r.add(y)
                 } else {
                     r
                 }
-            })
-        }
-        BinaryOp::Pow if selects_binary(OPS, BinaryOp::Pow) => {
-            zip_broadcast(a, b, out, shape, power)
-        }
-        BinaryOp::Max if selects_binary(OPS, BinaryOp::Max) => {
-            zip_broadcast(a, b, out, shape, |x, y| if y > x { y } else { x })
-        }
-        BinaryOp::Min if selects_binary(OPS, BinaryOp::Min) => {
-            zip_broadcast(a, b, out, shape, |x, y| if y < x { y } else { x })
-        }
-        BinaryOp::PRelu if selects_binary(OPS, BinaryOp::PRelu) => zip_broadcast(
-            a,
-            b,
-            out,
-            shape,
-            |x, y| {
+            }
+            BinaryOp::Pow if const { selects_binary(OPS, BinaryOp::Pow) } => power(x, y),
+            BinaryOp::Max if const { selects_binary(OPS, BinaryOp::Max) } => {
+                if y > x {
+                    y
+                } else {
+                    x
+                }
+            }
+            BinaryOp::Min if const { selects_binary(OPS, BinaryOp::Min) } => {
+                if y < x {
+                    y
+                } else {
+                    x
+                }
+            }
+            BinaryOp::PRelu if const { selects_binary(OPS, BinaryOp::PRelu) } => {
                 if x.is_negative() {
                     x.mul(y)
                 } else {
                     x
                 }
-            },
-        ),
-        BinaryOp::ShiftLeft if selects_binary(OPS, BinaryOp::ShiftLeft) => {
-            zip_broadcast(a, b, out, shape, |x, y| x.shift(y, true))
+            }
+            // Shift counts are taken from `y`: a negative one or one past the width gives 0.
+            BinaryOp::ShiftLeft | BinaryOp::ShiftRight
+                if const {
+                    selects_binary(OPS, BinaryOp::ShiftLeft)
+                        || selects_binary(OPS, BinaryOp::ShiftRight)
+                } =>
+            {
+                if y.is_negative() || y.to_bits() >= bits {
+                    W::ZERO
+                } else {
+                    x.shift(y.to_bits() as u32, op == BinaryOp::ShiftLeft)
+                }
+            }
+            // Refused above.
+            _ => W::ZERO,
         }
-        BinaryOp::ShiftRight if selects_binary(OPS, BinaryOp::ShiftRight) => {
-            zip_broadcast(a, b, out, shape, |x, y| x.shift(y, false))
+    };
+    walk2(shape, &a.shape, &b.shape, &mut |[o, ia, ib]| {
+        if let (Some(x), Some(y)) = (
+            load::<OPS>(a.bytes, ia, size, signed),
+            load::<OPS>(b.bytes, ib, size, signed),
+        ) {
+            let v = apply(W::from_bits(x), W::from_bits(y));
+            store(out, o, size, v.to_bits());
         }
-        // Not selected: the core refused the model at load.
-        _ => return Err(CpuError::Unsupported),
-    }
-    if by_zero.get() {
+    });
+    if by_zero {
         return Err(CpuError::DivisionByZero);
     }
+    Ok(())
+}
+
+/// `a op b` on integers of one type as 0/1 bytes, the operands broadcast over `shape`.
+pub fn compare<const OPS: Selection>(
+    op: CompareOp,
+    a: Integers<'_>,
+    b: Integers<'_>,
+    out: &mut [u8],
+    shape: &Shape,
+) -> Result<(), CpuError> {
+    if !a.dtype.is_integer() || b.dtype != a.dtype {
+        return Err(CpuError::Unsupported);
+    }
+    let (size, signed) = (a.dtype.size(), is_signed(a.dtype));
+    walk2(shape, &a.shape, &b.shape, &mut |[o, ia, ib]| {
+        let (Some(x), Some(y), Some(slot)) = (
+            load::<OPS>(a.bytes, ia, size, signed),
+            load::<OPS>(b.bytes, ib, size, signed),
+            out.get_mut(o),
+        ) else {
+            return;
+        };
+        let order = if signed && const { selects_integer(OPS, true, 0) } {
+            (x as i64).cmp(&(y as i64))
+        } else {
+            x.cmp(&y)
+        };
+        *slot = match op {
+            CompareOp::Equal => order.is_eq(),
+            CompareOp::Less => order.is_lt(),
+            CompareOp::LessOrEqual => order.is_le(),
+            CompareOp::Greater => order.is_gt(),
+            CompareOp::GreaterOrEqual => order.is_ge(),
+        } as u8;
+    });
     Ok(())
 }
 
@@ -270,21 +434,31 @@ pub fn convert(from: DType, x: &[u8], to: DType, y: &mut [u8]) -> Result<(), Cpu
 mod tests {
     use super::*;
 
-    fn operand<'a, T>(data: &'a [T], dims: &[usize]) -> Operand<'a, T> {
-        Operand {
-            data,
+    /// An integer element type of the tests and its `DType`.
+    trait Typed: bytemuck::Pod + Default {
+        const DTYPE: DType;
+    }
+    macro_rules! typed {
+        ($($t:ty => $d:ident),*) => {$(impl Typed for $t { const DTYPE: DType = DType::$d; })*};
+    }
+    typed!(i8 => I8, u8 => U8, i16 => I16, u16 => U16, i32 => I32, u32 => U32, i64 => I64, u64 => U64);
+
+    fn operand<'a, T: Typed>(data: &'a [T], dims: &[usize]) -> Integers<'a> {
+        Integers {
+            dtype: T::DTYPE,
+            bytes: bytemuck::cast_slice(data),
             shape: Shape::new(dims).unwrap(),
         }
     }
 
-    fn run<T: Integer + Default>(op: BinaryOp, a: &[T], b: &[T]) -> Result<[T; 4], CpuError> {
+    fn run<T: Typed>(op: BinaryOp, a: &[T], b: &[T]) -> Result<[T; 4], CpuError> {
         let mut out = [T::default(); 4];
         let shape = Shape::new(&[4]).unwrap();
-        binary::<{ ferrite_hal::ALL_OPS }, _>(
+        binary::<{ ferrite_hal::ALL_OPS }>(
             op,
             operand(a, &[4]),
             operand(b, &[4]),
-            &mut out,
+            bytemuck::cast_slice_mut(&mut out),
             &shape,
         )?;
         Ok(out)
@@ -320,7 +494,8 @@ mod tests {
         let shape = Shape::new(&[2, 3]).unwrap();
         let a = operand(&[1i16, 2][..], &[2, 1]);
         let b = operand(&[10i16, 20, 30][..], &[3]);
-        binary::<{ ferrite_hal::ALL_OPS }, _>(BinaryOp::Mul, a, b, &mut out, &shape).unwrap();
+        let bytes = bytemuck::cast_slice_mut(&mut out);
+        binary::<{ ferrite_hal::ALL_OPS }>(BinaryOp::Mul, a, b, bytes, &shape).unwrap();
         assert_eq!(out, [10, 20, 30, 20, 40, 60]);
     }
 
@@ -354,6 +529,110 @@ mod tests {
             run(BinaryOp::Min, &[u64::MAX, 5, 0, 1], &[1u64, 4, 0, 2]),
             Ok([1, 4, 0, 1])
         );
+    }
+
+    /// Every op on every integer type, computed in 64 bits, against the narrow type's own
+    /// wrapping arithmetic over values that hit the extremes.
+    #[test]
+    fn wide_arithmetic_matches_each_narrow_type() {
+        macro_rules! check {
+            ($t:ty) => {{
+                let values: [$t; 8] = [
+                    0,
+                    1,
+                    2,
+                    7,
+                    <$t>::MAX,
+                    <$t>::MIN,
+                    <$t>::MAX / 3,
+                    <$t>::MIN.wrapping_add(5),
+                ];
+                let mut signed = values;
+                #[allow(unused_comparisons)]
+                let is_signed = <$t>::MIN < 0;
+                if is_signed {
+                    signed[3] = (0 as $t).wrapping_sub(1);
+                    signed[2] = (0 as $t).wrapping_sub(3);
+                }
+                for &x in &signed {
+                    for &y in &signed {
+                        let expect = |op: BinaryOp| -> Option<$t> {
+                            Some(match op {
+                                BinaryOp::Add => x.wrapping_add(y),
+                                BinaryOp::Sub => x.wrapping_sub(y),
+                                BinaryOp::Mul => x.wrapping_mul(y),
+                                BinaryOp::Div => x
+                                    .checked_div(y)
+                                    .or_else(|| (y != 0).then(|| x.wrapping_div(y)))?,
+                                BinaryOp::Fmod => x
+                                    .checked_rem(y)
+                                    .or_else(|| (y != 0).then(|| x.wrapping_rem(y)))?,
+                                BinaryOp::Max => x.max(y),
+                                BinaryOp::Min => x.min(y),
+                                #[allow(unused_comparisons)]
+                                BinaryOp::ShiftLeft => {
+                                    if y < 0 || y as u64 >= u64::from(<$t>::BITS) {
+                                        0
+                                    } else {
+                                        x << y as u32
+                                    }
+                                }
+                                #[allow(unused_comparisons)]
+                                _ => {
+                                    if y < 0 || y as u64 >= u64::from(<$t>::BITS) {
+                                        0
+                                    } else {
+                                        x >> y as u32
+                                    }
+                                }
+                            })
+                        };
+                        for op in [
+                            BinaryOp::Add,
+                            BinaryOp::Sub,
+                            BinaryOp::Mul,
+                            BinaryOp::Div,
+                            BinaryOp::Fmod,
+                            BinaryOp::Max,
+                            BinaryOp::Min,
+                            BinaryOp::ShiftLeft,
+                            BinaryOp::ShiftRight,
+                        ] {
+                            let got = run::<$t>(op, &[x; 4], &[y; 4]).ok().map(|o| o[0]);
+                            assert_eq!(got, expect(op), "{} {op:?} {x} {y}", stringify!($t));
+                        }
+                        let mut out = [9u8; 4];
+                        let shape = Shape::new(&[4]).unwrap();
+                        compare::<{ ferrite_hal::ALL_OPS }>(
+                            CompareOp::Less,
+                            operand(&[x; 4], &[4]),
+                            operand(&[y; 4], &[4]),
+                            &mut out,
+                            &shape,
+                        )
+                        .unwrap();
+                        assert_eq!(out[0], (x < y) as u8);
+                        compare::<{ ferrite_hal::ALL_OPS }>(
+                            CompareOp::Equal,
+                            operand(&[x; 4], &[4]),
+                            operand(&[y; 4], &[4]),
+                            &mut out,
+                            &shape,
+                        )
+                        .unwrap();
+                        assert_eq!(out[3], (x == y) as u8);
+                    }
+                }
+            }};
+        }
+        check!(i8);
+        check!(u8);
+        check!(i16);
+        check!(u16);
+        check!(i32);
+        check!(u32);
+        check!(i64);
+        check!(u64);
     }
 
     fn cast(from: DType, x: &[u8], to: DType) -> [u8; 16] {

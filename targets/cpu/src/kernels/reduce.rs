@@ -170,6 +170,44 @@ pub fn top_k<T: PartialOrd + Copy>(
     }
 }
 
+/// The `k` best of each lane of `[outer, len, inner]` in order (the better key, then the
+/// lower index): `emit(slot, at, j)` for output `slot`, the element at `at` of the lane's
+/// position `j`. The keys come from `key(at)`: one compiled ranking serves every element
+/// type whose values order as their keys (TopK on integers ranks their 64-bit extension).
+pub fn rank<K: PartialOrd + Copy>(
+    [outer, len, inner]: [usize; 3],
+    k: usize,
+    largest: bool,
+    key: impl Fn(usize) -> Option<K>,
+    mut emit: impl FnMut(usize, usize, usize),
+) {
+    // Whether (a, i) ranks before (b, j): the better value, then the lower index.
+    let before = |a: K, i: usize, b: K, j: usize| {
+        let better = if largest { a > b } else { a < b };
+        better || (a == b && i < j)
+    };
+    for o in 0..outer {
+        for i in 0..inner {
+            let at = |j: usize| (o * len + j) * inner + i;
+            let mut previous: Option<(K, usize)> = None;
+            for r in 0..k {
+                let mut best: Option<(K, usize)> = None;
+                for j in 0..len {
+                    let Some(v) = key(at(j)) else { continue };
+                    let after_previous = previous.is_none_or(|(pv, pj)| before(pv, pj, v, j));
+                    let beats_best = best.is_none_or(|(bv, bj)| before(v, j, bv, bj));
+                    if after_previous && beats_best {
+                        best = Some((v, j));
+                    }
+                }
+                let Some((_, j)) = best else { break };
+                emit((o * k + r) * inner + i, at(j), j);
+                previous = best;
+            }
+        }
+    }
+}
+
 /// Running sums along the middle axis of `[outer, len, inner]`: each output is the sum of the
 /// elements up to it (from the end when `reverse`; itself left out when `exclusive`).
 pub fn cumulative_sum<T: Copy>(

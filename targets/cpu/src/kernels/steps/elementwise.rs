@@ -7,7 +7,7 @@ use crate::kernels::elementwise::Operand;
 use crate::kernels::index;
 #[cfg(feature = "quantized")]
 use crate::kernels::integer;
-use crate::kernels::{elementwise, logic, numeric};
+use crate::kernels::{elementwise, numeric};
 
 /// Runs a step of this family with the kernels `OPS` selects.
 #[inline(always)]
@@ -166,24 +166,17 @@ fn integer_binary<const OPS: Selection>(
     out: &mut [u8],
     shape: &ferrite_hal::Shape,
 ) -> Result<(), CpuError> {
-    fn typed<const OPS: Selection, T: numeric::Integer>(
-        op: ferrite_hal::op::BinaryOp,
-        a: (TensorDesc, &[u8]),
-        b: (TensorDesc, &[u8]),
-        out: &mut [u8],
-        shape: &ferrite_hal::Shape,
-    ) -> Result<(), CpuError> {
-        let x = logic::Operand {
-            data: cast::<T>(a.1)?,
-            shape: a.0.shape,
-        };
-        let y = logic::Operand {
-            data: cast::<T>(b.1)?,
-            shape: b.0.shape,
-        };
-        numeric::binary::<OPS, T>(op, x, y, cast_mut::<T>(out)?, shape)
+    if !selects_dtype(OPS, a.0.dtype) {
+        return Err(CpuError::Unsupported);
     }
-    with_integer!(OPS, a.0.dtype, T => typed::<OPS, T>(op, a, b, out, shape), _ => Err(CpuError::Unsupported))
+    fn integers<'x>((t, bytes): (TensorDesc, &'x [u8])) -> numeric::Integers<'x> {
+        numeric::Integers {
+            dtype: t.dtype,
+            bytes,
+            shape: t.shape,
+        }
+    }
+    numeric::binary::<OPS>(op, integers(a), integers(b), out, shape)
 }
 
 #[inline(always)]

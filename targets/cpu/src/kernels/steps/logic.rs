@@ -2,7 +2,7 @@
 //! kernels in [`crate::kernels::logic`].
 
 use super::*;
-use crate::kernels::logic;
+use crate::kernels::{logic, numeric};
 
 /// Runs a step of this family with the kernels `OPS` selects.
 #[inline(always)]
@@ -47,10 +47,15 @@ pub(super) fn run<const OPS: Selection>(
                     let [x, y] = operands::<u8>(ab, sa, bb, sb)?;
                     logic::compare(c, x, y, out, &shape)
                 }
-                other => with_integer!(OPS, other, T => {
-                    let [x, y] = operands::<T>(ab, sa, bb, sb)?;
-                    logic::compare(c, x, y, out, &shape)
-                }, _ => return Err(CpuError::Unsupported)),
+                other if selects_dtype(OPS, other) => {
+                    let integers = |t: &TensorDesc, bytes| numeric::Integers {
+                        dtype: t.dtype,
+                        bytes,
+                        shape: t.shape,
+                    };
+                    numeric::compare::<OPS>(c, integers(&a, ab), integers(&b, bb), out, &shape)?
+                }
+                _ => return Err(CpuError::Unsupported),
             }
         }
         Op::Logical(l) if selects(OPS, OpKind::Logical) => {

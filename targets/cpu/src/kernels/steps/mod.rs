@@ -47,48 +47,6 @@ macro_rules! with_elements {
     }};
 }
 
-/// Evaluates `$body` with the type alias `$t` naming the Rust type of integer dtype `$dtype`,
-/// or `$otherwise` for any other dtype: one dispatch for every integer kernel.
-macro_rules! with_integer {
-    ($ops:ident, $dtype:expr, $t:ident => $body:expr, _ => $otherwise:expr) => {
-        match $dtype {
-            DType::I8 if selects_dtype($ops, DType::I8) => {
-                type $t = i8;
-                $body
-            }
-            DType::U8 if selects_dtype($ops, DType::U8) => {
-                type $t = u8;
-                $body
-            }
-            DType::I16 if selects_dtype($ops, DType::I16) => {
-                type $t = i16;
-                $body
-            }
-            DType::U16 if selects_dtype($ops, DType::U16) => {
-                type $t = u16;
-                $body
-            }
-            DType::I32 if selects_dtype($ops, DType::I32) => {
-                type $t = i32;
-                $body
-            }
-            DType::U32 if selects_dtype($ops, DType::U32) => {
-                type $t = u32;
-                $body
-            }
-            DType::I64 if selects_dtype($ops, DType::I64) => {
-                type $t = i64;
-                $body
-            }
-            DType::U64 if selects_dtype($ops, DType::U64) => {
-                type $t = u64;
-                $body
-            }
-            _ => $otherwise,
-        }
-    };
-}
-
 /// Whether a build selecting `OPS`, whose int8 steps of the kinds in `covered_int8` run
 /// elsewhere, needs the portable kernel of `kind`: not when the kind is covered and no other
 /// activation type (uint8, int16) is selected (then the arm, with its operand decoding, is not

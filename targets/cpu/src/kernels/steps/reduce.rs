@@ -2,7 +2,7 @@
 //! kernels in [`crate::kernels::reduce`] and [`crate::kernels::trees`].
 
 use super::*;
-use crate::kernels::{reduce, trees};
+use crate::kernels::{numeric, reduce, trees};
 
 /// Runs a step of this family with the kernels `OPS` selects.
 #[inline(always)]
@@ -106,19 +106,45 @@ pub(super) fn top_k<const OPS: Selection>(
     let idx = cast_mut::<i64>(idx.ok_or(CpuError::CorruptPlan)?)?;
     let lanes = lanes(&x.shape, axis);
     let bytes = view.bytes(&x)?;
-    fn typed<T: bytemuck::Pod + PartialOrd>(
-        bytes: &[u8],
-        lanes: [usize; 3],
-        largest: bool,
-        out: &mut [u8],
-        idx: &mut [i64],
-    ) -> Result<(), CpuError> {
-        reduce::top_k(cast::<T>(bytes)?, lanes, largest, cast_mut::<T>(out)?, idx);
-        Ok(())
-    }
     match x.dtype {
-        DType::F32 => typed::<f32>(bytes, lanes, largest, out, idx),
-        other => with_integer!(OPS, other, T => typed::<T>(bytes, lanes, largest, out, idx),
-            _ => Err(CpuError::Unsupported)),
+        DType::F32 => reduce::top_k(
+            cast::<f32>(bytes)?,
+            lanes,
+            largest,
+            cast_mut::<f32>(out)?,
+            idx,
+        ),
+        other if other.is_integer() && selects_dtype(OPS, other) => {
+            let size = other.size();
+            let k = idx.len() / (lanes[0] * lanes[2]).max(1);
+            let element = |at: usize| bytes.get(at.checked_mul(size)?..)?.get(..size);
+            let copy = |slot: usize, at: usize, j: usize| {
+                let dst = slot
+                    .checked_mul(size)
+                    .and_then(|s| out.get_mut(s..)?.get_mut(..size));
+                if let (Some(dst), Some(src), Some(i)) = (dst, element(at), idx.get_mut(slot)) {
+                    dst.copy_from_slice(src);
+                    *i = j as i64;
+                }
+            };
+            let integers = numeric::Integers {
+                dtype: other,
+                bytes,
+                shape: x.shape,
+            };
+            if numeric::is_signed(other) {
+                reduce::rank(
+                    lanes,
+                    k,
+                    largest,
+                    |at| integers.get::<OPS>(at).map(|v| v as i64),
+                    copy,
+                )
+            } else {
+                reduce::rank(lanes, k, largest, |at| integers.get::<OPS>(at), copy)
+            }
+        }
+        _ => return Err(CpuError::Unsupported),
     }
+    Ok(())
 }
