@@ -182,22 +182,22 @@ pub fn binary<const OPS: Selection>(
 ) {
     match op {
         BinaryOp::Add if selects_binary(OPS, BinaryOp::Add) => {
-            binary_with(a, b, out, out_shape, |x, y| x + y)
+            binary_with::<OPS>(a, b, out, out_shape, |x, y| x + y)
         }
         BinaryOp::Sub if selects_binary(OPS, BinaryOp::Sub) => {
-            binary_with(a, b, out, out_shape, |x, y| x - y)
+            binary_with::<OPS>(a, b, out, out_shape, |x, y| x - y)
         }
         BinaryOp::Mul if selects_binary(OPS, BinaryOp::Mul) => {
-            binary_with(a, b, out, out_shape, |x, y| x * y)
+            binary_with::<OPS>(a, b, out, out_shape, |x, y| x * y)
         }
         BinaryOp::Div if selects_binary(OPS, BinaryOp::Div) => {
-            binary_with(a, b, out, out_shape, |x, y| x / y)
+            binary_with::<OPS>(a, b, out, out_shape, |x, y| x / y)
         }
         BinaryOp::Pow if selects_binary(OPS, BinaryOp::Pow) => {
-            binary_with(a, b, out, out_shape, math::pow)
+            binary_with::<OPS>(a, b, out, out_shape, math::pow)
         }
         BinaryOp::Max if selects_binary(OPS, BinaryOp::Max) => {
-            binary_with(a, b, out, out_shape, |x, y| {
+            binary_with::<OPS>(a, b, out, out_shape, |x, y| {
                 if x.is_nan() || x > y {
                     x
                 } else {
@@ -206,7 +206,7 @@ pub fn binary<const OPS: Selection>(
             })
         }
         BinaryOp::Min if selects_binary(OPS, BinaryOp::Min) => {
-            binary_with(a, b, out, out_shape, |x, y| {
+            binary_with::<OPS>(a, b, out, out_shape, |x, y| {
                 if x.is_nan() || x < y {
                     x
                 } else {
@@ -215,13 +215,13 @@ pub fn binary<const OPS: Selection>(
             })
         }
         BinaryOp::PRelu if selects_binary(OPS, BinaryOp::PRelu) => {
-            binary_with(a, b, out, out_shape, |x, s| if x < 0.0 { x * s } else { x })
+            binary_with::<OPS>(a, b, out, out_shape, |x, s| if x < 0.0 { x * s } else { x })
         }
         BinaryOp::Fmod if selects_binary(OPS, BinaryOp::Fmod) => {
-            binary_with(a, b, out, out_shape, math::fmod)
+            binary_with::<OPS>(a, b, out, out_shape, math::fmod)
         }
         BinaryOp::Mod if selects_binary(OPS, BinaryOp::Mod) => {
-            binary_with(a, b, out, out_shape, |x, y| {
+            binary_with::<OPS>(a, b, out, out_shape, |x, y| {
                 let r = math::fmod(x, y);
                 if r != 0.0 && (r < 0.0) != (y < 0.0) {
                     r + y
@@ -237,8 +237,64 @@ pub fn binary<const OPS: Selection>(
     }
 }
 
+/// How many of the float binary ops `ops` selects.
+const fn float_binary_ops(ops: Selection) -> usize {
+    let all = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Pow,
+        BinaryOp::Max,
+        BinaryOp::Min,
+        BinaryOp::PRelu,
+        BinaryOp::Fmod,
+        BinaryOp::Mod,
+    ];
+    let (mut n, mut i) = (0, 0);
+    while i < all.len() {
+        if selects_binary(ops, all[i]) {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+}
+
+/// [`broadcast_rows`] with the op `f`. On a microcontroller whose firmware selects more than
+/// three float binary ops (the every-kernel one), one compiled broadcast serves them all,
+/// calling `f` through a pointer: each op's own loops (nine row forms each) had taken 10 KB
+/// of its flash. Elsewhere each op's loops are compiled with `f` inlined.
 #[inline(always)]
-fn binary_with(
+fn binary_with<const OPS: Selection>(
+    a: Operand<'_>,
+    b: Operand<'_>,
+    out: &mut [f32],
+    out_shape: &Shape,
+    f: impl Fn(f32, f32) -> f32 + Copy,
+) {
+    if const { !cfg!(feature = "std") && float_binary_ops(OPS) > 3 } {
+        broadcast_shared(a, b, out, out_shape, &f);
+    } else {
+        broadcast_rows(a, b, out, out_shape, f);
+    }
+}
+
+/// [`broadcast_rows`] compiled once, the op called through a pointer.
+#[inline(never)]
+fn broadcast_shared(
+    a: Operand<'_>,
+    b: Operand<'_>,
+    out: &mut [f32],
+    out_shape: &Shape,
+    f: &dyn Fn(f32, f32) -> f32,
+) {
+    broadcast_rows(a, b, out, out_shape, f);
+}
+
+/// `out = f(a, b)` with numpy broadcasting over `out_shape`, a row (the last axis) at a time.
+#[inline(always)]
+fn broadcast_rows(
     a: Operand<'_>,
     b: Operand<'_>,
     out: &mut [f32],

@@ -1,26 +1,83 @@
-//! Data-movement kernels, generic over the element type (they only copy elements).
+//! Data-movement kernels. They only copy elements, so they take bytes and the element size:
+//! one compiled kernel serves every type (flash on a microcontroller), runs of elements are
+//! single copies and strided elements are moved by a loop built for each size
+//! ([`copy_run`]).
 
 use super::index::for_each_index;
 use crate::CpuError;
 use ferrite_hal::op::PadMode;
 use ferrite_hal::{Shape, MAX_RANK};
 
-/// Output axis `i` is input axis `perm[i]`.
+/// Fills `dst` (whole elements of `size` bytes) from `src`: element `k` from element
+/// `k × step` of `src` (step 0: one element repeated), or, `reversed`, the last element of
+/// `dst` from the first of those. Out of line: the one copy of the strided loops, one per
+/// element size, that every kernel here shares; elements `src` lacks are left as they are.
+#[inline(never)]
+pub(crate) fn copy_run(dst: &mut [u8], src: &[u8], step: usize, size: usize, reversed: bool) {
+    if step == 1 && !reversed {
+        if let Some(src) = src.get(..dst.len()) {
+            dst.copy_from_slice(src);
+        }
+        return;
+    }
+    match size {
+        1 => strided::<1>(dst, src, step, reversed),
+        2 => strided::<2>(dst, src, step, reversed),
+        4 => strided::<4>(dst, src, step, reversed),
+        8 => strided::<8>(dst, src, step, reversed),
+        _ => {}
+    }
+}
+
+/// [`copy_run`] for elements of `N` bytes.
 #[inline(always)]
-pub fn transpose<T: Copy>(
-    x: &[T],
+fn strided<const N: usize>(dst: &mut [u8], src: &[u8], step: usize, reversed: bool) {
+    let element = |k: usize| -> Option<&[u8; N]> {
+        src.get(k.checked_mul(step)?.checked_mul(N)?..)?
+            .get(..N)?
+            .try_into()
+            .ok()
+    };
+    let mut put = |(k, d): (usize, &mut [u8])| {
+        if let (Some(s), Ok(d)) = (element(k), <&mut [u8; N]>::try_from(d)) {
+            *d = *s;
+        }
+    };
+    if reversed {
+        dst.chunks_exact_mut(N).rev().enumerate().for_each(&mut put);
+    } else {
+        dst.chunks_exact_mut(N).enumerate().for_each(&mut put);
+    }
+}
+
+/// Bytes `[at, at + len)` of `xs` (in elements of `size` bytes), `None` past the end.
+#[inline(always)]
+fn elements(xs: &[u8], at: usize, len: usize, size: usize) -> Option<&[u8]> {
+    xs.get(at.checked_mul(size)?..)?
+        .get(..len.checked_mul(size)?)
+}
+
+/// [`elements`], mutable.
+#[inline(always)]
+fn elements_mut(xs: &mut [u8], at: usize, len: usize, size: usize) -> Option<&mut [u8]> {
+    xs.get_mut(at.checked_mul(size)?..)?
+        .get_mut(..len.checked_mul(size)?)
+}
+
+/// Output axis `i` is input axis `perm[i]`; elements of `size` bytes.
+pub fn transpose(
+    x: &[u8],
+    size: usize,
     in_shape: &Shape,
     perm: &[usize; MAX_RANK],
-    out: &mut [T],
+    out: &mut [u8],
     out_shape: &Shape,
 ) {
     // No indexing that can panic: the shapes are verified, but a kernel stays total.
     let rank = in_shape.rank();
     let dims = out_shape.dims_checked();
     let (Some((&inner, outer)), false) = (dims.split_last(), out.is_empty()) else {
-        for (d, s) in out.iter_mut().zip(x) {
-            *d = *s;
-        }
+        copy_run(out, x, 1, size, false);
         return;
     };
     let in_strides = in_shape.strides_checked();
@@ -31,21 +88,16 @@ pub fn transpose<T: Copy>(
     let inner_stride = src_strides.get(outer.len()).copied().unwrap_or(0);
     let out_strides = out_shape.strides_checked();
     for_each_index(outer, [&out_strides, &src_strides], |[o, i]| {
-        let (Some(dst), Some(src)) = (out.get_mut(o..o.saturating_add(inner)), x.get(i..)) else {
+        let (Some(dst), Some(src)) = (elements_mut(out, o, inner, size), x.get(i * size..)) else {
             return;
         };
-        if let (1, Some(src)) = (inner_stride, src.get(..dst.len())) {
-            dst.copy_from_slice(src);
-        } else {
-            for (d, s) in dst.iter_mut().zip(src.iter().step_by(inner_stride.max(1))) {
-                *d = *s;
-            }
-        }
+        copy_run(dst, src, inner_stride, size, false);
     });
 }
 
-/// Where a slab of `len` entries at `offset` along `axis` sits in a tensor of shape `whole`:
-/// `outer` runs of `part_row` elements, the first at `start`, each `whole_row` after the last.
+/// Where a slab of `len` entries at `offset` along `axis` sits in a tensor of shape `whole`
+/// (elements of `size` bytes): `outer` runs of `part_row` bytes, the first at `start`, each
+/// `whole_row` after the last.
 struct Slab {
     outer: usize,
     whole_row: usize,
@@ -54,8 +106,8 @@ struct Slab {
 }
 
 impl Slab {
-    fn new(whole: &Shape, axis: usize, len: usize, offset: usize) -> Slab {
-        let inner = whole.product(axis + 1..whole.rank());
+    fn new(whole: &Shape, axis: usize, len: usize, offset: usize, size: usize) -> Slab {
+        let inner = whole.product(axis + 1..whole.rank()) * size;
         Slab {
             outer: whole.product(0..axis),
             whole_row: whole.dim(axis) * inner,
@@ -64,7 +116,7 @@ impl Slab {
         }
     }
 
-    /// The whole tensor's and the part's ranges of run `o`.
+    /// The whole tensor's and the part's byte ranges of run `o`.
     fn run(&self, o: usize) -> (core::ops::Range<usize>, core::ops::Range<usize>) {
         let whole = o * self.whole_row + self.start;
         (
@@ -74,17 +126,18 @@ impl Slab {
     }
 }
 
-/// Copies input `part` into its place (`offset` along `axis`) in the concatenation `out`.
-#[inline(always)]
-pub fn concat_into<T: Copy>(
-    part: &[T],
-    out: &mut [T],
+/// Copies input `part` into its place (`offset` along `axis`) in the concatenation `out`;
+/// elements of `size` bytes.
+pub fn concat_into(
+    part: &[u8],
+    size: usize,
+    out: &mut [u8],
     out_shape: &Shape,
     part_axis_len: usize,
     axis: usize,
     offset: usize,
 ) {
-    let slab = Slab::new(out_shape, axis, part_axis_len, offset);
+    let slab = Slab::new(out_shape, axis, part_axis_len, offset, size);
     for o in 0..slab.outer {
         let (w, p) = slab.run(o);
         // Sized by the verifier; a short operand copies nothing.
@@ -94,17 +147,18 @@ pub fn concat_into<T: Copy>(
     }
 }
 
-/// Copies the part of `x` at `offset` along `axis` into the split output `out`.
-#[inline(always)]
-pub fn split_from<T: Copy>(
-    x: &[T],
+/// Copies the part of `x` at `offset` along `axis` into the split output `out`; elements of
+/// `size` bytes.
+pub fn split_from(
+    x: &[u8],
+    size: usize,
     x_shape: &Shape,
-    out: &mut [T],
+    out: &mut [u8],
     part_axis_len: usize,
     axis: usize,
     offset: usize,
 ) {
-    let slab = Slab::new(x_shape, axis, part_axis_len, offset);
+    let slab = Slab::new(x_shape, axis, part_axis_len, offset, size);
     for o in 0..slab.outer {
         let (w, p) = slab.run(o);
         if let (Some(dst), Some(src)) = (out.get_mut(p), x.get(w)) {
@@ -113,125 +167,149 @@ pub fn split_from<T: Copy>(
     }
 }
 
-/// Strided slice: output index `i` on each axis reads `starts + i * steps`.
-#[inline(always)]
-pub fn slice<T: Copy>(
-    x: &[T],
+/// Strided slice: output index `i` on each axis reads `starts + i * steps`; elements of
+/// `size` bytes.
+#[allow(clippy::too_many_arguments)]
+pub fn slice(
+    x: &[u8],
+    size: usize,
     in_shape: &Shape,
     starts: &[usize; MAX_RANK],
     steps: &[isize; MAX_RANK],
-    out: &mut [T],
+    out: &mut [u8],
     out_shape: &Shape,
 ) {
     let rank = in_shape.rank();
-    if out.is_empty() {
+    let out_dims = out_shape.dims_checked();
+    let (Some((&inner, outer)), false) = (out_dims.split_last(), out.is_empty()) else {
+        copy_run(out, x, 1, size, false);
         return;
-    }
-    if rank == 0 {
-        out.copy_from_slice(x);
-        return;
-    }
+    };
     let in_strides = in_shape.strides_checked();
-    let base: usize = (0..rank).map(|a| starts[a] * in_strides[a]).sum();
     // Offsets move by step × stride per axis; negative steps walk backwards from `base`.
-    let mut pos = [0usize; MAX_RANK];
-    let mut neg = [0usize; MAX_RANK];
-    for a in 0..rank {
-        let s = steps[a].unsigned_abs() * in_strides[a];
-        if steps[a] > 0 {
-            pos[a] = s;
-        } else {
-            neg[a] = s;
+    let (mut base, mut pos, mut neg) = (0usize, [0usize; MAX_RANK], [0usize; MAX_RANK]);
+    let axes = starts.iter().zip(steps).zip(&in_strides).take(rank);
+    for (a, ((&start, &step), &stride)) in axes.enumerate() {
+        base += start * stride;
+        let s = step.unsigned_abs() * stride;
+        if let (Some(p), Some(n)) = (pos.get_mut(a), neg.get_mut(a)) {
+            if step > 0 {
+                *p = s;
+            } else {
+                *n = s;
+            }
         }
     }
-    let inner = out_shape.dims()[rank - 1];
-    let out_strides = out_shape.strides_checked();
-    for_each_index(
-        &out_shape.dims()[..rank - 1],
-        [&out_strides, &pos, &neg],
-        |[o, p, n]| {
-            let start = base + p - n;
-            let dst = &mut out[o..o + inner];
-            let (step_fwd, step_back) = (pos[rank - 1], neg[rank - 1]);
-            if step_back == 0 {
-                // Forward: a strided (or, for step 1, contiguous) run from `start`.
-                for (d, v) in dst
-                    .iter_mut()
-                    .zip(x[start..].iter().step_by(step_fwd.max(1)))
-                {
-                    *d = *v;
-                }
-            } else {
-                // Backward: the same run read from its far end.
-                let first = start - (inner - 1) * step_back;
-                let run = x[first..=start].iter().step_by(step_back);
-                for (d, v) in dst.iter_mut().rev().zip(run) {
-                    *d = *v;
-                }
-            }
-        },
+    let last = rank - 1;
+    let (step_fwd, step_back) = (
+        pos.get(last).copied().unwrap_or(0),
+        neg.get(last).copied().unwrap_or(0),
     );
+    let out_strides = out_shape.strides_checked();
+    for_each_index(outer, [&out_strides, &pos, &neg], |[o, p, n]| {
+        let Some(dst) = elements_mut(out, o, inner, size) else {
+            return;
+        };
+        let start = base + p - n;
+        if step_back == 0 {
+            // Forward: a strided (or, for step 1, contiguous) run from `start`.
+            if let Some(src) = x.get(start * size..) {
+                copy_run(dst, src, step_fwd, size, false);
+            }
+        } else {
+            // Backward: the same run read from its far end.
+            let first = start.checked_sub((inner - 1) * step_back);
+            if let Some(src) = first.and_then(|f| x.get(f * size..)) {
+                copy_run(dst, src, step_back, size, true);
+            }
+        }
+    });
 }
 
-/// Pads `x` by `begins` (and implicitly the ends) per axis.
-#[inline(always)]
-pub fn pad<T: Copy>(
-    x: &[T],
+/// Pads `x` by `begins` (and implicitly the ends) per axis. Its elements are `size` bytes
+/// each (the kernel only moves them, so one compiled copy serves every type); `value` is one
+/// element's bytes, the fill of [`PadMode::Constant`]. Rows whose source is in the input are
+/// one copy in the middle; only the padding maps indices.
+#[allow(clippy::too_many_arguments)]
+pub fn pad(
+    x: &[u8],
+    size: usize,
     in_shape: &Shape,
     mode: PadMode,
     begins: &[usize; MAX_RANK],
-    value: T,
-    out: &mut [T],
+    value: &[u8],
+    out: &mut [u8],
     out_shape: &Shape,
 ) {
     let rank = in_shape.rank();
-    if rank == 0 {
-        out.copy_from_slice(x);
+    let (Some(&inner_out), Some(&inner_in)) = (out_shape.dims().last(), in_shape.dims().last())
+    else {
+        copy_element(out, x);
+        return;
+    };
+    let (row_out, row_in) = (inner_out * size, inner_in * size);
+    if row_out == 0 || size == 0 {
         return;
     }
+    let (in_dims, out_dims) = (in_shape.dims(), out_shape.dims());
     let in_strides = in_shape.strides_checked();
-    let inner_out = out_shape.dims()[rank - 1];
-    let inner_in = in_shape.dims()[rank - 1];
-    let rows = out_shape.product(0..rank - 1);
+    let b = begins.get(rank - 1).copied().unwrap_or(0);
     let mut row_index = [0usize; MAX_RANK];
-    for r in 0..rows {
-        let dst = &mut out[r * inner_out..(r + 1) * inner_out];
+    for dst in out.chunks_exact_mut(row_out) {
+        // The input row this output row reads, `None` for a row of constant fill.
         let mut src_row = Some(0usize);
-        for a in 0..rank - 1 {
-            let i = row_index[a] as isize - begins[a] as isize;
-            src_row = match (src_row, map_index(i, in_shape.dims()[a], mode)) {
-                (Some(base), Some(j)) => Some(base + j * in_strides[a]),
+        for (a, (&i, &begin)) in row_index.iter().zip(begins).take(rank - 1).enumerate() {
+            let mapped = map_index(
+                i as isize - begin as isize,
+                in_dims.get(a).copied().unwrap_or(0),
+                mode,
+            );
+            src_row = match (src_row, mapped, in_strides.get(a)) {
+                (Some(base), Some(j), Some(&stride)) => Some(base + j * stride),
                 _ => None,
             };
         }
-        match src_row {
-            None => dst.fill(value),
-            Some(base) => {
-                // The middle of the row is a straight copy; only the padding maps indices.
-                let src = &x[base..base + inner_in];
-                let b = begins[rank - 1];
-                dst[b..b + inner_in].copy_from_slice(src);
-                let (left, rest) = dst.split_at_mut(b);
-                let right = &mut rest[inner_in..];
-                for (ox, d) in left.iter_mut().enumerate() {
-                    *d = map_index(ox as isize - b as isize, inner_in, mode)
-                        .map_or(value, |j| src[j]);
+        let src = src_row.and_then(|base| x.get(base * size..)?.get(..row_in));
+        match src {
+            None => dst
+                .chunks_exact_mut(size)
+                .for_each(|d| copy_element(d, value)),
+            Some(src) => {
+                let middle = dst.get_mut(b * size..).and_then(|d| d.get_mut(..row_in));
+                if let Some(middle) = middle {
+                    middle.copy_from_slice(src);
                 }
-                for (k, d) in right.iter_mut().enumerate() {
-                    let i = (inner_in + k) as isize;
-                    *d = map_index(i, inner_in, mode).map_or(value, |j| src[j]);
+                let padding = (0..b).chain(b + inner_in..inner_out);
+                for ox in padding {
+                    let Some(d) = dst.get_mut(ox * size..).and_then(|d| d.get_mut(..size)) else {
+                        continue;
+                    };
+                    let from = map_index(ox as isize - b as isize, inner_in, mode)
+                        .and_then(|j| src.get(j * size..)?.get(..size));
+                    copy_element(d, from.unwrap_or(value));
                 }
             }
         }
         let mut a = rank - 1;
         while a > 0 {
             a -= 1;
-            row_index[a] += 1;
-            if row_index[a] < out_shape.dims()[a] {
+            let (Some(i), Some(&len)) = (row_index.get_mut(a), out_dims.get(a)) else {
+                break;
+            };
+            *i += 1;
+            if *i < len {
                 break;
             }
-            row_index[a] = 0;
+            *i = 0;
         }
+    }
+}
+
+/// Copies the bytes of one element (as many as both hold): no call to `memcpy` for a few bytes.
+#[inline(always)]
+fn copy_element(dst: &mut [u8], src: &[u8]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
     }
 }
 
@@ -260,14 +338,14 @@ fn map_index(i: isize, len: usize, mode: PadMode) -> Option<usize> {
 }
 
 /// Gathers along `axis`: `out[outer, q, inner] = x[outer, idx[q], inner]`; negative indices
-/// count from the end; any other out-of-range index is an error.
-#[inline(always)]
-pub fn gather<T: Copy>(
-    x: &[T],
+/// count from the end; any other out-of-range index is an error. Elements of `size` bytes.
+pub fn gather(
+    x: &[u8],
+    size: usize,
     x_shape: &Shape,
     axis: usize,
     indices: impl Iterator<Item = i64> + Clone,
-    out: &mut [T],
+    out: &mut [u8],
 ) -> Result<(), CpuError> {
     let outer = x_shape.product(0..axis);
     let len = x_shape.dim(axis);
@@ -280,12 +358,8 @@ pub fn gather<T: Copy>(
                 return Err(CpuError::IndexOutOfRange { index: raw, len });
             }
             // Sized by the verifier; a short operand copies nothing.
-            let src = x
-                .get((o * len + i as usize) * inner..)
-                .and_then(|s| s.get(..inner));
-            let dst = out
-                .get_mut((o * count + q) * inner..)
-                .and_then(|d| d.get_mut(..inner));
+            let src = elements(x, (o * len + i as usize) * inner, inner, size);
+            let dst = elements_mut(out, (o * count + q) * inner, inner, size);
             if let (Some(dst), Some(src)) = (dst, src) {
                 dst.copy_from_slice(src);
             }
@@ -314,15 +388,252 @@ pub fn trilu<T: bytemuck::Pod>(
     }
 }
 
-/// `out` = `x` broadcast (numpy rules) to `out_shape` (Expand).
-pub fn expand<T: Copy>(x: &[T], x_shape: &Shape, out: &mut [T], out_shape: &Shape) {
+/// `out` = `x` broadcast (numpy rules) to `out_shape` (Expand); elements of `size` bytes.
+pub fn expand(x: &[u8], size: usize, x_shape: &Shape, out: &mut [u8], out_shape: &Shape) {
+    let dims = out_shape.dims_checked();
+    let (Some((&inner, outer)), false) = (dims.split_last(), out.is_empty()) else {
+        copy_run(out, x, 1, size, false);
+        return;
+    };
     let strides = [
         out_shape.strides(),
         ferrite_hal::geometry::broadcast_strides(x_shape, out_shape),
     ];
-    for_each_index(out_shape.dims(), [&strides[0], &strides[1]], |[o, i]| {
-        if let (Some(d), Some(&v)) = (out.get_mut(o), x.get(i)) {
-            *d = v;
+    // The last axis is a run: the input's row (stride 1) or its one element repeated (0).
+    let inner_stride = strides[1].get(outer.len()).copied().unwrap_or(0);
+    for_each_index(outer, [&strides[0], &strides[1]], |[o, i]| {
+        if let (Some(dst), Some(src)) = (elements_mut(out, o, inner, size), x.get(i * size..)) {
+            copy_run(dst, src, inner_stride, size, false);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::{vec, vec::Vec};
+
+    /// Pad's output element at `index` by the definition: each coordinate mapped on its own.
+    fn padded_at(
+        x: &[u32],
+        in_dims: &[usize],
+        mode: PadMode,
+        begins: &[usize],
+        value: u32,
+        index: &[usize],
+    ) -> u32 {
+        let mut offset = 0;
+        for (a, (&i, &len)) in index.iter().zip(in_dims).enumerate() {
+            match map_index(i as isize - begins[a] as isize, len, mode) {
+                Some(j) => offset = offset * len + j,
+                None => return value,
+            }
+        }
+        x[offset]
+    }
+
+    /// A small xorshift generator: `next(n)` is in `0..n`.
+    fn generator(mut seed: u32) -> impl FnMut(usize) -> usize {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed as usize % n.max(1)
+        }
+    }
+
+    /// Element ids (each under 256) written in `size` bytes, and read back.
+    fn encode(ids: &[usize], size: usize) -> Vec<u8> {
+        ids.iter()
+            .flat_map(|&v| (0..size).map(move |k| if k == 0 { v as u8 } else { 0 }))
+            .collect()
+    }
+
+    fn decode(bytes: &[u8], size: usize) -> Vec<usize> {
+        bytes.chunks_exact(size).map(|c| c[0] as usize).collect()
+    }
+
+    /// The multi-index of `flat` in row-major `dims`.
+    fn unflatten(mut flat: usize, dims: &[usize]) -> Vec<usize> {
+        let mut index = vec![0; dims.len()];
+        for a in (0..dims.len()).rev() {
+            index[a] = flat % dims[a];
+            flat /= dims[a];
+        }
+        index
+    }
+
+    fn flatten(index: &[usize], dims: &[usize]) -> usize {
+        index.iter().zip(dims).fold(0, |acc, (&i, &d)| acc * d + i)
+    }
+
+    /// Transpose, Slice (negative steps too) and Expand over random shapes, at element sizes
+    /// 1, 2, 4 and 8, against each op's definition on element ids.
+    #[test]
+    fn moves_match_their_definitions_at_every_element_size() {
+        let mut next = generator(0x9e37_79b9);
+        for case in 0..400 {
+            let rank = 1 + next(4);
+            let dims: Vec<usize> = (0..rank).map(|_| 1 + next(4)).collect();
+            let count: usize = dims.iter().product();
+            let ids: Vec<usize> = (0..count).map(|v| v % 256).collect();
+            let shape = Shape::new(&dims).unwrap();
+            // Transpose by a random permutation.
+            let mut perm = [0usize; MAX_RANK];
+            let mut axes: Vec<usize> = (0..rank).collect();
+            for slot in perm.iter_mut().take(rank) {
+                *slot = axes.remove(next(axes.len()));
+            }
+            let t_dims: Vec<usize> = (0..rank).map(|a| dims[perm[a]]).collect();
+            let t_expected: Vec<usize> = (0..count)
+                .map(|flat| {
+                    let o = unflatten(flat, &t_dims);
+                    let mut i = vec![0; rank];
+                    for a in 0..rank {
+                        i[perm[a]] = o[a];
+                    }
+                    ids[flatten(&i, &dims)]
+                })
+                .collect();
+            // Slice with random starts and steps (either sign).
+            let (mut starts, mut steps) = ([0usize; MAX_RANK], [1isize; MAX_RANK]);
+            let mut s_dims = vec![0; rank];
+            for a in 0..rank {
+                starts[a] = next(dims[a]);
+                let step = 1 + next(2) as isize;
+                steps[a] = if next(2) == 0 { step } else { -step };
+                let room = if steps[a] > 0 {
+                    dims[a] - starts[a]
+                } else {
+                    starts[a] + 1
+                };
+                s_dims[a] = room.div_ceil(step as usize);
+            }
+            let s_count: usize = s_dims.iter().product();
+            let s_expected: Vec<usize> = (0..s_count)
+                .map(|flat| {
+                    let o = unflatten(flat, &s_dims);
+                    let i: Vec<usize> = (0..rank)
+                        .map(|a| (starts[a] as isize + o[a] as isize * steps[a]) as usize)
+                        .collect();
+                    ids[flatten(&i, &dims)]
+                })
+                .collect();
+            // Expand: each axis of the input 1 or the output's.
+            let e_dims: Vec<usize> = dims
+                .iter()
+                .map(|&d| if d == 1 { 1 + next(3) } else { d })
+                .collect();
+            let e_count: usize = e_dims.iter().product();
+            let e_expected: Vec<usize> = (0..e_count)
+                .map(|flat| {
+                    let o = unflatten(flat, &e_dims);
+                    let i: Vec<usize> = (0..rank)
+                        .map(|a| if dims[a] == 1 { 0 } else { o[a] })
+                        .collect();
+                    ids[flatten(&i, &dims)]
+                })
+                .collect();
+            for size in [1usize, 2, 4, 8] {
+                let x = encode(&ids, size);
+                let mut out = vec![0xAA; count * size];
+                transpose(
+                    &x,
+                    size,
+                    &shape,
+                    &perm,
+                    &mut out,
+                    &Shape::new(&t_dims).unwrap(),
+                );
+                assert_eq!(
+                    decode(&out, size),
+                    t_expected,
+                    "case {case}: transpose {dims:?} by {perm:?}, size {size}"
+                );
+                let mut out = vec![0xAA; s_count * size];
+                let s_shape = Shape::new(&s_dims).unwrap();
+                slice(&x, size, &shape, &starts, &steps, &mut out, &s_shape);
+                assert_eq!(
+                    decode(&out, size),
+                    s_expected,
+                    "case {case}: slice {dims:?}, size {size}"
+                );
+                let mut out = vec![0xAA; e_count * size];
+                expand(&x, size, &shape, &mut out, &Shape::new(&e_dims).unwrap());
+                assert_eq!(
+                    decode(&out, size),
+                    e_expected,
+                    "case {case}: expand {dims:?} to {e_dims:?}, size {size}"
+                );
+            }
+        }
+    }
+
+    const FILL: u32 = 250;
+
+    /// Every mode over many shapes and paddings, at element sizes 1, 2, 4 and 8 (the same
+    /// elements written at each width), against the definition.
+    #[test]
+    fn pad_matches_its_definition_at_every_element_size() {
+        let mut next = generator(0x2545_f491);
+        for case in 0..300 {
+            let rank = 1 + next(3);
+            let mode = [PadMode::Constant, PadMode::Reflect, PadMode::Edge][case % 3];
+            let in_dims: Vec<usize> = (0..rank).map(|_| 1 + next(4)).collect();
+            let mut begins = [0usize; MAX_RANK];
+            let mut out_dims = in_dims.clone();
+            for a in 0..rank {
+                // Reflect pads at most len - 1 (ONNX); the others any amount.
+                let most = if mode == PadMode::Reflect {
+                    in_dims[a] - 1
+                } else {
+                    3
+                };
+                begins[a] = next(most + 1);
+                out_dims[a] += begins[a] + next(most + 1);
+            }
+            let count: usize = in_dims.iter().product();
+            let x: Vec<u32> = (0..count as u32).map(|v| v * 7 % 200 + 1).collect();
+            let (in_shape, out_shape) = (
+                Shape::new(&in_dims).unwrap(),
+                Shape::new(&out_dims).unwrap(),
+            );
+            let total: usize = out_dims.iter().product();
+            let mut expected = Vec::with_capacity(total);
+            for flat in 0..total {
+                let mut index = vec![0; rank];
+                let mut rest = flat;
+                for a in (0..rank).rev() {
+                    index[a] = rest % out_dims[a];
+                    rest /= out_dims[a];
+                }
+                expected.push(padded_at(&x, &in_dims, mode, &begins, FILL, &index));
+            }
+            for size in [1usize, 2, 4, 8] {
+                // Each value (under 256) little-endian in `size` bytes.
+                let bytes = |vs: &[u32]| -> Vec<u8> {
+                    vs.iter()
+                        .flat_map(|&v| (0..size).map(move |k| if k == 0 { v as u8 } else { 0 }))
+                        .collect()
+                };
+                let (xb, eb) = (bytes(&x), bytes(&expected));
+                let mut out = vec![0xAAu8; total * size];
+                pad(
+                    &xb,
+                    size,
+                    &in_shape,
+                    mode,
+                    &begins,
+                    &bytes(&[FILL]),
+                    &mut out,
+                    &out_shape,
+                );
+                assert_eq!(
+                    out, eb,
+                    "case {case}: {in_dims:?} -> {out_dims:?}, {mode:?}, size {size}"
+                );
+            }
+        }
+    }
 }

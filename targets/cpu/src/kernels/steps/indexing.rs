@@ -145,23 +145,6 @@ fn gather_typed<const OPS: Selection>(
     ix: impl Iterator<Item = i64> + Clone,
     dst: &mut [u8],
 ) -> Result<(), CpuError> {
-    let bad = |_| CpuError::Misaligned;
-    match x.dtype.size() {
-        1 if selects_size(OPS, 1) => movement::gather(src, &x.shape, axis, ix, dst),
-        4 if selects_size(OPS, 4) => movement::gather::<u32>(
-            bytemuck::try_cast_slice(src).map_err(bad)?,
-            &x.shape,
-            axis,
-            ix,
-            bytemuck::try_cast_slice_mut(dst).map_err(bad)?,
-        ),
-        8 if selects_size(OPS, 8) => movement::gather::<u64>(
-            bytemuck::try_cast_slice(src).map_err(bad)?,
-            &x.shape,
-            axis,
-            ix,
-            bytemuck::try_cast_slice_mut(dst).map_err(bad)?,
-        ),
-        _ => Err(CpuError::Unsupported),
-    }
+    let size = element_size::<OPS>(x.dtype)?;
+    movement::gather(src, size, &x.shape, axis, ix, dst)
 }

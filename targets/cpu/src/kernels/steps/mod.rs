@@ -17,6 +17,18 @@ pub(crate) use ferrite_hal::{
     TensorDesc, ALL_OPS,
 };
 
+/// The element size of `dtype` when `OPS` selects a type of that size (the kernels that only
+/// move elements take bytes and a size), else `Unsupported`.
+#[inline(always)]
+fn element_size<const OPS: Selection>(dtype: DType) -> Result<usize, CpuError> {
+    let size = dtype.size();
+    if selects_size(OPS, size) {
+        Ok(size)
+    } else {
+        Err(CpuError::Unsupported)
+    }
+}
+
 /// Runs `$body` with `$src`/`$dst` bound to the byte slices viewed as elements of `$dtype`'s
 /// size (u8, u32 or u64): data movement only copies elements, whatever their type.
 macro_rules! with_elements {

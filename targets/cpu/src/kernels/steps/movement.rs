@@ -39,12 +39,8 @@ pub(super) fn run<const OPS: Selection>(
         Op::Expand if selects(OPS, OpKind::Expand) => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
-            with_elements!(OPS, x.dtype, bytes, out, |src, dst| movement::expand(
-                src,
-                &x.shape,
-                dst,
-                &out_desc.shape
-            ));
+            let size = element_size::<OPS>(x.dtype)?;
+            movement::expand(bytes, size, &x.shape, out, &out_desc.shape);
         }
         Op::Trilu { upper, k } if selects(OPS, OpKind::Trilu) => {
             let x = input(0)?;
@@ -58,25 +54,14 @@ pub(super) fn run<const OPS: Selection>(
         Op::Transpose { perm } if selects(OPS, OpKind::Transpose) => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
-            with_elements!(OPS, x.dtype, bytes, out, |src, dst| movement::transpose(
-                src,
-                &x.shape,
-                &perm,
-                dst,
-                &out_desc.shape
-            ));
+            let size = element_size::<OPS>(x.dtype)?;
+            movement::transpose(bytes, size, &x.shape, &perm, out, &out_desc.shape);
         }
         Op::Slice { starts, steps } if selects(OPS, OpKind::Slice) => {
             let x = input(0)?;
             let bytes = view.bytes(&x)?;
-            with_elements!(OPS, x.dtype, bytes, out, |src, dst| movement::slice(
-                src,
-                &x.shape,
-                &starts,
-                &steps,
-                dst,
-                &out_desc.shape
-            ));
+            let size = element_size::<OPS>(x.dtype)?;
+            movement::slice(bytes, size, &x.shape, &starts, &steps, out, &out_desc.shape);
         }
         Op::Pad {
             mode,
@@ -94,9 +79,8 @@ pub(super) fn run<const OPS: Selection>(
                 let part = part.ok_or(CpuError::CorruptPlan)?;
                 let len = part.shape.dim(axis);
                 let bytes = view.bytes(&part)?;
-                with_elements!(OPS, part.dtype, bytes, &mut *out, |src, dst| {
-                    movement::concat_into(src, dst, &out_desc.shape, len, axis, offset)
-                });
+                let size = element_size::<OPS>(part.dtype)?;
+                movement::concat_into(bytes, size, out, &out_desc.shape, len, axis, offset);
                 offset += len;
             }
         }
@@ -121,7 +105,7 @@ fn pad<const OPS: Selection>(
 ) -> Result<(), CpuError> {
     let (x_shape, out_shape) = (&x.shape, &out.shape);
     // The fill value converts like an ONNX cast of the constant to the tensor's type; the copy
-    // only moves elements, so one instance per element size serves every type.
+    // only moves elements, so one compiled kernel serves every type.
     let bits: u64 = match x.dtype {
         DType::F32 => value.to_bits().into(),
         DType::F64 => f64::from(value).to_bits(),
@@ -136,35 +120,13 @@ fn pad<const OPS: Selection>(
         DType::I64 => value as i64 as u64,
         DType::U64 => value as u64,
     };
-    match x.dtype.size() {
-        1 if selects_size(OPS, 1) => {
-            pad_typed(src, x_shape, mode, begins, bits as u8, dst, out_shape)
-        }
-        2 if selects_size(OPS, 2) => {
-            pad_typed(src, x_shape, mode, begins, bits as u16, dst, out_shape)
-        }
-        4 if selects_size(OPS, 4) => {
-            pad_typed(src, x_shape, mode, begins, bits as u32, dst, out_shape)
-        }
-        8 if selects_size(OPS, 8) => pad_typed(src, x_shape, mode, begins, bits, dst, out_shape),
-        _ => Err(CpuError::Unsupported),
+    let size = x.dtype.size();
+    if !selects_size(OPS, size) {
+        return Err(CpuError::Unsupported);
     }
-}
-
-/// [`movement::pad`] on bytes viewed as `T`.
-#[inline(always)]
-fn pad_typed<T: bytemuck::Pod>(
-    src: &[u8],
-    x_shape: &ferrite_hal::Shape,
-    mode: ferrite_hal::op::PadMode,
-    begins: &[usize; ferrite_hal::MAX_RANK],
-    value: T,
-    dst: &mut [u8],
-    out_shape: &ferrite_hal::Shape,
-) -> Result<(), CpuError> {
-    let src: &[T] = bytemuck::try_cast_slice(src).map_err(|_| CpuError::Misaligned)?;
-    let dst: &mut [T] = bytemuck::try_cast_slice_mut(dst).map_err(|_| CpuError::Misaligned)?;
-    movement::pad(src, x_shape, mode, begins, value, dst, out_shape);
+    let value = bits.to_le_bytes();
+    let value = value.get(..size).ok_or(CpuError::Unsupported)?;
+    movement::pad(src, size, x_shape, mode, begins, value, dst, out_shape);
     Ok(())
 }
 
@@ -188,9 +150,8 @@ pub(super) fn split<const OPS: Selection>(
         )?;
         let len = out_desc.shape.dim(axis);
         let bytes = view.bytes(&x)?;
-        with_elements!(OPS, x.dtype, bytes, out, |src, dst| movement::split_from(
-            src, &x.shape, dst, len, axis, offset
-        ));
+        let size = element_size::<OPS>(x.dtype)?;
+        movement::split_from(bytes, size, &x.shape, out, len, axis, offset);
         offset += len;
     }
     Ok(())
