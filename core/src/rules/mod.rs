@@ -18,9 +18,9 @@ use ferrite_hal::{DType, Location, Selection, Step, TensorDesc, TensorList, MAX_
 macro_rules! operands {
     ($step:ident => $input:ident, $output:ident, $n_in:ident, $n_out:ident) => {
         #[allow(unused_variables)]
-        let $input = |i: usize| $step.inputs.get(i).ok_or(why("missing input"));
+        let $input = |i: usize| operand(&$step.inputs, i, "missing input");
         #[allow(unused_variables)]
-        let $output = |i: usize| $step.outputs.get(i).ok_or(why("missing output"));
+        let $output = |i: usize| operand(&$step.outputs, i, "missing output");
         #[allow(unused_variables)]
         let $n_in = $step.inputs.len();
         #[allow(unused_variables)]
@@ -40,6 +40,17 @@ mod recurrent;
 mod reduce;
 
 type Rule = Result<(), &'static str>;
+
+/// Operand `i` of `list`, or the rule `missing` when it is absent. Out of line: a check fetches
+/// operands at some 130 places, each a dynamic call and a copy when inlined (once per load).
+#[inline(never)]
+fn operand(
+    list: &TensorList<'_>,
+    i: usize,
+    missing: &'static str,
+) -> Result<TensorDesc, &'static str> {
+    list.get(i).ok_or(why(missing))
+}
 
 /// Element `i` of `d`, `None` past its end (no panicking index on untrusted shapes).
 fn at(d: &[usize], i: usize) -> Option<usize> {

@@ -442,13 +442,37 @@ pub fn fmod(x: f32, y: f32) -> f32 {
 /// Sine.
 #[inline]
 pub fn sin(x: f32) -> f32 {
-    libm::sinf(x)
+    #[cfg(feature = "std")]
+    {
+        libm::sinf(x)
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        sin_cos(x).0
+    }
 }
 
 /// Cosine.
 #[inline]
 pub fn cos(x: f32) -> f32 {
-    libm::cosf(x)
+    #[cfg(feature = "std")]
+    {
+        libm::cosf(x)
+    }
+    #[cfg(not(feature = "std"))]
+    {
+        sin_cos(x).1
+    }
+}
+
+/// Sine and cosine, one out-of-line copy for both on a microcontroller: libm's `sinf` and
+/// `cosf` each inline both of its double-precision kernels per quadrant (soft-float calls on a
+/// single-precision FPU), and a firmware with both carried them twice. The results are
+/// `sinf`'s and `cosf`'s (the same reduction and kernels).
+#[cfg(not(feature = "std"))]
+#[inline(never)]
+fn sin_cos(x: f32) -> (f32, f32) {
+    libm::sincosf(x)
 }
 
 /// The error function (microcontroller builds; hosts use [`vector::erf`]).
@@ -516,6 +540,38 @@ mod tests {
                 assert!(same(super::max(a, b), a.max(b)), "max({a}, {b})");
                 assert!(same(super::min(a, b), a.min(b)), "min({a}, {b})");
             }
+        }
+    }
+
+    /// A microcontroller computes `Sin` and `Cos` with libm's `sincosf` (one copy of its
+    /// kernels): its results are `sinf`'s and `cosf`'s, bit for bit, across every quadrant,
+    /// large arguments (the Payne–Hanek reduction), subnormals, infinities and NaN.
+    #[test]
+    fn sincos_is_sin_and_cos_bit_for_bit() {
+        let mut bits: u32 = 0x1234_5678;
+        let samples = (0..200_000).map(|_| {
+            bits ^= bits << 13;
+            bits ^= bits >> 17;
+            bits ^= bits << 5;
+            f32::from_bits(bits)
+        });
+        let sweep = (-40_000..=40_000).map(|i| i as f32 * 1e-3);
+        let edges = [
+            0.0,
+            -0.0,
+            1e-40,
+            f32::MAX,
+            f32::MIN,
+            f32::INFINITY,
+            f32::NAN,
+        ];
+        let same = |a: f32, b: f32| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+        for x in samples.chain(sweep).chain(edges) {
+            let (s, c) = libm::sincosf(x);
+            assert!(
+                same(s, libm::sinf(x)) && same(c, libm::cosf(x)),
+                "x = {x:e}"
+            );
         }
     }
 

@@ -52,14 +52,14 @@ fn strided<const N: usize>(dst: &mut [u8], src: &[u8], step: usize, reversed: bo
 
 /// Bytes `[at, at + len)` of `xs` (in elements of `size` bytes), `None` past the end.
 #[inline(always)]
-fn elements(xs: &[u8], at: usize, len: usize, size: usize) -> Option<&[u8]> {
+pub(crate) fn elements(xs: &[u8], at: usize, len: usize, size: usize) -> Option<&[u8]> {
     xs.get(at.checked_mul(size)?..)?
         .get(..len.checked_mul(size)?)
 }
 
 /// [`elements`], mutable.
 #[inline(always)]
-fn elements_mut(xs: &mut [u8], at: usize, len: usize, size: usize) -> Option<&mut [u8]> {
+pub(crate) fn elements_mut(xs: &mut [u8], at: usize, len: usize, size: usize) -> Option<&mut [u8]> {
     xs.get_mut(at.checked_mul(size)?..)?
         .get_mut(..len.checked_mul(size)?)
 }
@@ -307,7 +307,7 @@ pub fn pad(
 
 /// Copies the bytes of one element (as many as both hold): no call to `memcpy` for a few bytes.
 #[inline(always)]
-fn copy_element(dst: &mut [u8], src: &[u8]) {
+pub(crate) fn copy_element(dst: &mut [u8], src: &[u8]) {
     for (d, s) in dst.iter_mut().zip(src) {
         *d = *s;
     }
@@ -369,21 +369,30 @@ pub fn gather(
 }
 
 /// The upper (`j − i ≥ k`) or lower (`j − i ≤ k`) triangle of each `rows × cols` matrix of `x`,
-/// zeros elsewhere.
-pub fn trilu<T: bytemuck::Pod>(
-    x: &[T],
-    rows: usize,
-    cols: usize,
-    upper: bool,
-    k: i64,
-    out: &mut [T],
-) {
-    let matrix = (rows * cols).max(1);
-    for (src, dst) in x.chunks_exact(matrix).zip(out.chunks_exact_mut(matrix)) {
-        for (n, (d, s)) in dst.iter_mut().zip(src).enumerate() {
-            let (i, j) = ((n / cols.max(1)) as i64, (n % cols.max(1)) as i64);
-            let keep = if upper { j - i >= k } else { j - i <= k };
-            *d = if keep { *s } else { T::zeroed() };
+/// zeros elsewhere; elements of `size` bytes. Each row keeps one run of columns.
+pub fn trilu(x: &[u8], size: usize, rows: usize, cols: usize, upper: bool, k: i64, out: &mut [u8]) {
+    let Some(row) = core::num::NonZeroUsize::new(cols.saturating_mul(size)) else {
+        return;
+    };
+    let column = |c: i64| c.clamp(0, cols as i64) as usize;
+    for (n, (src, dst)) in x
+        .chunks_exact(row.get())
+        .zip(out.chunks_exact_mut(row.get()))
+        .enumerate()
+    {
+        let i = (n % rows.max(1)) as i64;
+        let (first, end) = if upper {
+            (column(i.saturating_add(k)), cols)
+        } else {
+            (0, column(i.saturating_add(k).saturating_add(1)))
+        };
+        dst.fill(0);
+        let kept = end.saturating_sub(first);
+        if let (Some(s), Some(d)) = (
+            elements(src, first, kept, size),
+            elements_mut(dst, first, kept, size),
+        ) {
+            d.copy_from_slice(s);
         }
     }
 }
@@ -565,6 +574,50 @@ mod tests {
                     decode(&out, size),
                     e_expected,
                     "case {case}: expand {dims:?} to {e_dims:?}, size {size}"
+                );
+            }
+        }
+    }
+
+    /// Trilu over random batches of matrices and diagonals (beyond the matrix and at the
+    /// extremes of `k` too), both triangles, at element sizes 1, 2, 4 and 8, against the
+    /// definition (a zero element decodes as id 0; the data's ids start at 1).
+    #[test]
+    fn trilu_matches_its_definition_at_every_element_size() {
+        let mut next = generator(0x6a09_e667);
+        for case in 0..300 {
+            let (batch, rows, cols) = (1 + next(3), 1 + next(5), 1 + next(5));
+            let k = match case % 10 {
+                0 => i64::MAX,
+                1 => i64::MIN,
+                _ => next(2 * cols + 5) as i64 - cols as i64 - 2,
+            };
+            let upper = next(2) == 1;
+            let count = batch * rows * cols;
+            let ids: Vec<usize> = (0..count).map(|i| 1 + (i * 3 + case) % 200).collect();
+            let expected: Vec<usize> = (0..count)
+                .map(|n| {
+                    let (i, j) = (((n / cols) % rows) as i128, (n % cols) as i128);
+                    let d = j - i;
+                    let keep = if upper {
+                        d >= k as i128
+                    } else {
+                        d <= k as i128
+                    };
+                    if keep {
+                        ids[n]
+                    } else {
+                        0
+                    }
+                })
+                .collect();
+            for size in [1usize, 2, 4, 8] {
+                let mut out = vec![0xAA; count * size];
+                trilu(&encode(&ids, size), size, rows, cols, upper, k, &mut out);
+                assert_eq!(
+                    decode(&out, size),
+                    expected,
+                    "case {case}: {batch}×{rows}×{cols}, k {k}, upper {upper}, size {size}"
                 );
             }
         }

@@ -19,64 +19,38 @@ pub(super) fn run<const OPS: Selection>(
         Op::GatherElements { axis } if selects(OPS, OpKind::GatherElements) => {
             let (x, idx) = (input(0)?, input(1)?);
             let (bytes, indices) = (view.bytes(&x)?, index_view(view, &idx)?);
-            with_elements!(OPS, x.dtype, bytes, out, |src, dst| {
-                indexing::gather_elements(src, &x.shape, indices, &idx.shape, axis, dst)?
-            });
+            let size = element_size::<OPS>(x.dtype)?;
+            indexing::gather_elements(bytes, size, &x.shape, indices, &idx.shape, axis, out)?;
         }
         Op::ScatterElements { axis, reduction } if selects(OPS, OpKind::ScatterElements) => {
             let (x, idx, up) = (input(0)?, input(1)?, input(2)?);
             let (bytes, indices) = (view.bytes(&x)?, index_view(view, &idx)?);
-            let values = view.bytes(&up)?;
-            if x.dtype == DType::F32 {
-                let u = indexing::Updates {
-                    indices,
-                    values: f32s(values)?,
-                    reduction,
-                };
-                let (src, dst) = (f32s(bytes)?, f32s_mut(out)?);
-                indexing::scatter_elements(src, &x.shape, u, &idx.shape, axis, dst)?;
-            } else {
-                with_elements!(OPS, x.dtype, bytes, out, |src, dst| {
-                    let u = indexing::Updates {
-                        indices,
-                        values: cast(values)?,
-                        reduction,
-                    };
-                    indexing::scatter_elements(src, &x.shape, u, &idx.shape, axis, dst)?
-                });
-            }
+            let size = element_size::<OPS>(x.dtype)?;
+            let u = indexing::Updates {
+                indices,
+                values: view.bytes(&up)?,
+                reduction,
+            };
+            indexing::scatter_elements(bytes, size, &x.shape, u, &idx.shape, axis, out)?;
         }
         Op::GatherNd { batch_dims } if selects(OPS, OpKind::GatherNd) => {
             let (x, idx) = (input(0)?, input(1)?);
             let (bytes, indices) = (view.bytes(&x)?, index_view(view, &idx)?);
             let (q, layout) = nd_layout(&x, &idx, batch_dims);
-            with_elements!(OPS, x.dtype, bytes, out, |src, dst| {
-                indexing::gather_nd(src, &x.shape, batch_dims, q, layout, indices, dst)?
-            });
+            let size = element_size::<OPS>(x.dtype)?;
+            indexing::gather_nd(bytes, size, &x.shape, batch_dims, q, layout, indices, out)?;
         }
         Op::ScatterNd { reduction } if selects(OPS, OpKind::ScatterNd) => {
             let (x, idx, up) = (input(0)?, input(1)?, input(2)?);
             let (bytes, indices) = (view.bytes(&x)?, index_view(view, &idx)?);
-            let values = view.bytes(&up)?;
             let (q, layout) = nd_layout(&x, &idx, 0);
-            if x.dtype == DType::F32 {
-                let u = indexing::Updates {
-                    indices,
-                    values: f32s(values)?,
-                    reduction,
-                };
-                let (src, dst) = (f32s(bytes)?, f32s_mut(out)?);
-                indexing::scatter_nd(src, &x.shape, q, layout, u, dst)?;
-            } else {
-                with_elements!(OPS, x.dtype, bytes, out, |src, dst| {
-                    let u = indexing::Updates {
-                        indices,
-                        values: cast(values)?,
-                        reduction,
-                    };
-                    indexing::scatter_nd(src, &x.shape, q, layout, u, dst)?
-                });
-            }
+            let size = element_size::<OPS>(x.dtype)?;
+            let u = indexing::Updates {
+                indices,
+                values: view.bytes(&up)?,
+                reduction,
+            };
+            indexing::scatter_nd(bytes, size, &x.shape, q, layout, u, out)?;
         }
         Op::Gather { axis } if selects(OPS, OpKind::Gather) => {
             let (x, idx) = (input(0)?, input(1)?);

@@ -78,20 +78,16 @@ pub(super) fn run<const OPS: Selection>(
                 data: view.bytes(&c)?,
                 shape: c.shape,
             };
-            let (xb, yb) = (view.bytes(&x)?, view.bytes(&y)?);
-            let shape = out_desc.shape;
-            with_elements!(OPS, x.dtype, xb, &mut *out, |xs, dst| {
-                let ys = bytemuck::try_cast_slice(yb).map_err(|_| CpuError::Misaligned)?;
-                let x = logic::Operand {
-                    data: xs,
-                    shape: x.shape,
-                };
-                let y = logic::Operand {
-                    data: ys,
-                    shape: y.shape,
-                };
-                logic::select(condition, x, y, dst, &shape)
-            });
+            let size = element_size::<OPS>(x.dtype)?;
+            let x = logic::Operand {
+                data: view.bytes(&x)?,
+                shape: x.shape,
+            };
+            let y = logic::Operand {
+                data: view.bytes(&y)?,
+                shape: y.shape,
+            };
+            logic::select(condition, x, y, size, out, &out_desc.shape);
         }
         _ => return Err(CpuError::Unsupported),
     }

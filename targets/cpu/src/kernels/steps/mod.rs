@@ -29,36 +29,6 @@ fn element_size<const OPS: Selection>(dtype: DType) -> Result<usize, CpuError> {
     }
 }
 
-/// Runs `$body` with `$src`/`$dst` bound to the byte slices viewed as elements of `$dtype`'s
-/// size (u8, u32 or u64): data movement only copies elements, whatever their type.
-macro_rules! with_elements {
-    ($ops:ident, $dtype:expr, $src:expr, $dst:expr, |$s:ident, $d:ident| $body:expr) => {{
-        let bad = |_| CpuError::Misaligned;
-        match $dtype.size() {
-            1 if selects_size($ops, 1) => {
-                let ($s, $d): (&[u8], &mut [u8]) = ($src, $dst);
-                $body;
-            }
-            2 if selects_size($ops, 2) => {
-                let $s: &[u16] = bytemuck::try_cast_slice($src).map_err(bad)?;
-                let $d: &mut [u16] = bytemuck::try_cast_slice_mut($dst).map_err(bad)?;
-                $body;
-            }
-            4 if selects_size($ops, 4) => {
-                let $s: &[u32] = bytemuck::try_cast_slice($src).map_err(bad)?;
-                let $d: &mut [u32] = bytemuck::try_cast_slice_mut($dst).map_err(bad)?;
-                $body;
-            }
-            8 if selects_size($ops, 8) => {
-                let $s: &[u64] = bytemuck::try_cast_slice($src).map_err(bad)?;
-                let $d: &mut [u64] = bytemuck::try_cast_slice_mut($dst).map_err(bad)?;
-                $body;
-            }
-            _ => return Err(CpuError::Unsupported),
-        }
-    }};
-}
-
 /// Whether a build selecting `OPS`, whose int8 steps of the kinds in `covered_int8` run
 /// elsewhere, needs the portable kernel of `kind`: not when the kind is covered and no other
 /// activation type (uint8, int16) is selected (then the arm, with its operand decoding, is not

@@ -47,9 +47,8 @@ pub(super) fn run<const OPS: Selection>(
             let r = x.shape.rank();
             let (rows, cols) = (x.shape.dim(r - 2), x.shape.dim(r - 1));
             let bytes = view.bytes(&x)?;
-            with_elements!(OPS, x.dtype, bytes, &mut *out, |src, dst| {
-                movement::trilu(src, rows, cols, upper, k as i64, dst)
-            });
+            let size = element_size::<OPS>(x.dtype)?;
+            movement::trilu(bytes, size, rows, cols, upper, k as i64, out);
         }
         Op::Transpose { perm } if selects(OPS, OpKind::Transpose) => {
             let x = input(0)?;
