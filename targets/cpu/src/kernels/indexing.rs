@@ -249,6 +249,7 @@ pub fn scatter_nd(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::element_ids::{decode, encode, flatten, generator, unflatten};
     extern crate std;
     use std::vec::Vec;
 
@@ -339,47 +340,6 @@ mod tests {
             scatter_nd(bytes(&data), 4, &s, 1, rows, bad, &mut out),
             Err(CpuError::IndexOutOfRange { index: 2, len: 2 })
         );
-    }
-
-    /// A xorshift stream: `next(n)` in `0..n`.
-    fn generator(mut seed: u32) -> impl FnMut(usize) -> usize {
-        move |n| {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            seed as usize % n.max(1)
-        }
-    }
-
-    /// Element ids written in `size` bytes (every byte distinct per id), and read back.
-    fn encode(ids: &[usize], size: usize) -> Vec<u8> {
-        ids.iter()
-            .flat_map(|&v| (0..size).map(move |k| (v * 7 + k * 61) as u8))
-            .collect()
-    }
-
-    fn decode(bytes: &[u8], size: usize) -> Vec<usize> {
-        let ids: Vec<usize> = bytes
-            .chunks_exact(size)
-            .map(|c| c[0] as usize * 183 % 256)
-            .collect();
-        // Every byte of an element is its id's (a kernel that moves part of one fails here).
-        assert_eq!(encode(&ids, size), bytes, "torn element");
-        ids
-    }
-
-    /// The multi-index of `flat` in row-major `dims`.
-    fn unflatten(mut flat: usize, dims: &[usize]) -> Vec<usize> {
-        let mut index = std::vec![0; dims.len()];
-        for a in (0..dims.len()).rev() {
-            index[a] = flat % dims[a];
-            flat /= dims[a];
-        }
-        index
-    }
-
-    fn flatten(index: &[usize], dims: &[usize]) -> usize {
-        index.iter().zip(dims).fold(0, |acc, (&i, &d)| acc * d + i)
     }
 
     /// GatherElements, ScatterElements (replacement), GatherND and ScatterND over random

@@ -142,13 +142,7 @@ mod tests {
     /// 2, 4 and 8, against the definition (every byte of an element checked).
     #[test]
     fn select_matches_its_definition_at_every_element_size() {
-        let mut seed = 0xbb67_ae85u32;
-        let mut next = move |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            seed as usize % n.max(1)
-        };
+        let mut next = crate::kernels::element_ids::generator(0xbb67_ae85);
         for case in 0..300 {
             let rank = 1 + next(3);
             let dims: Vec<usize> = (0..rank).map(|_| 1 + next(4)).collect();

@@ -4,6 +4,8 @@
 #[cfg(feature = "quantized")]
 pub mod accumulate;
 pub mod conv;
+#[cfg(test)]
+mod element_ids;
 pub mod elementwise;
 pub mod fourier;
 pub mod gemm;

@@ -421,6 +421,7 @@ pub fn expand(x: &[u8], size: usize, x_shape: &Shape, out: &mut [u8], out_shape:
 mod tests {
     extern crate std;
     use super::*;
+    use crate::kernels::element_ids::{decode, encode, flatten, generator, unflatten};
     use std::{vec, vec::Vec};
 
     /// Pad's output element at `index` by the definition: each coordinate mapped on its own.
@@ -440,41 +441,6 @@ mod tests {
             }
         }
         x[offset]
-    }
-
-    /// A small xorshift generator: `next(n)` is in `0..n`.
-    fn generator(mut seed: u32) -> impl FnMut(usize) -> usize {
-        move |n| {
-            seed ^= seed << 13;
-            seed ^= seed >> 17;
-            seed ^= seed << 5;
-            seed as usize % n.max(1)
-        }
-    }
-
-    /// Element ids (each under 256) written in `size` bytes, and read back.
-    fn encode(ids: &[usize], size: usize) -> Vec<u8> {
-        ids.iter()
-            .flat_map(|&v| (0..size).map(move |k| if k == 0 { v as u8 } else { 0 }))
-            .collect()
-    }
-
-    fn decode(bytes: &[u8], size: usize) -> Vec<usize> {
-        bytes.chunks_exact(size).map(|c| c[0] as usize).collect()
-    }
-
-    /// The multi-index of `flat` in row-major `dims`.
-    fn unflatten(mut flat: usize, dims: &[usize]) -> Vec<usize> {
-        let mut index = vec![0; dims.len()];
-        for a in (0..dims.len()).rev() {
-            index[a] = flat % dims[a];
-            flat /= dims[a];
-        }
-        index
-    }
-
-    fn flatten(index: &[usize], dims: &[usize]) -> usize {
-        index.iter().zip(dims).fold(0, |acc, (&i, &d)| acc * d + i)
     }
 
     /// Transpose, Slice (negative steps too) and Expand over random shapes, at element sizes
