@@ -1,7 +1,7 @@
 //! Data-movement kernels. They only copy elements, so they take bytes and the element size:
 //! one compiled kernel serves every type (flash on a microcontroller), runs of elements are
 //! single copies and strided elements are moved by a loop built for each size
-//! ([`copy_run`]).
+//! (`copy_run`).
 
 use super::index::for_each_index;
 use crate::CpuError;
