@@ -36,17 +36,18 @@ target/debug/ferrite pack demo/digits.onnx -o boards/template/model/model.frt --
 (cd boards/template && cargo clippy --release -q -- -D warnings)
 stage "cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --workspace -q
-stage "no_std builds (core + cpu + cortex-m) for Cortex-M0, M4F/M7 and M33"
+stage "no_std checks (core + cpu + cortex-m) for Cortex-M0, M4F/M7 and M33, each feature set"
+# Type checks: the firmware above already compiled and linked these crates for each core.
 for target in thumbv6m-none-eabi thumbv7em-none-eabihf thumbv8m.main-none-eabihf; do
-    cargo build -q -p ferrite-core -p ferrite-cpu -p ferrite-cortex-m --target "$target"
+    cargo check -q -p ferrite-core -p ferrite-cpu -p ferrite-cortex-m --target "$target"
 done
-cargo build -q -p ferrite-cortex-m --features dwt --target thumbv7em-none-eabihf
+cargo check -q -p ferrite-cortex-m --features dwt --target thumbv7em-none-eabihf
 # The M33 with its optional DSP extension selects the DSP kernels too.
-RUSTFLAGS="-C target-feature=+dsp" cargo build -q -p ferrite-cortex-m --target thumbv8m.main-none-eabihf --target-dir target/m33-dsp
-cargo build -q -p ferrite-core -p ferrite-cortex-m --features ferrite-core/defmt,ferrite-cortex-m/defmt --target thumbv7em-none-eabihf
-cargo build -q -p ferrite-cpu --features fast-math --target thumbv7em-none-eabihf
+RUSTFLAGS="-C target-feature=+dsp" cargo check -q -p ferrite-cortex-m --target thumbv8m.main-none-eabihf --target-dir target/m33-dsp
+cargo check -q -p ferrite-core -p ferrite-cortex-m --features ferrite-core/defmt,ferrite-cortex-m/defmt --target thumbv7em-none-eabihf
+cargo check -q -p ferrite-cpu --features fast-math --target thumbv7em-none-eabihf
 # Float-only builds (no integer kernels), as the micro:bit firmware links them.
-cargo build -q -p ferrite-cpu -p ferrite-cortex-m --no-default-features --target thumbv6m-none-eabi
+cargo check -q -p ferrite-cpu -p ferrite-cortex-m --no-default-features --target thumbv6m-none-eabi
 stage "the C static library (ferrite-c) for Cortex-M0, M4F/M7 and M33 with DSP (the host one: cargo test)"
 for target in thumbv6m-none-eabi thumbv7em-none-eabihf; do
     cargo build -q --release -p ferrite-c --no-default-features --features cortex-m --target "$target"

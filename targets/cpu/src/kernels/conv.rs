@@ -9,6 +9,7 @@
 //! them.
 
 use super::gemm::{sgemm, Mat};
+use core::num::NonZeroUsize;
 use ferrite_hal::geometry::{
     conv_scratch_elements, conv_tile_columns, depthwise_strategy, Depthwise,
 };
@@ -83,9 +84,13 @@ pub fn conv(
     out: &mut [f32],
     scratch: &mut [f32],
 ) {
-    let g = p.group;
-    let icg = d.c / g;
-    let ocg = d.oc / g;
+    // Checked by the verifier, as every size below; a plan without it computes nothing.
+    let Some(groups) = NonZeroUsize::new(p.group) else {
+        return;
+    };
+    let g = groups.get();
+    let icg = d.c / groups;
+    let ocg = d.oc / groups;
     let [kh, kw] = p.window.kernel;
     let k = icg * kh * kw;
     let plane = d.oh * d.ow;
@@ -93,14 +98,18 @@ pub fn conv(
     let pointwise = win.kernel == [1, 1] && win.stride == [1, 1] && win.pads == [0; 4];
     let depthwise = icg == 1 && g > 1;
     for b in 0..d.n {
-        let out_b = &mut out[b * d.oc * plane..(b + 1) * d.oc * plane];
+        let (Some(out_b), Some(x_b)) = (
+            out.get_mut(b * d.oc * plane..(b + 1) * d.oc * plane),
+            x.get(b * d.c * d.h * d.w..(b + 1) * d.c * d.h * d.w),
+        ) else {
+            return;
+        };
         // Outputs start from the bias, except where a host's blocked depthwise kernels run:
         // they write every output, bias included (the bias is then written after they decline).
         let host_depthwise = cfg!(feature = "std") && depthwise;
         if !host_depthwise {
             init_bias(out_b, bias, plane);
         }
-        let x_b = &x[b * d.c * d.h * d.w..(b + 1) * d.c * d.h * d.w];
         if depthwise {
             let args = DepthwiseArgs {
                 win,
@@ -495,15 +504,22 @@ fn init_bias(out: &mut [f32], bias: Option<&[f32]>, plane: usize) {
 }
 
 /// `dst[i] = f(dst[i], src[i * step])`. The source is first cut to exactly the elements read,
-/// so the indexing compiles to a tight loop (about twice as fast as `step_by` here).
+/// then walked a chunk of `step` at a time: a tight loop (`step_by` was twice as slow here),
+/// with no index to check (an index left a panic path where the compiler could not prove it).
 #[inline(always)]
 fn strided(dst: &mut [f32], src: &[f32], step: usize, f: impl Fn(f32, f32) -> f32) {
     let Some(last) = dst.len().checked_sub(1) else {
         return;
     };
-    let src = &src[..last * step + 1];
-    for (i, d) in dst.iter_mut().enumerate() {
-        *d = f(*d, src[i * step]);
+    // A source short of the elements read (a plan the verifier would refuse) reads nothing.
+    let Some(src) = src.get(..last * step + 1) else {
+        return;
+    };
+    // Element `i` read is the first of the `i`-th chunk.
+    for (d, chunk) in dst.iter_mut().zip(src.chunks(step.max(1))) {
+        if let Some(&v) = chunk.first() {
+            *d = f(*d, v);
+        }
     }
 }
 
@@ -561,7 +577,9 @@ fn zero(xs: &mut [f32]) {
 
 /// Unfolds `icg` input channels into `cols[(c, ky, kx), p - p0]` for output positions
 /// `p0..p1` (row-major over `(oy, ox)`).
-#[inline(always)]
+// Out of line on a microcontroller, as the depthwise kernels are (see `depthwise_masked`).
+#[cfg_attr(not(feature = "std"), inline(never))]
+#[cfg_attr(feature = "std", inline(always))]
 fn im2col(
     win: &Window,
     d: ConvDims,
@@ -576,12 +594,21 @@ fn im2col(
     let [dh, dw] = win.dilation;
     let (pt, pl) = (win.pads[0], win.pads[1]);
     let width = p1 - p0;
+    // Sized by the verifier (strides included); a short operand unfolds nothing more.
+    if sh == 0 || sw == 0 {
+        return;
+    }
     for c in 0..icg {
-        let x_c = &x[c * d.h * d.w..(c + 1) * d.h * d.w];
+        let Some(x_c) = x.get(c * d.h * d.w..(c + 1) * d.h * d.w) else {
+            return;
+        };
         for ky in 0..kh {
             let (oy0, oy1) = valid_range(d.oh, d.h, sh, pt, ky * dh);
             for kx in 0..kw {
-                let row = &mut cols[((c * kh + ky) * kw + kx) * width..][..width];
+                let at = ((c * kh + ky) * kw + kx) * width;
+                let Some(row) = cols.get_mut(at..at + width) else {
+                    return;
+                };
                 let (ox0, ox1) = valid_range(d.ow, d.w, sw, pl, kx * dw);
                 // Walk the tile one output row (segment) at a time, without dividing per segment.
                 let mut p = p0;
@@ -589,7 +616,9 @@ fn im2col(
                 let mut seg_start = p0 - oy * d.ow;
                 while p < p1 {
                     let seg_end = (p1 - oy * d.ow).min(d.ow);
-                    let dst = &mut row[p - p0..p - p0 + (seg_end - seg_start)];
+                    let Some(dst) = row.get_mut(p - p0..p - p0 + (seg_end - seg_start)) else {
+                        return;
+                    };
                     p += seg_end - seg_start;
                     let this_oy = oy;
                     let this_start = seg_start;
@@ -609,12 +638,18 @@ fn im2col(
                     }
                     let iy = oy * sh + ky * dh - pt;
                     let ix0 = lo * sw + kx * dw - pl;
-                    let src = &x_c[iy * d.w..(iy + 1) * d.w];
-                    let out = &mut dst[lo - seg_start..hi - seg_start];
+                    let (Some(src), Some(out)) = (
+                        x_c.get(iy * d.w + ix0..(iy + 1) * d.w),
+                        dst.get_mut(lo - seg_start..hi - seg_start),
+                    ) else {
+                        return;
+                    };
                     if sw == 1 {
-                        copy(out, &src[ix0..ix0 + (hi - lo)]);
+                        if let Some(src) = src.get(..hi - lo) {
+                            copy(out, src);
+                        }
                     } else {
-                        strided(out, &src[ix0..], sw, |_, v| v);
+                        strided(out, src, sw, |_, v| v);
                     }
                 }
             }
@@ -638,7 +673,10 @@ struct DepthwiseArgs<'a> {
 /// flat (row-major) plane every tap is a constant shift of the input, valid except where the
 /// column wraps into a neighbouring row; a 0/1 mask per kernel column removes those, so each
 /// tap is one long multiply-add with no copies however narrow the image is.
-#[inline(always)]
+// Out of line on a microcontroller: `conv`'s own frame then holds only what its GEMM path
+// needs, and the inference stack is that path's, not the sum of every strategy's locals.
+#[cfg_attr(not(feature = "std"), inline(never))]
+#[cfg_attr(feature = "std", inline(always))]
 fn depthwise_masked(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
     let DepthwiseArgs {
         win,
@@ -653,6 +691,10 @@ fn depthwise_masked(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32])
     let (pt, pl) = (win.pads[0], win.pads[1]);
     let plane = d.oh * d.ow;
     let in_plane = d.h * d.w;
+    // Checked by the verifier; a plan without it computes nothing.
+    let Some(multiplier) = NonZeroUsize::new(multiplier) else {
+        return;
+    };
     // masks[kx][p] = 1 where output column p % ow reads an input column inside the row.
     let Some(masks) = scratch.get_mut(..kw * plane) else {
         return;
@@ -684,7 +726,9 @@ fn depthwise_masked(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32])
             // Output rows whose input row oy + ky·dh − pt exists.
             let (oy0, oy1) = valid_range(d.oh, d.h, 1, pt, ky * dh);
             for kx in 0..kw {
-                let wv = w_o[ky * kw + kx];
+                let Some(&wv) = w_o.get(ky * kw + kx) else {
+                    return;
+                };
                 let shift = (ky * dh) as isize * d.w as isize + (kx * dw) as isize
                     - (pt * d.w + pl) as isize;
                 // Clip the flat range so the shifted index stays inside the input plane; the
@@ -713,7 +757,10 @@ fn depthwise_masked(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32])
 /// `(oy + ky·dh / sh, ox + kx·dw / sw)`: with the output computed at the phase width, every tap
 /// is one contiguous multiply-add over the whole plane, vectorised however narrow the image and
 /// whatever the stride; the valid columns are copied out at the end.
-#[inline(always)]
+// Out of line on a microcontroller: `conv`'s own frame then holds only what its GEMM path
+// needs, and the inference stack is that path's, not the sum of every strategy's locals.
+#[cfg_attr(not(feature = "std"), inline(never))]
+#[cfg_attr(feature = "std", inline(always))]
 fn depthwise_flat(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
     let DepthwiseArgs {
         win,
@@ -730,7 +777,17 @@ fn depthwise_flat(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
     let Some([phases, qh, qw]) = ferrite_hal::geometry::depthwise_phases(win, d.oh, d.ow) else {
         return;
     };
-    let (planes, acc) = scratch.split_at_mut(phases * qh * qw);
+    // Checked by the verifier (the scratch is sized by the same rule); a plan without them
+    // computes nothing.
+    let Some(multiplier) = NonZeroUsize::new(multiplier) else {
+        return;
+    };
+    let (Some(sh_nz), Some(sw_nz)) = (NonZeroUsize::new(sh), NonZeroUsize::new(sw)) else {
+        return;
+    };
+    let Some((planes, acc)) = scratch.split_at_mut_checked(phases * qh * qw) else {
+        return;
+    };
     let Some(acc) = acc.get_mut(..d.oh * qw) else {
         return;
     };
@@ -742,14 +799,15 @@ fn depthwise_flat(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
         let c = o / multiplier;
         if o % multiplier == 0 {
             planes.fill(0.0);
-            let src = &x[c * d.h * d.w..(c + 1) * d.h * d.w];
-            for iy in 0..d.h {
+            let Some(src) = x.get(c * d.h * d.w..(c + 1) * d.h * d.w) else {
+                return;
+            };
+            for (iy, row) in src.chunks_exact(d.w.max(1)).enumerate() {
                 let py = iy + pt;
                 if py >= padded_h {
                     break;
                 }
-                let (ry, qy) = (py % sh, py / sh);
-                let row = &src[iy * d.w..(iy + 1) * d.w];
+                let (ry, qy) = (py % sh_nz, py / sh_nz);
                 for rx in 0..sw {
                     // Phase columns k whose padded column k·sw + rx is input column ix.
                     let (k0, k1) = valid_range(qw, d.w, sw, pl, rx);
@@ -758,22 +816,36 @@ fn depthwise_flat(a: &DepthwiseArgs<'_>, out: &mut [f32], scratch: &mut [f32]) {
                     }
                     let ix0 = k0 * sw + rx - pl;
                     let at = ((ry * sw + rx) * qh + qy) * qw;
-                    strided(&mut planes[at + k0..at + k1], &row[ix0..], sw, |_, v| v);
+                    let (Some(dst), Some(src)) = (planes.get_mut(at + k0..at + k1), row.get(ix0..))
+                    else {
+                        return;
+                    };
+                    strided(dst, src, sw, |_, v| v);
                 }
             }
         }
         if let Some(acc) = acc.get_mut(..span) {
             acc.fill(bias.and_then(|b| b.get(o)).copied().unwrap_or(0.0));
         }
-        let w_o = &weight[o * kh * kw..(o + 1) * kh * kw];
+        let Some(w_o) = weight.get(o * kh * kw..(o + 1) * kh * kw) else {
+            return;
+        };
         for ky in 0..kh {
-            let (ry, sy) = ((ky * dh) % sh, (ky * dh) / sh);
+            let (ry, sy) = ((ky * dh) % sh_nz, (ky * dh) / sh_nz);
             for kx in 0..kw {
-                let (rx, sx) = ((kx * dw) % sw, (kx * dw) / sw);
-                let wv = w_o[ky * kw + kx];
-                let phase = &planes[(ry * sw + rx) * qh * qw..(ry * sw + rx + 1) * qh * qw];
+                let (rx, sx) = ((kx * dw) % sw_nz, (kx * dw) / sw_nz);
+                let phase_at = (ry * sw + rx) * qh * qw;
                 let shift = sy * qw + sx;
-                multiply_add(&mut acc[..span], &phase[shift..shift + span], wv);
+                let (Some(&wv), Some(sums), Some(taps)) = (
+                    w_o.get(ky * kw + kx),
+                    acc.get_mut(..span),
+                    planes
+                        .get(phase_at..phase_at + qh * qw)
+                        .and_then(|phase| phase.get(shift..shift + span)),
+                ) else {
+                    return;
+                };
+                multiply_add(sums, taps, wv);
             }
         }
         let Some(out_c) = out.get_mut(o * plane..(o + 1) * plane) else {
@@ -1276,7 +1348,10 @@ mod blocked {
 }
 
 /// Depthwise convolution: output channel `o` reads input channel `o / multiplier` only.
-#[inline(always)]
+// Out of line on a microcontroller: `conv`'s own frame then holds only what its GEMM path
+// needs, and the inference stack is that path's, not the sum of every strategy's locals.
+#[cfg_attr(not(feature = "std"), inline(never))]
+#[cfg_attr(feature = "std", inline(always))]
 fn depthwise_conv(
     win: &Window,
     d: ConvDims,
@@ -1290,6 +1365,13 @@ fn depthwise_conv(
     let [dh, dw] = win.dilation;
     let (pt, pl) = (win.pads[0], win.pads[1]);
     let plane = d.oh * d.ow;
+    // Checked by the verifier; a plan without them computes nothing.
+    let Some(multiplier) = NonZeroUsize::new(multiplier) else {
+        return;
+    };
+    if sh == 0 || sw == 0 {
+        return;
+    }
     for o in 0..d.oc {
         let start = (o / multiplier) * d.h * d.w;
         let (Some(x_c), Some(out_c), Some(w_o)) = (
@@ -1302,7 +1384,9 @@ fn depthwise_conv(
         for ky in 0..kh {
             let (oy0, oy1) = valid_range(d.oh, d.h, sh, pt, ky * dh);
             for kx in 0..kw {
-                let wv = w_o[ky * kw + kx];
+                let Some(&wv) = w_o.get(ky * kw + kx) else {
+                    return;
+                };
                 let (ox0, ox1) = valid_range(d.ow, d.w, sw, pl, kx * dw);
                 if ox0 >= ox1 {
                     continue;
@@ -1311,17 +1395,17 @@ fn depthwise_conv(
                 for oy in oy0..oy1 {
                     let iy = oy * sh + ky * dh - pt;
                     let (Some(src), Some(dst)) = (
-                        x_c.get(iy * d.w..(iy + 1) * d.w),
+                        x_c.get(iy * d.w + ix0..(iy + 1) * d.w),
                         out_c.get_mut(oy * d.ow + ox0..oy * d.ow + ox1),
                     ) else {
                         continue;
                     };
                     if sw == 1 {
-                        for (dv, sv) in dst.iter_mut().zip(&src[ix0..]) {
+                        for (dv, sv) in dst.iter_mut().zip(src) {
                             *dv += wv * sv;
                         }
                     } else {
-                        strided(dst, &src[ix0..], sw, |d, v| d + wv * v);
+                        strided(dst, src, sw, |d, v| d + wv * v);
                     }
                 }
             }

@@ -302,12 +302,11 @@ fn broadcast_rows(
     f: impl Fn(f32, f32) -> f32 + Copy,
 ) {
     let rank = out_shape.rank();
-    let inner = if rank == 0 {
-        1
-    } else {
-        out_shape.dims()[rank - 1]
+    // A scalar is one row of one element.
+    let (inner, outer_dims) = match out_shape.dims().split_last() {
+        Some((&inner, outer)) => (inner, outer),
+        None => (1, &[][..]),
     };
-    let outer_dims = &out_shape.dims()[..rank.saturating_sub(1)];
     let out_strides = out_shape.strides();
     let strides_of = |o: &Operand<'_>| match o {
         Operand::Data(_, s) => broadcast_strides(s, out_shape),
@@ -338,8 +337,10 @@ fn broadcast_rows(
     for_each_index(outer_dims, [&out_strides, &sa, &sb], |[o, oa, ob]| {
         let ra = row_of(a, &sa, oa, rank, inner);
         let rb = row_of(b, &sb, ob, rank, inner);
-        let dst = &mut out[o..o + inner];
-        apply_row(dst, ra, rb, f);
+        // Offsets within the verified shape; a short output is left as it is.
+        if let Some(dst) = out.get_mut(o..o + inner) {
+            apply_row(dst, ra, rb, f);
+        }
     });
 }
 
