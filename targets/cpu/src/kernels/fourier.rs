@@ -31,53 +31,67 @@ pub fn dft(
     let window_ok = v.window.is_none_or(|w| w.len() >= n);
     if v.x.len() < input_len
         || y.len() < output_len
-        || v.twiddles.len() < 2 * n
-        || scratch.len() < 2 * n
         || !window_ok
         || g.frame_length > n
         || g.bins > n
     {
         return false;
     }
-    let buf = &mut scratch[..2 * n];
+    let (Some(buf), Some(twiddles)) = (scratch.get_mut(..2 * n), v.twiddles.get(..2 * n)) else {
+        return false;
+    };
+    // Past the checks above every access is in bounds; each goes through `get` all the same
+    // (no panic path), reading zero or writing nothing where one were not.
     let scale = if op.inverse { 1.0 / n as f32 } else { 1.0 };
     let half_spectrum = op.inverse && op.onesided;
     for o in 0..g.outer {
         for f in 0..g.frames {
             for i in 0..g.inner {
                 buf.fill(0.0);
-                for j in 0..g.frame_length {
+                let slots = buf.chunks_exact_mut(2).take(g.frame_length);
+                for (j, slot) in slots.enumerate() {
                     let at = ((o * g.signal + f * op.frame_step + j) * g.inner + i) * g.complex_in;
-                    let w = v.window.map_or(1.0, |w| w[j]);
-                    buf[2 * j] = v.x[at] * w;
+                    let w = v.window.map_or(1.0, |w| w.get(j).copied().unwrap_or(0.0));
+                    slot[0] = v.x.get(at).copied().unwrap_or(0.0) * w;
                     if g.complex_in == 2 {
-                        buf[2 * j + 1] = v.x[at + 1] * w;
+                        slot[1] = v.x.get(at + 1).copied().unwrap_or(0.0) * w;
                     }
                 }
                 if half_spectrum {
-                    // The other half of a real signal's spectrum: X[n − k] = conj(X[k]).
-                    for k in n / 2 + 1..n {
-                        buf[2 * k] = buf[2 * (n - k)];
-                        buf[2 * k + 1] = -buf[2 * (n - k) + 1];
+                    // The other half of a real signal's spectrum: X[n − k] = conj(X[k]), for
+                    // k past n/2 (every n − k is below n/2 + 1).
+                    let first = n / 2 + 1;
+                    if let Some((low, high)) = buf.split_at_mut_checked(2 * first) {
+                        for (m, slot) in high.chunks_exact_mut(2).enumerate() {
+                            let mirror = n - (first + m);
+                            if let Some(&[re, im]) = low.get(2 * mirror..2 * mirror + 2) {
+                                slot[0] = re;
+                                slot[1] = -im;
+                            }
+                        }
                     }
                 }
                 let base = ((o * g.frames + f) * g.bins * g.inner + i) * g.complex_out;
                 let stride = g.inner * g.complex_out;
                 let mut put = |b: usize, re: f32, im: f32| {
                     let at = base + b * stride;
-                    y[at] = re * scale;
+                    if let Some(slot) = y.get_mut(at) {
+                        *slot = re * scale;
+                    }
                     if g.complex_out == 2 {
-                        y[at + 1] = im * scale;
+                        if let Some(slot) = y.get_mut(at + 1) {
+                            *slot = im * scale;
+                        }
                     }
                 };
                 if n.is_power_of_two() {
-                    fft_in_place(buf, v.twiddles, op.inverse);
-                    for b in 0..g.bins {
-                        put(b, buf[2 * b], buf[2 * b + 1]);
+                    fft_in_place(buf, twiddles, op.inverse);
+                    for (b, value) in buf.chunks_exact(2).take(g.bins).enumerate() {
+                        put(b, value[0], value[1]);
                     }
                 } else {
                     for b in 0..g.bins {
-                        let (re, im) = direct_bin(buf, v.twiddles, b, op.inverse);
+                        let (re, im) = direct_bin(buf, twiddles, b, op.inverse);
                         put(b, re, im);
                     }
                 }
@@ -87,10 +101,14 @@ pub fn dft(
     true
 }
 
-/// Twiddle `k` (`e^(∓2πik/n)`): conjugated for the inverse transform.
+/// Twiddle `k` (`e^(∓2πik/n)`): conjugated for the inverse transform (zero past the table,
+/// which the callers never reach).
 #[inline(always)]
 fn twiddle(t: &[f32], k: usize, inverse: bool) -> (f32, f32) {
-    let (c, s) = (t[2 * k], t[2 * k + 1]);
+    let (c, s) = match t.get(2 * k..2 * k + 2) {
+        Some(&[c, s]) => (c, s),
+        _ => (0.0, 0.0),
+    };
     if inverse {
         (c, -s)
     } else {
@@ -116,7 +134,8 @@ fn direct_bin(buf: &[f32], t: &[f32], b: usize, inverse: bool) -> (f32, f32) {
 }
 
 /// The iterative decimation-in-time radix-2 FFT of `buf` (interleaved complex, a power-of-two
-/// `n` values), in place.
+/// `n` values), in place: each pass walks blocks of `2·half` values, pairing the lower half's
+/// value `k` with the upper half's through twiddle `k·n/len` (no index to check).
 fn fft_in_place(buf: &mut [f32], t: &[f32], inverse: bool) {
     let n = buf.len() / 2;
     let bits = n.trailing_zeros();
@@ -126,24 +145,30 @@ fn fft_in_place(buf: &mut [f32], t: &[f32], inverse: bool) {
     for i in 0..n {
         let j = i.reverse_bits() >> (usize::BITS - bits);
         if j > i {
-            buf.swap(2 * i, 2 * j);
-            buf.swap(2 * i + 1, 2 * j + 1);
+            if let Some((low, high)) = buf.split_at_mut_checked(2 * j) {
+                if let (Some(a), Some(b)) = (low.get_mut(2 * i..2 * i + 2), high.get_mut(..2)) {
+                    a.swap_with_slice(b);
+                }
+            }
         }
     }
     let mut len = 2;
     while len <= n {
-        let (half, step) = (len / 2, n / len);
-        for start in (0..n).step_by(len) {
-            for k in 0..half {
-                let (c, s) = twiddle(t, k * step, inverse);
-                let (a, b) = (start + k, start + k + half);
-                let (br, bi) = (buf[2 * b], buf[2 * b + 1]);
+        let step = (n / len).max(1);
+        for block in buf.chunks_exact_mut(2 * len) {
+            let Some((low, high)) = block.split_at_mut_checked(len) else {
+                continue;
+            };
+            let pairs = low.chunks_exact_mut(2).zip(high.chunks_exact_mut(2));
+            for ((a, b), w) in pairs.zip(t.chunks_exact(2).step_by(step)) {
+                let (c, s) = if inverse { (w[0], -w[1]) } else { (w[0], w[1]) };
+                let (br, bi) = (b[0], b[1]);
                 let (wr, wi) = (br * c - bi * s, br * s + bi * c);
-                let (ar, ai) = (buf[2 * a], buf[2 * a + 1]);
-                buf[2 * a] = ar + wr;
-                buf[2 * a + 1] = ai + wi;
-                buf[2 * b] = ar - wr;
-                buf[2 * b + 1] = ai - wi;
+                let (ar, ai) = (a[0], a[1]);
+                a[0] = ar + wr;
+                a[1] = ai + wi;
+                b[0] = ar - wr;
+                b[1] = ai - wi;
             }
         }
         len *= 2;

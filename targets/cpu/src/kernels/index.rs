@@ -24,17 +24,23 @@ pub fn for_each_index<const K: usize>(
                 return;
             }
             axis -= 1;
-            index[axis] += 1;
+            // `axis < rank <= MAX_RANK`; the clamp lets the compiler see it (no index check,
+            // no panic path, whatever the caller's context).
+            let at = axis.min(MAX_RANK - 1);
+            let Some(&size) = dims.get(at) else {
+                return;
+            };
+            index[at] += 1;
             for k in 0..K {
-                offsets[k] += strides[k][axis];
+                offsets[k] += strides[k][at];
             }
-            if index[axis] < dims[axis] {
+            if index[at] < size {
                 break;
             }
             for k in 0..K {
-                offsets[k] -= strides[k][axis] * dims[axis];
+                offsets[k] -= strides[k][at] * size;
             }
-            index[axis] = 0;
+            index[at] = 0;
         }
     }
 }

@@ -353,9 +353,11 @@ enum Value {
 /// Element `i` of `bytes` (little-endian elements of `dtype`).
 fn read(dtype: DType, bytes: &[u8], i: usize) -> Option<Value> {
     let size = dtype.size();
-    let b = bytes.get(i * size..(i + 1) * size)?;
+    let b = bytes.get(i * size..)?.get(..size)?;
     let mut w = [0u8; 8];
-    w[..size].copy_from_slice(b);
+    for (d, s) in w.iter_mut().zip(b) {
+        *d = *s;
+    }
     let u = u64::from_le_bytes(w);
     Some(match dtype {
         DType::F32 => Value::Float(f64::from(f32::from_bits(u as u32))),
@@ -406,7 +408,9 @@ fn write(dtype: DType, bytes: &mut [u8], i: usize, v: Value) -> Option<()> {
         DType::I64 => saturate_or_wrap(v, |f| f as i64 as u64),
         DType::U64 => saturate_or_wrap(v, |f| f as u64),
     };
-    slot.copy_from_slice(&bits.to_le_bytes()[..size]);
+    for (d, s) in slot.iter_mut().zip(bits.to_le_bytes()) {
+        *d = s;
+    }
     Some(())
 }
 

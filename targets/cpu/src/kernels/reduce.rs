@@ -30,7 +30,10 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
     };
     out.fill(init);
     if rank == 0 {
-        out.copy_from_slice(x);
+        // One element each (verified shapes); a short operand leaves the output as it is.
+        if out.len() == x.len() {
+            out.copy_from_slice(x);
+        }
     } else {
         // Rows of the innermost axis: folded into one output when that axis is reduced,
         // combined elementwise with an output row otherwise.
@@ -58,20 +61,22 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
             ReduceOp::L2 | ReduceOp::SumSquare => acc + v * v,
             ReduceOp::Mean | ReduceOp::Sum | ReduceOp::LogSum => acc + v,
         };
-        for_each_index(
-            &shape.dims()[..last],
-            [&in_strides, &out_strides],
-            |[i, o]| {
-                let row = &x[i..i + n];
-                if last_reduced {
-                    out[o] = row.iter().fold(out[o], |acc, &v| combine(acc, v));
-                } else {
-                    for (d, &v) in out[o..o + n].iter_mut().zip(row) {
-                        *d = combine(*d, v);
-                    }
+        let outer = shape.dims().get(..last).unwrap_or(&[]);
+        // Offsets within the verified shapes; a short operand leaves its row as it is.
+        for_each_index(outer, [&in_strides, &out_strides], |[i, o]| {
+            let Some(row) = x.get(i..i + n) else {
+                return;
+            };
+            if last_reduced {
+                if let Some(slot) = out.get_mut(o) {
+                    *slot = row.iter().fold(*slot, |acc, &v| combine(acc, v));
                 }
-            },
-        );
+            } else if let Some(dst) = out.get_mut(o..o + n) {
+                for (d, &v) in dst.iter_mut().zip(row) {
+                    *d = combine(*d, v);
+                }
+            }
+        });
     }
     match op {
         ReduceOp::Mean => {

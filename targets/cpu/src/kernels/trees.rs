@@ -82,15 +82,26 @@ pub fn tree_ensemble(
     {
         return Err(CpuError::CorruptPlan);
     }
+    if n == 0 {
+        // No targets: an empty output.
+        return Ok(());
+    }
     let extreme = matches!(op.aggregate, TreeAggregate::Min | TreeAggregate::Max);
     for (row, out) in x.chunks_exact(features).zip(y.chunks_exact_mut(n)) {
         // Min and max start from "no vote" (NaN), which becomes 0 if it stays.
         out.fill(if extreme { f32::NAN } else { 0.0 });
         for &root in t.roots {
             let (first, votes) = leaf(row, t, root)?;
-            for k in first..first + votes {
-                let slot = &mut out[index(t.targets[k], n)?];
-                let w = t.weights[k];
+            let range = first..first + votes;
+            let (Some(targets), Some(weights)) =
+                (t.targets.get(range.clone()), t.weights.get(range))
+            else {
+                return Err(CpuError::CorruptPlan);
+            };
+            for (&target, &w) in targets.iter().zip(weights) {
+                let slot = out
+                    .get_mut(index(target, n)?)
+                    .ok_or(CpuError::CorruptPlan)?;
                 *slot = match op.aggregate {
                     TreeAggregate::Sum | TreeAggregate::Average => *slot + w,
                     TreeAggregate::Min if slot.is_nan() || w < *slot => w,

@@ -44,7 +44,11 @@ pub(super) fn run<const OPS: Selection>(
         Op::Unary(act) if selects(OPS, OpKind::Unary) => {
             let out = f32s_mut(out)?;
             if let Src::Bytes(x) = view.src(&input(0)?)? {
-                out.copy_from_slice(f32s(x)?);
+                let x = f32s(x)?;
+                if x.len() != out.len() {
+                    return Err(CpuError::CorruptPlan);
+                }
+                out.copy_from_slice(x);
             }
             elementwise::activate::<OPS>(act, out);
         }

@@ -85,6 +85,9 @@ pub(super) fn run<const OPS: Selection>(
         }
         Op::Copy if selects(OPS, OpKind::Copy) => {
             let bytes = view.bytes(&input(0)?)?;
+            if bytes.len() != out.len() {
+                return Err(CpuError::CorruptPlan);
+            }
             out.copy_from_slice(bytes);
         }
         _ => return Err(CpuError::Unsupported),

@@ -123,7 +123,9 @@ pub(super) fn top_k<const OPS: Selection>(
                     .checked_mul(size)
                     .and_then(|s| out.get_mut(s..)?.get_mut(..size));
                 if let (Some(dst), Some(src), Some(i)) = (dst, element(at), idx.get_mut(slot)) {
-                    dst.copy_from_slice(src);
+                    for (d, s) in dst.iter_mut().zip(src) {
+                        *d = *s;
+                    }
                     *i = j as i64;
                 }
             };
