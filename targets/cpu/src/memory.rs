@@ -106,13 +106,16 @@ pub(crate) fn carve_spans<'x, const N: usize>(
         return Err(bad);
     }
     let mut order: [usize; N] = core::array::from_fn(|i| i);
-    order.sort_unstable_by_key(|&i| spans[i].0);
+    order.sort_unstable_by_key(|&i| spans.get(i).map_or(0, |span| span.0));
     let mut segments: [(usize, &'x [u8]); MAX_MUTABLE + 1] = [(0, &[]); MAX_MUTABLE + 1];
     let mut parts: [Option<&'x mut [u8]>; N] = core::array::from_fn(|_| None);
     let mut rest: &'x mut [u8] = arena;
     let mut at = 0;
+    // `order` holds 0..N and `segments` N + 1 slots; through `get` all the same (no panic path).
     for (k, &i) in order.iter().enumerate() {
-        let (start, end) = spans[i];
+        let Some(&(start, end)) = spans.get(i) else {
+            return Err(bad);
+        };
         if start < at || end < start || end - at > rest.len() {
             return Err(bad);
         }
@@ -122,12 +125,18 @@ pub(crate) fn carve_spans<'x, const N: usize>(
         let (part, tail) = tail
             .split_at_mut_checked(end - start)
             .ok_or(CpuError::CorruptPlan)?;
-        segments[k] = (at, &*before);
-        parts[i] = Some(part);
+        let (Some(segment), Some(slot)) = (segments.get_mut(k), parts.get_mut(i)) else {
+            return Err(bad);
+        };
+        *segment = (at, &*before);
+        *slot = Some(part);
         rest = tail;
         at = end;
     }
-    segments[N] = (at, &*rest);
+    let Some(last) = segments.get_mut(N) else {
+        return Err(bad);
+    };
+    *last = (at, &*rest);
     let readable = Readable {
         segments,
         weights,

@@ -1425,31 +1425,51 @@ pub fn conv_transpose(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
-    let g = p.group;
-    let icg = d.c / g;
-    let ocg = d.oc / g;
+    // Checked by the verifier, as every size below; a plan without them computes nothing.
+    let Some(groups) = NonZeroUsize::new(p.group) else {
+        return;
+    };
+    let g = groups.get();
+    let icg = d.c / groups;
+    let ocg = d.oc / groups;
     let [kh, kw] = p.window.kernel;
     let [sh, sw] = p.window.stride;
+    if sh == 0 || sw == 0 {
+        return;
+    }
     let [dh, dw] = p.window.dilation;
     let (pt, pl) = (p.window.pads[0], p.window.pads[1]);
     let plane = d.oh * d.ow;
+    let in_plane = d.h * d.w;
     for b in 0..d.n {
-        let out_b = &mut out[b * d.oc * plane..(b + 1) * d.oc * plane];
+        let Some(out_b) = out.get_mut(b * d.oc * plane..(b + 1) * d.oc * plane) else {
+            return;
+        };
         init_bias(out_b, bias, plane);
         for grp in 0..g {
             for ic in 0..icg {
                 let cin = grp * icg + ic;
-                let x_c = &x[(b * d.c + cin) * d.h * d.w..][..d.h * d.w];
+                let at = (b * d.c + cin) * in_plane;
+                let Some(x_c) = x.get(at..at + in_plane) else {
+                    return;
+                };
                 for oc in 0..ocg {
                     let cout = grp * ocg + oc;
-                    let w_k = &weight[(cin * ocg + oc) * kh * kw..][..kh * kw];
-                    let out_c = &mut out_b[cout * plane..(cout + 1) * plane];
+                    let w_at = (cin * ocg + oc) * kh * kw;
+                    let (Some(w_k), Some(out_c)) = (
+                        weight.get(w_at..w_at + kh * kw),
+                        out_b.get_mut(cout * plane..(cout + 1) * plane),
+                    ) else {
+                        return;
+                    };
                     // Input rows/columns whose contribution lands inside the output, per tap:
                     // the same range computation as a forward window, with roles swapped.
                     for ky in 0..kh {
                         let (iy0, iy1) = valid_range(d.h, d.oh, sh, pt, ky * dh);
                         for kx in 0..kw {
-                            let wv = w_k[ky * kw + kx];
+                            let Some(&wv) = w_k.get(ky * kw + kx) else {
+                                return;
+                            };
                             let (ix0, ix1) = valid_range(d.w, d.ow, sw, pl, kx * dw);
                             if ix0 >= ix1 {
                                 continue;
@@ -1457,9 +1477,13 @@ pub fn conv_transpose(
                             let ox0 = ix0 * sw + kx * dw - pl;
                             for iy in iy0..iy1 {
                                 let oy = iy * sh + ky * dh - pt;
-                                let row = &mut out_c[oy * d.ow..(oy + 1) * d.ow];
-                                let src = &x_c[iy * d.w + ix0..iy * d.w + ix1];
-                                for (o, v) in row[ox0..].iter_mut().step_by(sw).zip(src) {
+                                let (Some(row), Some(src)) = (
+                                    out_c.get_mut(oy * d.ow + ox0..(oy + 1) * d.ow),
+                                    x_c.get(iy * d.w + ix0..iy * d.w + ix1),
+                                ) else {
+                                    continue;
+                                };
+                                for (o, v) in row.iter_mut().step_by(sw).zip(src) {
                                     *o += wv * v;
                                 }
                             }

@@ -56,9 +56,11 @@ fn times_transposed(
         return;
     }
     for b in 0..batch {
-        let row = &a[b * k..(b + 1) * k];
-        // The four-row blocks read and write through `get` (no panic path in a firmware; the
-        // layer checked every length up front), the rest as before.
+        let Some(row) = a.get(b * k..(b + 1) * k) else {
+            return;
+        };
+        // Every row reads and writes through `get` (no panic path in a firmware; the layer
+        // checked every length up front).
         let mut g = 0;
         while g + 4 <= rows {
             let weights = |r: usize| m.get((g + r) * k..(g + r + 1) * k).unwrap_or(&[]);
@@ -72,8 +74,11 @@ fn times_transposed(
             g += 4;
         }
         for g in g..rows {
-            let weights = &m[g * k..(g + 1) * k];
-            out[b * rows + g] = dot(row, weights) + bias.map_or(0.0, |v| v[g]);
+            let (Some(weights), Some(out)) = (m.get(g * k..(g + 1) * k), out.get_mut(b * rows + g))
+            else {
+                return;
+            };
+            *out = dot(row, weights) + bias.and_then(|v| v.get(g)).copied().unwrap_or(0.0);
         }
     }
 }
@@ -226,6 +231,14 @@ mod avx2 {
     }
 }
 
+/// Copies `src` into `dst` as far as both go (equal lengths, after the layer's checks).
+#[inline(always)]
+fn copy(dst: &mut [f32], src: &[f32]) {
+    for (d, &s) in dst.iter_mut().zip(src) {
+        *d = s;
+    }
+}
+
 /// The eight partial sums of a dot product, added pairwise: one fixed order on every build.
 #[inline(always)]
 fn pairwise(sums: [f32; 8]) -> f32 {
@@ -313,20 +326,26 @@ pub fn recurrent<const OPS: Selection>(
     {
         return Err(CpuError::CorruptPlan);
     }
-    let (from_x, rest) = scratch.split_at_mut(batch * rows);
-    let from_h = &mut rest[..batch * rows];
+    // Every length was checked above; the accesses below go through `get` and `zip` all the
+    // same (no panic path in a firmware), computing nothing where one fell short.
+    let Some((from_x, rest)) = scratch.split_at_mut_checked(batch * rows) else {
+        return Err(CpuError::CorruptPlan);
+    };
+    let Some(from_h) = rest.get_mut(..batch * rows) else {
+        return Err(CpuError::CorruptPlan);
+    };
     match o.initial_h {
-        Some(v) => h.copy_from_slice(&v[..state]),
+        Some(v) => copy(h, v),
         None => h.fill(0.0),
     }
     if let Some(c) = c.as_deref_mut() {
         match o.initial_c {
-            Some(v) => c.copy_from_slice(&v[..state]),
+            Some(v) => copy(c, v),
             None => c.fill(0.0),
         }
     }
     let (wb, rb) = match o.b {
-        Some(b) => (Some(&b[..rows]), Some(&b[rows..2 * rows])),
+        Some(b) => (b.get(..rows), b.get(rows..2 * rows)),
         None => (None, None),
     };
     let [f, g, hh] = op.activations;
@@ -335,15 +354,22 @@ pub fn recurrent<const OPS: Selection>(
             v.iter_mut().for_each(|x| *x = x.clamp(-op.clip, op.clip));
         }
     };
+    let width = hidden.max(1);
     for step in 0..seq {
         let t = if op.reverse { seq - 1 - step } else { step };
-        let xt = &o.x[t * batch * input..(t + 1) * batch * input];
+        let Some(xt) = o.x.get(t * batch * input..(t + 1) * batch * input) else {
+            return Err(CpuError::CorruptPlan);
+        };
         times_transposed(xt, o.w, wb, batch, rows, input, from_x);
         times_transposed(h, o.r, rb, batch, rows, hidden, from_h);
         for b in 0..batch {
-            let gx = &mut from_x[b * rows..(b + 1) * rows];
-            let gh = &mut from_h[b * rows..(b + 1) * rows];
-            let hb = &mut h[b * hidden..(b + 1) * hidden];
+            let (Some(gx), Some(gh), Some(hb)) = (
+                from_x.get_mut(b * rows..(b + 1) * rows),
+                from_h.get_mut(b * rows..(b + 1) * rows),
+                h.get_mut(b * hidden..(b + 1) * hidden),
+            ) else {
+                return Err(CpuError::CorruptPlan);
+            };
             match op.cell {
                 Cell::Rnn => {
                     for (a, &r) in gx.iter_mut().zip(gh.iter()) {
@@ -351,54 +377,77 @@ pub fn recurrent<const OPS: Selection>(
                     }
                     clip(gx);
                     activate::<OPS>(f, gx);
-                    hb.copy_from_slice(gx);
+                    copy(hb, gx);
                 }
                 Cell::Gru {
                     linear_before_reset,
                 } => {
                     // z and r from both parts; h's recurrent part needs r first.
-                    let (zr_x, hx) = gx.split_at_mut(2 * hidden);
-                    let (zr_h, hh_part) = gh.split_at_mut(2 * hidden);
+                    let (Some((zr_x, hx)), Some((zr_h, hh_part))) = (
+                        gx.split_at_mut_checked(2 * hidden),
+                        gh.split_at_mut_checked(2 * hidden),
+                    ) else {
+                        return Err(CpuError::CorruptPlan);
+                    };
                     for (a, &r) in zr_x.iter_mut().zip(zr_h.iter()) {
                         *a += r;
                     }
                     clip(zr_x);
                     activate::<OPS>(f, zr_x);
-                    let (z, reset) = zr_x.split_at(hidden);
+                    let (z, reset) = zr_x.split_at(hidden.min(zr_x.len()));
                     if linear_before_reset {
-                        for j in 0..hidden {
-                            hx[j] += reset[j] * hh_part[j];
+                        for ((x, &r), &part) in hx.iter_mut().zip(reset).zip(hh_part.iter()) {
+                            *x += r * part;
                         }
                     } else {
                         // (r ⊙ H)·Rhᵀ + Rbh, recomputed for this batch row.
-                        let rh = &o.r[2 * hidden * hidden..3 * hidden * hidden];
-                        for j in 0..hidden {
-                            let weights = &rh[j * hidden..(j + 1) * hidden];
-                            let dot: f32 = (0..hidden).map(|k| reset[k] * hb[k] * weights[k]).sum();
-                            hx[j] += dot + rb.map_or(0.0, |v| v[2 * hidden + j]);
+                        let rh = o.r.get(2 * hidden * hidden..3 * hidden * hidden);
+                        let rows = rh.unwrap_or(&[]).chunks_exact(width);
+                        for (j, (x, weights)) in hx.iter_mut().zip(rows).enumerate() {
+                            let terms = reset.iter().zip(hb.iter()).zip(weights);
+                            let dot: f32 = terms.map(|((&r, &h), &w)| r * h * w).sum();
+                            let bias = rb.and_then(|v| v.get(2 * hidden + j)).copied();
+                            *x += dot + bias.unwrap_or(0.0);
                         }
                     }
                     clip(hx);
                     activate::<OPS>(g, hx);
-                    for j in 0..hidden {
-                        hb[j] = (1.0 - z[j]) * hx[j] + z[j] * hb[j];
+                    for ((h, &x), &z) in hb.iter_mut().zip(hx.iter()).zip(z) {
+                        *h = (1.0 - z) * x + z * *h;
                     }
                 }
                 Cell::Lstm { input_forget } => {
                     for (a, &r) in gx.iter_mut().zip(gh.iter()) {
                         *a += r;
                     }
-                    let Some(cells) = c.as_deref_mut() else {
+                    let Some(cb) = c
+                        .as_deref_mut()
+                        .and_then(|cells| cells.get_mut(b * hidden..(b + 1) * hidden))
+                    else {
                         return Err(CpuError::CorruptPlan);
                     };
-                    let cb = &mut cells[b * hidden..(b + 1) * hidden];
-                    let peep = |k: usize, j: usize| o.p.map_or(0.0, |p| p[k * hidden + j]);
-                    let (i_gate, rest) = gx.split_at_mut(hidden);
-                    let (o_gate, rest) = rest.split_at_mut(hidden);
-                    let (f_gate, c_gate) = rest.split_at_mut(hidden);
-                    for j in 0..hidden {
-                        i_gate[j] += peep(0, j) * cb[j];
-                        f_gate[j] += peep(2, j) * cb[j];
+                    let peep = |k: usize| {
+                        let p = o.p.and_then(|p| p.get(k * hidden..(k + 1) * hidden));
+                        p.unwrap_or(&[])
+                            .iter()
+                            .copied()
+                            .chain(core::iter::repeat(0.0))
+                    };
+                    let Some((i_gate, rest)) = gx.split_at_mut_checked(hidden) else {
+                        return Err(CpuError::CorruptPlan);
+                    };
+                    let Some((o_gate, rest)) = rest.split_at_mut_checked(hidden) else {
+                        return Err(CpuError::CorruptPlan);
+                    };
+                    let Some((f_gate, c_gate)) = rest.split_at_mut_checked(hidden) else {
+                        return Err(CpuError::CorruptPlan);
+                    };
+                    let gates = i_gate.iter_mut().zip(f_gate.iter_mut()).zip(cb.iter());
+                    for (((input, forget), &cell), (peep_i, peep_f)) in
+                        gates.zip(peep(0).zip(peep(2)))
+                    {
+                        *input += peep_i * cell;
+                        *forget += peep_f * cell;
                     }
                     clip(i_gate);
                     clip(f_gate);
@@ -406,26 +455,28 @@ pub fn recurrent<const OPS: Selection>(
                     activate::<OPS>(f, i_gate);
                     activate::<OPS>(f, f_gate);
                     activate::<OPS>(g, c_gate);
-                    for j in 0..hidden {
-                        let forget = if input_forget {
-                            1.0 - i_gate[j]
-                        } else {
-                            f_gate[j]
-                        };
-                        cb[j] = forget * cb[j] + i_gate[j] * c_gate[j];
-                        o_gate[j] += peep(1, j) * cb[j];
+                    let gates = i_gate.iter().zip(f_gate.iter()).zip(c_gate.iter());
+                    let outs = cb.iter_mut().zip(o_gate.iter_mut()).zip(peep(1));
+                    for (((&input, &forget), &candidate), ((cell, output), peep_o)) in
+                        gates.zip(outs)
+                    {
+                        let forget = if input_forget { 1.0 - input } else { forget };
+                        *cell = forget * *cell + input * candidate;
+                        *output += peep_o * *cell;
                     }
                     clip(o_gate);
                     activate::<OPS>(f, o_gate);
-                    hb.copy_from_slice(cb);
+                    copy(hb, cb);
                     activate::<OPS>(hh, hb);
-                    for j in 0..hidden {
-                        hb[j] *= o_gate[j];
+                    for (h, &output) in hb.iter_mut().zip(o_gate.iter()) {
+                        *h *= output;
                     }
                 }
             }
         }
-        y[t * state..(t + 1) * state].copy_from_slice(h);
+        if let Some(y_t) = y.get_mut(t * state..(t + 1) * state) {
+            copy(y_t, h);
+        }
     }
     Ok(())
 }

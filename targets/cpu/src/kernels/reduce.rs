@@ -289,26 +289,49 @@ pub fn determinant(x: &[f32], n: usize, scratch: &mut [f64], y: &mut [f32]) {
             *d = f64::from(s);
         }
         let mut det = 1.0f64;
+        // `a` holds n·n values, so every access below is in bounds; each goes through `get`
+        // all the same (no panic path), reading zero where one were not.
+        let at = |a: &[f64], i: usize| a.get(i).copied().unwrap_or(0.0);
         for col in 0..n {
             let pivot = (col..n)
-                .max_by(|&i, &j| a[i * n + col].abs().total_cmp(&a[j * n + col].abs()))
+                .max_by(|&i, &j| {
+                    at(a, i * n + col)
+                        .abs()
+                        .total_cmp(&at(a, j * n + col).abs())
+                })
                 .unwrap_or(col);
-            if a[pivot * n + col] == 0.0 {
+            if at(a, pivot * n + col) == 0.0 {
                 det = 0.0;
                 break;
             }
             if pivot != col {
-                for k in 0..n {
-                    a.swap(pivot * n + k, col * n + k);
+                // Rows `col` and `pivot` (below it) trade places.
+                if let Some((upper, lower)) = a.split_at_mut_checked(pivot * n) {
+                    if let (Some(top), Some(bottom)) =
+                        (upper.get_mut(col * n..col * n + n), lower.get_mut(..n))
+                    {
+                        for (t, b) in top.iter_mut().zip(bottom) {
+                            core::mem::swap(t, b);
+                        }
+                    }
                 }
                 det = -det;
             }
-            let p = a[col * n + col];
+            let p = at(a, col * n + col);
             det *= p;
             for row in col + 1..n {
-                let f = a[row * n + col] / p;
-                for k in col..n {
-                    a[row * n + k] -= f * a[col * n + k];
+                // Row `row` minus f × row `col`, from column `col` on.
+                let Some((upper, lower)) = a.split_at_mut_checked(row * n) else {
+                    break;
+                };
+                let (Some(pivot_row), Some(target)) =
+                    (upper.get(col * n + col..col * n + n), lower.get_mut(col..n))
+                else {
+                    break;
+                };
+                let f = target.first().copied().unwrap_or(0.0) / p;
+                for (t, &v) in target.iter_mut().zip(pivot_row) {
+                    *t -= f * v;
                 }
             }
         }
