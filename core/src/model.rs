@@ -417,7 +417,9 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
     /// Decodes op record `index` into the step `out`, checking ranges and parameters (not
     /// shapes); with `verify`, also every operand tensor (at load; a run skips what load already
     /// checked). Written in place rather than returned in a `Result`: a run's loop then holds
-    /// the step's bytes once, where [`Plan::step_into`] puts them.
+    /// the step's bytes once, where [`Plan::step_into`] puts them. Out of line: inlined into
+    /// the load's loop (`verify` constant there), a firmware carried the decoding twice.
+    #[inline(never)]
     fn decode_step<'s>(
         &'s self,
         index: usize,

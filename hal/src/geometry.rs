@@ -150,47 +150,62 @@ pub struct MatMulGeometry {
 
 impl MatMulGeometry {
     /// The geometry of `A x B`, or `None` if the shapes are incompatible.
+    ///
+    /// Built in place, one batch axis at a time from the last (the batch shapes are never
+    /// materialised): its frame is a microcontroller's deepest on MatMul steps.
     pub fn new(a: &Shape, b: &Shape) -> Option<MatMulGeometry> {
-        if a.rank() == 0 || b.rank() == 0 {
+        // `[.., m, k]` (a vector is one row) and `[.., k, n]` (a vector is one column).
+        let (m, k, a_batch) = match *a.dims_checked() {
+            [] => return None,
+            [k] => (1, k, &[][..]),
+            [ref batch @ .., m, k] => (m, k, batch),
+        };
+        let (k_b, n, b_batch) = match *b.dims_checked() {
+            [] => return None,
+            [k] => (k, 1, &[][..]),
+            [ref batch @ .., k, n] => (k, n, batch),
+        };
+        if k != k_b {
             return None;
         }
-        let (m, k) = match *a.dims_checked() {
-            [k] => (1, k),
-            _ => (a.dim_checked(a.rank() - 2), a.dim_checked(a.rank() - 1)),
-        };
-        let (kb, n) = match *b.dims_checked() {
-            [k] => (k, 1),
-            _ => (b.dim_checked(b.rank() - 2), b.dim_checked(b.rank() - 1)),
-        };
-        if k != kb {
-            return None;
-        }
-        let a_batch = Shape::new(a.dims_checked().get(..a.rank().saturating_sub(2))?)?;
-        let b_batch = Shape::new(b.dims_checked().get(..b.rank().saturating_sub(2))?)?;
-        let batch = broadcast(&a_batch, &b_batch)?;
-        let a_matrix = m.checked_mul(k)?;
-        let b_matrix = k.checked_mul(n)?;
-        let mut a_batch_strides = broadcast_strides(&a_batch, &batch);
-        let mut b_batch_strides = broadcast_strides(&b_batch, &batch);
-        for s in a_batch_strides.iter_mut() {
-            *s = s.checked_mul(a_matrix)?;
-        }
-        for s in b_batch_strides.iter_mut() {
-            *s = s.checked_mul(b_matrix)?;
-        }
+        let rank = a_batch.len().max(b_batch.len());
         let mut out = [0usize; MAX_RANK];
-        let mut rank = 0;
-        for (slot, &d) in out.iter_mut().zip(batch.dims_checked()) {
-            *slot = d;
-            rank += 1;
+        let mut a_batch_strides = [0usize; MAX_RANK];
+        let mut b_batch_strides = [0usize; MAX_RANK];
+        // Elements between consecutive matrices along the axis being walked.
+        let (mut a_step, mut b_step) = (m.checked_mul(k)?, k.checked_mul(n)?);
+        for axis in (0..rank).rev() {
+            // Aligned on the right; an operand with fewer batch axes has 1s in front.
+            let dim_of = |dims: &[usize]| match (axis + dims.len()).checked_sub(rank) {
+                Some(i) => dims.get(i).copied(),
+                None => Some(1),
+            };
+            let (da, db) = (dim_of(a_batch)?, dim_of(b_batch)?);
+            *out.get_mut(axis)? = match (da, db) {
+                (x, y) if x == y => x,
+                (1, y) => y,
+                (x, 1) => x,
+                _ => return None,
+            };
+            // Stride 0 where an operand broadcasts.
+            if da != 1 {
+                *a_batch_strides.get_mut(axis)? = a_step;
+                a_step = a_step.checked_mul(da)?;
+            }
+            if db != 1 {
+                *b_batch_strides.get_mut(axis)? = b_step;
+                b_step = b_step.checked_mul(db)?;
+            }
         }
+        let batch = Shape::new(out.get(..rank)?)?;
+        let mut out_rank = rank;
         if a.rank() > 1 {
-            *out.get_mut(rank)? = m;
-            rank += 1;
+            *out.get_mut(out_rank)? = m;
+            out_rank += 1;
         }
         if b.rank() > 1 {
-            *out.get_mut(rank)? = n;
-            rank += 1;
+            *out.get_mut(out_rank)? = n;
+            out_rank += 1;
         }
         Some(MatMulGeometry {
             m,
@@ -199,7 +214,7 @@ impl MatMulGeometry {
             batch,
             a_batch_strides,
             b_batch_strides,
-            output: Shape::new(&out[..rank])?,
+            output: Shape::new(out.get(..out_rank)?)?,
         })
     }
 }
@@ -407,6 +422,80 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// [`MatMulGeometry::new`] by its definition: the batch shapes materialised and broadcast,
+    /// each operand's strides its own row-major ones (0 where it broadcasts) times its matrix.
+    fn matmul_by_definition(a: &Shape, b: &Shape) -> Option<MatMulGeometry> {
+        let (ad, bd) = (a.dims(), b.dims());
+        let (m, k, a_batch) = match ad.len() {
+            0 => return None,
+            1 => (1, ad[0], Shape::new(&[]).unwrap()),
+            r => (ad[r - 2], ad[r - 1], Shape::new(&ad[..r - 2]).unwrap()),
+        };
+        let (k_b, n, b_batch) = match bd.len() {
+            0 => return None,
+            1 => (bd[0], 1, Shape::new(&[]).unwrap()),
+            r => (bd[r - 2], bd[r - 1], Shape::new(&bd[..r - 2]).unwrap()),
+        };
+        if k != k_b {
+            return None;
+        }
+        let batch = broadcast(&a_batch, &b_batch)?;
+        let mut a_batch_strides = broadcast_strides(&a_batch, &batch);
+        let mut b_batch_strides = broadcast_strides(&b_batch, &batch);
+        a_batch_strides.iter_mut().for_each(|s| *s *= m * k);
+        b_batch_strides.iter_mut().for_each(|s| *s *= k * n);
+        let mut out = [0usize; MAX_RANK];
+        out[..batch.rank()].copy_from_slice(batch.dims());
+        let mut rank = batch.rank();
+        if ad.len() > 1 {
+            out[rank] = m;
+            rank += 1;
+        }
+        if bd.len() > 1 {
+            out[rank] = n;
+            rank += 1;
+        }
+        Some(MatMulGeometry {
+            m,
+            k,
+            n,
+            batch,
+            a_batch_strides,
+            b_batch_strides,
+            output: Shape::new(&out[..rank]).unwrap(),
+        })
+    }
+
+    /// The geometry built in place is the definition's, on every pair of shapes of rank 1 to 4
+    /// with dimensions 0 to 3 (incompatible pairs included).
+    #[test]
+    fn matmul_geometry_matches_its_definition() {
+        let scalar = Shape::new(&[]).unwrap();
+        let mut shapes = [scalar; 340];
+        let mut count = 0;
+        for rank in 1..=4usize {
+            for code in 0..4usize.pow(rank as u32) {
+                let mut dims = [0usize; 4];
+                for (a, d) in dims.iter_mut().enumerate().take(rank) {
+                    *d = code / 4usize.pow(a as u32) % 4;
+                }
+                shapes[count] = Shape::new(&dims[..rank]).unwrap();
+                count += 1;
+            }
+        }
+        assert_eq!(count, shapes.len());
+        let mut valid = 0;
+        for a in &shapes {
+            for b in &shapes {
+                let expected = matmul_by_definition(a, b);
+                valid += usize::from(expected.is_some());
+                assert_eq!(MatMulGeometry::new(a, b), expected, "{:?} x {:?}", a, b);
+            }
+        }
+        assert!(valid > 1000, "only {valid} compatible pairs");
+        assert_eq!(MatMulGeometry::new(&scalar, &shapes[0]), None);
     }
 
     /// Runs `copy` on `src` into a destination of `len` elements (reference semantics).

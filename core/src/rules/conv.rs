@@ -5,37 +5,29 @@ use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
 pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
-    operands!(step => input, output, n_in, n_out);
+    operands!(step => input, output, optional, n_in, n_out);
     match step.op {
         Op::Conv(c) if selects(OPS, OpKind::Conv) => {
             ensure(
                 (2..=3).contains(&n_in) && n_out == 1,
                 "Conv takes 2-3 inputs, 1 output",
             )?;
-            let bias = step.inputs.get(2);
-            check_conv(
-                &c,
-                &input(0)?,
-                &input(1)?,
-                bias.as_ref(),
-                &output(0)?,
-                step.scratch,
-            )
+            let bias = optional(2);
+            check_conv(&c, input(0)?, input(1)?, bias, output(0)?, step.scratch)
         }
         Op::ConvTranspose(c) if selects(OPS, OpKind::ConvTranspose) => {
             ensure(
                 (2..=3).contains(&n_in) && n_out == 1,
                 "ConvTranspose takes 2-3 inputs",
             )?;
-            let bias = step.inputs.get(2);
-            check_conv_transpose(&c, &input(0)?, &input(1)?, bias.as_ref(), &output(0)?)
+            let bias = optional(2);
+            check_conv_transpose(&c, input(0)?, input(1)?, bias, output(0)?)
         }
         Op::QConv(c) if selects(OPS, OpKind::QConv) => {
             ensure(n_in == 4 && n_out == 1, "QConv takes 4 inputs")?;
             let (x, w, bias, requant, y) = (input(0)?, input(1)?, input(2)?, input(3)?, output(0)?);
-            let [oc, icg, oh, ow] =
-                check_conv_geometry(&c.window, c.group, &x, &w, Some(&bias), &y)?;
-            check_integer_operands(&x, &w, &bias, &requant, &y, &c.requantize, oc)?;
+            let [oc, icg, oh, ow] = check_conv_geometry(&c.window, c.group, x, w, Some(bias), y)?;
+            check_integer_operands(x, w, bias, requant, y, &c.requantize, oc)?;
             let need = geometry::qconv_scratch_elements(&c, icg, oh, ow)
                 .ok_or(why("QConv scratch overflows"))?;
             require_scratch(step.scratch, need, "QConv scratch is missing or too small")
@@ -45,12 +37,12 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             let (x, w, x_zero, w_zero, y) =
                 (input(0)?, input(1)?, input(2)?, input(3)?, output(0)?);
             ensure(
-                is_byte(&x) && is_byte(&w) && y.dtype == DType::I32,
+                is_byte(x) && is_byte(w) && y.dtype == DType::I32,
                 "ConvInteger reads 8-bit tensors and writes int32",
             )?;
-            same_dtype(&[x, x_zero])?;
-            same_dtype(&[w, w_zero])?;
-            let [oc, ..] = check_conv_geometry(&c.window, c.group, &x, &w, None, &y)?;
+            same_dtype(&[x.dtype, x_zero.dtype])?;
+            same_dtype(&[w.dtype, w_zero.dtype])?;
+            let [oc, ..] = check_conv_geometry(&c.window, c.group, x, w, None, y)?;
             ensure(
                 x_zero.elements() == 1,
                 "ConvInteger input zero point is one value",
@@ -74,9 +66,9 @@ fn check_conv(
     y: &TensorDesc,
     scratch: Option<TensorDesc>,
 ) -> Rule {
-    all_f32(&[*x, *w, *y])?;
+    all_f32(&[x.dtype, w.dtype, y.dtype])?;
     if let Some(b) = b {
-        all_f32(&[*b])?;
+        all_f32(&[b.dtype])?;
     }
     let [_, icg, oh, ow] = check_conv_geometry(&c.window, c.group, x, w, b, y)?;
     let need = conv_scratch_elements(c, icg, oh, ow).ok_or(why("Conv scratch overflows"))?;
@@ -139,7 +131,7 @@ fn check_conv_transpose(
     b: Option<&TensorDesc>,
     y: &TensorDesc,
 ) -> Rule {
-    all_f32(&[*x, *w, *y])?;
+    all_f32(&[x.dtype, w.dtype, y.dtype])?;
     let [n, ch, h, wd] = nchw(&x.shape).ok_or(why("ConvTranspose input must be rank 3 or 4"))?;
     ensure(
         w.shape.rank() == x.shape.rank(),
@@ -159,7 +151,7 @@ fn check_conv_transpose(
         .checked_mul(c.group)
         .ok_or(why("ConvTranspose channels overflow"))?;
     if let Some(b) = b {
-        all_f32(&[*b])?;
+        all_f32(&[b.dtype])?;
         ensure(b.shape.dims_checked() == [oc], "ConvTranspose bias shape")?;
     }
     let win = &c.window;

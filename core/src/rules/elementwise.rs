@@ -5,7 +5,7 @@ use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
 pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
-    operands!(step => input, output, n_in, n_out);
+    operands!(step => input, output, optional, n_in, n_out);
     match step.op {
         Op::Binary { .. } if selects(OPS, OpKind::Binary) => {
             ensure(
@@ -13,7 +13,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 "binary op takes 2 inputs, 1 output",
             )?;
             let (a, b, y) = (input(0)?, input(1)?, output(0)?);
-            same_dtype(&[a, b, y])?;
+            same_dtype(&[a.dtype, b.dtype, y.dtype])?;
             let Op::Binary { op, activation } = step.op else {
                 return Err(why("binary op"));
             };
@@ -47,7 +47,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         {
             ensure(n_in == 1 && n_out == 1, "takes 1 input, 1 output")?;
             let (x, y) = (input(0)?, output(0)?);
-            all_f32(&[x, y])?;
+            all_f32(&[x.dtype, y.dtype])?;
             ensure(x.shape == y.shape, "output shape differs from input")?;
             if let Op::Softmax { axis } | Op::LogSoftmax { axis } | Op::Hardmax { axis } = step.op {
                 ensure(axis < x.shape.rank(), "softmax axis")?;
@@ -57,14 +57,14 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::BatchNorm { .. } if selects(OPS, OpKind::BatchNorm) => {
             ensure(n_in == 5 && n_out == 1, "BatchNormalization takes 5 inputs")?;
             let (x, y) = (input(0)?, output(0)?);
-            all_f32(&[x, y])?;
+            all_f32(&[x.dtype, y.dtype])?;
             ensure(
                 x.shape.rank() >= 2 && x.shape == y.shape,
                 "BatchNormalization shapes",
             )?;
             for i in 1..5 {
                 let p = input(i)?;
-                all_f32(&[p])?;
+                all_f32(&[p.dtype])?;
                 ensure(
                     p.shape.dims_checked() == [x.shape.dim_checked(1)],
                     "BatchNormalization parameter shape",
@@ -80,9 +80,9 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 "QAdd shapes differ",
             )?;
             check_integer_binary(
-                &a,
-                &b,
-                &y,
+                a,
+                b,
+                y,
                 [q.a_zero, q.b_zero, q.output_zero, q.min, q.max],
                 true,
             )?;
@@ -97,9 +97,9 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 "QMul output is not the broadcast of its inputs",
             )?;
             check_integer_binary(
-                &a,
-                &b,
-                &y,
+                a,
+                b,
+                y,
                 [q.a_zero, q.b_zero, q.output_zero, q.min, q.max],
                 false,
             )
@@ -120,7 +120,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             ensure(n_in == 2 && n_out == 1, "QSoftmax takes 2 inputs")?;
             let (x, table, y) = (input(0)?, input(1)?, output(0)?);
             ensure(
-                is_byte(&x) && x.dtype == y.dtype,
+                is_byte(x) && x.dtype == y.dtype,
                 "QSoftmax operands are 8-bit, of one type",
             )?;
             ensure(x.shape == y.shape, "QSoftmax output shape")?;

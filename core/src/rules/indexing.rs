@@ -5,12 +5,12 @@ use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
 pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
-    operands!(step => input, output, n_in, n_out);
+    operands!(step => input, output, optional, n_in, n_out);
     match step.op {
         Op::Gather { axis } if selects(OPS, OpKind::Gather) => {
             ensure(n_in == 2 && n_out == 1, "Gather takes 2 inputs")?;
             let (data, idx, y) = (input(0)?, input(1)?, output(0)?);
-            same_dtype(&[data, y])?;
+            same_dtype(&[data.dtype, y.dtype])?;
             ensure(
                 matches!(idx.dtype, DType::I32 | DType::I64),
                 "Gather indices type",
@@ -33,21 +33,21 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::GatherElements { axis } if selects(OPS, OpKind::GatherElements) => {
             ensure(n_in == 2 && n_out == 1, "GatherElements takes 2 inputs")?;
             let (data, idx, y) = (input(0)?, input(1)?, output(0)?);
-            same_dtype(&[data, y])?;
-            is_index(&idx)?;
+            same_dtype(&[data.dtype, y.dtype])?;
+            is_index(idx)?;
             let rank = data.shape.rank();
             ensure(
                 axis < rank && idx.shape.rank() == rank && y.shape == idx.shape,
                 "GatherElements shapes",
             )?;
-            within(&idx, &data, axis)
+            within(idx, data, axis)
         }
         Op::ScatterElements { axis, reduction } if selects(OPS, OpKind::ScatterElements) => {
             ensure(n_in == 3 && n_out == 1, "ScatterElements takes 3 inputs")?;
             let (data, idx, up, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
-            same_dtype(&[data, up, y])?;
-            is_index(&idx)?;
-            check_reduction(reduction, &data)?;
+            same_dtype(&[data.dtype, up.dtype, y.dtype])?;
+            is_index(idx)?;
+            check_reduction(reduction, data)?;
             let rank = data.shape.rank();
             ensure(
                 axis < rank
@@ -56,14 +56,14 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                     && y.shape == data.shape,
                 "ScatterElements shapes",
             )?;
-            within(&idx, &data, axis)
+            within(idx, data, axis)
         }
         Op::GatherNd { batch_dims } if selects(OPS, OpKind::GatherNd) => {
             ensure(n_in == 2 && n_out == 1, "GatherND takes 2 inputs")?;
             let (data, idx, y) = (input(0)?, input(1)?, output(0)?);
-            same_dtype(&[data, y])?;
-            is_index(&idx)?;
-            let q = nd_depth(&data, &idx, batch_dims)?;
+            same_dtype(&[data.dtype, y.dtype])?;
+            is_index(idx)?;
+            let q = nd_depth(data, idx, batch_dims)?;
             let (r, m) = (data.shape.rank(), idx.shape.rank());
             let mut want = [0usize; MAX_RANK];
             let mut n = 0;
@@ -88,10 +88,10 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::ScatterNd { reduction } if selects(OPS, OpKind::ScatterNd) => {
             ensure(n_in == 3 && n_out == 1, "ScatterND takes 3 inputs")?;
             let (data, idx, up, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
-            same_dtype(&[data, up, y])?;
-            is_index(&idx)?;
-            check_reduction(reduction, &data)?;
-            let q = nd_depth(&data, &idx, 0)?;
+            same_dtype(&[data.dtype, up.dtype, y.dtype])?;
+            is_index(idx)?;
+            check_reduction(reduction, data)?;
+            let q = nd_depth(data, idx, 0)?;
             let m = idx.shape.rank();
             let want_rank = m - 1 + data.shape.rank() - q;
             ensure(

@@ -5,14 +5,14 @@ use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
 pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
-    operands!(step => input, output, n_in, n_out);
+    operands!(step => input, output, optional, n_in, n_out);
     match step.op {
         Op::Compare(_) | Op::Logical(_)
             if selects(OPS, OpKind::Compare) || selects(OPS, OpKind::Logical) =>
         {
             ensure(n_in == 2 && n_out == 1, "takes 2 inputs, 1 output")?;
             let (a, b, y) = (input(0)?, input(1)?, output(0)?);
-            same_dtype(&[a, b])?;
+            same_dtype(&[a.dtype, b.dtype])?;
             ensure(y.dtype == DType::Bool, "comparisons and logic write bool")?;
             if matches!(step.op, Op::Logical(_)) {
                 ensure(a.dtype == DType::Bool, "logic reads bool")?;
@@ -44,7 +44,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             ensure(n_in == 3 && n_out == 1, "Where takes 3 inputs")?;
             let (c, x, z, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
             ensure(c.dtype == DType::Bool, "Where's condition is bool")?;
-            same_dtype(&[x, z, y])?;
+            same_dtype(&[x.dtype, z.dtype, y.dtype])?;
             let xz = broadcast(&x.shape, &z.shape).ok_or(why("Where shapes"))?;
             ensure(
                 broadcast(&c.shape, &xz) == Some(y.shape),

@@ -7,7 +7,7 @@ use ferrite_hal::{selects, selects_qgemm_weights, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
 pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
-    operands!(step => input, output, n_in, n_out);
+    operands!(step => input, output, optional, n_in, n_out);
     match step.op {
         Op::Gemm(_) if selects(OPS, OpKind::Gemm) => {
             ensure(
@@ -15,7 +15,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 "Gemm takes 2-3 inputs, 1 output",
             )?;
             let (a, b, y) = (input(0)?, input(1)?, output(0)?);
-            all_f32(&[a, b, y])?;
+            all_f32(&[a.dtype, b.dtype, y.dtype])?;
             ensure(
                 a.shape.rank() == 2 && b.shape.rank() == 2,
                 "Gemm operands are matrices",
@@ -27,8 +27,8 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             );
             ensure(b.shape.dim_checked(0) == k, "Gemm inner dimensions differ")?;
             ensure(y.shape.dims_checked() == [m, n], "Gemm output shape")?;
-            if let Some(c) = step.inputs.get(2) {
-                all_f32(&[c])?;
+            if let Some(c) = optional(2) {
+                all_f32(&[c.dtype])?;
                 ensure(
                     broadcasts_to(&c.shape, &y.shape),
                     "Gemm C does not broadcast",
@@ -39,7 +39,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::MatMul { .. } if selects(OPS, OpKind::MatMul) => {
             ensure(n_in == 2 && n_out == 1, "MatMul takes 2 inputs, 1 output")?;
             let (a, b, y) = (input(0)?, input(1)?, output(0)?);
-            all_f32(&[a, b, y])?;
+            all_f32(&[a.dtype, b.dtype, y.dtype])?;
             let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or(why("MatMul shapes"))?;
             ensure(g.output == y.shape, "MatMul output shape")
         }
@@ -62,18 +62,18 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             ensure(b_k == k, "QGemm inner dimensions differ")?;
             ensure(y.shape.dims_checked() == [m, n], "QGemm output shape")?;
             ensure(bias.shape.dims_checked() == [n], "QGemm bias shape")?;
-            check_integer_operands(&a, &b, &bias, &requant, &y, &q, n)
+            check_integer_operands(a, b, bias, requant, y, &q, n)
         }
         Op::MatMulInteger if selects(OPS, OpKind::MatMulInteger) => {
             ensure(n_in == 4 && n_out == 1, "MatMulInteger takes 4 inputs")?;
             let (a, b, a_zero, b_zero, y) =
                 (input(0)?, input(1)?, input(2)?, input(3)?, output(0)?);
             ensure(
-                is_byte(&a) && is_byte(&b) && y.dtype == DType::I32,
+                is_byte(a) && is_byte(b) && y.dtype == DType::I32,
                 "MatMulInteger reads 8-bit tensors and writes int32",
             )?;
-            same_dtype(&[a, a_zero])?;
-            same_dtype(&[b, b_zero])?;
+            same_dtype(&[a.dtype, a_zero.dtype])?;
+            same_dtype(&[b.dtype, b_zero.dtype])?;
             let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or(why("MatMulInteger shapes"))?;
             ensure(g.output == y.shape, "MatMulInteger output shape")?;
             ensure(
@@ -91,15 +91,15 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 "DFT takes a signal, its twiddles and an optional window",
             )?;
             let (x, twiddles, y) = (input(0)?, input(1)?, output(0)?);
-            all_f32(&[x, twiddles, y])?;
+            all_f32(&[x.dtype, twiddles.dtype, y.dtype])?;
             let g = geometry::DftGeometry::new(&d, &x.shape).ok_or(why("DFT signal shape"))?;
             ensure(g.out_shape == y.shape, "DFT output shape")?;
             ensure(
                 twiddles.shape.dims_checked() == [d.length, 2],
                 "DFT twiddles are [length, 2]",
             )?;
-            if let Some(window) = step.inputs.get(2) {
-                all_f32(&[window])?;
+            if let Some(window) = optional(2) {
+                all_f32(&[window.dtype])?;
                 ensure(
                     d.frame_step > 0 && window.shape.dims_checked() == [d.length],
                     "an STFT window has the frame's length",

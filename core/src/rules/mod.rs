@@ -14,18 +14,74 @@ use ferrite_hal::op::{Conv, ConvTranspose, PadMode, Pool, Requantize, Window};
 use ferrite_hal::{DType, Location, Selection, Step, TensorDesc, TensorList, MAX_RANK};
 
 /// The rules' view of a step's operands, bound to the given names: `input(i)` and `output(i)`
-/// (the tensor, or "missing input/output") and the operand counts.
+/// (a reference to the fetched tensor, or "missing input/output"), `optional(i)` (input `i`,
+/// `None` when absent) and the operand counts.
 macro_rules! operands {
-    ($step:ident => $input:ident, $output:ident, $n_in:ident, $n_out:ident) => {
+    ($step:ident => $input:ident, $output:ident, $optional:ident, $n_in:ident, $n_out:ident) => {
+        let fetched = Fetched::of($step);
+        let fetched = &fetched;
         #[allow(unused_variables)]
-        let $input = |i: usize| operand(&$step.inputs, i, "missing input");
+        let $input = move |i: usize| fetched.input(i);
         #[allow(unused_variables)]
-        let $output = |i: usize| operand(&$step.outputs, i, "missing output");
+        let $output = move |i: usize| fetched.output(i);
+        #[allow(unused_variables)]
+        let $optional = move |i: usize| fetched.inputs.get(i).and_then(Option::as_ref);
         #[allow(unused_variables)]
         let $n_in = $step.inputs.len();
         #[allow(unused_variables)]
         let $n_out = $step.outputs.len();
     };
+}
+
+/// Inputs a rule reads by position (the most any kind has: Recurrent's seven).
+const FETCHED_INPUTS: usize = 7;
+/// Outputs a rule reads by position (QuantizeLinear's dynamic form and Recurrent: three).
+const FETCHED_OUTPUTS: usize = 3;
+
+/// A step's leading operands, fetched once, for the rules to borrow: a rule that took each
+/// operand by value copied its 52-byte descriptor out of a `Result` at every use (some 130
+/// places, 5 KB of a firmware's verifier).
+struct Fetched {
+    inputs: [Option<TensorDesc>; FETCHED_INPUTS],
+    outputs: [Option<TensorDesc>; FETCHED_OUTPUTS],
+}
+
+/// Fills `slots` with the first operands of `list`. Out of line: one loop, not one unrolled
+/// copy per slot (a firmware's verifier is in every firmware).
+#[inline(never)]
+fn fetch_into(list: &TensorList<'_>, slots: &mut [Option<TensorDesc>]) {
+    for (i, slot) in slots.iter_mut().enumerate() {
+        *slot = list.get(i);
+    }
+}
+
+impl Fetched {
+    /// Fetches `step`'s first operands (absent ones `None`).
+    fn of(step: &Step<'_>) -> Fetched {
+        let mut fetched = Fetched {
+            inputs: [None; FETCHED_INPUTS],
+            outputs: [None; FETCHED_OUTPUTS],
+        };
+        fetch_into(&step.inputs, &mut fetched.inputs);
+        fetch_into(&step.outputs, &mut fetched.outputs);
+        fetched
+    }
+
+    /// Input `i`, or the rule "missing input".
+    fn input(&self, i: usize) -> Result<&TensorDesc, &'static str> {
+        self.inputs
+            .get(i)
+            .and_then(Option::as_ref)
+            .ok_or(why("missing input"))
+    }
+
+    /// Output `i`, or the rule "missing output".
+    fn output(&self, i: usize) -> Result<&TensorDesc, &'static str> {
+        self.outputs
+            .get(i)
+            .and_then(Option::as_ref)
+            .ok_or(why("missing output"))
+    }
 }
 
 mod conv;
@@ -40,17 +96,6 @@ mod recurrent;
 mod reduce;
 
 type Rule = Result<(), &'static str>;
-
-/// Operand `i` of `list`, or the rule `missing` when it is absent. Out of line: a check fetches
-/// operands at some 130 places, each a dynamic call and a copy when inlined (once per load).
-#[inline(never)]
-fn operand(
-    list: &TensorList<'_>,
-    i: usize,
-    missing: &'static str,
-) -> Result<TensorDesc, &'static str> {
-    list.get(i).ok_or(why(missing))
-}
 
 /// Element `i` of `d`, `None` past its end (no panicking index on untrusted shapes).
 fn at(d: &[usize], i: usize) -> Option<usize> {
@@ -96,16 +141,19 @@ pub(crate) fn check_step<const OPS: Selection>(step: &Step<'_>) -> Rule {
     }
 }
 
-fn all_f32(ts: &[TensorDesc]) -> Rule {
+/// Every type in `types` is float32 (the operands' element types: an array of whole descriptors
+/// copied each one, 52 B, at every rule).
+fn all_f32(types: &[DType]) -> Rule {
     ensure(
-        ts.iter().all(|t| t.dtype == DType::F32),
+        types.iter().all(|&t| t == DType::F32),
         "operands must be float32",
     )
 }
 
-fn same_dtype(ts: &[TensorDesc]) -> Rule {
+/// The types in `types` are one (the operands' element types, as [`all_f32`]).
+fn same_dtype(types: &[DType]) -> Rule {
     ensure(
-        ts.windows(2).all(|w| w[0].dtype == w[1].dtype),
+        types.windows(2).all(|w| w.first() == w.last()),
         "operands must share one element type",
     )
 }

@@ -5,12 +5,12 @@ use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
 pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
-    operands!(step => input, output, n_in, n_out);
+    operands!(step => input, output, optional, n_in, n_out);
     match step.op {
         Op::Transpose { perm } if selects(OPS, OpKind::Transpose) => {
             ensure(n_in == 1 && n_out == 1, "Transpose takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
-            same_dtype(&[x, y])?;
+            same_dtype(&[x.dtype, y.dtype])?;
             let rank = x.shape.rank();
             ensure(y.shape.rank() == rank, "Transpose rank")?;
             let mut seen = [false; MAX_RANK];
@@ -28,17 +28,17 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::Concat { axis } if selects(OPS, OpKind::Concat) => {
             ensure(n_in >= 1 && n_out == 1, "Concat takes inputs and 1 output")?;
             let y = output(0)?;
-            check_parts(step.inputs.iter(), &y, axis)
+            check_parts(step.inputs.iter(), y, axis)
         }
         Op::Split { axis } if selects(OPS, OpKind::Split) => {
             ensure(n_in == 1 && n_out >= 1, "Split takes 1 input")?;
             let x = input(0)?;
-            check_parts(step.outputs.iter(), &x, axis)
+            check_parts(step.outputs.iter(), x, axis)
         }
         Op::Slice { starts, steps } if selects(OPS, OpKind::Slice) => {
             ensure(n_in == 1 && n_out == 1, "Slice takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
-            same_dtype(&[x, y])?;
+            same_dtype(&[x.dtype, y.dtype])?;
             ensure(x.shape.rank() == y.shape.rank(), "Slice rank")?;
             let axes = x.shape.dims_checked().iter().zip(y.shape.dims_checked());
             for ((&dim, &count), (&start, &step)) in axes.zip(starts.iter().zip(&steps)) {
@@ -63,7 +63,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         } if selects(OPS, OpKind::Pad) => {
             ensure(n_in == 1 && n_out == 1, "Pad takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
-            same_dtype(&[x, y])?;
+            same_dtype(&[x.dtype, y.dtype])?;
             ensure(x.shape.rank() == y.shape.rank(), "Pad rank")?;
             for (axis, (&d, &want)) in x
                 .shape
@@ -96,13 +96,13 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::Copy if selects(OPS, OpKind::Copy) => {
             ensure(n_in == 1 && n_out == 1, "Copy takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
-            same_dtype(&[x, y])?;
+            same_dtype(&[x.dtype, y.dtype])?;
             ensure(x.bytes == y.bytes, "Copy sizes differ")
         }
         Op::Expand if selects(OPS, OpKind::Expand) => {
             ensure(n_in == 1 && n_out == 1, "Expand takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
-            same_dtype(&[x, y])?;
+            same_dtype(&[x.dtype, y.dtype])?;
             ensure(
                 broadcasts_to(&x.shape, &y.shape),
                 "Expand output is not a broadcast of the input",
@@ -111,7 +111,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::Resample { axis, .. } if selects(OPS, OpKind::Resample) => {
             ensure(n_in == 3 && n_out == 1, "Resample takes 3 inputs")?;
             let (x, idx, w, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
-            all_f32(&[x, w, y])?;
+            all_f32(&[x.dtype, w.dtype, y.dtype])?;
             ensure(idx.dtype == DType::I32, "Resample indices are int32")?;
             let rank = x.shape.rank();
             ensure(axis < rank && y.shape.rank() == rank, "Resample axis")?;
@@ -129,7 +129,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::Trilu { .. } if selects(OPS, OpKind::Trilu) => {
             ensure(n_in == 1 && n_out == 1, "Trilu takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
-            same_dtype(&[x, y])?;
+            same_dtype(&[x.dtype, y.dtype])?;
             ensure(x.shape == y.shape, "Trilu output shape")?;
             ensure(x.shape.rank() >= 2, "Trilu input rank")
         }
@@ -150,7 +150,7 @@ fn check_parts(
     let mut total = 0usize;
     for part in parts {
         let part = part.ok_or(why("missing operand"))?;
-        same_dtype(&[part, *whole])?;
+        same_dtype(&[part.dtype, whole.dtype])?;
         ensure(part.shape.rank() == rank, "ranks differ")?;
         for a in 0..rank {
             if a != axis {

@@ -5,7 +5,7 @@ use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
 pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
-    operands!(step => input, output, n_in, n_out);
+    operands!(step => input, output, optional, n_in, n_out);
     match step.op {
         Op::MaxPool(p) | Op::AvgPool(p)
             if selects(OPS, OpKind::MaxPool) || selects(OPS, OpKind::AvgPool) =>
@@ -17,14 +17,14 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 && matches!(x.dtype, DType::I8 | DType::U8)
                 && x.dtype == y.dtype;
             if !integer_max {
-                all_f32(&[x, y])?;
+                all_f32(&[x.dtype, y.dtype])?;
             }
-            check_pool(&p, &x, &y)
+            check_pool(&p, x, y)
         }
         Op::GlobalAvgPool if selects(OPS, OpKind::GlobalAvgPool) => {
             ensure(n_in == 1 && n_out == 1, "GlobalAveragePool takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
-            all_f32(&[x, y])?;
+            all_f32(&[x.dtype, y.dtype])?;
             ensure(x.shape.rank() >= 3, "GlobalAveragePool input rank")?;
             let ok = y.shape.rank() == x.shape.rank()
                 && same(
@@ -79,10 +79,10 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             ensure(n_in == 1 && n_out == 1, "QAveragePool takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
             ensure(
-                is_byte(&x) && x.dtype == y.dtype,
+                is_byte(x) && x.dtype == y.dtype,
                 "QAveragePool operands are 8-bit, of one type",
             )?;
-            check_pool(&q.pool, &x, &y)?;
+            check_pool(&q.pool, x, y)?;
             // The window sum times a Q31 multiplier must fit in 64 bits.
             let [kh, kw] = q.pool.window.kernel;
             ensure(

@@ -5,7 +5,7 @@ use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
 pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
-    operands!(step => input, output, n_in, n_out);
+    operands!(step => input, output, optional, n_in, n_out);
     match step.op {
         Op::DynamicQuantize if selects(OPS, OpKind::DynamicQuantize) => {
             ensure(
@@ -13,7 +13,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 "DynamicQuantizeLinear takes 1 input, 3 outputs",
             )?;
             let (x, y, scale, zero) = (input(0)?, output(0)?, output(1)?, output(2)?);
-            all_f32(&[x, scale])?;
+            all_f32(&[x.dtype, scale.dtype])?;
             ensure(
                 y.dtype == DType::U8 && zero.dtype == DType::U8,
                 "DynamicQuantizeLinear writes uint8",
@@ -27,14 +27,14 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::Quantize { axis } if selects(OPS, OpKind::Quantize) => {
             ensure(n_in == 3 && n_out == 1, "QuantizeLinear takes 3 inputs")?;
             let (x, scale, zero, y) = (input(0)?, input(1)?, input(2)?, output(0)?);
-            all_f32(&[x, scale])?;
+            all_f32(&[x.dtype, scale.dtype])?;
             ensure(
                 matches!(zero.dtype, DType::I8 | DType::U8 | DType::I16 | DType::U16),
                 "QuantizeLinear zero point type",
             )?;
-            same_dtype(&[zero, y])?;
+            same_dtype(&[zero.dtype, y.dtype])?;
             ensure(x.shape == y.shape, "QuantizeLinear output shape")?;
-            check_quantization_parameters(&x, axis, &scale, Some(&zero))
+            check_quantization_parameters(x, axis, scale, Some(zero))
         }
         Op::Dequantize { axis } if selects(OPS, OpKind::Dequantize) => {
             ensure(
@@ -49,13 +49,13 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
                 ),
                 "DequantizeLinear input type",
             )?;
-            all_f32(&[scale, y])?;
+            all_f32(&[scale.dtype, y.dtype])?;
             ensure(x.shape == y.shape, "DequantizeLinear output shape")?;
-            let zero = step.inputs.get(2);
-            if let Some(z) = &zero {
-                same_dtype(&[x, *z])?;
+            let zero = optional(2);
+            if let Some(z) = zero {
+                same_dtype(&[x.dtype, z.dtype])?;
             }
-            check_quantization_parameters(&x, axis, &scale, zero.as_ref())
+            check_quantization_parameters(x, axis, scale, zero)
         }
         _ => Err(why(
             "this op kind is not linked into this build (its OPS selection)",

@@ -42,8 +42,7 @@ fn check_recurrent(r: &ferrite_hal::op::Recurrent, step: &Step<'_>) -> Rule {
             && rec.shape.dim_checked(0) == rows,
         "Recurrent weight shapes",
     )?;
-    let mut all = [x, w, rec];
-    all_f32(&all)?;
+    all_f32(&[x.dtype, w.dtype, rec.dtype])?;
     let vector = |t: &TensorDesc, n: usize| t.shape.rank() == 1 && t.shape.dim_checked(0) == n;
     let state = |t: &TensorDesc| t.shape.dims_checked() == [batch, hidden];
     if let Some(b) = step.inputs.get(3) {
@@ -78,10 +77,9 @@ fn check_recurrent(r: &ferrite_hal::op::Recurrent, step: &Step<'_>) -> Rule {
     for i in 1..n_out {
         let t = output(i)?;
         ensure(state(&t), "Recurrent state output shape")?;
-        all[0] = t;
-        all_f32(&all[..1])?;
+        all_f32(&[t.dtype])?;
     }
-    all_f32(&[y])?;
+    all_f32(&[y.dtype])?;
     require_scratch(
         step.scratch,
         2 * batch * rows,

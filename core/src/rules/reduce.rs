@@ -5,14 +5,14 @@ use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
 pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
-    operands!(step => input, output, n_in, n_out);
+    operands!(step => input, output, optional, n_in, n_out);
     match step.op {
         Op::ArgMax(a) | Op::ArgMin(a)
             if selects(OPS, OpKind::ArgMax) || selects(OPS, OpKind::ArgMin) =>
         {
             ensure(n_in == 1 && n_out == 1, "ArgMax/ArgMin take 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
-            all_f32(&[x])?;
+            all_f32(&[x.dtype])?;
             ensure(y.dtype == DType::I64, "ArgMax/ArgMin write int64")?;
             let rank = x.shape.rank();
             ensure(a.axis < rank, "ArgMax/ArgMin axis")?;
@@ -34,7 +34,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::Reduce { axes, .. } if selects(OPS, OpKind::Reduce) => {
             ensure(n_in == 1 && n_out == 1, "Reduce takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
-            all_f32(&[x, y])?;
+            all_f32(&[x.dtype, y.dtype])?;
             let rank = x.shape.rank();
             ensure(rank < 32 && axes >> rank == 0, "Reduce axes")?;
             let kept = x
@@ -60,7 +60,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::TopK { axis, .. } if selects(OPS, OpKind::TopK) => {
             ensure(n_in == 1 && n_out == 2, "TopK takes 1 input, 2 outputs")?;
             let (x, values, indices) = (input(0)?, output(0)?, output(1)?);
-            same_dtype(&[x, values])?;
+            same_dtype(&[x.dtype, values.dtype])?;
             ensure(
                 x.dtype == DType::F32 || x.dtype.is_integer(),
                 "TopK compares floats or integers",
@@ -81,7 +81,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::CumSum { axis, .. } if selects(OPS, OpKind::CumSum) => {
             ensure(n_in == 1 && n_out == 1, "CumSum takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
-            same_dtype(&[x, y])?;
+            same_dtype(&[x.dtype, y.dtype])?;
             ensure(
                 matches!(x.dtype, DType::F32 | DType::I32 | DType::I64),
                 "CumSum is on float32, int32 or int64",
@@ -95,7 +95,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
             )?;
             let (x, nodes, thresholds, roots) = (input(0)?, input(1)?, input(2)?, input(3)?);
             let (targets, weights, y) = (input(4)?, input(5)?, output(0)?);
-            all_f32(&[x, thresholds, weights, y])?;
+            all_f32(&[x.dtype, thresholds.dtype, weights.dtype, y.dtype])?;
             ensure(
                 [nodes, roots, targets]
                     .iter()
@@ -128,7 +128,7 @@ pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
         Op::Det if selects(OPS, OpKind::Det) => {
             ensure(n_in == 1 && n_out == 1, "Det takes 1 input")?;
             let (x, y) = (input(0)?, output(0)?);
-            all_f32(&[x, y])?;
+            all_f32(&[x.dtype, y.dtype])?;
             let r = x.shape.rank();
             ensure(
                 r >= 2 && x.shape.dim_checked(r - 1) == x.shape.dim_checked(r - 2),

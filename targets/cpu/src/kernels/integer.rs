@@ -270,6 +270,11 @@ pub fn qconv<X: QuantInt, Y: QuantInt>(
     scratch: &mut [u8],
 ) -> bool {
     if X::WIDE {
+        // Depthwise straight from here: under `qconv_wide` its frame stacked on that one's.
+        if d.c / c.group.max(1) == 1 && c.group > 1 {
+            qconv_wide_depthwise(c, d, x, w, bias, requant, y);
+            return true;
+        }
         return qconv_wide(c, d, x, w, bias, requant, y, scratch);
     }
     #[cfg(all(feature = "std", any(target_arch = "x86_64", target_arch = "aarch64")))]
@@ -303,8 +308,8 @@ pub fn qconv<X: QuantInt, Y: QuantInt>(
 /// (`SMLAL`) takes one instruction a term), requantized once. Per output position its window is
 /// unfolded once into an int32 column in `scratch` (the planner's QConv scratch holds one for
 /// every convolution but a depthwise one), then one dot product per output channel of the
-/// group. A depthwise convolution (one channel a group: nothing to share an unfolded window)
-/// runs [`qconv_wide_depthwise`]. Returns false, computing nothing, when `scratch` is too small.
+/// group ([`qconv`] runs a depthwise one, one channel a group with nothing to share an unfolded
+/// window, with [`qconv_wide_depthwise`]). Returns false, computing nothing, when `scratch` is too small.
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
 fn qconv_wide<X: QuantInt, Y: QuantInt>(
@@ -320,10 +325,6 @@ fn qconv_wide<X: QuantInt, Y: QuantInt>(
     let group = c.group.max(1);
     let (icg, ocg) = (d.c / group, d.oc / group);
     let k = icg * c.window.kernel[0] * c.window.kernel[1];
-    if icg == 1 && group > 1 {
-        qconv_wide_depthwise(c, d, x, w, bias, requant, y);
-        return true;
-    }
     let column = bytemuck::try_cast_slice_mut::<u8, i32>(scratch)
         .ok()
         .and_then(|s| s.get_mut(..k));
@@ -477,7 +478,10 @@ struct ChunkTaps {
 }
 
 impl ChunkTaps {
-    #[inline(always)]
+    /// The table of the first `kw` kernel columns for the chunk `[first column, length]`.
+    /// Out of line: built in the caller's slot (inlined, the table was built in a local of
+    /// its own and moved, two slots of the caller's frame).
+    #[inline(never)]
     fn new(kw: usize, geometry: [usize; 3], stride: NonZeroUsize, chunk: [usize; 2]) -> ChunkTaps {
         let mut taps = ChunkTaps {
             table: [(0, 0, 0); WIDE_DEPTHWISE_MAX_KW],

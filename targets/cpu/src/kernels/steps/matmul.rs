@@ -32,10 +32,12 @@ pub(super) fn run<const OPS: Selection>(
             fused::<OPS>(g.activation, out);
         }
         Op::MatMul { activation } if selects(OPS, OpKind::MatMul) => {
-            let g = MatMulGeometry::new(&input(0)?.shape, &input(1)?.shape)
-                .ok_or(CpuError::CorruptPlan)?;
+            // Borrowed where it was built: moved out of the `Option`, the geometry (148 B)
+            // took a second slot in the family's frame.
+            let geometry = MatMulGeometry::new(&input(0)?.shape, &input(1)?.shape);
+            let g = geometry.as_ref().ok_or(CpuError::CorruptPlan)?;
             let out = f32s_mut(out)?;
-            matmul::matmul(&g, f32_in(0)?, f32_in(1)?, out);
+            matmul::matmul(g, f32_in(0)?, f32_in(1)?, out);
             fused::<OPS>(activation, out);
         }
         #[cfg(feature = "quantized")]
@@ -66,12 +68,13 @@ pub(super) fn run<const OPS: Selection>(
         #[cfg(feature = "quantized")]
         Op::MatMulInteger if selects(OPS, OpKind::MatMulInteger) => {
             let (a, b, za, zb) = (input(0)?, input(1)?, input(2)?, input(3)?);
-            let g = MatMulGeometry::new(&a.shape, &b.shape).ok_or(CpuError::CorruptPlan)?;
+            let geometry = MatMulGeometry::new(&a.shape, &b.shape);
+            let g = geometry.as_ref().ok_or(CpuError::CorruptPlan)?;
             let bytes = |t: &TensorDesc| -> Result<accumulate::Bytes<'_>, CpuError> {
                 Ok(accumulate::Bytes::new(view.bytes(t)?, t.dtype == DType::I8))
             };
             let y = cast_mut::<i32>(out)?;
-            accumulate::matmul_integer(&g, bytes(&a)?, bytes(&b)?, bytes(&za)?, bytes(&zb)?, y);
+            accumulate::matmul_integer(g, bytes(&a)?, bytes(&b)?, bytes(&za)?, bytes(&zb)?, y);
         }
         Op::Dft(d) if selects(OPS, OpKind::Dft) => {
             let g = ferrite_hal::geometry::DftGeometry::new(&d, &input(0)?.shape)

@@ -222,7 +222,7 @@ const fn families(ops: Selection) -> usize {
 const fn out_of_line(ops: Selection) -> bool {
     let families = families(ops);
     !cfg!(feature = "std")
-        && (families >= 6 || (families >= 2 && selects_family(ops, Family::Conv)))
+        && (families >= 3 || (families >= 2 && selects_family(ops, Family::Conv)))
 }
 
 /// Calls `run` on `args` in a frame of its own (one instance per call site).
