@@ -7,6 +7,8 @@ use crate::kernels::accumulate;
 use crate::kernels::conv;
 #[cfg(feature = "quantized")]
 use crate::kernels::integer;
+#[cfg(feature = "quantized")]
+use crate::kernels::quantize::QuantInt;
 
 /// Runs a step of this family with the kernels `OPS` selects.
 #[inline(always)]
@@ -64,7 +66,7 @@ pub(super) fn run<const OPS: Selection>(
                 out_desc.dtype,
                 xb,
                 out,
-                |xs, ys| integer::qconv(&c, dims, xs, w, bias, rq, ys, scratch)
+                |xs, ys| qconv_framed::<OPS, _, _>(&c, dims, xs, w, bias, rq, ys, scratch)
             );
             if !done {
                 return Err(CpuError::CorruptPlan);
@@ -85,4 +87,30 @@ pub(super) fn run<const OPS: Selection>(
         _ => return Err(CpuError::Unsupported),
     }
     Ok(())
+}
+
+/// [`integer::qconv`], its 8-bit kernels in a frame of their own where the families' are
+/// ([`out_of_line`]): their accumulators (256 B) out of the family's frame, which the other
+/// kinds' deepest calls stack on. 16-bit inputs go straight to their own out-of-line kernels.
+#[cfg(feature = "quantized")]
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn qconv_framed<const OPS: Selection, X: QuantInt, Y: QuantInt>(
+    c: &ferrite_hal::op::QConv,
+    dims: conv::ConvDims,
+    xs: &[X],
+    w: &[i8],
+    bias: &[i32],
+    rq: &[i32],
+    ys: &mut [Y],
+    scratch: &mut [u8],
+) -> bool {
+    if const { out_of_line(OPS) && !X::WIDE } {
+        in_own_frame(
+            |(xs, ys, scratch)| integer::qconv(c, dims, xs, w, bias, rq, ys, scratch),
+            (xs, ys, scratch),
+        )
+    } else {
+        integer::qconv(c, dims, xs, w, bias, rq, ys, scratch)
+    }
 }
