@@ -4,8 +4,8 @@ use super::*;
 use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
-pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
-    operands!(step => input, output, optional, n_in, n_out);
+pub(super) fn check<const OPS: Selection>(step: &Step<'_>, fetched: &Fetched) -> Rule {
+    operands!(step, fetched => input, output, optional, n_in, n_out);
     match step.op {
         Op::Gather { axis } if selects(OPS, OpKind::Gather) => {
             ensure(n_in == 2 && n_out == 1, "Gather takes 2 inputs")?;

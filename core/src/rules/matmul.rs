@@ -6,8 +6,8 @@ use ferrite_hal::op::QGemmWeights;
 use ferrite_hal::{selects, selects_qgemm_weights, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
-pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
-    operands!(step => input, output, optional, n_in, n_out);
+pub(super) fn check<const OPS: Selection>(step: &Step<'_>, fetched: &Fetched) -> Rule {
+    operands!(step, fetched => input, output, optional, n_in, n_out);
     match step.op {
         Op::Gemm(_) if selects(OPS, OpKind::Gemm) => {
             ensure(

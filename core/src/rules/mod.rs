@@ -17,9 +17,8 @@ use ferrite_hal::{DType, Location, Selection, Step, TensorDesc, TensorList, MAX_
 /// (a reference to the fetched tensor, or "missing input/output"), `optional(i)` (input `i`,
 /// `None` when absent) and the operand counts.
 macro_rules! operands {
-    ($step:ident => $input:ident, $output:ident, $optional:ident, $n_in:ident, $n_out:ident) => {
-        let fetched = Fetched::of($step);
-        let fetched = &fetched;
+    ($step:ident, $fetched:ident => $input:ident, $output:ident, $optional:ident, $n_in:ident, $n_out:ident) => {
+        let fetched: &Fetched = $fetched;
         #[allow(unused_variables)]
         let $input = move |i: usize| fetched.input(i);
         #[allow(unused_variables)]
@@ -33,14 +32,17 @@ macro_rules! operands {
     };
 }
 
-/// Inputs a rule reads by position (the most any kind has: Recurrent's seven).
-const FETCHED_INPUTS: usize = 7;
+/// Inputs a rule reads by position (the most any kind has: TreeEnsemble's six; the recurrent
+/// rule, with up to seven, reads its own).
+const FETCHED_INPUTS: usize = 6;
 /// Outputs a rule reads by position (QuantizeLinear's dynamic form and Recurrent: three).
 const FETCHED_OUTPUTS: usize = 3;
 
 /// A step's leading operands, fetched once, for the rules to borrow: a rule that took each
 /// operand by value copied its 52-byte descriptor out of a `Result` at every use (some 130
-/// places, 5 KB of a firmware's verifier).
+/// places, 5 KB of a firmware's verifier). One per step, fetched by [`check_step`] and lent to
+/// the family's rules: fetched in each family's `check`, each inlined copy took a slot of its
+/// own in `check_step`'s frame.
 struct Fetched {
     inputs: [Option<TensorDesc>; FETCHED_INPUTS],
     outputs: [Option<TensorDesc>; FETCHED_OUTPUTS],
@@ -127,17 +129,18 @@ pub(crate) fn check_step<const OPS: Selection>(step: &Step<'_>) -> Rule {
             "a fused activation must be Relu, LeakyRelu, Clip, Sigmoid, Tanh, HardSigmoid or HardSwish",
         )?;
     }
+    let fetched = &Fetched::of(step);
     match step.op.kind().family() {
-        Family::Conv => conv::check::<OPS>(step),
-        Family::MatMul => matmul::check::<OPS>(step),
-        Family::Elementwise => elementwise::check::<OPS>(step),
-        Family::Pool => pool::check::<OPS>(step),
-        Family::Movement => movement::check::<OPS>(step),
-        Family::Indexing => indexing::check::<OPS>(step),
-        Family::Reduce => reduce::check::<OPS>(step),
-        Family::Quantize => quantize::check::<OPS>(step),
-        Family::Logic => logic::check::<OPS>(step),
-        Family::Recurrent => recurrent::check::<OPS>(step),
+        Family::Conv => conv::check::<OPS>(step, fetched),
+        Family::MatMul => matmul::check::<OPS>(step, fetched),
+        Family::Elementwise => elementwise::check::<OPS>(step, fetched),
+        Family::Pool => pool::check::<OPS>(step, fetched),
+        Family::Movement => movement::check::<OPS>(step, fetched),
+        Family::Indexing => indexing::check::<OPS>(step, fetched),
+        Family::Reduce => reduce::check::<OPS>(step, fetched),
+        Family::Quantize => quantize::check::<OPS>(step, fetched),
+        Family::Logic => logic::check::<OPS>(step, fetched),
+        Family::Recurrent => recurrent::check::<OPS>(step, fetched),
     }
 }
 

@@ -4,7 +4,7 @@ use super::*;
 use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
-pub(super) fn check<const OPS: Selection>(step: &Step<'_>) -> Rule {
+pub(super) fn check<const OPS: Selection>(step: &Step<'_>, _fetched: &Fetched) -> Rule {
     match step.op {
         Op::Recurrent(r) if selects(OPS, OpKind::Recurrent) => check_recurrent(&r, step),
         _ => Err(why(
