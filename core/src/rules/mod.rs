@@ -24,7 +24,7 @@ macro_rules! operands {
         #[allow(unused_variables)]
         let $output = move |i: usize| fetched.output(i);
         #[allow(unused_variables)]
-        let $optional = move |i: usize| fetched.inputs.get(i).and_then(Option::as_ref);
+        let $optional = move |i: usize| fetched.optional(i);
         #[allow(unused_variables)]
         let $n_in = $step.inputs.len();
         #[allow(unused_variables)]
@@ -35,7 +35,7 @@ macro_rules! operands {
 /// Inputs a rule reads by position (the most any kind has: TreeEnsemble's six; the recurrent
 /// rule, with up to seven, reads its own).
 const FETCHED_INPUTS: usize = 6;
-/// Outputs a rule reads by position (QuantizeLinear's dynamic form and Recurrent: three).
+/// Outputs a rule reads by position (DynamicQuantizeLinear's three).
 const FETCHED_OUTPUTS: usize = 3;
 
 /// A step's leading operands, fetched once, for the rules to borrow: a rule that took each
@@ -71,10 +71,12 @@ impl Fetched {
 
     /// Input `i`, or the rule "missing input".
     fn input(&self, i: usize) -> Result<&TensorDesc, &'static str> {
-        self.inputs
-            .get(i)
-            .and_then(Option::as_ref)
-            .ok_or(why("missing input"))
+        self.optional(i).ok_or(why("missing input"))
+    }
+
+    /// Input `i`, `None` when absent (an optional input).
+    fn optional(&self, i: usize) -> Option<&TensorDesc> {
+        self.inputs.get(i).and_then(Option::as_ref)
     }
 
     /// Output `i`, or the rule "missing output".
