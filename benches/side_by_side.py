@@ -13,6 +13,10 @@ On an AVX-512 machine, `FERRITE_CPU_SIMD=avx2` measures Ferrite's AVX2 build.
 
 The CPU comparison pins onnxruntime to one thread (Ferrite's CPU device runs on one core); a GPU
 comparison leaves onnxruntime's defaults and skips the int8 models (Ferrite's GPU devices run f32).
+`--ort-threads N` overrides onnxruntime's thread count (0: its own default), e.g. to set a GPU
+device against every core of the host where no onnxruntime-gpu is installed:
+
+    python benches/side_by_side.py --device cuda --provider cpu --ort-threads 0
 """
 import argparse
 import json
@@ -57,6 +61,9 @@ def main():
     parser.add_argument("--device", default="cpu", help="ferrite's device (cpu, vulkan, cuda:N, ...)")
     parser.add_argument("--provider", default="cpu", choices=["cpu", "cuda"],
                         help="onnxruntime's execution provider")
+    parser.add_argument("--ort-threads", type=int, default=None,
+                        help="onnxruntime's intra-op threads (default: 1 on the CPU provider, its own "
+                             "default on CUDA; 0: its own default)")
     args = parser.parse_args()
     gpu = args.provider == "cuda"
     provider = "CUDAExecutionProvider" if gpu else "CPUExecutionProvider"
@@ -69,10 +76,11 @@ def main():
     # The int8 models quantized by onnxruntime (QDQ form): onnxruntime runs them with its int8
     # kernels, Ferrite with its integer ops.
     quantized = json.load(open(os.path.join(args.models, "quantized.json")))
-    if not gpu:
+    if args.device == "cpu":  # Ferrite's GPU devices run f32
         manifest.update({name: entry for name, entry in quantized.items() if entry["form"] == "qdq"})
     os.makedirs("target/bench", exist_ok=True)
-    threads = "default threads" if gpu else "1 thread"
+    ort_threads = args.ort_threads if args.ort_threads is not None else (0 if gpu else 1)
+    threads = "default threads" if ort_threads == 0 else f"{ort_threads} thread{'s' * (ort_threads > 1)}"
     print(f"onnxruntime {ort.__version__} ({provider}, {threads}); ferrite device {args.device}; "
           f"median of {args.rounds} rounds x {args.runs} runs; ratio < 1: Ferrite faster")
     rows = []
@@ -85,8 +93,8 @@ def main():
             shape_args += ["--input-shape", f"{input_name}={'x'.join(map(str, dims))}"]
         subprocess.run([args.ferrite, "pack", onnx_path, "-o", frt, *shape_args], check=True, capture_output=True)
         options = ort.SessionOptions()
-        if not gpu:
-            options.intra_op_num_threads = 1
+        if ort_threads:
+            options.intra_op_num_threads = ort_threads
             options.inter_op_num_threads = 1
         session = ort.InferenceSession(onnx_path, options, providers=[provider])
         input_path = os.path.join(args.models, f"{name}.input_0.npy")

@@ -281,9 +281,13 @@ pub fn run_with_session(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<Np
         .collect()
 }
 
-/// The workspace root.
+/// The workspace root: `$FERRITE_ROOT` (`scripts/setup.sh` exports it; a test program carried
+/// to another machine, as `scripts/gpu-check.sh --from` does, reads the expectations there), else
+/// where this crate was built.
 pub fn workspace_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+    std::env::var_os("FERRITE_ROOT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
 }
 
 /// Where the generated test models are: `$FERRITE_TEST_MODELS` or `target/test-models`.
