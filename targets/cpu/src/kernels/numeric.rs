@@ -397,16 +397,17 @@ fn write(dtype: DType, bytes: &mut [u8], i: usize, v: Value) -> Option<()> {
             Value::Float(f) => f != 0.0,
             Value::Int(n) => n != 0,
         }),
-        // From floats: truncate toward zero, saturating (NaN becomes 0). From wider integers:
-        // keep the low bits (wrap), as numpy's astype.
-        DType::I8 => saturate_or_wrap(v, |f| f as i8 as u64),
-        DType::U8 => saturate_or_wrap(v, |f| u64::from(f as u8)),
-        DType::I16 => saturate_or_wrap(v, |f| f as i16 as u64),
-        DType::U16 => saturate_or_wrap(v, |f| u64::from(f as u16)),
-        DType::I32 => saturate_or_wrap(v, |f| f as i32 as u64),
-        DType::U32 => saturate_or_wrap(v, |f| u64::from(f as u32)),
-        DType::I64 => saturate_or_wrap(v, |f| f as i64 as u64),
-        DType::U64 => saturate_or_wrap(v, |f| f as u64),
+        // From integers: keep the low bits (wrap), as numpy's astype. From floats: truncate
+        // toward zero, saturating at the type's bounds (NaN becomes 0) — Rust's `as` — by one
+        // conversion to i64 (u64 for U64) and a clamp, not a soft-float conversion per type.
+        _ => match v {
+            Value::Int(n) => n as u64,
+            Value::Float(f) if dtype == DType::U64 => f as u64,
+            Value::Float(f) => {
+                let (low, high) = integer_range(dtype);
+                (f as i64).max(low).min(high) as u64
+            }
+        },
     };
     for (d, s) in slot.iter_mut().zip(bits.to_le_bytes()) {
         *d = s;
@@ -414,17 +415,24 @@ fn write(dtype: DType, bytes: &mut [u8], i: usize, v: Value) -> Option<()> {
     Some(())
 }
 
-/// The bits of integer `v` (low bits kept), or of float `v` converted by `from_float`.
-fn saturate_or_wrap(v: Value, from_float: impl Fn(f64) -> u64) -> u64 {
-    match v {
-        Value::Float(f) => from_float(f),
-        Value::Int(n) => n as u64,
+/// The bounds of integer type `dtype` (i64's for I64 and U64; `write` converts to U64 itself).
+fn integer_range(dtype: DType) -> (i64, i64) {
+    match dtype {
+        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        DType::U8 => (0, u8::MAX.into()),
+        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        DType::U16 => (0, u16::MAX.into()),
+        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
+        DType::U32 => (0, u32::MAX.into()),
+        _ => (i64::MIN, i64::MAX),
     }
 }
 
 /// Converts every element of `x` (type `from`) to type `to` in `y`, as ONNX Cast: floats to
 /// integers truncate toward zero, anything to bool tests `!= 0`, floats between widths round
-/// to nearest even.
+/// to nearest even. Out of line: Cast is rarely hot, and inlined its body sat in the
+/// elementwise family's frame.
+#[inline(never)]
 pub fn convert(from: DType, x: &[u8], to: DType, y: &mut [u8]) -> Result<(), CpuError> {
     let n = y.len() / to.size();
     for i in 0..n {
@@ -466,6 +474,50 @@ mod tests {
             &shape,
         )?;
         Ok(out)
+    }
+
+    /// Float-to-integer Cast truncates toward zero and saturates at the type's bounds (NaN
+    /// becomes 0), as Rust's `as` does, from f64 and f32 sources, at and around every bound.
+    #[test]
+    fn float_to_integer_casts_truncate_and_saturate() {
+        let mut values = vec![0.0, -0.0, 0.5, -0.5, 1.9, -1.9, 1e300, -1e300, f64::NAN];
+        values.extend([f64::INFINITY, f64::NEG_INFINITY, f64::MIN_POSITIVE]);
+        for bound in [127.0, 128.0, 255.0, 32767.0, 32768.0, 65535.0, 2147483647.0] {
+            for b in [bound, -bound, bound + 1.0, -bound - 1.0] {
+                values.extend([b, b - 0.5, b + 0.5]);
+            }
+        }
+        values.extend([4294967295.0, 4294967295.5, 4294967296.0, 9.2e18, 9.3e18, -9.3e18, 1.8e19]);
+        values.extend([1.9e19, u64::MAX as f64]);
+        let expected = |to: DType, v: f64| -> u64 {
+            match to {
+                DType::I8 => v as i8 as u64,
+                DType::U8 => u64::from(v as u8),
+                DType::I16 => v as i16 as u64,
+                DType::U16 => u64::from(v as u16),
+                DType::I32 => v as i32 as u64,
+                DType::U32 => u64::from(v as u32),
+                DType::I64 => v as i64 as u64,
+                _ => v as u64,
+            }
+        };
+        let targets = [DType::I8, DType::U8, DType::I16, DType::U16, DType::I32, DType::U32];
+        for to in targets.into_iter().chain([DType::I64, DType::U64]) {
+            for &v in &values {
+                let mut y = [0u8; 8];
+                let y = &mut y[..to.size()];
+                convert(DType::F64, &v.to_le_bytes(), to, y).unwrap();
+                let mask = u64::MAX >> (64 - 8 * to.size());
+                let mut got = [0u8; 8];
+                got[..to.size()].copy_from_slice(y);
+                assert_eq!(u64::from_le_bytes(got), expected(to, v) & mask, "{v} as {to:?}");
+                let single = v as f32;
+                convert(DType::F32, &single.to_le_bytes(), to, y).unwrap();
+                got[..to.size()].copy_from_slice(y);
+                let want = expected(to, f64::from(single)) & mask;
+                assert_eq!(u64::from_le_bytes(got), want, "{single} (f32) as {to:?}");
+            }
+        }
     }
 
     #[test]
