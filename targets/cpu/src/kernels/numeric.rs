@@ -480,15 +480,37 @@ mod tests {
     /// becomes 0), as Rust's `as` does, from f64 and f32 sources, at and around every bound.
     #[test]
     fn float_to_integer_casts_truncate_and_saturate() {
-        let mut values = vec![0.0, -0.0, 0.5, -0.5, 1.9, -1.9, 1e300, -1e300, f64::NAN];
-        values.extend([f64::INFINITY, f64::NEG_INFINITY, f64::MIN_POSITIVE]);
-        for bound in [127.0, 128.0, 255.0, 32767.0, 32768.0, 65535.0, 2147483647.0] {
-            for b in [bound, -bound, bound + 1.0, -bound - 1.0] {
-                values.extend([b, b - 0.5, b + 0.5]);
-            }
-        }
-        values.extend([4294967295.0, 4294967295.5, 4294967296.0, 9.2e18, 9.3e18, -9.3e18, 1.8e19]);
-        values.extend([1.9e19, u64::MAX as f64]);
+        let fixed = [
+            0.0,
+            -0.0,
+            0.5,
+            -0.5,
+            1.9,
+            -1.9,
+            1e300,
+            -1e300,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            4294967295.0,
+            4294967295.5,
+            4294967296.0,
+            9.2e18,
+            9.3e18,
+            -9.3e18,
+            1.8e19,
+            1.9e19,
+            u64::MAX as f64,
+        ];
+        let bounds = [127.0, 128.0, 255.0, 32767.0, 32768.0, 65535.0, 2147483647.0];
+        let values = || {
+            let around = bounds
+                .into_iter()
+                .flat_map(|b: f64| [b, -b, b + 1.0, -b - 1.0])
+                .flat_map(|b| [b, b - 0.5, b + 0.5]);
+            fixed.into_iter().chain(around)
+        };
         let expected = |to: DType, v: f64| -> u64 {
             match to {
                 DType::I8 => v as i8 as u64,
@@ -501,16 +523,27 @@ mod tests {
                 _ => v as u64,
             }
         };
-        let targets = [DType::I8, DType::U8, DType::I16, DType::U16, DType::I32, DType::U32];
+        let targets = [
+            DType::I8,
+            DType::U8,
+            DType::I16,
+            DType::U16,
+            DType::I32,
+            DType::U32,
+        ];
         for to in targets.into_iter().chain([DType::I64, DType::U64]) {
-            for &v in &values {
+            for v in values() {
                 let mut y = [0u8; 8];
                 let y = &mut y[..to.size()];
                 convert(DType::F64, &v.to_le_bytes(), to, y).unwrap();
                 let mask = u64::MAX >> (64 - 8 * to.size());
                 let mut got = [0u8; 8];
                 got[..to.size()].copy_from_slice(y);
-                assert_eq!(u64::from_le_bytes(got), expected(to, v) & mask, "{v} as {to:?}");
+                assert_eq!(
+                    u64::from_le_bytes(got),
+                    expected(to, v) & mask,
+                    "{v} as {to:?}"
+                );
                 let single = v as f32;
                 convert(DType::F32, &single.to_le_bytes(), to, y).unwrap();
                 got[..to.size()].copy_from_slice(y);
