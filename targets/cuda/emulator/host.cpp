@@ -76,7 +76,7 @@ static const FerriteKernel KERNELS[] = {
     ENTRY(choose, false),          ENTRY(trilu, false),           ENTRY(convert, false),
     ENTRY(classify, false),        ENTRY(gather_elements, false), ENTRY(top_k, false),
     ENTRY(scatter_elements, false), ENTRY(gather_nd, false),      ENTRY(scatter_nd, false),
-    ENTRY(det, false),             ENTRY(binary_integer, false),
+    ENTRY(det, false),             ENTRY(binary_integer, false),  ENTRY(matmul_rows, true),
 };
 
 // The kernel named `name`, or null.

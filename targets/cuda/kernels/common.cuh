@@ -5,6 +5,8 @@
 
 // The side of the square tiles the shared-memory kernels (matmul, conv_gemm) stage.
 #define FERRITE_TILE 16
+// Columns per block of the row kernel (matmul_rows): 8 floats, one 32-byte memory sector.
+#define FERRITE_ROW_COLUMNS 8
 
 // An activation in hal's encoding: code, then two f32 parameters.
 struct Activation {

@@ -45,7 +45,7 @@ pub const MODULES: [Module; 10] = [
     Module {
         name: "matmul",
         source: include_str!("../kernels/matmul.cu"),
-        entries: &["matmul"],
+        entries: &["matmul", "matmul_rows"],
     },
     Module {
         name: "conv",

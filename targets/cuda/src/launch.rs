@@ -32,6 +32,8 @@ pub enum Kernel {
     Reduce,
     /// Tiled Gemm / batched MatMul.
     MatMul,
+    /// Gemm / batched MatMul of fewer than `TILE` rows, split over K.
+    MatMulRows,
     /// Direct (and depthwise) convolution.
     Conv,
     /// Implicit-GEMM convolution.
@@ -78,7 +80,7 @@ pub enum Kernel {
 
 impl Kernel {
     /// Every kernel.
-    pub const ALL: [Kernel; 32] = [
+    pub const ALL: [Kernel; 33] = [
         Kernel::Unary,
         Kernel::Binary,
         Kernel::BatchNorm,
@@ -90,6 +92,7 @@ impl Kernel {
         Kernel::Resample,
         Kernel::Reduce,
         Kernel::MatMul,
+        Kernel::MatMulRows,
         Kernel::Conv,
         Kernel::ConvGemm,
         Kernel::ConvTranspose,
@@ -121,7 +124,7 @@ impl Kernel {
             Softmax | ArgExtreme | CumSum => "lanes",
             CopyStrided | Gather | Pad | Resample => "movement",
             Reduce => "reduce",
-            MatMul => "matmul",
+            MatMul | MatMulRows => "matmul",
             Conv | ConvGemm | ConvTranspose => "conv",
             Pool | GlobalAvgPool => "pool",
             RecurrentGates | RecurrentCell => "recurrent",
@@ -145,6 +148,7 @@ impl Kernel {
             Resample => "resample",
             Reduce => "reduce",
             MatMul => "matmul",
+            MatMulRows => "matmul_rows",
             Conv => "conv",
             ConvGemm => "conv_gemm",
             ConvTranspose => "conv_transpose",

@@ -22,6 +22,8 @@ pub const BLOCK: u32 = 256;
 pub const MAX_BLOCKS: usize = 4096;
 /// Side of the shared-memory tiles (`FERRITE_TILE` in `kernels/common.cuh`).
 pub const TILE: usize = 16;
+/// Columns per block of the row kernel (`FERRITE_ROW_COLUMNS` in `kernels/common.cuh`).
+pub const ROW_COLUMNS: usize = 8;
 /// A grid's y and z extents are at most this (CUDA's limit).
 const MAX_GRID_YZ: usize = 65_535;
 /// Convolutions whose groups have at least this many output channels and this product depth
@@ -89,6 +91,19 @@ impl Args {
             block: [BLOCK, 1, 1],
             args: self.0,
         })]
+    }
+
+    /// A matrix product of `m` × `n` outputs per batch: the row kernel below `TILE` rows (a
+    /// batch-1 dense layer), else output tiles.
+    fn product(self, m: usize, n: usize, batches: usize) -> Result<Vec<Command>, Refusal> {
+        if m < TILE {
+            self.tiled(Kernel::MatMulRows, [n.div_ceil(ROW_COLUMNS), m, batches])
+        } else {
+            self.tiled(
+                Kernel::MatMul,
+                [n.div_ceil(TILE), m.div_ceil(TILE), batches],
+            )
+        }
     }
 
     /// A tiled launch (`TILE × TILE` threads per block).
@@ -247,7 +262,7 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
                 .tensor(&out)
                 .value(p)
                 .activation(g.activation)?;
-            a.tiled(Kernel::MatMul, [n.div_ceil(TILE), m.div_ceil(TILE), 1])
+            a.product(m, n, 1)
         }
         Op::MatMul { activation } => {
             let (x, w) = (input(0)?, input(1)?);
@@ -268,10 +283,7 @@ pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {
                 .tensor(&out)
                 .value(p)
                 .activation(activation)?;
-            a.tiled(
-                Kernel::MatMul,
-                [g.n.div_ceil(TILE), g.m.div_ceil(TILE), batches],
-            )
+            a.product(g.m, g.n, batches)
         }
         Op::Binary { op, activation } => {
             let (x, y) = (input(0)?, input(1)?);
@@ -1151,6 +1163,47 @@ mod tests {
         assert!(matches!(&l.args[6], Arg::Words(w) if w.len() == 3));
         let depthwise = conv(16, 16, 16);
         assert_eq!(launch(&depthwise).kernel, Kernel::Conv);
+    }
+
+    /// The lowering's launch geometry is the kernels' (`kernels/common.cuh`).
+    #[test]
+    fn launch_geometry_matches_the_kernels() {
+        let header = include_str!("../kernels/common.cuh");
+        let define = |name: &str| {
+            header.lines().find_map(|line| {
+                let rest = line.strip_prefix("#define ")?.strip_prefix(name)?;
+                rest.trim().parse::<usize>().ok()
+            })
+        };
+        assert_eq!(define("FERRITE_TILE"), Some(TILE));
+        assert_eq!(define("FERRITE_ROW_COLUMNS"), Some(ROW_COLUMNS));
+    }
+
+    /// Products of fewer than `TILE` rows take the row kernel (one block row per output row),
+    /// larger ones the output tiles; batched MatMul keeps its batch on the grid's z.
+    #[test]
+    fn products_of_few_rows_split_k_and_larger_ones_tile() {
+        let cases = [
+            (1, 1, Kernel::MatMulRows, [5, 1, 1]),
+            (15, 1, Kernel::MatMulRows, [5, 15, 1]),
+            (16, 1, Kernel::MatMul, [3, 1, 1]),
+            (40, 1, Kernel::MatMul, [3, 3, 1]),
+            (2, 5, Kernel::MatMulRows, [5, 2, 5]),
+        ];
+        for (m, batches, kernel, grid) in cases {
+            let table = Table(vec![
+                f32_tensor(&[batches, m, 20], 0),
+                f32_tensor(&[batches, 20, 40], 1 << 20),
+                f32_tensor(&[batches, m, 40], 2 << 20),
+            ]);
+            let op = Op::MatMul {
+                activation: Activation::None,
+            };
+            let l = lowered(op, &table, &[0, 1], &[2]);
+            let got = launch(&l);
+            assert_eq!((got.kernel, got.grid), (kernel, grid), "m = {m}");
+            assert_eq!(got.block, [TILE as u32, TILE as u32, 1]);
+        }
     }
 
     #[test]
