@@ -523,15 +523,7 @@ mod tests {
                 _ => v as u64,
             }
         };
-        let targets = [
-            DType::I8,
-            DType::U8,
-            DType::I16,
-            DType::U16,
-            DType::I32,
-            DType::U32,
-        ];
-        for to in targets.into_iter().chain([DType::I64, DType::U64]) {
+        for to in DType::INTEGERS {
             for v in values() {
                 let mut y = [0u8; 8];
                 let y = &mut y[..to.size()];
