@@ -131,11 +131,12 @@ export FERRITE_TEST_MODELS="$DATA/test-models" FERRITE_NODE_TESTS="$DATA/node"
 echo "unpacked into $DATA"
 
 # NVRTC: the CUDA device opens libnvrtc by the names cudarc knows (unversioned, .12 and older).
-# A newer toolkit's (libnvrtc.so.13, say) is linked under the unversioned name.
+# A newer toolkit's (libnvrtc.so.13, say) is linked under the unversioned name; its folder joins
+# the library path (a toolkit's stubs/ folder never: its libcuda stub would shadow the driver).
 section "NVRTC"
 LIBS="$(mktemp -d)"
 if ! ldconfig -p | grep 'libnvrtc\.so ' >/dev/null; then
-    nvrtc="$(find /usr/local /opt /usr/lib -name 'libnvrtc.so*' -not -name '*alt*' 2>/dev/null | sort -V | tail -1 || true)"
+    nvrtc="$(find /usr/local /opt /usr/lib -name 'libnvrtc.so*' -not -name '*alt*' -not -path '*/stubs/*' 2>/dev/null | sort -V | tail -1 || true)"
     if [ -n "$nvrtc" ]; then
         ln -s "$nvrtc" "$LIBS/libnvrtc.so"
         export LD_LIBRARY_PATH="$LIBS:$(dirname "$nvrtc")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
