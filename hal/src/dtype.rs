@@ -88,6 +88,22 @@ impl DType {
         )
     }
 
+    /// The smallest and largest value of an integer type, as i64 (uint64's largest capped at
+    /// `i64::MAX`, the most Ferrite's 64-bit integer values hold); `None` for floats and bool.
+    pub const fn integer_range(self) -> Option<(i64, i64)> {
+        Some(match self {
+            DType::I8 => (i8::MIN as i64, i8::MAX as i64),
+            DType::U8 => (0, u8::MAX as i64),
+            DType::I16 => (i16::MIN as i64, i16::MAX as i64),
+            DType::U16 => (0, u16::MAX as i64),
+            DType::I32 => (i32::MIN as i64, i32::MAX as i64),
+            DType::U32 => (0, u32::MAX as i64),
+            DType::I64 => (i64::MIN, i64::MAX),
+            DType::U64 => (0, i64::MAX),
+            _ => return None,
+        })
+    }
+
     /// The file-format code of this type.
     pub const fn code(self) -> u8 {
         match self {
@@ -179,5 +195,25 @@ mod tests {
         }
         assert_eq!(DType::from_code(0), None);
         assert_eq!(DType::from_code(200), None);
+    }
+
+    /// Each integer type's range is its own (uint64's capped at i64's); none for the others.
+    #[test]
+    fn integer_ranges() {
+        let expected = [
+            (DType::I8, (-128, 127)),
+            (DType::U8, (0, 255)),
+            (DType::I16, (-32768, 32767)),
+            (DType::U16, (0, 65535)),
+            (DType::I32, (-2147483648, 2147483647)),
+            (DType::U32, (0, 4294967295)),
+            (DType::I64, (i64::MIN, i64::MAX)),
+            (DType::U64, (0, i64::MAX)),
+        ];
+        for t in DType::ALL {
+            let want = expected.iter().find(|(d, _)| *d == t).map(|&(_, r)| r);
+            assert_eq!(t.integer_range(), want, "{t:?}");
+            assert_eq!(want.is_some(), t.is_integer());
+        }
     }
 }

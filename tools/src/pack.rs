@@ -100,18 +100,9 @@ fn number_tensor(
     use crate::tensor::HostTensor;
     use ferrite_hal::DType;
     if dtype.is_integer() || dtype == DType::Bool {
-        let (lo, hi): (f64, f64) = match dtype {
-            DType::Bool => (0.0, 1.0),
-            DType::I8 => (i8::MIN.into(), i8::MAX.into()),
-            DType::U8 => (0.0, u8::MAX.into()),
-            DType::I16 => (i16::MIN.into(), i16::MAX.into()),
-            DType::U16 => (0.0, u16::MAX.into()),
-            DType::I32 => (i32::MIN.into(), i32::MAX.into()),
-            DType::U32 => (0.0, u32::MAX.into()),
-            // Up to 2^63 exclusive: values are held as i64.
-            DType::U64 => (0.0, TWO_TO_63),
-            _ => (-TWO_TO_63, TWO_TO_63),
-        };
+        // 64-bit types up to 2^63 exclusive (`i64::MAX` as f64 is 2^63): values are held as i64.
+        let (lo, hi) = dtype.integer_range().unwrap_or((0, 1)); // bool: 0 or 1
+        let (lo, hi) = (lo as f64, hi as f64);
         if v.fract() != 0.0 || !(lo..=hi).contains(&v) || v == TWO_TO_63 {
             return Err(format!("which cannot hold {v}"));
         }

@@ -404,7 +404,7 @@ fn write(dtype: DType, bytes: &mut [u8], i: usize, v: Value) -> Option<()> {
             Value::Int(n) => n as u64,
             Value::Float(f) if dtype == DType::U64 => f as u64,
             Value::Float(f) => {
-                let (low, high) = integer_range(dtype);
+                let (low, high) = dtype.integer_range().unwrap_or((i64::MIN, i64::MAX));
                 (f as i64).max(low).min(high) as u64
             }
         },
@@ -413,19 +413,6 @@ fn write(dtype: DType, bytes: &mut [u8], i: usize, v: Value) -> Option<()> {
         *d = s;
     }
     Some(())
-}
-
-/// The bounds of integer type `dtype` (i64's for I64 and U64; `write` converts to U64 itself).
-fn integer_range(dtype: DType) -> (i64, i64) {
-    match dtype {
-        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
-        DType::U8 => (0, u8::MAX.into()),
-        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
-        DType::U16 => (0, u16::MAX.into()),
-        DType::I32 => (i32::MIN.into(), i32::MAX.into()),
-        DType::U32 => (0, u32::MAX.into()),
-        _ => (i64::MIN, i64::MAX),
-    }
 }
 
 /// Converts every element of `x` (type `from`) to type `to` in `y`, as ONNX Cast: floats to
