@@ -1,9 +1,9 @@
 // Just enough of CUDA C for the kernels in ../kernels to compile as host C++ and run on the
 // CPU: the thread-index builtins become thread-locals, __shared__ arrays become statics (one
-// block runs at a time), __syncthreads is a barrier across the block's threads.
+// block runs at a time), __syncthreads switches to the block's next thread (host.cpp runs the
+// threads of a block that meet at barriers as fibers on one OS thread).
 #pragma once
 
-#include <barrier>
 #include <cmath>
 #include <cstddef>
 #include <cstdlib>
@@ -15,14 +15,15 @@ struct dim3 {
 };
 
 static thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
-static thread_local std::barrier<>* block_barrier = nullptr;
+// Set by the emulator for a cooperative launch: waits until every thread of the block is here.
+static thread_local void (*block_barrier)() = nullptr;
 
 #define __global__
 #define __device__ static inline
 #define __forceinline__ __attribute__((always_inline))
 #define __shared__ static
 
-static inline void __syncthreads() { block_barrier->arrive_and_wait(); }
+static inline void __syncthreads() { block_barrier(); }
 
 static inline float __int_as_float(int bits) {
     float f;

@@ -5,8 +5,10 @@
 
 #include "cuda_shim.h"
 
+#include <ucontext.h>
+
+#include <memory>
 #include <mutex>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -90,40 +92,102 @@ static const FerriteKernel* ferrite_find_kernel(const char* name) {
 // __shared__ arrays are statics: cooperative launches run one at a time.
 static std::mutex cooperative_lock;
 
+// One launch: the kernel, its geometry and its arguments.
+struct Launch {
+    const FerriteKernel* kernel;
+    dim3 grid, block;
+    void** args;
+};
+
+// Runs GPU thread `t` (of `step` walking in step) over every block of the grid; with a
+// barrier, meets the block's other threads there at the end of each block (its shared arrays
+// are reused by the next).
+static void walk(const Launch& launch, unsigned int first, unsigned int step, void (*barrier)()) {
+    blockDim = launch.block;
+    gridDim = launch.grid;
+    block_barrier = barrier;
+    unsigned int threads = launch.block.x * launch.block.y * launch.block.z;
+    const dim3 &grid = launch.grid, &block = launch.block;
+    for (unsigned int z = 0; z < grid.z; z++)
+        for (unsigned int y = 0; y < grid.y; y++)
+            for (unsigned int x = 0; x < grid.x; x++) {
+                blockIdx = {x, y, z};
+                for (unsigned int t = first; t < threads; t += step) {
+                    threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+                    launch.kernel->run(launch.args);
+                }
+                if (barrier != nullptr) barrier();
+            }
+}
+
+// A cooperative launch's threads as fibers on the launching OS thread, each with its own
+// stack: a barrier switches back to the scheduler, which resumes the block's threads in turn,
+// so every thread reaches a barrier before any passes it. (One OS thread per GPU thread, 256
+// of them waking at every barrier, had made the emulator's tiled products its slowest part.)
+namespace fibers {
+
+constexpr std::size_t STACK_BYTES = 64 * 1024;
+
+ucontext_t scheduler;
+std::vector<ucontext_t> contexts;
+std::vector<std::unique_ptr<char[]>> stacks;
+std::vector<bool> finished;
+unsigned int current = 0;
+const Launch* launch = nullptr;
+
+// __syncthreads: back to the scheduler; this thread's indices restored when it resumes.
+void barrier() {
+    dim3 thread = threadIdx, blk = blockIdx;
+    swapcontext(&contexts[current], &scheduler);
+    threadIdx = thread;
+    blockIdx = blk;
+}
+
+void thread_main(unsigned int t) {
+    unsigned int threads = launch->block.x * launch->block.y * launch->block.z;
+    walk(*launch, t, threads, barrier);
+    finished[t] = true;
+}
+
+void run(const Launch& l, unsigned int threads) {
+    launch = &l;
+    contexts.resize(threads);
+    finished.assign(threads, false);
+    while (stacks.size() < threads) stacks.emplace_back(new char[STACK_BYTES]);
+    for (unsigned int t = 0; t < threads; t++) {
+        getcontext(&contexts[t]);
+        contexts[t].uc_stack.ss_sp = stacks[t].get();
+        contexts[t].uc_stack.ss_size = STACK_BYTES;
+        contexts[t].uc_link = &scheduler;
+        makecontext(&contexts[t], reinterpret_cast<void (*)()>(thread_main), 1, t);
+    }
+    // One pass of the loop is one barrier phase: each unfinished thread runs to its next
+    // barrier or its end.
+    for (bool pending = true; pending;) {
+        pending = false;
+        for (unsigned int t = 0; t < threads; t++) {
+            if (finished[t]) continue;
+            current = t;
+            swapcontext(&scheduler, &contexts[t]);
+            pending = pending || !finished[t];
+        }
+    }
+    block_barrier = nullptr;
+}
+
+}  // namespace fibers
+
 // Runs `kernel` over the grid with the argument array cuLaunchKernel takes.
 static void ferrite_run_kernel(const FerriteKernel& kernel, const unsigned int* grid3,
                                const unsigned int* block3, void** args) {
-    dim3 grid{grid3[0], grid3[1], grid3[2]}, block{block3[0], block3[1], block3[2]};
-    unsigned int threads = block.x * block.y * block.z;
-    auto walk = [&](unsigned int first, unsigned int step, std::barrier<>* barrier) {
-        blockDim = block;
-        gridDim = grid;
-        block_barrier = barrier;
-        for (unsigned int z = 0; z < grid.z; z++)
-            for (unsigned int y = 0; y < grid.y; y++)
-                for (unsigned int x = 0; x < grid.x; x++) {
-                    blockIdx = {x, y, z};
-                    for (unsigned int t = first; t < threads; t += step) {
-                        threadIdx = {t % block.x, (t / block.x) % block.y,
-                                     t / (block.x * block.y)};
-                        kernel.run(args);
-                    }
-                    if (barrier != nullptr) barrier->arrive_and_wait();
-                }
-    };
+    Launch launch{&kernel, {grid3[0], grid3[1], grid3[2]}, {block3[0], block3[1], block3[2]}, args};
     if (!kernel.cooperative) {
         // Independent threads: one after another on the caller's thread.
-        walk(0, 1, nullptr);
+        walk(launch, 0, 1, nullptr);
         return;
     }
-    // Threads that meet at __syncthreads: one OS thread each, walking the blocks in step.
     std::lock_guard<std::mutex> guard(cooperative_lock);
-    std::barrier<> barrier(threads);
-    std::vector<std::thread> workers;
-    for (unsigned int t = 0; t < threads; t++) {
-        workers.emplace_back([&, t] { walk(t, threads, &barrier); });
-    }
-    for (auto& w : workers) w.join();
+    fibers::run(launch, launch.block.x * launch.block.y * launch.block.z);
 }
 
 // Launches kernel `name`. Returns 0, -1 for an unknown kernel, or 1 + the index of the first
