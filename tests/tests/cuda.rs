@@ -295,22 +295,24 @@ fn errors_are_one_line_with_both_sizes() {
     assert!(!text.contains('\n'));
 }
 
-/// The emulator runs each GPU thread on the CPU (about 0.6 s per model run): 5 runs here, the
-/// full [`ferrite_tests::determinism::RUNS`] on a real GPU (`scripts/gpu-check.sh`).
+/// The emulator runs each GPU thread on the CPU, a block's threads one after another:
+/// [`ferrite_tests::determinism::EMULATOR_RUNS`] here, the full [`ferrite_tests::determinism::RUNS`] on a real GPU (`scripts/gpu-check.sh`).
 #[test]
 fn every_model_is_deterministic_on_the_cuda_emulator() {
-    let checked =
-        ferrite_tests::determinism::run_all::<CudaEmulated>(5).unwrap_or_else(|e| panic!("{e}"));
+    let checked = ferrite_tests::determinism::run_all::<CudaEmulated>(
+        ferrite_tests::determinism::EMULATOR_RUNS,
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert!(checked >= 8, "{checked} models");
 }
 
 #[test]
 fn every_model_is_deterministic_on_a_gpu() {
     unless_missing::<Cuda>("cuda determinism", || {
-        // On the fake driver (an emulator underneath) 5 runs, as on the emulator.
+        // On the fake driver (an emulator underneath) as many runs as on the emulator.
         let fake = std::env::var_os("FERRITE_FAKE_CUDA_CHILD").is_some();
         let runs = if fake {
-            5
+            ferrite_tests::determinism::EMULATOR_RUNS
         } else {
             ferrite_tests::determinism::RUNS
         };
