@@ -91,7 +91,8 @@ fn fused<const OPS: Selection>(act: Activation, out: &mut [f32]) {
 #[target_feature(enable = "avx2,fma")]
 #[allow(unsafe_code)]
 unsafe fn fused_avx2<const OPS: Selection>(act: Activation, out: &mut [f32]) {
-    crate::kernels::elementwise::activate_fused::<OPS>(act, out)
+    // SAFETY: as this function's.
+    unsafe { crate::kernels::elementwise::activate_fused_avx2::<OPS>(act, out) }
 }
 
 /// Bytes viewed as `T` (aligned by the planner).
