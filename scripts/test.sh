@@ -41,10 +41,10 @@ stage "no_std checks (core + cpu + cortex-m) for Cortex-M0, M4F/M7 and M33, each
 for target in thumbv6m-none-eabi thumbv7em-none-eabihf thumbv8m.main-none-eabihf; do
     cargo check -q -p ferrite-core -p ferrite-cpu -p ferrite-cortex-m --target "$target"
 done
-cargo check -q -p ferrite-cortex-m --features dwt --target thumbv7em-none-eabihf
-# The M33 with its optional DSP extension selects the DSP kernels too.
-RUSTFLAGS="-C target-feature=+dsp" cargo check -q -p ferrite-cortex-m --target thumbv8m.main-none-eabihf --target-dir target/m33-dsp
-cargo check -q -p ferrite-core -p ferrite-cortex-m --features ferrite-core/defmt,ferrite-cortex-m/defmt --target thumbv7em-none-eabihf
+# The optional features in one build (the nRF52840 firmware above links them all, with
+# error-context). The M33 with its DSP extension (and the DSP kernels it selects) is the
+# mps2-an505 firmware's target-cpu and the C library's below.
+cargo check -q -p ferrite-core -p ferrite-cortex-m --features ferrite-core/defmt,ferrite-cortex-m/defmt,ferrite-cortex-m/dwt --target thumbv7em-none-eabihf
 cargo check -q -p ferrite-cpu --features fast-math --target thumbv7em-none-eabihf
 # Float-only builds (no integer kernels), as the micro:bit firmware links them.
 cargo check -q -p ferrite-cpu -p ferrite-cortex-m --no-default-features --target thumbv6m-none-eabi
