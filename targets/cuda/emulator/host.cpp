@@ -97,6 +97,9 @@ struct Launch {
     const FerriteKernel* kernel;
     dim3 grid, block;
     void** args;
+
+    // Threads per block.
+    unsigned int threads() const { return block.x * block.y * block.z; }
 };
 
 // Runs GPU thread `t` (of `step` walking in step) over every block of the grid; with a
@@ -106,7 +109,7 @@ static void walk(const Launch& launch, unsigned int first, unsigned int step, vo
     blockDim = launch.block;
     gridDim = launch.grid;
     block_barrier = barrier;
-    unsigned int threads = launch.block.x * launch.block.y * launch.block.z;
+    unsigned int threads = launch.threads();
     const dim3 &grid = launch.grid, &block = launch.block;
     for (unsigned int z = 0; z < grid.z; z++)
         for (unsigned int y = 0; y < grid.y; y++)
@@ -144,13 +147,13 @@ void barrier() {
 }
 
 void thread_main(unsigned int t) {
-    unsigned int threads = launch->block.x * launch->block.y * launch->block.z;
-    walk(*launch, t, threads, barrier);
+    walk(*launch, t, launch->threads(), barrier);
     finished[t] = true;
 }
 
-void run(const Launch& l, unsigned int threads) {
+void run(const Launch& l) {
     launch = &l;
+    unsigned int threads = l.threads();
     contexts.resize(threads);
     finished.assign(threads, false);
     while (stacks.size() < threads) stacks.emplace_back(new char[STACK_BYTES]);
@@ -187,7 +190,7 @@ static void ferrite_run_kernel(const FerriteKernel& kernel, const unsigned int* 
         return;
     }
     std::lock_guard<std::mutex> guard(cooperative_lock);
-    fibers::run(launch, launch.block.x * launch.block.y * launch.block.z);
+    fibers::run(launch);
 }
 
 // Launches kernel `name`. Returns 0, -1 for an unknown kernel, or 1 + the index of the first
