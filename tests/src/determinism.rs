@@ -13,8 +13,9 @@ use ferrite_tools::pack::{pack, PackOptions};
 /// Runs per model.
 pub const RUNS: usize = 100;
 
-/// Runs per model on a single-threaded emulator (QEMU): there nothing varies between runs but
-/// what a run left in the arena, which the second run already shows.
+/// Runs per model on an emulator that runs in order on one thread (QEMU, the CUDA host
+/// emulator): there nothing varies between runs but what a run left in the arena, which the
+/// second run already shows.
 pub const EMULATOR_RUNS: usize = 5;
 
 /// Every model of `manifest.json` and `quantized.json`, with its pack options and input files.

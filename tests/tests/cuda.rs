@@ -296,7 +296,8 @@ fn errors_are_one_line_with_both_sizes() {
 }
 
 /// The emulator runs each GPU thread on the CPU, a block's threads one after another:
-/// [`ferrite_tests::determinism::EMULATOR_RUNS`] here, the full [`ferrite_tests::determinism::RUNS`] on a real GPU (`scripts/gpu-check.sh`).
+/// [`ferrite_tests::determinism::EMULATOR_RUNS`] here, the full
+/// [`ferrite_tests::determinism::RUNS`] on a real GPU (`scripts/gpu-check.sh`).
 #[test]
 fn every_model_is_deterministic_on_the_cuda_emulator() {
     let checked = ferrite_tests::determinism::run_all::<CudaEmulated>(

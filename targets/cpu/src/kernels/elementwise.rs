@@ -46,8 +46,8 @@ pub fn activate_fused<const OPS: Selection>(act: Activation, xs: &mut [f32]) {
     }
 }
 
-/// [`activate_fused`] for a caller built for AVX2: Relu, LeakyRelu and Clip as explicit
-/// compares and blends, bit for bit as [`activate_fused`]. Left to the compiler, a
+/// [`activate_fused`] built for AVX2, with Relu, LeakyRelu and Clip as explicit compares and
+/// blends, bit for bit as [`activate_fused`]. Left to the compiler, a
 /// read-modify-write that keeps some elements as they are becomes a masked store
 /// (`vmaskmovps`), microcoded on AMD's cores: DS-CNN's fused Relus had been a quarter of its
 /// time on Zen 4.
@@ -58,76 +58,68 @@ pub fn activate_fused<const OPS: Selection>(act: Activation, xs: &mut [f32]) {
 #[target_feature(enable = "avx2,fma")]
 #[allow(unsafe_code)]
 pub unsafe fn activate_fused_avx2<const OPS: Selection>(act: Activation, xs: &mut [f32]) {
-    match act {
+    // The blocks of eight here, the last few (and every other activation) as the portable code.
+    let rest = match act {
         a @ Activation::Relu if selected::<OPS>(&a) => avx2::relu(xs),
         a @ Activation::LeakyRelu { alpha } if selected::<OPS>(&a) => avx2::leaky_relu(xs, alpha),
         a @ Activation::Clip { min, max } if selected::<OPS>(&a) => avx2::clip(xs, min, max),
-        _ => activate_fused::<OPS>(act, xs),
-    }
+        _ => xs,
+    };
+    activate_fused::<OPS>(act, rest)
 }
 
 /// The activations [`activate_fused_avx2`] writes with intrinsics: each block of eight floats
-/// loaded, computed and stored whole; the last few as the portable code does.
+/// loaded, computed and stored whole. Each returns the elements past the last whole block.
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 #[allow(unsafe_code)]
 mod avx2 {
-    use crate::math;
     use core::arch::x86_64::*;
 
-    /// `lanes` over each block of eight floats of `xs`, `one` over the rest.
+    /// `lanes` over each block of eight floats of `xs`; returns the rest.
     #[inline(always)]
-    fn each(xs: &mut [f32], lanes: impl Fn(__m256) -> __m256, one: impl Fn(f32) -> f32) {
+    fn each(xs: &mut [f32], lanes: impl Fn(__m256) -> __m256) -> &mut [f32] {
         let mut blocks = xs.chunks_exact_mut(8);
         for block in &mut blocks {
             let p = block.as_mut_ptr();
             // SAFETY: `block` holds eight floats; unaligned loads and stores.
             unsafe { _mm256_storeu_ps(p, lanes(_mm256_loadu_ps(p))) };
         }
-        for x in blocks.into_remainder() {
-            *x = one(*x);
-        }
+        blocks.into_remainder()
     }
 
-    /// `max(x, 0)` as [`math::max`]: `x` where `x > 0`, else +0 (NaN too, as `fmaxf`).
+    /// `max(x, 0)` as [`crate::math::max`]: `x` where `x > 0`, else +0 (NaN too, as `fmaxf`).
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn relu(xs: &mut [f32]) {
+    pub(super) fn relu(xs: &mut [f32]) -> &mut [f32] {
         let zero = _mm256_setzero_ps();
-        each(
-            xs,
-            |v| _mm256_and_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(v, zero), v),
-            |x| math::max(x, 0.0),
-        );
+        each(xs, |v| {
+            _mm256_and_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(v, zero), v)
+        })
     }
 
     /// `x` where `x >= 0`, else `x · alpha` (NaN times alpha).
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn leaky_relu(xs: &mut [f32], alpha: f32) {
+    pub(super) fn leaky_relu(xs: &mut [f32], alpha: f32) -> &mut [f32] {
         let (zero, a) = (_mm256_setzero_ps(), _mm256_set1_ps(alpha));
-        each(
-            xs,
-            |v| _mm256_blendv_ps(_mm256_mul_ps(v, a), v, _mm256_cmp_ps::<_CMP_GE_OQ>(v, zero)),
-            |x| if x >= 0.0 { x } else { x * alpha },
-        );
+        each(xs, |v| {
+            _mm256_blendv_ps(_mm256_mul_ps(v, a), v, _mm256_cmp_ps::<_CMP_GE_OQ>(v, zero))
+        })
     }
 
-    /// `min(max(x, lo), hi)` as [`math::max`] and [`math::min`] (a NaN bound is passed over).
+    /// `min(max(x, lo), hi)` as [`crate::math::max`] and [`crate::math::min`] (a NaN bound is
+    /// passed over).
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn clip(xs: &mut [f32], lo: f32, hi: f32) {
+    pub(super) fn clip(xs: &mut [f32], lo: f32, hi: f32) -> &mut [f32] {
         let (l, h) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
         let (l_nan, h_nan) = (
             _mm256_cmp_ps::<_CMP_UNORD_Q>(l, l),
             _mm256_cmp_ps::<_CMP_UNORD_Q>(h, h),
         );
-        each(
-            xs,
-            |v| {
-                let keep = _mm256_or_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(v, l), l_nan);
-                let t = _mm256_blendv_ps(l, v, keep);
-                let keep = _mm256_or_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(t, h), h_nan);
-                _mm256_blendv_ps(h, t, keep)
-            },
-            |x| math::min(math::max(x, lo), hi),
-        );
+        each(xs, |v| {
+            let keep = _mm256_or_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(v, l), l_nan);
+            let t = _mm256_blendv_ps(l, v, keep);
+            let keep = _mm256_or_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(t, h), h_nan);
+            _mm256_blendv_ps(h, t, keep)
+        })
     }
 }
 

@@ -73,26 +73,15 @@ macro_rules! with_quantized_pair {
 fn fused<const OPS: Selection>(act: Activation, out: &mut [f32]) {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     if crate::kernels::simd::level() >= crate::kernels::simd::Level::Avx2 {
-        // SAFETY: the AVX2 level runs only where the CPU has AVX2 and FMA.
+        // Built for AVX2 (out of line, the activations had been built for the baseline: half
+        // as wide). SAFETY: the AVX2 level runs only where the CPU has AVX2 and FMA.
         #[allow(unsafe_code)]
         unsafe {
-            fused_avx2::<OPS>(act, out)
+            crate::kernels::elementwise::activate_fused_avx2::<OPS>(act, out)
         };
         return;
     }
     crate::kernels::elementwise::activate_fused::<OPS>(act, out)
-}
-
-/// [`fused`] built for AVX2 (out of line, it had been built for the baseline: half as wide).
-///
-/// # Safety
-/// The CPU has AVX2 and FMA.
-#[cfg(all(feature = "std", target_arch = "x86_64"))]
-#[target_feature(enable = "avx2,fma")]
-#[allow(unsafe_code)]
-unsafe fn fused_avx2<const OPS: Selection>(act: Activation, out: &mut [f32]) {
-    // SAFETY: as this function's.
-    unsafe { crate::kernels::elementwise::activate_fused_avx2::<OPS>(act, out) }
 }
 
 /// Bytes viewed as `T` (aligned by the planner).
