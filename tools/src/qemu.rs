@@ -207,6 +207,35 @@ fn device_error(message: impl Into<String>) -> RunError {
     RunError::Device(format!("qemu: {}", message.into()))
 }
 
+/// The firmware's error with the verifier's rule text put back: the QEMU firmwares leave the
+/// texts out of flash (`ferrite-core` without `error-context`, 12 KB of the every-kernel M4
+/// firmware) and say only an invalid model's error kind and record ("invalid model: op is
+/// inconsistent with its tensors at #5"). The host runs the same verifier on the same bytes:
+/// when its error is the firmware's once the text is dropped, it says the host's, which names
+/// the rule ("... (Conv bias shape) at #5"); otherwise the firmware's line stands.
+fn with_rule_text(error: RunError, model_bytes: &[u8]) -> RunError {
+    let RunError::Device(line) = &error else {
+        return error;
+    };
+    let Some(said) = line.strip_prefix("qemu: ") else {
+        return error;
+    };
+    let copy = crate::aligned::AlignedBytes::from(model_bytes);
+    match Model::load(copy.as_bytes()) {
+        Err(host)
+            if said
+                == (ferrite_core::FormatError {
+                    context: "",
+                    ..host
+                })
+                .to_string() =>
+        {
+            device_error(host.to_string())
+        }
+        _ => error,
+    }
+}
+
 /// The firmware's flash/RAM footprint and the address of its `ferrite_marker`.
 fn inspect_firmware(elf: &[u8]) -> Result<(FirmwareSize, u64), RunError> {
     let file = object::File::parse(elf).map_err(|e| device_error(format!("firmware ELF: {e}")))?;
@@ -416,7 +445,8 @@ fn launch(
         success: status.success(),
         log: &log,
     };
-    let result = collect(&dir, model, &finished, runs, steps);
+    let result =
+        collect(&dir, model, &finished, runs, steps).map_err(|e| with_rule_text(e, model_bytes));
     let _ = std::fs::remove_dir_all(&dir);
     let (outputs, instructions, step_instructions, [stack_bytes, inference_stack_bytes]) = result?;
     Ok(QemuRun {
