@@ -452,27 +452,30 @@ macro_rules! simd_gemm {
                 col: usize,
             }
 
-            /// `target += alpha · A[i..i+R, :] · B[:, j..j+NR]`; false (nothing done) if a slice is too
-            /// short. `TABLE`: B's rows start at `p.rows` (else `b.stride` apart).
+            /// `target += alpha · A[i..i+R, :] · B[:, j..j+V·LANES]` (`V` vectors wide: 2, an
+            /// NR-wide panel; 1, a narrow tail's); false (nothing done) if a slice is too short.
+            /// `TABLE`: B's rows start at `p.rows` (else `b.stride` apart). Each element of C is
+            /// the same sum in the same order at either width.
             #[target_feature(enable = $feature)]
-            fn block<const R: usize, const TABLE: bool>(
+            fn block<const R: usize, const TABLE: bool, const V: usize>(
                 p: &Product<'_>,
                 i: usize,
                 j: usize,
                 t: &mut Target<'_>,
             ) -> bool {
+                let width = V * LANES;
                 let (k, a, b) = (p.k, p.a, p.b);
                 let a_ok = (0..R).all(|r| (i + r) * a.stride + k <= a.data.len());
                 let b_ok = if TABLE {
-                    p.rows.len() >= k && p.rows_max + j + NR <= b.data.len()
+                    p.rows.len() >= k && p.rows_max + j + width <= b.data.len()
                 } else {
-                    k == 0 || (k - 1) * b.stride + j + NR <= b.data.len()
+                    k == 0 || (k - 1) * b.stride + j + width <= b.data.len()
                 };
-                let c_ok = (t.row + R - 1) * t.ldc + t.col + NR <= t.c.len();
+                let c_ok = (t.row + R - 1) * t.ldc + t.col + width <= t.c.len();
                 if !(a_ok && b_ok && c_ok) {
                     return false;
                 }
-                let mut acc = [[$zero(); 2]; R];
+                let mut acc = [[$zero(); V]; R];
                 // A loop, not `array::from_fn`: its closure was left out of line, built for
                 // the baseline (a call per block).
                 let mut a_rows: [&[f32]; R] = [&[]; R];
@@ -487,35 +490,37 @@ macro_rules! simd_gemm {
                     } else {
                         q * b.stride
                     };
-                    // SAFETY: `b_ok` bounds row q's NR floats from column j.
-                    let (b0, b1) = unsafe {
-                        let row = b_ptr.add(start + j);
-                        ($load(row), $load(row.add(LANES)))
-                    };
+                    let mut bv = [$zero(); V];
+                    for (v, bv) in bv.iter_mut().enumerate() {
+                        // SAFETY: `b_ok` bounds row q's V·LANES floats from column j.
+                        *bv = unsafe { $load(b_ptr.add(start + j + v * LANES)) };
+                    }
                     for (acc, row) in acc.iter_mut().zip(&a_rows) {
                         // SAFETY: every row of `a_rows` holds k > q elements.
                         let av = $set1(unsafe { *row.get_unchecked(q) });
-                        acc[0] = $fmadd(av, b0, acc[0]);
-                        acc[1] = $fmadd(av, b1, acc[1]);
+                        for (acc, &bv) in acc.iter_mut().zip(&bv) {
+                            *acc = $fmadd(av, bv, *acc);
+                        }
                     }
                 }
                 let scale = $set1(p.alpha);
                 for (r, acc) in acc.iter().enumerate() {
                     let start = (t.row + r) * t.ldc + t.col;
-                    let row = &mut t.c[start..start + NR];
-                    // SAFETY: `row` holds exactly NR floats.
-                    unsafe {
-                        let ptr = row.as_mut_ptr();
-                        $store(ptr, $fmadd(scale, acc[0], $load(ptr)));
-                        $store(ptr.add(LANES), $fmadd(scale, acc[1], $load(ptr.add(LANES))));
+                    let row = &mut t.c[start..start + width];
+                    for (v, &acc) in acc.iter().enumerate() {
+                        // SAFETY: `row` holds exactly V·LANES floats.
+                        unsafe {
+                            let ptr = row.as_mut_ptr().add(v * LANES);
+                            $store(ptr, $fmadd(scale, acc, $load(ptr)));
+                        }
                     }
                 }
                 true
             }
 
-            /// One block of `rows` (1 to 6) rows.
+            /// One block of `rows` (1 to 6) rows, `V` vectors wide.
             #[target_feature(enable = $feature)]
-            fn rows<const TABLE: bool>(
+            fn rows<const TABLE: bool, const V: usize>(
                 count: usize,
                 p: &Product<'_>,
                 i: usize,
@@ -523,12 +528,12 @@ macro_rules! simd_gemm {
                 t: &mut Target<'_>,
             ) -> bool {
                 match count {
-                    6 => block::<6, TABLE>(p, i, j, t),
-                    5 => block::<5, TABLE>(p, i, j, t),
-                    4 => block::<4, TABLE>(p, i, j, t),
-                    3 => block::<3, TABLE>(p, i, j, t),
-                    2 => block::<2, TABLE>(p, i, j, t),
-                    _ => block::<1, TABLE>(p, i, j, t),
+                    6 => block::<6, TABLE, V>(p, i, j, t),
+                    5 => block::<5, TABLE, V>(p, i, j, t),
+                    4 => block::<4, TABLE, V>(p, i, j, t),
+                    3 => block::<3, TABLE, V>(p, i, j, t),
+                    2 => block::<2, TABLE, V>(p, i, j, t),
+                    _ => block::<1, TABLE, V>(p, i, j, t),
                 }
             }
 
@@ -595,7 +600,7 @@ macro_rules! simd_gemm {
                     let mut i = 0;
                     while i < m {
                         let count = (m - i).min(MR);
-                        if !rows::<TABLE>(
+                        if !rows::<TABLE, 2>(
                             count,
                             p,
                             i,
@@ -616,8 +621,12 @@ macro_rules! simd_gemm {
                 full == n
                     || if !TABLE && n - full <= DOT_COLUMNS && p.k >= LANES {
                         tail_dots::<TABLE>(p, m, n, c, ldc, full)
+                    } else if n - full <= LANES {
+                        // One vector wide: a convolution's grid of 78 columns (an 8 × 8 plane
+                        // at the phase width 10) is 2 panels and 16 columns, not 3 panels.
+                        tail::<TABLE, 1>(p, m, n, c, ldc, full)
                     } else {
-                        tail::<TABLE>(p, m, n, c, ldc, full)
+                        tail::<TABLE, 2>(p, m, n, c, ldc, full)
                     }
             }
 
@@ -767,10 +776,11 @@ macro_rules! simd_gemm {
                 }
             }
 
-            /// Columns `j0..n` (fewer than NR): copied zero-padded into an NR-wide panel, multiplied
-            /// into a 6 × NR tile with the same kernel, and added back. False if a slice is too short.
+            /// Columns `j0..n` (fewer than V·LANES): copied zero-padded into a V·LANES-wide
+            /// panel, multiplied into a 6 × V·LANES tile with the same kernel, and added back.
+            /// False if a slice is too short.
             #[target_feature(enable = $feature)]
-            fn tail<const TABLE: bool>(
+            fn tail<const TABLE: bool, const V: usize>(
                 p: &Product<'_>,
                 m: usize,
                 n: usize,
@@ -780,16 +790,17 @@ macro_rules! simd_gemm {
             ) -> bool {
                 let k = p.k;
                 let width = n - j0;
+                let padded = V * LANES;
                 PANEL.with(|cell| {
                     let mut packed = cell.borrow_mut();
-                    if packed.len() < k * NR {
-                        packed.resize(k * NR, 0.0);
+                    if packed.len() < k * padded {
+                        packed.resize(k * padded, 0.0);
                     }
                     for q in 0..k {
                         let Some(src) = b_row::<TABLE>(p, q, j0, n) else {
                             return false;
                         };
-                        let dst = &mut packed[q * NR..(q + 1) * NR];
+                        let dst = &mut packed[q * padded..(q + 1) * padded];
                         dst[..width].copy_from_slice(src);
                         dst[width..].fill(0.0);
                     }
@@ -798,33 +809,36 @@ macro_rules! simd_gemm {
                         p.alpha,
                         p.a,
                         Mat {
-                            data: &packed[..k * NR],
-                            stride: NR,
+                            data: &packed[..k * padded],
+                            stride: padded,
                         },
                     );
                     let mut i = 0;
                     while i < m {
-                        let count = (m - i).min(MR);
+                        // One vector wide, 12 rows at a time: 12 independent FMA chains, as
+                        // many as 6 rows of a 2-vector panel (the same tile, MR·NR floats).
+                        let narrow = V == 1 && m - i >= 2 * MR;
+                        let count = if narrow { 2 * MR } else { (m - i).min(MR) };
                         let mut tile = [0.0f32; MR * NR];
-                        if !rows::<false>(
-                            count,
-                            &panel,
-                            i,
-                            0,
-                            &mut Target {
-                                c: &mut tile,
-                                ldc: NR,
-                                row: 0,
-                                col: 0,
-                            },
-                        ) {
+                        let mut target = Target {
+                            c: &mut tile,
+                            ldc: padded,
+                            row: 0,
+                            col: 0,
+                        };
+                        let done = if narrow {
+                            block::<{ 2 * MR }, false, 1>(&panel, i, 0, &mut target)
+                        } else {
+                            rows::<false, V>(count, &panel, i, 0, &mut target)
+                        };
+                        if !done {
                             return false;
                         }
                         for r in 0..count {
                             let Some(dst) = c.get_mut((i + r) * ldc + j0..(i + r) * ldc + n) else {
                                 return false;
                             };
-                            for (d, t) in dst.iter_mut().zip(&tile[r * NR..]) {
+                            for (d, t) in dst.iter_mut().zip(&tile[r * padded..]) {
                                 *d += t;
                             }
                         }
@@ -988,6 +1002,10 @@ mod tests {
             // Narrow products (dot-product tails: a pointwise convolution on a small plane).
             (10, 9, 40),
             (6, 4, 64),
+            // Short K with a tail one vector wide (12-row blocks, then the rest) or two.
+            (14, 40, 5),
+            (14, 56, 5),
+            (25, 17, 3),
         ] {
             let a: [f32; 400] = core::array::from_fn(|i| ((i * 7 % 13) as f32 - 6.0) * 0.25);
             let b: [f32; 6000] = core::array::from_fn(|i| ((i * 5 % 11) as f32 - 5.0) * 0.5);
