@@ -104,10 +104,11 @@ pub fn conv(
         ) else {
             return;
         };
-        // Outputs start from the bias, except where a host's blocked depthwise kernels run:
-        // they write every output, bias included (the bias is then written after they decline).
-        let host_depthwise = cfg!(feature = "std") && depthwise;
-        if !host_depthwise {
+        // Outputs start from the bias, except where a host's blocked depthwise kernels or
+        // in-place convolutions run: they write every output, bias included (the bias is then
+        // written after they decline).
+        let host_writes_bias = cfg!(feature = "std") && !pointwise;
+        if !host_writes_bias {
             init_bias(out_b, bias, plane);
         }
         if depthwise {
@@ -160,6 +161,8 @@ pub fn conv(
             ) else {
                 return;
             };
+            #[cfg(feature = "std")]
+            let bias_g = bias.and_then(|b| b.get(grp * ocg..(grp + 1) * ocg));
             if pointwise {
                 sgemm(
                     ocg,
@@ -181,8 +184,20 @@ pub fn conv(
                 continue;
             }
             #[cfg(feature = "std")]
-            if conv_in_place(win, d, icg, ocg, x_g, w_g, out_g, scratch) {
-                continue;
+            {
+                let operands = InPlace {
+                    win,
+                    d,
+                    icg,
+                    ocg,
+                    x: x_g,
+                    weight: w_g,
+                    bias: bias_g,
+                };
+                if conv_in_place(operands, out_g, scratch) {
+                    continue;
+                }
+                init_bias(out_g, bias_g, plane);
             }
             let mut p0 = 0;
             while p0 < plane {
@@ -221,29 +236,11 @@ pub fn conv(
 /// stride 1). On them, tap `(c, ky, kx)` of every output position is one plane at a constant
 /// offset, so row `(c, ky, kx)` of the im2col matrix is that plane from that offset on, and the
 /// product runs over a grid as wide as a plane's rows (the few columns past each output row are
-/// computed and dropped). Bands of output rows go through the rest of `scratch`, then are added
-/// to `out` (which holds the bias). False, with nothing written, where the SIMD kernels are not
-/// available or `scratch` cannot hold the planes and one band row; the caller unfolds instead.
+/// computed and dropped). Bands of output rows go through the rest of `scratch`, then go to
+/// `out` plus the bias. False, with nothing written, where the SIMD kernels are not available or
+/// `scratch` cannot hold the planes and one band row; the caller unfolds instead.
 #[cfg(feature = "std")]
-#[allow(clippy::too_many_arguments)]
-fn conv_in_place(
-    win: &Window,
-    d: ConvDims,
-    icg: usize,
-    ocg: usize,
-    x: &[f32],
-    weight: &[f32],
-    out: &mut [f32],
-    scratch: &mut [f32],
-) -> bool {
-    let job = InPlace {
-        win,
-        d,
-        icg,
-        ocg,
-        x,
-        weight,
-    };
+fn conv_in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
     // Built for AVX2 where it runs: out of line, its copies and additions had been baseline
     // SSE (a fifth of ResNet-8's time).
     #[cfg(target_arch = "x86_64")]
@@ -264,7 +261,7 @@ fn conv_in_place(
     in_place(job, out, scratch)
 }
 
-/// What [`in_place`] reads: the group's geometry, input and weights.
+/// What [`in_place`] reads: the group's geometry, input, weights and bias (none: zero).
 #[cfg(feature = "std")]
 struct InPlace<'a> {
     win: &'a Window,
@@ -273,6 +270,7 @@ struct InPlace<'a> {
     ocg: usize,
     x: &'a [f32],
     weight: &'a [f32],
+    bias: Option<&'a [f32]>,
 }
 
 /// [`conv_in_place`]'s body.
@@ -286,8 +284,9 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
         ocg,
         x,
         weight,
+        bias,
     } = job;
-    use super::gemm::sgemm_rows_at;
+    use super::gemm::sgemm_rows_into;
     use core::cell::Cell;
     use std::vec::Vec;
     std::thread_local! {
@@ -350,17 +349,19 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
             let rows = band_rows.min(d.oh - oy0);
             let n = (rows - 1) * wph + d.ow;
             let grid = &mut rest[..ocg * n];
-            grid.fill(0.0);
             // The furthest tap of the band's last output lies inside its channel's last plane,
-            // and the SIMD kernels are there (checked above), so the product runs.
-            let ran = sgemm_rows_at(ocg, n, a, &planes[oy0 * wph..], &taps, grid, n);
+            // and the SIMD kernels are there (checked above), so the product runs. It writes
+            // the grid as if zeroed first.
+            let ran = sgemm_rows_into(ocg, n, a, &planes[oy0 * wph..], &taps, grid, n);
             debug_assert!(ran, "the phase planes hold every tap of the band");
             for (o, out_c) in out.chunks_exact_mut(plane).take(ocg).enumerate() {
                 let grid_c = &grid[o * n..(o + 1) * n];
+                // The bias plus the sum, as the bias-filled output plus the sum was.
+                let b = bias.and_then(|b| b.get(o)).copied().unwrap_or(0.0);
                 for r in 0..rows {
                     let dst = &mut out_c[(oy0 + r) * d.ow..(oy0 + r + 1) * d.ow];
                     for (d, g) in dst.iter_mut().zip(&grid_c[r * wph..]) {
-                        *d += g;
+                        *d = b + g;
                     }
                 }
             }
@@ -523,6 +524,37 @@ fn strided(dst: &mut [f32], src: &[f32], step: usize, f: impl Fn(f32, f32) -> f3
     }
 }
 
+/// `dst[i] = src[i * step]` on the host: an indexed loop, which LLVM turns into a gather or
+/// unrolled loads (the chunked walk of [`strided`] left an iterator's constructor out of line:
+/// a 1 × 1 stride-2 convolution's unfolding took 3 µs for 1,024 elements). A source short of
+/// the elements read copies nothing.
+#[inline(always)]
+fn every(dst: &mut [f32], src: &[f32], step: usize) {
+    let Some(last) = dst.len().checked_sub(1) else {
+        return;
+    };
+    let Some(src) = last.checked_mul(step).and_then(|end| src.get(..=end)) else {
+        return;
+    };
+    if step == 2 {
+        // Pairs, the first of each kept (a vectorised deinterleave); the last element read
+        // has no pair.
+        let (body, tail) = dst.split_at_mut(last);
+        for (d, pair) in body.iter_mut().zip(src.chunks_exact(2)) {
+            *d = pair[0];
+        }
+        if let (Some(d), Some(&v)) = (tail.first_mut(), src.last()) {
+            *d = v;
+        }
+        return;
+    }
+    for (i, d) in dst.iter_mut().enumerate() {
+        if let Some(&v) = src.get(i * step) {
+            *d = v;
+        }
+    }
+}
+
 /// `acc[i] += w · src[i]`, four elements a step: written out, not left to the compiler's loop
 /// unrolling, which a firmware built for size (opt-level "s") does not do.
 #[inline(always)]
@@ -648,6 +680,8 @@ fn im2col(
                         if let Some(src) = src.get(..hi - lo) {
                             copy(out, src);
                         }
+                    } else if cfg!(feature = "std") {
+                        every(out, src, sw);
                     } else {
                         strided(out, src, sw, |_, v| v);
                     }
@@ -1674,7 +1708,9 @@ mod strategy_tests {
             let wt: Vec<f32> = (0..oc * k)
                 .map(|_| next(2001) as f32 / 999.0 - 1.0)
                 .collect();
-            let bias: Vec<f32> = (0..oc * oh * ow).map(|_| next(11) as f32 / 3.0).collect();
+            // A channel without bias now and then (zero), as a convolution without one.
+            let bias: Vec<f32> = (0..oc).map(|_| next(11) as f32 / 3.0).collect();
+            let with_bias = next(4) != 0;
             let (hph, wph) = (
                 oh + (kernel[0] - 1) * dilation[0] / stride[0],
                 ow + (kernel[1] - 1) * dilation[1] / stride[1],
@@ -1682,22 +1718,23 @@ mod strategy_tests {
             let planes = c * stride[0] * stride[1] * hph * wph;
             let band_rows = 1 + next(oh);
             let mut scratch = vec![f32::NAN; planes + oc * wph * band_rows];
-            let mut in_place = bias.clone();
-            assert!(conv_in_place(
-                &win,
+            let mut in_place = vec![f32::NAN; oc * oh * ow];
+            let job = InPlace {
+                win: &win,
                 d,
-                c,
-                oc,
-                &x,
-                &wt,
-                &mut in_place,
-                &mut scratch
-            ));
+                icg: c,
+                ocg: oc,
+                x: &x,
+                weight: &wt,
+                bias: with_bias.then_some(&bias[..]),
+            };
+            assert!(conv_in_place(job, &mut in_place, &mut scratch));
             let mut cols = vec![0.0; k * oh * ow];
             im2col(&win, d, c, &x, &mut cols, 0, oh * ow);
             // The unfolded matrix through the same kernel, its rows one after another (plain
             // products sum narrow tails as dot products instead).
-            let mut unfolded = bias.clone();
+            let mut unfolded = vec![f32::NAN; oc * oh * ow];
+            init_bias(&mut unfolded, with_bias.then_some(&bias[..]), oh * ow);
             let a = Mat {
                 data: &wt,
                 stride: k,
