@@ -52,8 +52,15 @@ impl Isa for Avx2 {
     unsafe fn lanes(scalar: &Requantizer) -> Lanes {
         scalar.high_word().map(|h| {
             let [multiplier, half, shift, mask, zero, min, max] = h.words();
-            #[allow(clippy::redundant_closure)] // an intrinsic is not an `FnMut`
-            let lanes = [multiplier, half, mask, zero, min, max].map(|v| _mm256_set1_epi32(v));
+            // Written out, not `array::map`: its closure could be left out of line.
+            let lanes = [
+                _mm256_set1_epi32(multiplier),
+                _mm256_set1_epi32(half),
+                _mm256_set1_epi32(mask),
+                _mm256_set1_epi32(zero),
+                _mm256_set1_epi32(min),
+                _mm256_set1_epi32(max),
+            ];
             (lanes, _mm_cvtsi32_si128(shift))
         })
     }

@@ -18,6 +18,8 @@
 
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx2_gemm;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(target_arch = "x86_64")]
@@ -204,8 +206,10 @@ unsafe fn vectors<I: Isa, const SIGNED: bool>(
 ) {
     for gather in channel.gathers {
         // SAFETY: the caller's bounds.
-        let sums = unsafe { I::taps::<SIGNED>(plan, padded, gather) };
-        let sums = sums.map(|s| s.wrapping_add(channel.first));
+        let mut sums = unsafe { I::taps::<SIGNED>(plan, padded, gather) };
+        // A loop, not `array::map`: its closure could be left out of line, built apart from
+        // the instruction set (a call per eight outputs).
+        offset_all(&mut sums, channel.first);
         // SAFETY: the caller's.
         let results = unsafe { I::requantize(channel.lanes, channel.scalar, sums) };
         // A whole vector as one store; a part of one lane by lane (a copy of a length not
@@ -269,6 +273,17 @@ pub(super) fn qconv<X: QuantInt, Y: QuantInt>(
 std::thread_local! {
     /// Tests set this to run the AVX2 kernels on a CPU that has VNNI (on this thread).
     static AVX2_ONLY: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+    /// Tests set this to run QGemm's portable kernel on a CPU with SIMD ones (on this thread).
+    static PORTABLE_ONLY: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
+/// Whether this thread's tests asked for QGemm's portable kernel.
+#[cfg(target_arch = "x86_64")]
+fn portable_only() -> bool {
+    #[cfg(test)]
+    return PORTABLE_ONLY.get();
+    #[cfg(not(test))]
+    false
 }
 
 /// Whether this thread's tests asked for the AVX2 kernels where VNNI would run.
@@ -281,7 +296,8 @@ fn avx2_only() -> bool {
 }
 
 /// [`super::integer::qgemm`] with VNNI, on a CPU that has it, for 8-bit activations on blocked
-/// weights: true when done (everything else stays with the portable kernel).
+/// weights, else with AVX2 for 8-bit activations in either layout: true when done (16-bit
+/// activations stay with the portable kernel).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn qgemm<X: QuantInt, Y: QuantInt>(
     q: &Requantize,
@@ -300,9 +316,16 @@ pub(super) fn qgemm<X: QuantInt, Y: QuantInt>(
         && super::simd::level() >= super::simd::Level::Avx512
         && vnni::available()
         && !avx2_only()
+        && !portable_only()
     {
         // SAFETY: the CPU has AVX2 (`simd::level`), AVX-512VL and VNNI (`vnni::available`).
         return unsafe { vnni::qgemm_blocked(q, dims, a, b, bias, requant, y) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if !X::WIDE && !Y::WIDE && super::simd::level() >= super::simd::Level::Avx2 && !portable_only()
+    {
+        // SAFETY: the CPU has AVX2 (`simd::level`).
+        return unsafe { avx2_gemm::qgemm(q, dims, layout, a, b, bias, requant, y) };
     }
     let _ = (q, dims, layout, a, b, bias, requant, y);
     false
@@ -538,8 +561,10 @@ fn store<I: Isa, const B: usize, Y: QuantInt>(
         ) else {
             return;
         };
+        let mut sums = *sums;
+        offset_all(&mut sums, base);
         // SAFETY: only reached from an instruction set's entry point, on a CPU that has it.
-        let out = unsafe { I::requantize(lanes, scalar, sums.map(|s| s.wrapping_add(base))) };
+        let out = unsafe { I::requantize(lanes, scalar, sums) };
         let row = (o + j) * block.y_stride;
         let [first, last] = [block.to[0], block.to[7]];
         if first != SKIP && last == first + 7 {
@@ -827,6 +852,14 @@ fn tap_offsets([kh, kw]: [usize; 2], [dh, dw]: [usize; 2], pw: usize) -> Vec<usi
     (0..kh)
         .flat_map(|ky| (0..kw).map(move |kx| ky * dh * pw + kx * dw))
         .collect()
+}
+
+/// Adds `offset` to each of eight sums, wrapping.
+#[inline(always)]
+fn offset_all(sums: &mut [i32; 8], offset: i32) {
+    for s in sums {
+        *s = s.wrapping_add(offset);
+    }
 }
 
 /// The `[height, width]` of a step's zero-point-padded planes (every input position its outputs
@@ -1221,18 +1254,22 @@ mod tests {
         ran.map(|_| kind)
     }
 
-    /// QGemm on blocked weights with VNNI equals the portable kernel bit for bit, on random
-    /// sizes (column counts past and short of the 32-column chunks, one to three rows),
-    /// per-channel scales and both activation types.
+    /// QGemm with VNNI (blocked weights) and with AVX2 (either layout) equals the portable
+    /// kernel bit for bit, on random sizes (column counts past and short of the 32-column
+    /// chunks, row lengths past and short of 16-value chunks, one to three rows), per-channel
+    /// scales and both activation types.
     #[test]
-    fn vnni_qgemm_equals_the_portable_kernel() {
+    fn simd_qgemm_equals_the_portable_kernel() {
+        use ferrite_hal::op::QGemmWeights::{Blocked, Rows};
         let mut rng = Rng(0x5851_f42d_4c95_7f2d);
-        for case in 0..200 {
-            let (m, k, n) = (
-                1 + rng.below(3),
-                8 * (1 + rng.below(20)),
-                4 * (1 + rng.below(20)),
-            );
+        for case in 0..300 {
+            let layout = if case % 2 == 0 { Blocked } else { Rows };
+            let k = if layout == Blocked {
+                8 * (1 + rng.below(20))
+            } else {
+                1 + rng.below(100)
+            };
+            let (m, n) = (1 + rng.below(3), 4 * (1 + rng.below(20)));
             let w: Vec<i8> = (0..n * k).map(|_| rng.next() as i8).collect();
             let bias: Vec<i32> = (0..n)
                 .map(|_| (rng.next() % 40_000) as i32 - 20_000)
@@ -1248,6 +1285,7 @@ mod tests {
             let zero = rng.below(256) as i32;
             let operands = GemmOperands {
                 dims: [m, k, n],
+                layout,
                 w: &w,
                 bias: &bias,
                 requant: &requant,
@@ -1259,8 +1297,13 @@ mod tests {
                 max: 127,
             };
             let a: Vec<i8> = (0..m * k).map(|_| rng.next() as i8).collect();
-            let [with, without] = [false, true].map(|avx2| operands.run(&q, &a, avx2));
-            assert_eq!(with, without, "int8 case {case}: {m}x{k}x{n}");
+            let [best, avx2, portable] =
+                [Kernel::Best, Kernel::Avx2, Kernel::Portable].map(|how| operands.run(&q, &a, how));
+            assert_eq!(best, portable, "int8 case {case} {layout:?}: {m}x{k}x{n}");
+            assert_eq!(
+                avx2, portable,
+                "int8 case {case} {layout:?} AVX2: {m}x{k}x{n}"
+            );
             let q = Requantize {
                 input_zero: zero,
                 output_zero: 100,
@@ -1268,30 +1311,47 @@ mod tests {
                 max: 255,
             };
             let a: Vec<u8> = (0..m * k).map(|_| rng.next() as u8).collect();
-            let [with, without] = [false, true].map(|avx2| operands.run(&q, &a, avx2));
-            assert_eq!(with, without, "uint8 case {case}: {m}x{k}x{n}");
+            let [best, avx2, portable] =
+                [Kernel::Best, Kernel::Avx2, Kernel::Portable].map(|how| operands.run(&q, &a, how));
+            assert_eq!(best, portable, "uint8 case {case} {layout:?}: {m}x{k}x{n}");
+            assert_eq!(
+                avx2, portable,
+                "uint8 case {case} {layout:?} AVX2: {m}x{k}x{n}"
+            );
         }
     }
 
-    /// A QGemm's sizes and blocked weights, for [`vnni_qgemm_equals_the_portable_kernel`].
+    /// Which QGemm kernel [`GemmOperands::run`] asks for.
+    #[derive(Clone, Copy)]
+    enum Kernel {
+        /// VNNI where the CPU has it (blocked weights), else AVX2.
+        Best,
+        /// AVX2 even where VNNI would run.
+        Avx2,
+        /// The portable kernel.
+        Portable,
+    }
+
+    /// A QGemm's sizes and weights, for [`simd_qgemm_equals_the_portable_kernel`].
     struct GemmOperands<'a> {
         dims: [usize; 3],
+        layout: ferrite_hal::op::QGemmWeights,
         w: &'a [i8],
         bias: &'a [i32],
         requant: &'a [i32],
     }
 
     impl GemmOperands<'_> {
-        /// The outputs for activations `a`, with VNNI (where the CPU has it) or, `avx2_only`,
-        /// without.
-        fn run<X: QuantInt>(&self, q: &Requantize, a: &[X], avx2_only: bool) -> Vec<i32> {
+        /// The outputs for activations `a` with the kernel `how` asks for.
+        fn run<X: QuantInt>(&self, q: &Requantize, a: &[X], how: Kernel) -> Vec<i32> {
             let [m, _, n] = self.dims;
             let mut out = std::vec![X::narrow(0); m * n];
-            AVX2_ONLY.set(avx2_only);
-            let layout = ferrite_hal::op::QGemmWeights::Blocked;
+            AVX2_ONLY.set(matches!(how, Kernel::Avx2));
+            PORTABLE_ONLY.set(matches!(how, Kernel::Portable));
             let (w, bias, rq) = (self.w, self.bias, self.requant);
-            super::super::integer::qgemm(q, self.dims, layout, a, w, bias, rq, &mut out);
+            super::super::integer::qgemm(q, self.dims, self.layout, a, w, bias, rq, &mut out);
             AVX2_ONLY.set(false);
+            PORTABLE_ONLY.set(false);
             out.iter().map(|v| v.widen()).collect()
         }
     }
