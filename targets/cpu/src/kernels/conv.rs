@@ -286,7 +286,7 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
         weight,
         bias,
     } = job;
-    use super::gemm::sgemm_rows_into;
+    use super::gemm::sgemm_rows;
     use core::cell::Cell;
     use std::vec::Vec;
     std::thread_local! {
@@ -352,7 +352,7 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
             // The furthest tap of the band's last output lies inside its channel's last plane,
             // and the SIMD kernels are there (checked above), so the product runs. It writes
             // the grid as if zeroed first.
-            let ran = sgemm_rows_into(ocg, n, a, &planes[oy0 * wph..], &taps, grid, n);
+            let ran = sgemm_rows(ocg, n, a, &planes[oy0 * wph..], &taps, grid, n, true);
             debug_assert!(ran, "the phase planes hold every tap of the band");
             for (o, out_c) in out.chunks_exact_mut(plane).take(ocg).enumerate() {
                 let grid_c = &grid[o * n..(o + 1) * n];
@@ -1741,14 +1741,15 @@ mod strategy_tests {
             };
             let rows: Vec<usize> = (0..k).map(|q| q * oh * ow).collect();
             let plane = oh * ow;
-            assert!(super::super::gemm::sgemm_rows_at(
+            assert!(super::super::gemm::sgemm_rows(
                 oc,
                 plane,
                 a,
                 &cols,
                 &rows,
                 &mut unfolded,
-                plane
+                plane,
+                false
             ));
             assert!(
                 in_place

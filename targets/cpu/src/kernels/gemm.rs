@@ -23,7 +23,7 @@ struct Product<'a> {
     a: Mat<'a>,
     b: Mat<'a>,
     /// Where B's rows start in `b.data` when they are not `b.stride` apart (empty: strided): a
-    /// convolution's taps, read in place from a padded input ([`sgemm_rows_at`]). The SIMD
+    /// convolution's taps, read in place from a padded input ([`sgemm_rows`]). The SIMD
     /// kernels only.
     #[cfg(feature = "std")]
     rows: &'a [usize],
@@ -116,40 +116,13 @@ pub fn sgemm_unrolled(
 
 /// `C[m×n] += A[m×k] · B` where B's row `q` is `b[rows[q]..][..n]`: a convolution's implicit
 /// im2col (each row a tap of an input channel, read in place from a zero-padded input), with
-/// the SIMD kernels. False, with C untouched, where this machine has no SIMD kernels (the caller
-/// unfolds the input instead) or a slice is shorter than the offsets say.
-#[cfg(feature = "std")]
-pub fn sgemm_rows_at(
-    m: usize,
-    n: usize,
-    a: Mat<'_>,
-    b: &[f32],
-    rows: &[usize],
-    c: &mut [f32],
-    ldc: usize,
-) -> bool {
-    sgemm_rows(m, n, a, b, rows, c, ldc, false)
-}
-
-/// [`sgemm_rows_at`] writing `C = A · B` (C's old values neither read nor kept): the same
-/// results as adding into a zeroed C, bit for bit, without the pass that zeroes it.
-#[cfg(feature = "std")]
-pub fn sgemm_rows_into(
-    m: usize,
-    n: usize,
-    a: Mat<'_>,
-    b: &[f32],
-    rows: &[usize],
-    c: &mut [f32],
-    ldc: usize,
-) -> bool {
-    sgemm_rows(m, n, a, b, rows, c, ldc, true)
-}
-
-/// [`sgemm_rows_at`] and [`sgemm_rows_into`].
+/// the SIMD kernels; `overwrite`: `C = A · B` instead (C's old values neither read nor kept:
+/// the same results as adding into a zeroed C, bit for bit, without the pass that zeroes it).
+/// False, with C untouched, where this machine has no SIMD kernels (the caller unfolds the
+/// input instead) or a slice is shorter than the offsets say.
 #[cfg(feature = "std")]
 #[allow(clippy::too_many_arguments)]
-fn sgemm_rows(
+pub fn sgemm_rows(
     m: usize,
     n: usize,
     a: Mat<'_>,
@@ -194,7 +167,7 @@ fn sgemm_rows(
     true
 }
 
-/// Whether [`kernel`] runs SIMD kernels here (which [`sgemm_rows_at`] needs).
+/// Whether [`kernel`] runs SIMD kernels here (which [`sgemm_rows`] needs).
 #[cfg(feature = "std")]
 pub(crate) fn simd_available() -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -481,7 +454,7 @@ macro_rules! simd_gemm {
                         sgemm_simd::<true>(p, m, n, c, ldc)
                     }
                 };
-                // A product over a row table has been checked whole by `sgemm_rows_at`.
+                // A product over a row table has been checked whole by `sgemm_rows`.
                 if !ok && p.rows.is_empty() {
                     // A slice was shorter than the shapes say, which a verified plan rules out. Nothing
                     // was read out of bounds; hand over to the portable kernel, whose checked indexing
