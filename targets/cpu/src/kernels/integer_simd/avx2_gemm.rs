@@ -40,13 +40,18 @@ pub(super) unsafe fn qgemm<X: QuantInt, Y: QuantInt>(
     let mut row = std::vec![0i16; k.div_ceil(16) * 16];
     let out = |sum: i32, col: usize| -> Y {
         let rescaler = Requantizer::of_channel(requant, col, q);
-        Y::narrow(rescaler.apply(sum.wrapping_add(bias[col])))
+        let bias = bias.get(col).copied().unwrap_or(0);
+        Y::narrow(rescaler.apply(sum.wrapping_add(bias)))
     };
     for r in 0..m {
-        for (slot, v) in row.iter_mut().zip(&a[r * k..(r + 1) * k]) {
+        // Within `a` and `y` (checked above): the indexing here has no panic path.
+        let (Some(a_row), Some(y_row)) = (a.get(r * k..(r + 1) * k), y.get_mut(r * n..(r + 1) * n))
+        else {
+            return false;
+        };
+        for (slot, v) in row.iter_mut().zip(a_row) {
             *slot = (v.widen() - q.input_zero) as i16;
         }
-        let y_row = &mut y[r * n..(r + 1) * n];
         if blocked {
             for (block, slots) in y_row.chunks_exact_mut(4).enumerate() {
                 // SAFETY: block `block` of `16·k/4` bytes lies within `b` (checked above);
@@ -74,9 +79,11 @@ pub(super) unsafe fn qgemm<X: QuantInt, Y: QuantInt>(
 #[inline]
 #[target_feature(enable = "avx2")]
 unsafe fn row_sum(row: &[i16], b: &[i8], k: usize, col: usize) -> i32 {
-    let weights = &b[col * k..(col + 1) * k];
+    let (Some(weights), Some(row)) = (b.get(col * k..(col + 1) * k), row.get(..k)) else {
+        return 0;
+    };
     let whole = k / 16 * 16;
-    let mut acc = [_mm256_setzero_si256(); 2];
+    let (mut even, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
     let mut i = 0;
     while i < whole {
         // SAFETY: i + 16 <= k: sixteen weights and sixteen row values.
@@ -86,12 +93,17 @@ unsafe fn row_sum(row: &[i16], b: &[i8], k: usize, col: usize) -> i32 {
                 _mm256_loadu_si256(row.as_ptr().add(i).cast()),
             )
         };
-        let lane = (i / 16) % 2;
-        acc[lane] = _mm256_add_epi32(acc[lane], _mm256_madd_epi16(x, w));
+        // Two chains, alternating.
+        let product = _mm256_madd_epi16(x, w);
+        if (i / 16) % 2 == 0 {
+            even = _mm256_add_epi32(even, product);
+        } else {
+            odd = _mm256_add_epi32(odd, product);
+        }
         i += 16;
     }
-    let mut sum = horizontal(_mm256_add_epi32(acc[0], acc[1]));
-    for (x, w) in row[whole..k].iter().zip(&weights[whole..]) {
+    let mut sum = horizontal(_mm256_add_epi32(even, odd));
+    for (x, w) in row.iter().zip(weights).skip(whole) {
         sum = sum.wrapping_add(i32::from(*x) * i32::from(*w));
     }
     sum
@@ -106,9 +118,14 @@ unsafe fn row_sum(row: &[i16], b: &[i8], k: usize, col: usize) -> i32 {
 #[target_feature(enable = "avx2")]
 unsafe fn block_sums(row: &[i16], b: &[i8], k: usize, block: usize) -> [i32; 4] {
     let groups = k / 4;
-    let weights = &b[16 * groups * block..16 * groups * (block + 1)];
+    let (Some(weights), Some(row)) = (
+        b.get(16 * groups * block..16 * groups * (block + 1)),
+        row.get(..4 * groups),
+    ) else {
+        return [0; 4];
+    };
     // Lanes 2j, 2j + 1: column j's two pair sums of a group.
-    let mut acc = [_mm256_setzero_si256(); 2];
+    let (mut even, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
     for g in 0..groups {
         // SAFETY: group g's four values and sixteen weights lie within `row` and `weights`.
         let (x, w) = unsafe {
@@ -117,12 +134,23 @@ unsafe fn block_sums(row: &[i16], b: &[i8], k: usize, block: usize) -> [i32; 4] 
                 _mm256_cvtepi8_epi16(_mm_loadu_si128(weights.as_ptr().add(16 * g).cast())),
             )
         };
-        acc[g % 2] = _mm256_add_epi32(acc[g % 2], _mm256_madd_epi16(x, w));
+        let product = _mm256_madd_epi16(x, w);
+        if g % 2 == 0 {
+            even = _mm256_add_epi32(even, product);
+        } else {
+            odd = _mm256_add_epi32(odd, product);
+        }
     }
     let mut lanes = [0i32; 8];
     // SAFETY: `lanes` holds eight int32s.
-    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), _mm256_add_epi32(acc[0], acc[1])) };
-    core::array::from_fn(|j| lanes[2 * j].wrapping_add(lanes[2 * j + 1]))
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), _mm256_add_epi32(even, odd)) };
+    let [l0, l1, l2, l3, l4, l5, l6, l7] = lanes;
+    [
+        l0.wrapping_add(l1),
+        l2.wrapping_add(l3),
+        l4.wrapping_add(l5),
+        l6.wrapping_add(l7),
+    ]
 }
 
 /// The wrapping sum of eight int32 lanes.
