@@ -36,8 +36,9 @@ pub(super) unsafe fn qgemm<X: QuantInt, Y: QuantInt>(
     if !fits {
         return false;
     }
-    // The row's `a − zero` as int16, past `k` zeros to a whole number of 16-value chunks.
-    let mut row = std::vec![0i16; k.div_ceil(16) * 16];
+    // The row's `a − zero` as int16 (the sums read whole 16-value chunks of it, then the rest
+    // value by value).
+    let mut row = std::vec![0i16; k];
     let out = |sum: i32, col: usize| -> Y {
         let rescaler = Requantizer::of_channel(requant, col, q);
         let bias = bias.get(col).copied().unwrap_or(0);
