@@ -7,7 +7,7 @@ use crate::npy::{NpyArray, NpyError};
 use crate::pack::{pack, PackOptions};
 use crate::PackError;
 use ferrite_core::{FormatError, Model, Session};
-use ferrite_cpu::CpuDevice;
+use ferrite_cpu::{CpuDevice, Prepared};
 use ferrite_hal::{Device, Plan};
 use std::path::Path;
 use std::time::Instant;
@@ -677,6 +677,8 @@ pub fn profile_cpu_with(
     check_inputs(model, inputs)?;
     let mut arena = arena_for(model);
     let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(runs); model.len()];
+    // Prepared as a session prepares it, so each step keeps its kernel state across runs.
+    let mut program = Prepared::new(model);
     for _ in 0..runs.max(1) {
         for (i, a) in inputs.iter().enumerate() {
             if let (Some(info), bytes) = (model.input(i), &a.bytes) {
@@ -691,7 +693,13 @@ pub fn profile_cpu_with(
                 .ok_or_else(|| RunError::Input("corrupt plan".into()))?;
             let start = Instant::now();
             device
-                .run_step(&step, arena.as_mut_bytes(), model.weights())
+                .run_prepared_step(
+                    &mut program,
+                    s,
+                    &step,
+                    arena.as_mut_bytes(),
+                    model.weights(),
+                )
                 .map_err(|e| RunError::from(ferrite_core::Error::Device(e)))?;
             times.push(start.elapsed().as_secs_f64() * 1e6);
         }

@@ -15,6 +15,8 @@
 mod error;
 pub mod kernels;
 mod math;
+#[cfg(feature = "std")]
+mod memo;
 mod memory;
 #[cfg(feature = "threads")]
 mod parallel;
@@ -22,6 +24,8 @@ mod parallel;
 mod prepared;
 
 pub use error::CpuError;
+#[cfg(feature = "std")]
+pub use memo::StepMemo;
 #[cfg(feature = "threads")]
 pub use parallel::MAX_THREADS;
 #[cfg(feature = "std")]
@@ -93,6 +97,24 @@ impl<const OPS: Selection> CpuDevice<OPS> {
             });
         }
         kernels::run_step_selected::<OPS>(step, arena, weights)
+    }
+
+    /// [`CpuDevice::run_step`] for step `position` of the plan `program` was prepared from,
+    /// with the kernel state the program keeps for it (built at its first run): what a
+    /// prepared run costs per step, for a profiler.
+    #[cfg(feature = "std")]
+    pub fn run_prepared_step(
+        &self,
+        program: &mut Prepared,
+        position: usize,
+        step: &ferrite_hal::Step<'_>,
+        arena: &mut [u8],
+        weights: &[u8],
+    ) -> Result<(), CpuError> {
+        match program.memo(position) {
+            Some(memo) => memo::with(memo, || self.run_step(step, arena, weights)),
+            None => self.run_step(step, arena, weights),
+        }
     }
 }
 
@@ -214,7 +236,7 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
         plan: &dyn Plan,
         arena: &mut [u8],
     ) -> Result<(), CpuError> {
-        let run = |arena: &mut [u8]| match program.steps(plan) {
+        let mut run = |arena: &mut [u8]| match program.steps_kept(plan) {
             Some(steps) => run_steps::<OPS>(steps, plan.weights(), arena),
             None => run_plan::<OPS>(plan, arena),
         };
@@ -231,15 +253,18 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
     }
 }
 
-/// Steps decoded beforehand ([`Prepared`]), in order, on this thread's kernels.
+/// Steps decoded beforehand ([`Prepared`]), in order, on this thread's kernels, each with
+/// the state its kernels keep.
 #[cfg(feature = "std")]
 fn run_steps<'p, const OPS: Selection>(
-    steps: impl Iterator<Item = ferrite_hal::Step<'p>>,
+    steps: impl Iterator<Item = (ferrite_hal::Step<'p>, &'p mut StepMemo)>,
     weights: &[u8],
     arena: &mut [u8],
 ) -> Result<(), CpuError> {
-    for step in steps {
-        kernels::run_step_selected::<OPS>(&step, arena, weights)?;
+    for (step, memo) in steps {
+        memo::with(memo, || {
+            kernels::run_step_selected::<OPS>(&step, arena, weights)
+        })?;
     }
     Ok(())
 }

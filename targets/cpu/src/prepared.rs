@@ -3,6 +3,7 @@
 //! transformer of 48 small steps that decoding had been a sixth of the run. Microcontroller
 //! builds keep decoding each step as they run it (no heap, and flash for nothing).
 
+use crate::memo::StepMemo;
 use ferrite_hal::device::ABSENT;
 use ferrite_hal::{Op, Plan, Step, TensorDesc, TensorList, Tensors};
 use std::vec::Vec;
@@ -26,6 +27,8 @@ struct PreparedStep {
     inputs: Vec<u8>,
     outputs: Vec<u8>,
     scratch: Option<TensorDesc>,
+    /// The step's kept kernel state ([`crate::memo`]).
+    memo: StepMemo,
 }
 
 /// The decoded tensors, by index.
@@ -74,6 +77,7 @@ impl Prepared {
                 inputs,
                 outputs,
                 scratch: step.scratch,
+                memo: StepMemo::default(),
             });
         }
         Prepared {
@@ -95,5 +99,31 @@ impl Prepared {
                 scratch: s.scratch,
             })
         })
+    }
+
+    /// [`Prepared::steps`], each with its kept kernel state (which names operands by address:
+    /// a program runs with the plan it was prepared from, whose weights do not move).
+    pub(crate) fn steps_kept<'p>(
+        &'p mut self,
+        plan: &dyn Plan,
+    ) -> Option<impl Iterator<Item = (Step<'p>, &'p mut StepMemo)> + 'p> {
+        let tensors = &self.tensors;
+        (self.complete && self.steps.len() == plan.len()).then(|| {
+            self.steps.iter_mut().map(move |s| {
+                let step = Step {
+                    index: s.index,
+                    op: s.op,
+                    inputs: TensorList::new(&s.inputs, tensors),
+                    outputs: TensorList::new(&s.outputs, tensors),
+                    scratch: s.scratch,
+                };
+                (step, &mut s.memo)
+            })
+        })
+    }
+
+    /// Step `position`'s kept kernel state, or `None` past the end.
+    pub fn memo(&mut self, position: usize) -> Option<&mut StepMemo> {
+        self.steps.get_mut(position).map(|s| &mut s.memo)
     }
 }

@@ -16,7 +16,7 @@ use ferrite_hal::geometry::{
 use ferrite_hal::op::{Conv, ConvTranspose, Window};
 
 /// Dimensions of one convolution call.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvDims {
     /// Batch.
     pub n: usize,

@@ -9,7 +9,7 @@ use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::{
     depthwise_pass, qconv_with, Block, ChannelPass, Channels, Expansion, Gather, Isa, Operands,
-    TapPlan,
+    PairedGather, TapPlan,
 };
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
@@ -159,16 +159,72 @@ impl Isa for Avx2 {
         }
     }
 
+    const GROUPED: bool = true;
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn grouped<const SIGNED: bool>(
+        offsets: &[usize],
+        words: &[i32],
+        padded: &[u8],
+        gather: &PairedGather,
+    ) -> [i32; 8] {
+        // SAFETY: the caller's bounds.
+        unsafe {
+            grouped_sums::<SIGNED>(offsets, words, padded, gather, |acc, values, word| {
+                _mm256_add_epi32(acc, _mm256_madd_epi16(values, word))
+            })
+        }
+    }
+
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn pass<const SIGNED: bool>(
-        plan: &TapPlan<'_>,
         padded: &[u8],
         channel: &ChannelPass<'_, Avx2>,
         out: &mut [i32],
     ) {
         // SAFETY: the caller's bounds; this function has the instruction set's features.
-        unsafe { depthwise_pass::<Avx2, SIGNED>(plan, padded, channel, out) }
+        unsafe { depthwise_pass::<Avx2, SIGNED>(padded, channel, out) }
+    }
+}
+
+/// The raw sums of a grouped depthwise vector ([`Isa::grouped`]): per tap group, sixteen bytes
+/// from each half's start (signed inputs flipped to `x + 128`), shuffled into the lanes'
+/// groups by the gather's control, and `acc = multiply_add(acc, values, word)` with the
+/// group's weight word broadcast (`vpmaddwd` on zero-extended int16 pairs and an add for
+/// AVX2, `vpdpbusd` on byte fours for VNNI).
+///
+/// # Safety
+/// The CPU has AVX2; every group's sixteen bytes from each half's start are within `padded`.
+#[inline]
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn grouped_sums<const SIGNED: bool>(
+    offsets: &[usize],
+    words: &[i32],
+    padded: &[u8],
+    gather: &PairedGather,
+    multiply_add: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) -> [i32; 8] {
+    let [low, high] = gather.starts.map(|s| padded.as_ptr().wrapping_add(s));
+    // SAFETY: the control holds 32 bytes; the loads are the caller's bound.
+    unsafe {
+        let control = _mm256_loadu_si256(gather.control.as_ptr().cast());
+        let flip = _mm256_set1_epi8(-128);
+        let mut acc = _mm256_setzero_si256();
+        for (&offset, &word) in offsets.iter().zip(words) {
+            let bytes = _mm256_loadu2_m128i(high.add(offset).cast(), low.add(offset).cast());
+            let bytes = if SIGNED {
+                _mm256_xor_si256(bytes, flip)
+            } else {
+                bytes
+            };
+            let values = _mm256_shuffle_epi8(bytes, control);
+            acc = multiply_add(acc, values, _mm256_set1_epi32(word));
+        }
+        let mut sums = [0i32; 8];
+        _mm256_storeu_si256(sums.as_mut_ptr().cast(), acc);
+        sums
     }
 }
 

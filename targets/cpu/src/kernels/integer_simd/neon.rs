@@ -192,12 +192,11 @@ impl Isa for Neon {
     #[inline]
     #[target_feature(enable = "neon")]
     unsafe fn pass<const SIGNED: bool>(
-        plan: &TapPlan<'_>,
         padded: &[u8],
         channel: &ChannelPass<'_, Neon>,
         out: &mut [i32],
     ) {
         // SAFETY: the caller's bounds; this function has the instruction set's features.
-        unsafe { depthwise_pass::<Neon, SIGNED>(plan, padded, channel, out) }
+        unsafe { depthwise_pass::<Neon, SIGNED>(padded, channel, out) }
     }
 }

@@ -13,7 +13,7 @@ use super::super::quantize::QuantInt;
 use super::avx2::{self, Avx2};
 use super::{
     depthwise_pass, qconv_with, Block, ChannelPass, Channels, Expansion, Gather, Isa, Operands,
-    TapPlan,
+    PairedGather, TapPlan,
 };
 use core::arch::x86_64::*;
 use ferrite_hal::op::{QConv, QGemmWeights, Requantize};
@@ -126,16 +126,33 @@ impl Isa for Vnni {
         unsafe { Avx2::expand(expansion, plane, padded) }
     }
 
+    const GROUPED: bool = true;
+
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    unsafe fn grouped<const SIGNED: bool>(
+        offsets: &[usize],
+        words: &[i32],
+        padded: &[u8],
+        gather: &PairedGather,
+    ) -> [i32; 8] {
+        // SAFETY: this CPU has AVX2; the caller's bounds.
+        unsafe {
+            avx2::grouped_sums::<SIGNED>(offsets, words, padded, gather, |acc, values, word| {
+                _mm256_dpbusd_epi32(acc, values, word)
+            })
+        }
+    }
+
     #[inline]
     #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
     unsafe fn pass<const SIGNED: bool>(
-        plan: &TapPlan<'_>,
         padded: &[u8],
         channel: &ChannelPass<'_, Vnni>,
         out: &mut [i32],
     ) {
         // SAFETY: the caller's bounds; this function has the instruction set's features.
-        unsafe { depthwise_pass::<Vnni, SIGNED>(plan, padded, channel, out) }
+        unsafe { depthwise_pass::<Vnni, SIGNED>(padded, channel, out) }
     }
 }
 
