@@ -203,6 +203,16 @@ impl HighWordRequantizer {
         }
     }
 
+    /// Whether some accumulator meets a tie. A tie is a product `acc · multiplier` of exactly
+    /// `31 + shift` trailing zero bits; `acc`, an int32, has at most 31, so there is none when
+    /// the multiplier has fewer than `shift` (nearly every scale: only multipliers with many
+    /// low zero bits, such as a power of two's, have ties). Without ties the rounding is
+    /// `(hi + half) >> shift` alone.
+    #[inline(always)]
+    pub fn has_ties(&self) -> bool {
+        self.multiplier.trailing_zeros() >= self.shift
+    }
+
     /// `[multiplier, half, shift, mask, zero, min, max]`, for kernels written in assembly.
     #[inline(always)]
     pub fn words(&self) -> [i32; 7] {
@@ -1476,6 +1486,51 @@ mod tests {
             }
         }
         assert_eq!(taken, 30 * 6 * 20_000);
+    }
+
+    /// Where [`HighWordRequantizer::has_ties`] says a scale has no ties, rounding without the
+    /// tie test equals [`HighWordRequantizer::apply`] on every kind of accumulator (powers of
+    /// two and their multiples above all, the ones nearest a tie); where it says it has, some
+    /// accumulator is a tie.
+    #[test]
+    fn scales_without_ties_round_without_the_tie_test() {
+        let mut next = random_i32s(7);
+        let q = Requantize {
+            input_zero: 0,
+            output_zero: 0,
+            min: i32::MIN,
+            max: i32::MAX,
+        };
+        let mut tie_free = 0;
+        for shift in -31..=-2 {
+            for i in 0..400 {
+                // Multipliers with every number of trailing zero bits.
+                let m = ((1 << 30) | (next() & 0x3fff_ffff)) & (-1i32 << (i % 31));
+                let h = HighWordRequantizer::new([m, shift], &q).expect("a high-word shift");
+                let [_, half, high_shift, ..] = h.words();
+                if h.has_ties() {
+                    // 2^(31 + shift − t), as an int32 (−2^31 for 2^31), is a tie.
+                    let t = m.trailing_zeros() as i32;
+                    let acc = (1i64 << (31 + high_shift - t)) as i32;
+                    let p = acc as i64 * m as i64;
+                    assert_eq!(p.rem_euclid(1 << (32 + high_shift)), 1 << (31 + high_shift));
+                    continue;
+                }
+                tie_free += 1;
+                for j in 0..200 {
+                    let acc = match j {
+                        0..=31 => (1i64 << j) as i32,
+                        32..=63 => (-(1i64 << (j - 32))) as i32,
+                        64 => i32::MIN,
+                        65 => i32::MAX,
+                        _ => next() << (next() as u32 % 31),
+                    };
+                    let hi = ((acc as i64 * m as i64) >> 32) as i32 + half;
+                    assert_eq!(hi >> high_shift, h.apply(acc), "{acc} {m} {shift}");
+                }
+            }
+        }
+        assert!(tie_free > 5000, "{tie_free} tie-free scales");
     }
 
     /// A test convolution with a square `k × k` window (stride `s`, dilation `dil`, `pad` on

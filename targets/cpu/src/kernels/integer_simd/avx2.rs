@@ -34,9 +34,10 @@ pub(super) unsafe fn qconv<X: QuantInt, Y: QuantInt>(
 }
 
 /// A channel's requantization in every lane: the high-word form's
-/// `[multiplier, half, mask, zero, min, max]` and its shift; `None` for a scale without one
-/// (every lane computed by the scalar requantizer).
-type Lanes = Option<([__m256i; 6], __m128i)>;
+/// `[multiplier, half, mask, zero, min, max]`, its shift, and whether it has ties
+/// ([`super::super::integer::HighWordRequantizer::has_ties`]; without, the tie test is left
+/// out); `None` for a scale without one (every lane computed by the scalar requantizer).
+type Lanes = Option<([__m256i; 6], __m128i, bool)>;
 
 impl Isa for Avx2 {
     type Lanes = Lanes;
@@ -61,7 +62,7 @@ impl Isa for Avx2 {
                 _mm256_set1_epi32(min),
                 _mm256_set1_epi32(max),
             ];
-            (lanes, _mm_cvtsi32_si128(shift))
+            (lanes, _mm_cvtsi32_si128(shift), h.has_ties())
         })
     }
 
@@ -144,8 +145,9 @@ impl Isa for Avx2 {
 
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8]) {
+    unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8], flip: u8) {
         let (from, to) = (plane.as_ptr(), padded.as_mut_ptr());
+        let flip = _mm_set1_epi8(flip as i8);
         for chunk in &expansion.chunks {
             // SAFETY: AVX2 code (`Isa`); 16 bytes from `chunk.from` are within `plane` and 16
             // from `chunk.to` within `padded` (the caller's bounds, `Expansion::new`'s chunks).
@@ -154,7 +156,7 @@ impl Isa for Avx2 {
                 let control = _mm_loadu_si128(chunk.control.as_ptr().cast());
                 let fill = _mm_loadu_si128(chunk.fill.as_ptr().cast());
                 let bytes = _mm_or_si128(_mm_shuffle_epi8(source, control), fill);
-                _mm_storeu_si128(to.add(chunk.to).cast(), bytes);
+                _mm_storeu_si128(to.add(chunk.to).cast(), _mm_xor_si128(bytes, flip));
             }
         }
     }
@@ -163,7 +165,7 @@ impl Isa for Avx2 {
 
     #[inline]
     #[target_feature(enable = "avx2")]
-    unsafe fn grouped<const SIGNED: bool>(
+    unsafe fn grouped<const WHOLE: bool>(
         offsets: &[usize],
         words: &[i32],
         padded: &[u8],
@@ -171,7 +173,7 @@ impl Isa for Avx2 {
     ) -> [i32; 8] {
         // SAFETY: the caller's bounds.
         unsafe {
-            grouped_sums::<SIGNED>(offsets, words, padded, gather, |acc, values, word| {
+            grouped_sums::<WHOLE>(offsets, words, padded, gather, |acc, values, word| {
                 _mm256_add_epi32(acc, _mm256_madd_epi16(values, word))
             })
         }
@@ -190,16 +192,16 @@ impl Isa for Avx2 {
 }
 
 /// The raw sums of a grouped depthwise vector ([`Isa::grouped`]): per tap group, sixteen bytes
-/// from each half's start (signed inputs flipped to `x + 128`), shuffled into the lanes'
-/// groups by the gather's control, and `acc = multiply_add(acc, values, word)` with the
-/// group's weight word broadcast (`vpmaddwd` on zero-extended int16 pairs and an add for
-/// AVX2, `vpdpbusd` on byte fours for VNNI).
+/// from each half's start (one load for both with `WHOLE`), shuffled into the lanes' groups by
+/// the gather's control, and `acc = multiply_add(acc, values, word)` with the group's weight
+/// word broadcast (`vpmaddwd` on zero-extended int16 pairs and an add for AVX2, `vpdpbusd` on
+/// byte fours for VNNI).
 ///
 /// # Safety
 /// The CPU has AVX2; every group's sixteen bytes from each half's start are within `padded`.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn grouped_sums<const SIGNED: bool>(
+pub(super) unsafe fn grouped_sums<const WHOLE: bool>(
     offsets: &[usize],
     words: &[i32],
     padded: &[u8],
@@ -210,14 +212,12 @@ pub(super) unsafe fn grouped_sums<const SIGNED: bool>(
     // SAFETY: the control holds 32 bytes; the loads are the caller's bound.
     unsafe {
         let control = _mm256_loadu_si256(gather.control.as_ptr().cast());
-        let flip = _mm256_set1_epi8(-128);
         let mut acc = _mm256_setzero_si256();
         for (&offset, &word) in offsets.iter().zip(words) {
-            let bytes = _mm256_loadu2_m128i(high.add(offset).cast(), low.add(offset).cast());
-            let bytes = if SIGNED {
-                _mm256_xor_si256(bytes, flip)
+            let bytes = if WHOLE {
+                _mm256_broadcastsi128_si256(_mm_loadu_si128(low.add(offset).cast()))
             } else {
-                bytes
+                _mm256_loadu2_m128i(high.add(offset).cast(), low.add(offset).cast())
             };
             let values = _mm256_shuffle_epi8(bytes, control);
             acc = multiply_add(acc, values, _mm256_set1_epi32(word));
@@ -305,23 +305,26 @@ pub(super) unsafe fn products<const B: usize>(
 /// [`Requantizer::apply`] of eight accumulators in the high-word form.
 #[inline]
 #[target_feature(enable = "avx2")]
-fn high_word(lanes: &([__m256i; 6], __m128i), acc: __m256i) -> __m256i {
-    let ([multiplier, half, mask, zero, min, max], shift) = *lanes;
-    {
-        // The 64-bit products of the even and the odd lanes, then their high and low words.
-        let even = _mm256_mul_epi32(acc, multiplier);
-        let odd = _mm256_mul_epi32(_mm256_srli_epi64::<32>(acc), multiplier);
-        let high = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
+fn high_word(lanes: &([__m256i; 6], __m128i, bool), acc: __m256i) -> __m256i {
+    let ([multiplier, half, mask, zero, min, max], shift, ties) = *lanes;
+    // The 64-bit products of the even and the odd lanes, then their high words.
+    let even = _mm256_mul_epi32(acc, multiplier);
+    let odd = _mm256_mul_epi32(_mm256_srli_epi64::<32>(acc), multiplier);
+    let high = _mm256_blend_epi32::<0b1010_1010>(_mm256_srli_epi64::<32>(even), odd);
+    let high = _mm256_add_epi32(high, half);
+    let rounded = if ties {
+        // A tie: the low word and the bits the shift drops all clear; it goes to the even
+        // side.
         let low = _mm256_blend_epi32::<0b1010_1010>(even, _mm256_slli_epi64::<32>(odd));
-        let high = _mm256_add_epi32(high, half);
-        // A tie: the low word and the bits the shift drops all clear; it goes to the even side.
         let dropped = _mm256_or_si256(_mm256_and_si256(high, mask), low);
         let tie = _mm256_cmpeq_epi32(dropped, _mm256_setzero_si256());
         let tie_bit = _mm256_and_si256(tie, _mm256_set1_epi32(1));
-        let rounded = _mm256_andnot_si256(tie_bit, _mm256_sra_epi32(high, shift));
-        // |rounded| < 2^30 and the zero point is 16-bit: the sum cannot overflow.
-        _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(rounded, zero), min), max)
-    }
+        _mm256_andnot_si256(tie_bit, _mm256_sra_epi32(high, shift))
+    } else {
+        _mm256_sra_epi32(high, shift)
+    };
+    // |rounded| < 2^30 and the zero point is 16-bit: the sum cannot overflow.
+    _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(rounded, zero), min), max)
 }
 
 /// [`super::super::integer::qadd`]'s table form, eight outputs at a time, when the build runs the AVX2

@@ -93,12 +93,13 @@ trait Isa: 'static {
         gather: &Gather,
     ) -> [i32; 8];
 
-    /// Writes an input plane's bytes into its padded plane, chunk by chunk of `expansion`.
+    /// Writes an input plane's bytes into its padded plane, chunk by chunk of `expansion`,
+    /// every byte (padding too) XORed with `flip`.
     ///
     /// # Safety
     /// As the trait's; and `plane` holds at least `expansion.plane` bytes, `padded` at least
     /// `expansion.end`.
-    unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8]);
+    unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8], flip: u8);
 
     /// A depthwise channel's outputs: [`depthwise_pass`] compiled with the instruction set.
     ///
@@ -116,21 +117,22 @@ trait Isa: 'static {
     const GROUPED: bool = false;
 
     /// `Σ_groups word · x` for the outputs of `gather` ([`PairedGather`]), each tap group's
-    /// bytes read from sixteen at each half's start plus the group's offset: the raw sums of a
-    /// [`DepthwiseTaps::Grouped`] vector (inputs read as `x + 128` when signed). The default is
-    /// the scalar definition, for instruction sets without a vector form (never reached:
-    /// their [`Isa::GROUPED`] is false).
+    /// bytes read from sixteen at each half's start plus the group's offset (with `WHOLE`,
+    /// both halves' start is one: sixteen bytes read once for the two): the raw sums of a
+    /// [`DepthwiseTaps::Grouped`] vector, whose padded plane holds unsigned bytes (signed
+    /// inputs flipped to `x + 128`). The default is the scalar definition, for instruction
+    /// sets without a vector form (never reached: their [`Isa::GROUPED`] is false).
     ///
     /// # Safety
     /// As the trait's; and every group's sixteen bytes from each half's start are within
     /// `padded`.
-    unsafe fn grouped<const SIGNED: bool>(
+    unsafe fn grouped<const WHOLE: bool>(
         offsets: &[usize],
         words: &[i32],
         padded: &[u8],
         gather: &PairedGather,
     ) -> [i32; 8] {
-        grouped_definition::<SIGNED>(Self::ROWS, offsets, words, padded, gather)
+        grouped_definition(Self::ROWS, offsets, words, padded, gather)
     }
 }
 
@@ -152,11 +154,12 @@ enum DepthwiseTaps<'a> {
     },
     /// [`Isa::ROWS`] neighbouring taps of a kernel row per multiply-add ([`Isa::grouped`]):
     /// group `i` at `offsets[i]` from an output's first tap, its weights `words[i]` (packed
-    /// as [`Channels::words`]).
+    /// as [`Channels::words`]); `whole` when every gather reads one sixteen-byte window.
     Grouped {
         offsets: &'a [usize],
         words: &'a [i32],
         gathers: &'a [PairedGather],
+        whole: bool,
     },
 }
 
@@ -174,21 +177,24 @@ struct PairedGather {
 }
 
 /// The [`PairedGather`]s of a depthwise step's `oh × ow` outputs on a padded plane `pw` wide,
-/// `stride` apart, for tap groups of `taps` taps `dw` apart packed `rows` to a lane: each half
-/// takes the next outputs while it has fewer than four and their first taps lie within
-/// `16 − (taps − 1)·dw` bytes of its first. `None` when a group's taps span more than sixteen.
+/// `stride` apart, for tap groups of `taps` taps `dw` apart packed `rows` to a lane, and
+/// whether each reads one window: the next eight outputs share one when their first taps lie
+/// within `16 − (taps − 1)·dw` bytes of the first's (both halves then start there); else each
+/// half takes the next outputs while it has fewer than four and theirs lie so near its first.
+/// `None` when a group's taps span more than sixteen.
 fn paired_gathers(
     [oh, ow]: [usize; 2],
     [sh, sw]: [usize; 2],
     pw: usize,
     [rows, taps, dw]: [usize; 3],
-) -> Option<Vec<PairedGather>> {
+) -> Option<(Vec<PairedGather>, bool)> {
     let reach = taps.checked_sub(1)?.checked_mul(dw)?;
     let limit = 15usize.checked_sub(reach)?;
     let per_tap = 4 / rows.clamp(1, 4);
     let count = oh * ow;
     let at = |p: usize| (p / ow) * sh * pw + (p % ow) * sw;
     let mut gathers = Vec::with_capacity(count.div_ceil(8));
+    let mut every_whole = true;
     let mut p = 0;
     while p < count {
         let mut gather = PairedGather {
@@ -197,11 +203,14 @@ fn paired_gathers(
             lens: [0; 2],
             control: [0x80; 32],
         };
+        let next = (p..count.min(p + 8)).map(at);
+        let whole = next.clone().all(|a| a - gather.starts[0] <= limit);
+        every_whole &= whole;
         for half in 0..2 {
             if p >= count {
                 break;
             }
-            let start = at(p);
+            let start = if whole { gather.starts[0] } else { at(p) };
             gather.starts[half] = start;
             while gather.lens[half] < 4 && p < count {
                 let offset = at(p) - start;
@@ -220,12 +229,12 @@ fn paired_gathers(
         }
         gathers.push(gather);
     }
-    Some(gathers)
+    Some((gathers, every_whole))
 }
 
 /// [`Isa::grouped`]'s definition, output by output (`rows` taps to a word: int8 fours or
-/// int16 pairs).
-fn grouped_definition<const SIGNED: bool>(
+/// int16 pairs; the padded plane's bytes unsigned).
+fn grouped_definition(
     rows: usize,
     offsets: &[usize],
     words: &[i32],
@@ -235,7 +244,7 @@ fn grouped_definition<const SIGNED: bool>(
     let per_tap = 4 / rows.clamp(1, 4);
     let mut sums = [0i32; 8];
     for (lane, sum) in sums.iter_mut().enumerate() {
-        let start = gather.starts[lane / 4];
+        let start = gather.starts.get(lane / 4).copied().unwrap_or(0);
         for (&offset, &word) in offsets.iter().zip(words) {
             let bytes = word.to_le_bytes();
             for j in 0..rows {
@@ -243,17 +252,14 @@ fn grouped_definition<const SIGNED: bool>(
                 let Some(index) = index.filter(|&i| i < 16) else {
                     continue;
                 };
-                let x = padded
-                    .get(start + offset + index as usize)
-                    .copied()
-                    .unwrap_or(0);
-                let x = if SIGNED { (x ^ 0x80) as i32 } else { x as i32 };
-                let w = if rows == 4 {
-                    bytes[j] as i8 as i32
-                } else {
-                    i16::from_le_bytes([bytes[2 * j], bytes[2 * j + 1]]) as i32
+                let x = padded.get(start + offset + index as usize).copied();
+                let w = match rows {
+                    4 => bytes.get(j).map(|&b| b as i8 as i32),
+                    _ => bytes
+                        .get(2 * j..2 * j + 2)
+                        .map(|b| i16::from_le_bytes([b[0], b[1]]) as i32),
                 };
-                *sum = sum.wrapping_add(x * w);
+                *sum = sum.wrapping_add(x.unwrap_or(0) as i32 * w.unwrap_or(0));
             }
         }
     }
@@ -337,24 +343,18 @@ unsafe fn depthwise_pass<I: Isa, const SIGNED: bool>(
             offsets,
             words,
             gathers,
-        } => match (offsets.len(), words.len()) {
-            (3, 3) => paired_vectors::<I, SIGNED>(
-                &offsets[..3],
-                &words[..3],
-                gathers,
-                padded,
-                channel,
-                out,
-            ),
-            (6, 6) => paired_vectors::<I, SIGNED>(
-                &offsets[..6],
-                &words[..6],
-                gathers,
-                padded,
-                channel,
-                out,
-            ),
-            _ => paired_vectors::<I, SIGNED>(offsets, words, gathers, padded, channel, out),
+            whole,
+        } => match (offsets.len(), words.len(), whole) {
+            (3, 3, true) => {
+                paired_vectors::<I, true>(&offsets[..3], &words[..3], gathers, padded, channel, out)
+            }
+            (6, 6, true) => {
+                paired_vectors::<I, true>(&offsets[..6], &words[..6], gathers, padded, channel, out)
+            }
+            (_, _, true) => {
+                paired_vectors::<I, true>(offsets, words, gathers, padded, channel, out)
+            }
+            _ => paired_vectors::<I, false>(offsets, words, gathers, padded, channel, out),
         },
     }
 }
@@ -398,7 +398,7 @@ unsafe fn vectors<I: Isa, const SIGNED: bool>(
 /// # Safety
 /// As [`depthwise_pass`]'s.
 #[inline(always)]
-unsafe fn paired_vectors<I: Isa, const SIGNED: bool>(
+unsafe fn paired_vectors<I: Isa, const WHOLE: bool>(
     offsets: &[usize],
     words: &[i32],
     gathers: &[PairedGather],
@@ -408,7 +408,7 @@ unsafe fn paired_vectors<I: Isa, const SIGNED: bool>(
 ) {
     for gather in gathers {
         // SAFETY: the caller's bounds.
-        let mut sums = unsafe { I::grouped::<SIGNED>(offsets, words, padded, gather) };
+        let mut sums = unsafe { I::grouped::<WHOLE>(offsets, words, padded, gather) };
         offset_all(&mut sums, channel.first);
         // SAFETY: the caller's.
         let results = unsafe { I::requantize(channel.lanes, channel.scalar, sums) };
@@ -966,7 +966,7 @@ fn columns<I: Isa, Y: QuantInt>(
                     .chunks_exact(d.h * d.w)
                     .zip(padded.chunks_exact_mut(ph * pw));
                 for (plane, out) in planes {
-                    pad_interior::<I>(expansion.as_ref(), plane, d, c.window.pads, out, pw);
+                    pad_interior::<I>(expansion.as_ref(), plane, d, c.window.pads, out, pw, 0);
                 }
                 let channels = [g * ocg, (g + 1) * ocg];
                 if contiguous_taps {
@@ -1206,6 +1206,7 @@ fn depthwise_conv<I: Isa, Y: QuantInt>(
     'run: {
         let DepthwiseState {
             padded,
+            flip,
             expansion,
             results,
             offsets,
@@ -1220,17 +1221,18 @@ fn depthwise_conv<I: Isa, Y: QuantInt>(
             for ch in 0..d.c {
                 let plane = &x[(b * d.c + ch) * d.h * d.w..][..d.h * d.w];
                 let interior = &mut padded[..ph * pw];
-                pad_interior::<I>(expansion.as_ref(), plane, d, win.pads, interior, pw);
+                pad_interior::<I>(expansion.as_ref(), plane, d, win.pads, interior, pw, *flip);
                 for m in 0..multiplier {
                     let o = ch * multiplier + m;
                     let Some(channel) = channels.get(o) else {
                         break 'run;
                     };
                     let taps = match paired {
-                        Some(gathers) => DepthwiseTaps::Grouped {
+                        Some((gathers, whole)) => DepthwiseTaps::Grouped {
                             offsets: group_offsets,
                             words: words.get(o * groups..(o + 1) * groups).unwrap_or(&[]),
                             gathers,
+                            whole: *whole,
                         },
                         None => DepthwiseTaps::Single {
                             plan: TapPlan {
@@ -1275,11 +1277,14 @@ fn depthwise_conv<I: Isa, Y: QuantInt>(
 /// channel's sums before they narrow.
 struct DepthwiseState<I: Isa> {
     padded: Vec<u8>,
+    /// What the padded plane's bytes are XORed with: `0x80` where the grouped sums read
+    /// signed inputs as unsigned bytes (`x + 128`).
+    flip: u8,
     expansion: Option<Expansion>,
     results: Vec<i32>,
     offsets: Vec<usize>,
     single: Vec<Gather>,
-    paired: Option<Vec<PairedGather>>,
+    paired: Option<(Vec<PairedGather>, bool)>,
     group_offsets: Vec<usize>,
     /// `group_offsets.len()` words per output channel.
     words: Vec<i32>,
@@ -1328,8 +1333,9 @@ impl<I: Isa> DepthwiseState<I> {
             .collect();
         let groups = group_offsets.len();
         // The grouped sums read signed inputs as `x + 128` (unsigned bytes for `vpdpbusd`,
-        // bytes zero-extended for `vpmaddwd`).
-        let input_offset = if paired.is_some() && signed { 128 } else { 0 };
+        // bytes zero-extended for `vpmaddwd`), flipped as the plane is padded.
+        let flipped = paired.is_some() && signed;
+        let (input_offset, flip) = if flipped { (128, 0x80) } else { (0, 0) };
         let taps = kh * kw;
         let mut words = std::vec![0i32; d.oc * groups];
         let mut channels = Vec::with_capacity(d.oc);
@@ -1349,7 +1355,8 @@ impl<I: Isa> DepthwiseState<I> {
             });
         }
         DepthwiseState {
-            padded: std::vec![zx as u8; ph * pw + 16],
+            padded: std::vec![zx as u8 ^ flip; ph * pw + 16],
+            flip,
             expansion: Expansion::new(d, win.pads, [ph, pw], zx as u8),
             results: std::vec![0i32; oh * ow],
             offsets: tap_offsets([kh, kw], [dh, dw], pw),
@@ -1457,7 +1464,8 @@ impl Expansion {
 }
 
 /// One input plane into the interior of its zero-point-padded plane (whose border already holds
-/// the zero point): by `expansion`'s shuffles when there is one, else row by row.
+/// the zero point), every byte XORed with `flip`: by `expansion`'s shuffles when there is one,
+/// else row by row.
 #[inline(always)]
 fn pad_interior<I: Isa>(
     expansion: Option<&Expansion>,
@@ -1466,22 +1474,30 @@ fn pad_interior<I: Isa>(
     pads: [usize; 4],
     padded: &mut [u8],
     pw: usize,
+    flip: u8,
 ) {
     match expansion {
         Some(e) if plane.len() >= e.plane && padded.len() >= e.end => {
             // SAFETY: every chunk reads 16 bytes below `e.plane` and writes 16 below `e.end`;
             // only reached from an instruction set's entry point.
-            unsafe { I::expand(e, plane, padded) }
+            unsafe { I::expand(e, plane, padded, flip) }
         }
-        _ => copy_interior(plane, d, pads, padded, pw),
+        _ => copy_interior(plane, d, pads, padded, pw, flip),
     }
 }
 
 /// One input plane into a zero-point-padded plane (`pw` wide) whose border already holds the
-/// zero point: only the interior is written (the border is the same for every plane of a step,
-/// so the callers fill it once). Rows are copied element by element: they are short, and a
-/// library call per row would cost more.
-fn copy_interior(plane: &[u8], d: &ConvDims, pads: [usize; 4], padded: &mut [u8], pw: usize) {
+/// zero point, each byte XORed with `flip`: only the interior is written (the border is the
+/// same for every plane of a step, so the callers fill it once). Rows are copied element by
+/// element: they are short, and a library call per row would cost more.
+fn copy_interior(
+    plane: &[u8],
+    d: &ConvDims,
+    pads: [usize; 4],
+    padded: &mut [u8],
+    pw: usize,
+    flip: u8,
+) {
     let [top, left] = [pads[0], pads[1]];
     let width = d.w.min(pw.saturating_sub(left));
     for (iy, source) in plane.chunks_exact(d.w.max(1)).take(d.h).enumerate() {
@@ -1489,7 +1505,7 @@ fn copy_interior(plane: &[u8], d: &ConvDims, pads: [usize; 4], padded: &mut [u8]
             break;
         };
         for (slot, &v) in row.iter_mut().zip(&source[..width]) {
-            *slot = v;
+            *slot = v ^ flip;
         }
     }
 }
@@ -1619,7 +1635,15 @@ mod tests {
                 } else {
                     -12 + rng.below(8) as i32
                 };
-                [(1 << 30) + (rng.next() % (1 << 30)) as i32, shift]
+                // One channel in four with a multiplier of many low zero bits (a scale with
+                // ties, such as a power of two's); the others have none.
+                let low = if rng.below(4) == 0 {
+                    0xfff0_0000
+                } else {
+                    u32::MAX
+                };
+                let multiplier = (1 << 30) + ((rng.next() % (1 << 30)) as u32 & low) as i32;
+                [multiplier, shift]
             })
             .collect();
         let ops = Operands {
@@ -1817,7 +1841,7 @@ mod tests {
             let zero = rng.next() as u8;
             let plane: Vec<u8> = (0..h * w).map(|_| rng.next() as u8).collect();
             let mut want = std::vec![zero; ph * pw];
-            copy_interior(&plane, &d, pads, &mut want, pw);
+            copy_interior(&plane, &d, pads, &mut want, pw, 0);
             let Some(expansion) = Expansion::new(&d, pads, [ph, pw], zero) else {
                 continue;
             };
@@ -1845,7 +1869,7 @@ mod tests {
                     oh: 1,
                     ow: 1,
                 };
-                pad_interior::<avx2::Avx2>(Some(e), plane, &d, [0; 4], padded, 1);
+                pad_interior::<avx2::Avx2>(Some(e), plane, &d, [0; 4], padded, 1, 0);
             }
             run(expansion, plane, padded)
         }
@@ -1863,7 +1887,7 @@ mod tests {
                     oh: 1,
                     ow: 1,
                 };
-                pad_interior::<neon::Neon>(Some(e), plane, &d, [0; 4], padded, 1);
+                pad_interior::<neon::Neon>(Some(e), plane, &d, [0; 4], padded, 1, 0);
             }
             run(expansion, plane, padded)
         }

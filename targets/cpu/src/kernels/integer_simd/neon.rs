@@ -172,7 +172,7 @@ impl Isa for Neon {
 
     #[inline]
     #[target_feature(enable = "neon")]
-    unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8]) {
+    unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8], flip: u8) {
         let (from, to) = (plane.as_ptr(), padded.as_mut_ptr());
         for chunk in &expansion.chunks {
             // SAFETY: 16 bytes from `chunk.from` are within `plane` and 16 from `chunk.to`
@@ -181,10 +181,8 @@ impl Isa for Neon {
             unsafe {
                 let source = vld1q_u8(from.add(chunk.from));
                 let bytes = vqtbl1q_u8(source, vld1q_u8(chunk.control.as_ptr()));
-                vst1q_u8(
-                    to.add(chunk.to),
-                    vorrq_u8(bytes, vld1q_u8(chunk.fill.as_ptr())),
-                );
+                let bytes = vorrq_u8(bytes, vld1q_u8(chunk.fill.as_ptr()));
+                vst1q_u8(to.add(chunk.to), veorq_u8(bytes, vdupq_n_u8(flip)));
             }
         }
     }

@@ -121,16 +121,16 @@ impl Isa for Vnni {
 
     #[inline]
     #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
-    unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8]) {
+    unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8], flip: u8) {
         // SAFETY: this CPU has AVX2; the caller's bounds.
-        unsafe { Avx2::expand(expansion, plane, padded) }
+        unsafe { Avx2::expand(expansion, plane, padded, flip) }
     }
 
     const GROUPED: bool = true;
 
     #[inline]
     #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
-    unsafe fn grouped<const SIGNED: bool>(
+    unsafe fn grouped<const WHOLE: bool>(
         offsets: &[usize],
         words: &[i32],
         padded: &[u8],
@@ -138,7 +138,7 @@ impl Isa for Vnni {
     ) -> [i32; 8] {
         // SAFETY: this CPU has AVX2; the caller's bounds.
         unsafe {
-            avx2::grouped_sums::<SIGNED>(offsets, words, padded, gather, |acc, values, word| {
+            avx2::grouped_sums::<WHOLE>(offsets, words, padded, gather, |acc, values, word| {
                 _mm256_dpbusd_epi32(acc, values, word)
             })
         }
