@@ -24,6 +24,8 @@ mod avx2_gemm;
 mod neon;
 #[cfg(target_arch = "x86_64")]
 mod vnni;
+#[cfg(target_arch = "x86_64")]
+mod vnni_wide;
 
 #[cfg(target_arch = "x86_64")]
 pub(in crate::kernels) use avx2::qadd_tables;
@@ -551,10 +553,23 @@ fn qconv_with<I: Isa, X: QuantInt, Y: QuantInt>(
     if c.is_pointwise() {
         return pointwise::<I, Y>(key, ops, d, bytes, signed, y);
     }
-    // The portable kernels' scratch (a padded plane, or one int16 column), required here too
-    // so that every build refuses the same steps, whether or not its kernel reads the scratch.
+    if scratch.len() < scratch_needed(c, d) {
+        return Some(false);
+    }
+    if depthwise {
+        depthwise_conv::<I, Y>(key, c, ops, d, bytes, signed, y)
+    } else {
+        columns::<I, Y>(key, c, ops, d, bytes, signed, y)
+    }
+}
+
+/// The portable kernels' scratch bytes for a convolution that is not pointwise (a padded
+/// plane, or one int16 column): required of the SIMD kernels too, so that every build refuses
+/// the same steps, whether or not its kernel reads the scratch.
+fn scratch_needed(c: &QConv, d: &ConvDims) -> usize {
+    let group = c.group.max(1);
     let [kh, kw] = c.window.kernel;
-    let needed = if depthwise {
+    if d.c / group == 1 && group > 1 {
         let [sh, sw] = c.window.stride;
         let [dh, dw] = c.window.dilation;
         let span = |out: usize, s: usize, k: usize, dil: usize| {
@@ -563,14 +578,6 @@ fn qconv_with<I: Isa, X: QuantInt, Y: QuantInt>(
         span(d.oh, sh, kh, dh) * span(d.ow, sw, kw, dw)
     } else {
         2 * (d.c / group) * kh * kw
-    };
-    if scratch.len() < needed {
-        return Some(false);
-    }
-    if depthwise {
-        depthwise_conv::<I, Y>(key, c, ops, d, bytes, signed, y)
-    } else {
-        columns::<I, Y>(key, c, ops, d, bytes, signed, y)
     }
 }
 

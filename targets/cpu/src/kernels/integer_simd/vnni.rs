@@ -12,8 +12,8 @@ use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::avx2::{self, Avx2};
 use super::{
-    depthwise_pass, qconv_with, Block, ChannelPass, Channels, Expansion, Gather, Isa, Operands,
-    PairedGather, TapPlan,
+    depthwise_pass, qconv_with, scratch_needed, vnni_wide, Block, ChannelPass, Channels, Expansion,
+    Gather, Isa, Operands, PairedGather, StepKey, TapPlan,
 };
 use core::arch::x86_64::*;
 use ferrite_hal::op::{QConv, QGemmWeights, Requantize};
@@ -39,6 +39,19 @@ pub(super) unsafe fn qconv<X: QuantInt, Y: QuantInt>(
     y: &mut [Y],
     scratch: &mut [u8],
 ) -> Option<bool> {
+    let key = StepKey::new(c, d, ops, X::MIN < 0);
+    let depthwise = d.c / c.group.max(1) == 1 && c.group > 1;
+    // SAFETY (both): this CPU has the features (the caller's).
+    let wide = match (c.is_pointwise(), depthwise) {
+        (true, _) => unsafe { vnni_wide::pointwise(key, ops, d, x, y) },
+        (false, false) if scratch.len() >= scratch_needed(c, d) => unsafe {
+            vnni_wide::unfolded(key, c, ops, d, x, y)
+        },
+        _ => None,
+    };
+    if let Some(done) = wide {
+        return Some(done);
+    }
     qconv_with::<Vnni, X, Y>(c, d, ops, x, y, scratch)
 }
 
