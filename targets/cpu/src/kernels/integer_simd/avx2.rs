@@ -8,8 +8,8 @@ use super::super::conv::ConvDims;
 use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::{
-    depthwise_pass, qconv_with, Block, ChannelPass, Channels, Expansion, Gather, Isa, Operands,
-    PairedGather, TapPlan,
+    depthwise_pass, group_blocks, qconv_with, Block, ChannelPass, Channels, Expansion, Gather,
+    GroupBlocks, Isa, Operands, PairedGather, TapPlan,
 };
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
@@ -177,6 +177,17 @@ impl Isa for Avx2 {
                 _mm256_add_epi32(acc, _mm256_madd_epi16(values, word))
             })
         }
+    }
+
+    #[inline(never)]
+    #[target_feature(enable = "avx2")]
+    unsafe fn blocks<const READING: u8, Y: QuantInt>(
+        group: &GroupBlocks<'_, Avx2>,
+        units: &mut Vec<[u8; 32]>,
+        unfolded: &mut [u8],
+        y: &mut [Y],
+    ) {
+        group_blocks::<Avx2, READING, Y>(group, units, unfolded, y)
     }
 
     #[inline]

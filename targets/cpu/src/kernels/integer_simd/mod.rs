@@ -114,6 +114,19 @@ trait Isa: 'static {
     ) where
         Self: Sized;
 
+    /// A regular convolution group's blocks: [`group_blocks`] compiled with the instruction
+    /// set, one function per reading.
+    ///
+    /// # Safety
+    /// As the trait's.
+    unsafe fn blocks<const READING: u8, Y: QuantInt>(
+        group: &GroupBlocks<'_, Self>,
+        units: &mut Vec<[u8; 32]>,
+        unfolded: &mut [u8],
+        y: &mut [Y],
+    ) where
+        Self: Sized;
+
     /// Whether [`Isa::grouped`] is a vector kernel (depthwise steps then sum `ROWS` taps per
     /// multiply-add); where it is not, they run [`Isa::taps`].
     const GROUPED: bool = false;
@@ -929,6 +942,13 @@ fn columns<I: Isa, Y: QuantInt>(
     let contiguous_taps = [sh, sw] == [1, 1] && grid >= 8;
     let build = || {
         let zero = c.requantize.input_zero as u8;
+        let gathers = if contiguous_taps {
+            Vec::new()
+        } else {
+            depthwise_gathers(d.oh, d.ow, [sh, sw], pw)
+        };
+        let reading = reading_of(contiguous_taps, [k, positions, d.ow], gathers.len());
+        let unfold_whole = reading == Reading::Matrix;
         ColumnsState::<I> {
             product: ProductState {
                 channels: Channels::new(ops, k, d.oc, signed),
@@ -943,12 +963,19 @@ fn columns<I: Isa, Y: QuantInt>(
                 .collect(),
             padded: std::vec![zero; icg * ph * pw + 16],
             expansion: Expansion::new(d, c.window.pads, [ph, pw], zero),
-            gathers: if contiguous_taps {
-                Vec::new()
-            } else {
-                depthwise_gathers(d.oh, d.ow, [sh, sw], pw)
-            },
+            gathers,
             unfolded: std::vec![0u8; k * 8],
+            matrix: if unfold_whole {
+                std::vec![0u8; k * positions]
+            } else {
+                Vec::new()
+            },
+            firsts: if unfold_whole {
+                first_taps([d.oh, d.ow], [sh, sw], pw)
+            } else {
+                Vec::new()
+            },
+            reading,
         }
     };
     let mut kept = memo::take(key, build);
@@ -964,6 +991,9 @@ fn columns<I: Isa, Y: QuantInt>(
             expansion,
             gathers,
             unfolded,
+            matrix,
+            firsts,
+            reading,
         } = kept.state();
         for b in 0..d.n {
             let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
@@ -975,65 +1005,34 @@ fn columns<I: Isa, Y: QuantInt>(
                 for (plane, out) in planes {
                     pad_interior::<I>(expansion.as_ref(), plane, d, c.window.pads, out, pw, 0);
                 }
-                let channels = [g * ocg, (g + 1) * ocg];
-                if contiguous_taps {
-                    for start in 0..grid.div_ceil(8) {
-                        let j0 = (8 * start).min(grid - 8);
-                        let to = core::array::from_fn(|t| {
-                            let (oy, ox) = ((j0 + t) / pw, (j0 + t) % pw);
-                            if ox < d.ow {
-                                oy * d.ow + ox
-                            } else {
-                                SKIP
-                            }
-                        });
-                        let block = Block {
-                            x: padded,
-                            rows: Rows::Table(offsets),
-                            at: j0,
-                            gather: None,
-                            y_stride: positions,
-                            to,
-                        };
-                        product_channels(signed, ch, &block, channels, units, yb);
-                    }
-                    continue;
+                if *reading == Reading::Matrix {
+                    let zero = c.requantize.input_zero as u8;
+                    gather_matrix(matrix, padded, offsets, firsts, zero);
                 }
-                if positions >= 8 && gathers.len() * 3 > positions.div_ceil(8) * 4 {
-                    // Vectors of few outputs each (rows narrower than eight, strided): eight
-                    // positions' windows unfolded into a [k, 8] block fill the vectors better.
-                    for start in 0..positions.div_ceil(8) {
-                        let p0 = (8 * start).min(positions - 8);
-                        unfold_eight(c, d, xg, p0, unfolded);
-                        let block = Block {
-                            x: unfolded,
-                            rows: Rows::Strided { k, stride: 8 },
-                            at: 0,
-                            gather: None,
-                            y_stride: positions,
-                            to: contiguous(p0),
-                        };
-                        product_channels(signed, ch, &block, channels, units, yb);
+                let blocks = GroupBlocks {
+                    signed,
+                    ch,
+                    channels: [g * ocg, (g + 1) * ocg],
+                    padded,
+                    offsets,
+                    gathers,
+                    matrix,
+                    conv: c,
+                    dims: d,
+                    xg,
+                    sizes: [k, positions, grid, pw],
+                };
+                // Each reading's loop a function of its own, built for the instruction set:
+                // inlined together here, one reading's blocks had lost a seventh to a third
+                // to the others' code (register allocation).
+                // SAFETY: an instruction set's entry point.
+                unsafe {
+                    match *reading {
+                        Reading::InPlace => I::blocks::<IN_PLACE, Y>(&blocks, units, unfolded, yb),
+                        Reading::Gathered => I::blocks::<GATHERED, Y>(&blocks, units, unfolded, yb),
+                        Reading::Matrix => I::blocks::<MATRIX, Y>(&blocks, units, unfolded, yb),
+                        Reading::Unfolded => I::blocks::<UNFOLDED, Y>(&blocks, units, unfolded, yb),
                     }
-                    continue;
-                }
-                for gather in gathers.iter() {
-                    let block =
-                        Block {
-                            x: padded,
-                            rows: Rows::Table(offsets),
-                            at: gather.start,
-                            gather: Some(&gather.control),
-                            y_stride: positions,
-                            to: core::array::from_fn(|t| {
-                                if t < gather.len {
-                                    gather.to + t
-                                } else {
-                                    SKIP
-                                }
-                            }),
-                        };
-                    product_channels(signed, ch, &block, channels, units, yb);
                 }
             }
         }
@@ -1051,6 +1050,175 @@ struct ColumnsState<I: Isa> {
     expansion: Option<Expansion>,
     gathers: Vec<Gather>,
     unfolded: Vec<u8>,
+    /// The `[k, positions]` matrix of every window ([`gather_matrix`]), when gathered whole;
+    /// each position's first tap in the padded planes.
+    matrix: Vec<u8>,
+    firsts: Vec<usize>,
+    reading: Reading,
+}
+
+/// A group's blocks of a regular convolution: what [`group_blocks`] reads and writes.
+struct GroupBlocks<'a, I: Isa> {
+    signed: bool,
+    ch: &'a Channels<I>,
+    /// The group's output channels, `from..to`.
+    channels: [usize; 2],
+    padded: &'a [u8],
+    offsets: &'a [usize],
+    gathers: &'a [Gather],
+    matrix: &'a [u8],
+    conv: &'a QConv,
+    dims: &'a ConvDims,
+    /// The group's input planes.
+    xg: &'a [u8],
+    /// `[k, positions, grid, pw]`: rows, outputs, the padded grid's positions and width.
+    sizes: [usize; 4],
+}
+
+/// [`Isa::blocks`]'s readings ([`Reading`] as a constant).
+const IN_PLACE: u8 = 0;
+/// See [`IN_PLACE`].
+const GATHERED: u8 = 1;
+/// See [`IN_PLACE`].
+const MATRIX: u8 = 2;
+/// See [`IN_PLACE`].
+const UNFOLDED: u8 = 3;
+
+/// The block products of a group's blocks read as `READING` says, into `y` (the batch's
+/// outputs); `units` and `unfolded` are the packed and unfolded blocks' buffers. Each
+/// instruction set's [`Isa::blocks`] inlines this.
+#[inline(always)]
+fn group_blocks<I: Isa, const READING: u8, Y: QuantInt>(
+    g: &GroupBlocks<'_, I>,
+    units: &mut Vec<[u8; 32]>,
+    unfolded: &mut [u8],
+    y: &mut [Y],
+) {
+    let [k, positions, grid, pw] = g.sizes;
+    let (signed, ch, channels) = (g.signed, g.ch, g.channels);
+    match READING {
+        IN_PLACE => {
+            for start in 0..grid.div_ceil(8) {
+                let j0 = (8 * start).min(grid.saturating_sub(8));
+                let to = core::array::from_fn(|t| {
+                    let (oy, ox) = ((j0 + t) / pw.max(1), (j0 + t) % pw.max(1));
+                    if ox < g.dims.ow {
+                        oy * g.dims.ow + ox
+                    } else {
+                        SKIP
+                    }
+                });
+                let block = Block {
+                    x: g.padded,
+                    rows: Rows::Table(g.offsets),
+                    at: j0,
+                    gather: None,
+                    y_stride: positions,
+                    to,
+                };
+                product_channels(signed, ch, &block, channels, units, y);
+            }
+        }
+        GATHERED => {
+            for gather in g.gathers {
+                let block = Block {
+                    x: g.padded,
+                    rows: Rows::Table(g.offsets),
+                    at: gather.start,
+                    gather: Some(&gather.control),
+                    y_stride: positions,
+                    to: core::array::from_fn(|t| if t < gather.len { gather.to + t } else { SKIP }),
+                };
+                product_channels(signed, ch, &block, channels, units, y);
+            }
+        }
+        MATRIX => {
+            for start in 0..positions.div_ceil(8) {
+                let p0 = (8 * start).min(positions.saturating_sub(8));
+                let block = Block {
+                    x: g.matrix,
+                    rows: Rows::Strided {
+                        k,
+                        stride: positions,
+                    },
+                    at: p0,
+                    gather: None,
+                    y_stride: positions,
+                    to: contiguous(p0),
+                };
+                product_channels(signed, ch, &block, channels, units, y);
+            }
+        }
+        _ => {
+            for start in 0..positions.div_ceil(8) {
+                let p0 = (8 * start).min(positions.saturating_sub(8));
+                unfold_eight(g.conv, g.dims, g.xg, p0, unfolded);
+                let block = Block {
+                    x: unfolded,
+                    rows: Rows::Strided { k, stride: 8 },
+                    at: 0,
+                    gather: None,
+                    y_stride: positions,
+                    to: contiguous(p0),
+                };
+                product_channels(signed, ch, &block, channels, units, y);
+            }
+        }
+    }
+}
+
+/// How a regular convolution's blocks read their windows.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reading {
+    /// Eight contiguous bytes per tap of the padded planes (stride 1 on rows of eight or more).
+    InPlace,
+    /// From the matrix of every window ([`gather_matrix`]).
+    Matrix,
+    /// Eight positions' windows unfolded per block ([`unfold_eight`]).
+    Unfolded,
+    /// Up to eight outputs' bytes gathered from sixteen per tap ([`depthwise_gathers`]).
+    Gathered,
+}
+
+/// The [`Reading`] of a convolution of `k` rows over `positions` outputs in rows of `ow`,
+/// whose gathers would number `gathers`: in place where it can; else the matrix of windows
+/// where it is small, or its rows narrower than eight would leave the gathers' lanes empty
+/// (measured on DS-CNN's first layer and ResNet-8's strided ones: gathers win on strided rows
+/// of eight or more); else unfolded blocks where the gathers would be sparse; else gathers.
+fn reading_of(in_place: bool, [k, positions, ow]: [usize; 3], gathers: usize) -> Reading {
+    let sparse = gathers * 3 > positions.div_ceil(8) * 4;
+    let matrix = k * positions;
+    match () {
+        _ if in_place => Reading::InPlace,
+        _ if positions < 8 => Reading::Gathered,
+        _ if matrix <= MAX_UNFOLDED / 8 || (ow < 8 && matrix <= MAX_UNFOLDED) => Reading::Matrix,
+        _ if sparse => Reading::Unfolded,
+        _ => Reading::Gathered,
+    }
+}
+
+/// The most bytes a convolution's matrix of windows may have to be gathered whole: past it,
+/// gathering costs more than the block product saves.
+const MAX_UNFOLDED: usize = 64 << 10;
+
+/// Where each of `oh × ow` outputs' first tap lies in a padded plane `pw` wide, `stride` apart.
+fn first_taps([oh, ow]: [usize; 2], [sh, sw]: [usize; 2], pw: usize) -> Vec<usize> {
+    (0..oh * ow)
+        .map(|p| (p / ow.max(1)) * sh * pw + (p % ow.max(1)) * sw)
+        .collect()
+}
+
+/// The `[k, positions]` matrix of a convolution's windows: row `t` holds tap `t`'s byte
+/// (`padded[taps[t] + firsts[p]]`) for every position `p` (the zero point where an index would
+/// pass the planes, which the geometry rules out). Position by position: copying output rows
+/// as runs measured slower.
+fn gather_matrix(matrix: &mut [u8], padded: &[u8], taps: &[usize], firsts: &[usize], zero: u8) {
+    for (row, &tap) in matrix.chunks_exact_mut(firsts.len().max(1)).zip(taps) {
+        let source = padded.get(tap..).unwrap_or(&[]);
+        for (slot, &first) in row.iter_mut().zip(firsts) {
+            *slot = source.get(first).copied().unwrap_or(zero);
+        }
+    }
 }
 
 /// The windows of output positions `p0..p0 + 8` as `[k, 8]` bytes: row `(ci·kh + ky)·kw + kx`

@@ -9,8 +9,8 @@ use super::super::conv::ConvDims;
 use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::{
-    depthwise_pass, qconv_with, Block, ChannelPass, Channels, Expansion, Gather, Isa, Operands,
-    TapPlan,
+    depthwise_pass, group_blocks, qconv_with, Block, ChannelPass, Channels, Expansion, Gather,
+    GroupBlocks, Isa, Operands, TapPlan,
 };
 use core::arch::aarch64::*;
 use ferrite_hal::op::QConv;
@@ -185,6 +185,17 @@ impl Isa for Neon {
                 vst1q_u8(to.add(chunk.to), veorq_u8(bytes, vdupq_n_u8(flip)));
             }
         }
+    }
+
+    #[inline(never)]
+    #[target_feature(enable = "neon")]
+    unsafe fn blocks<const READING: u8, Y: QuantInt>(
+        group: &GroupBlocks<'_, Neon>,
+        units: &mut Vec<[u8; 32]>,
+        unfolded: &mut [u8],
+        y: &mut [Y],
+    ) {
+        group_blocks::<Neon, READING, Y>(group, units, unfolded, y)
     }
 
     #[inline]

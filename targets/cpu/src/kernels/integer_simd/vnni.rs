@@ -12,8 +12,8 @@ use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::avx2::{self, Avx2};
 use super::{
-    depthwise_pass, qconv_with, scratch_needed, vnni_wide, Block, ChannelPass, Channels, Expansion,
-    Gather, Isa, Operands, PairedGather, StepKey, TapPlan,
+    depthwise_pass, group_blocks, qconv_with, scratch_needed, vnni_wide, Block, ChannelPass,
+    Channels, Expansion, Gather, GroupBlocks, Isa, Operands, PairedGather, StepKey, TapPlan,
 };
 use core::arch::x86_64::*;
 use ferrite_hal::op::{QConv, QGemmWeights, Requantize};
@@ -155,6 +155,17 @@ impl Isa for Vnni {
                 _mm256_dpbusd_epi32(acc, values, word)
             })
         }
+    }
+
+    #[inline(never)]
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    unsafe fn blocks<const READING: u8, Y: QuantInt>(
+        group: &GroupBlocks<'_, Vnni>,
+        units: &mut Vec<[u8; 32]>,
+        unfolded: &mut [u8],
+        y: &mut [Y],
+    ) {
+        group_blocks::<Vnni, READING, Y>(group, units, unfolded, y)
     }
 
     #[inline]

@@ -101,7 +101,11 @@ pub(super) unsafe fn unfolded<X: QuantInt, Y: QuantInt>(
     // Stride 1 on rows of eight or more: the 256-bit kernels read those taps in place.
     let [ph, pw] = super::padded_extent(c, d, d.c)?;
     let in_place = [sh, sw] == [1, 1] && (d.oh - 1) * pw + d.ow >= 8 && d.ow >= 8;
-    if in_place || k * positions > MAX_UNFOLDED {
+    // Where the 256-bit kernels would gather the matrix too; and not for few output channels,
+    // which share too little of its gathering (VWW's first layer, eight channels: 20 µs by
+    // the 256-bit kernels, 30 µs so).
+    let reading = super::reading_of(in_place, [k, positions, d.ow], 0);
+    if reading != super::Reading::Matrix || d.oc < 16 {
         return None;
     }
     let bytes: &[u8] = bytemuck::cast_slice(x);
@@ -115,7 +119,6 @@ pub(super) unsafe fn unfolded<X: QuantInt, Y: QuantInt>(
     let signed = X::MIN < 0;
     let zero = c.requantize.input_zero as u8;
     let build = || {
-        let firsts = (0..positions).map(|p| (p / d.ow) * sh * pw + (p % d.ow) * sw);
         let taps = (0..d.c).flat_map(|ci| {
             (0..kh).flat_map(move |ky| (0..kw).map(move |kx| ci * ph * pw + ky * dh * pw + kx * dw))
         });
@@ -123,7 +126,7 @@ pub(super) unsafe fn unfolded<X: QuantInt, Y: QuantInt>(
             wide: WideState::new(ops, k, d.oc, signed),
             padded: std::vec![zero; d.c * ph * pw],
             expansion: super::Expansion::new(d, c.window.pads, [ph, pw], zero),
-            firsts: firsts.collect(),
+            firsts: super::first_taps([d.oh, d.ow], [sh, sw], pw),
             taps: taps.collect(),
             matrix: std::vec![0u8; k * positions],
         }
@@ -140,12 +143,13 @@ pub(super) unsafe fn unfolded<X: QuantInt, Y: QuantInt>(
             let expansion = state.expansion.as_ref();
             super::pad_interior::<Vnni>(expansion, plane, d, c.window.pads, padded, pw, 0);
         }
-        for (row, &tap) in state.matrix.chunks_exact_mut(positions).zip(&state.taps) {
-            let source = state.padded.get(tap..).unwrap_or(&[]);
-            for (slot, &first) in row.iter_mut().zip(&state.firsts) {
-                *slot = source.get(first).copied().unwrap_or(zero);
-            }
-        }
+        super::gather_matrix(
+            &mut state.matrix,
+            &state.padded,
+            &state.taps,
+            &state.firsts,
+            zero,
+        );
         let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
         let rows = [k, positions, d.oc];
         // SAFETY: the CPU's features (the caller's); the matrix holds `k` rows of `positions`.
@@ -154,10 +158,6 @@ pub(super) unsafe fn unfolded<X: QuantInt, Y: QuantInt>(
     memo::keep(kept);
     Some(done)
 }
-
-/// The most bytes an unfolded matrix may have ([`unfolded`]): past it, gathering it costs more
-/// than the wider product saves.
-const MAX_UNFOLDED: usize = 16 << 10;
 
 /// A regular convolution's kept state for [`unfolded`]: the product's, the padded input planes
 /// (their borders the zero point, written once) and padding shuffles, each position's first tap
