@@ -855,11 +855,7 @@ fn pointwise<I: Isa, Y: QuantInt>(
     y: &mut [Y],
 ) -> Option<bool> {
     let (c, oc, plane) = (d.c, d.oc, d.h * d.w);
-    let fits = x.len() >= d.n * c * plane
-        && y.len() >= d.n * oc * plane
-        && ops.w.len() >= oc * c
-        && ops.bias.len() >= oc;
-    if !fits {
+    if !pointwise_fits(ops, d, x.len(), y.len()) {
         return Some(false);
     }
     if plane < 8 || c == 0 {
@@ -895,6 +891,16 @@ fn pointwise<I: Isa, Y: QuantInt>(
     }
     memo::keep(kept);
     Some(true)
+}
+
+/// Whether a pointwise step's operands hold what its sizes say (`x` and `y` of `x_len` and
+/// `y_len` elements).
+fn pointwise_fits(ops: &Operands<'_>, d: &ConvDims, x_len: usize, y_len: usize) -> bool {
+    let (c, oc, plane) = (d.c, d.oc, d.h * d.w);
+    x_len >= d.n * c * plane
+        && y_len >= d.n * oc * plane
+        && ops.w.len() >= oc * c
+        && ops.bias.len() >= oc
 }
 
 /// A pointwise step's kept state: its channels, and the block's packed rows.

@@ -53,11 +53,7 @@ pub(super) unsafe fn pointwise<X: QuantInt, Y: QuantInt>(
         return None;
     }
     let bytes: &[u8] = bytemuck::cast_slice(x);
-    let fits = bytes.len() >= d.n * c * plane
-        && y.len() >= d.n * oc * plane
-        && ops.w.len() >= oc * c
-        && ops.bias.len() >= oc;
-    if !fits {
+    if !super::pointwise_fits(ops, d, bytes.len(), y.len()) {
         return Some(false);
     }
     let signed = X::MIN < 0;
