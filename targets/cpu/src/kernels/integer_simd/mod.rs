@@ -855,7 +855,7 @@ fn pointwise<I: Isa, Y: QuantInt>(
     y: &mut [Y],
 ) -> Option<bool> {
     let (c, oc, plane) = (d.c, d.oc, d.h * d.w);
-    if !pointwise_fits(ops, d, x.len(), y.len()) {
+    if !operands_fit(ops, d, c, [x.len(), y.len()]) {
         return Some(false);
     }
     if plane < 8 || c == 0 {
@@ -893,14 +893,13 @@ fn pointwise<I: Isa, Y: QuantInt>(
     Some(true)
 }
 
-/// Whether a pointwise step's operands hold what its sizes say (`x` and `y` of `x_len` and
-/// `y_len` elements).
-fn pointwise_fits(ops: &Operands<'_>, d: &ConvDims, x_len: usize, y_len: usize) -> bool {
-    let (c, oc, plane) = (d.c, d.oc, d.h * d.w);
-    x_len >= d.n * c * plane
-        && y_len >= d.n * oc * plane
-        && ops.w.len() >= oc * c
-        && ops.bias.len() >= oc
+/// Whether a convolution's operands hold what its sizes say: `x` and `y` of `x_len` and
+/// `y_len` elements, weights of `k` values per output channel.
+fn operands_fit(ops: &Operands<'_>, d: &ConvDims, k: usize, [x_len, y_len]: [usize; 2]) -> bool {
+    x_len >= d.n * d.c * d.h * d.w
+        && y_len >= d.n * d.oc * d.oh * d.ow
+        && ops.w.len() >= d.oc * k
+        && ops.bias.len() >= d.oc
 }
 
 /// A pointwise step's kept state: its channels, and the block's packed rows.
@@ -929,11 +928,7 @@ fn columns<I: Isa, Y: QuantInt>(
     let [kh, kw] = c.window.kernel;
     let k = icg * kh * kw;
     let positions = d.oh * d.ow;
-    let fits = bytes.len() >= d.n * d.c * d.h * d.w
-        && y.len() >= d.n * d.oc * positions
-        && ops.w.len() >= d.oc * k
-        && ops.bias.len() >= d.oc;
-    if !fits {
+    if !operands_fit(ops, d, k, [bytes.len(), y.len()]) {
         return Some(false);
     }
     if positions == 0 || k == 0 || d.h * d.w == 0 {

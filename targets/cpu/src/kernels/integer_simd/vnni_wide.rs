@@ -53,7 +53,7 @@ pub(super) unsafe fn pointwise<X: QuantInt, Y: QuantInt>(
         return None;
     }
     let bytes: &[u8] = bytemuck::cast_slice(x);
-    if !super::pointwise_fits(ops, d, bytes.len(), y.len()) {
+    if !super::operands_fit(ops, d, c, [bytes.len(), y.len()]) {
         return Some(false);
     }
     let signed = X::MIN < 0;
@@ -105,11 +105,7 @@ pub(super) unsafe fn unfolded<X: QuantInt, Y: QuantInt>(
         return None;
     }
     let bytes: &[u8] = bytemuck::cast_slice(x);
-    let fits = bytes.len() >= d.n * d.c * d.h * d.w
-        && y.len() >= d.n * d.oc * positions
-        && ops.w.len() >= d.oc * k
-        && ops.bias.len() >= d.oc;
-    if !fits {
+    if !super::operands_fit(ops, d, k, [bytes.len(), y.len()]) {
         return Some(false);
     }
     let signed = X::MIN < 0;
