@@ -5,8 +5,8 @@
 //! weights at session creation in the same spirit; here the first inference pays instead.
 //!
 //! The state travels by a thread-local slot: the run loop moves the step's state in before
-//! the step and back after it ([`with`]), and the kernel asks for it by a key ([`kept`]) that
-//! names everything the state was built from (geometry, operand addresses and lengths): a
+//! the step and back after it ([`with`]), and the kernel takes it by a key ([`take`], then
+//! [`keep`]) that names everything the state was built from (geometry, operand addresses and lengths): a
 //! different key rebuilds it. Outside a prepared run (a lone `run_step`) nothing is kept.
 
 use core::cell::{Cell, RefCell};
@@ -30,7 +30,7 @@ impl core::fmt::Debug for StepMemo {
 std::thread_local! {
     /// The running step's state while [`with`] runs it.
     static CURRENT: RefCell<Option<Box<dyn Any + Send + Sync>>> = const { RefCell::new(None) };
-    /// Whether a prepared step is running on this thread (so [`kept`] keeps).
+    /// Whether a prepared step is running on this thread (so [`keep`] keeps).
     static ACTIVE: Cell<bool> = const { Cell::new(false) };
 }
 

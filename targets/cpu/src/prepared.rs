@@ -20,15 +20,32 @@ pub struct Prepared {
     complete: bool,
 }
 
-/// One decoded step: its operand lists as little-endian tensor indices (as in the model).
+/// One step: decoded, and the state its kernels keep ([`crate::memo`]).
 struct PreparedStep {
+    decoded: DecodedStep,
+    memo: StepMemo,
+}
+
+/// A decoded step: its operand lists as little-endian tensor indices (as in the model).
+struct DecodedStep {
     index: usize,
     op: Op,
     inputs: Vec<u8>,
     outputs: Vec<u8>,
     scratch: Option<TensorDesc>,
-    /// The step's kept kernel state ([`crate::memo`]).
-    memo: StepMemo,
+}
+
+impl DecodedStep {
+    /// The step, its operand lists naming `tensors`.
+    fn step<'p>(&'p self, tensors: &'p DescTable) -> Step<'p> {
+        Step {
+            index: self.index,
+            op: self.op,
+            inputs: TensorList::new(&self.inputs, tensors),
+            outputs: TensorList::new(&self.outputs, tensors),
+            scratch: self.scratch,
+        }
+    }
 }
 
 /// The decoded tensors, by index.
@@ -72,11 +89,13 @@ impl Prepared {
             }
             let [inputs, outputs] = lists;
             steps.push(PreparedStep {
-                index: step.index,
-                op: step.op,
-                inputs,
-                outputs,
-                scratch: step.scratch,
+                decoded: DecodedStep {
+                    index: step.index,
+                    op: step.op,
+                    inputs,
+                    outputs,
+                    scratch: step.scratch,
+                },
                 memo: StepMemo::default(),
             });
         }
@@ -90,15 +109,8 @@ impl Prepared {
     /// The decoded steps, in order, when they are `plan`'s (the same count: a program runs
     /// with the plan it was prepared for); `None` to decode as the run goes.
     pub fn steps<'p>(&'p self, plan: &dyn Plan) -> Option<impl Iterator<Item = Step<'p>> + 'p> {
-        (self.complete && self.steps.len() == plan.len()).then(|| {
-            self.steps.iter().map(|s| Step {
-                index: s.index,
-                op: s.op,
-                inputs: TensorList::new(&s.inputs, &self.tensors),
-                outputs: TensorList::new(&s.outputs, &self.tensors),
-                scratch: s.scratch,
-            })
-        })
+        (self.complete && self.steps.len() == plan.len())
+            .then(|| self.steps.iter().map(|s| s.decoded.step(&self.tensors)))
     }
 
     /// [`Prepared::steps`], each with its kept kernel state (which names operands by address:
@@ -110,14 +122,8 @@ impl Prepared {
         let tensors = &self.tensors;
         (self.complete && self.steps.len() == plan.len()).then(|| {
             self.steps.iter_mut().map(move |s| {
-                let step = Step {
-                    index: s.index,
-                    op: s.op,
-                    inputs: TensorList::new(&s.inputs, tensors),
-                    outputs: TensorList::new(&s.outputs, tensors),
-                    scratch: s.scratch,
-                };
-                (step, &mut s.memo)
+                let PreparedStep { decoded, memo } = s;
+                (decoded.step(tensors), memo)
             })
         })
     }

@@ -866,27 +866,24 @@ fn pointwise<I: Isa, Y: QuantInt>(
         units: Vec::new(),
     };
     let mut kept = memo::take(key, build);
-    let state = kept.state();
-    {
-        for b in 0..d.n {
-            let xb = &x[b * c * plane..(b + 1) * c * plane];
-            let yb = &mut y[b * oc * plane..(b + 1) * oc * plane];
-            for start in 0..plane.div_ceil(8) {
-                let p0 = (8 * start).min(plane - 8);
-                let block = Block {
-                    x: xb,
-                    rows: Rows::Strided {
-                        k: c,
-                        stride: plane,
-                    },
-                    at: p0,
-                    gather: None,
-                    y_stride: plane,
-                    to: contiguous(p0),
-                };
-                let units = &mut state.units;
-                product_channels(signed, &state.channels, &block, [0, oc], units, yb);
-            }
+    let ProductState { channels, units } = kept.state();
+    for b in 0..d.n {
+        let xb = &x[b * c * plane..(b + 1) * c * plane];
+        let yb = &mut y[b * oc * plane..(b + 1) * oc * plane];
+        for start in 0..plane.div_ceil(8) {
+            let p0 = (8 * start).min(plane - 8);
+            let block = Block {
+                x: xb,
+                rows: Rows::Strided {
+                    k: c,
+                    stride: plane,
+                },
+                at: p0,
+                gather: None,
+                y_stride: plane,
+                to: contiguous(p0),
+            };
+            product_channels(signed, channels, &block, [0, oc], units, yb);
         }
     }
     memo::keep(kept);
@@ -955,17 +952,14 @@ fn columns<I: Isa, Y: QuantInt>(
                 channels: Channels::new(ops, k, d.oc, signed),
                 units: Vec::new(),
             },
-            offsets: (0..icg)
-                .flat_map(|ci| {
-                    (0..kh).flat_map(move |ky| {
-                        (0..kw).map(move |kx| ci * ph * pw + ky * dh * pw + kx * dw)
-                    })
-                })
-                .collect(),
+            offsets: window_taps(icg, [kh, kw], [dh, dw], [ph, pw]),
             padded: std::vec![zero; icg * ph * pw + 16],
             expansion: Expansion::new(d, c.window.pads, [ph, pw], zero),
             gathers,
-            unfolded: std::vec![0u8; k * 8],
+            unfolded: match reading {
+                Reading::Unfolded => std::vec![0u8; k * 8],
+                _ => Vec::new(),
+            },
             matrix: if unfold_whole {
                 std::vec![0u8; k * positions]
             } else {
@@ -1312,9 +1306,22 @@ impl<'a> TapPlan<'a> {
 }
 
 /// The padded-plane offsets of a `[kh, kw]` window's taps, dilated, on a plane `pw` wide.
-fn tap_offsets([kh, kw]: [usize; 2], [dh, dw]: [usize; 2], pw: usize) -> Vec<usize> {
-    (0..kh)
-        .flat_map(|ky| (0..kw).map(move |kx| ky * dh * pw + kx * dw))
+fn tap_offsets(kernel: [usize; 2], dilation: [usize; 2], pw: usize) -> Vec<usize> {
+    window_taps(1, kernel, dilation, [1, pw])
+}
+
+/// The offsets of a window's taps over `planes` consecutive `[ph, pw]` padded planes, plane by
+/// plane, each `[kh, kw]` dilated: row `(ci·kh + ky)·kw + kx` of the unfolded windows.
+fn window_taps(
+    planes: usize,
+    [kh, kw]: [usize; 2],
+    [dh, dw]: [usize; 2],
+    [ph, pw]: [usize; 2],
+) -> Vec<usize> {
+    (0..planes)
+        .flat_map(|ci| {
+            (0..kh).flat_map(move |ky| (0..kw).map(move |kx| ci * ph * pw + ky * dh * pw + kx * dw))
+        })
         .collect()
 }
 

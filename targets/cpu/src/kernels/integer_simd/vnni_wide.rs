@@ -110,18 +110,13 @@ pub(super) unsafe fn unfolded<X: QuantInt, Y: QuantInt>(
     }
     let signed = X::MIN < 0;
     let zero = c.requantize.input_zero as u8;
-    let build = || {
-        let taps = (0..d.c).flat_map(|ci| {
-            (0..kh).flat_map(move |ky| (0..kw).map(move |kx| ci * ph * pw + ky * dh * pw + kx * dw))
-        });
-        Unfolded {
-            wide: WideState::new(ops, k, d.oc, signed),
-            padded: std::vec![zero; d.c * ph * pw],
-            expansion: super::Expansion::new(d, c.window.pads, [ph, pw], zero),
-            firsts: super::first_taps([d.oh, d.ow], [sh, sw], pw),
-            taps: taps.collect(),
-            matrix: std::vec![0u8; k * positions],
-        }
+    let build = || Unfolded {
+        wide: WideState::new(ops, k, d.oc, signed),
+        padded: std::vec![zero; d.c * ph * pw],
+        expansion: super::Expansion::new(d, c.window.pads, [ph, pw], zero),
+        firsts: super::first_taps([d.oh, d.ow], [sh, sw], pw),
+        taps: super::window_taps(d.c, [kh, kw], [dh, dw], [ph, pw]),
+        matrix: std::vec![0u8; k * positions],
     };
     let mut kept = memo::take(key, build);
     let state = kept.state();
