@@ -433,10 +433,60 @@ pub fn pow(x: f32, y: f32) -> f32 {
     libm::powf(x, y)
 }
 
-/// `x − y·trunc(x / y)`, the sign of `x`.
-#[inline]
+/// `x − y·trunc(x / y)`, the sign of `x`: exact (C's `fmodf`, bit for bit). Our own, on the
+/// integer significands by shift and subtract: libm's carries assertions (panic paths on a
+/// firmware) and a 64-bit division.
 pub fn fmod(x: f32, y: f32) -> f32 {
-    libm::fmodf(x, y)
+    const SIGN: u32 = 0x8000_0000;
+    const HIDDEN: u32 = 1 << 23;
+    let (ux, uy) = (x.to_bits(), y.to_bits());
+    let (ax, ay) = (ux & !SIGN, uy & !SIGN);
+    if ay == 0 || ay > 0x7F80_0000 || ax >= 0x7F80_0000 {
+        return f32::NAN; // y zero or NaN, x infinite or NaN
+    }
+    if ax < ay {
+        return x;
+    }
+    if ax == ay {
+        return f32::from_bits(ux & SIGN); // ±0 with x's sign
+    }
+    // Each operand as an integer significand (hidden bit set) and an exponent; subnormals
+    // normalised so the hidden bit's place is filled.
+    let split = |a: u32| -> (u32, i32) {
+        let e = (a >> 23) as i32;
+        if e == 0 {
+            let shift = a.leading_zeros() as i32 - 8;
+            (a.wrapping_shl(shift as u32), 1 - shift)
+        } else {
+            ((a & (HIDDEN - 1)) | HIDDEN, e)
+        }
+    };
+    let (mut mx, mut ex) = split(ax);
+    let (my, ey) = split(ay);
+    // The remainder of mx · 2^(ex − ey) by my, one bit of the exponent difference at a time.
+    while ex > ey {
+        if mx >= my {
+            mx -= my;
+        }
+        mx <<= 1;
+        ex -= 1;
+    }
+    if mx >= my {
+        mx -= my;
+    }
+    if mx == 0 {
+        return f32::from_bits(ux & SIGN);
+    }
+    // Renormalise (exact: the remainder is below y, so it is representable).
+    let shift = mx.leading_zeros() as i32 - 8;
+    mx = mx.wrapping_shl(shift as u32);
+    ex -= shift;
+    let bits = if ex > 0 {
+        (mx & (HIDDEN - 1)) | ((ex as u32) << 23)
+    } else {
+        mx.wrapping_shr((1 - ex) as u32)
+    };
+    f32::from_bits(bits | (ux & SIGN))
 }
 
 /// Sine (within one unit in the last place, correctly rounded but for arguments whose sine lies
@@ -577,6 +627,51 @@ mod tests {
                 (f(x) - want).abs() / want.abs().max(1e-6)
             })
             .fold(0.0, f32::max)
+    }
+
+    /// `fmod` is C's `fmodf` (Rust's `%` on f32) bit for bit: random bit patterns (every
+    /// exponent, subnormals, infinities, NaN), operands of close and distant magnitudes, signed
+    /// zeros.
+    #[test]
+    fn fmod_is_exact() {
+        let mut seed = 0x9E37_79B9_u32;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed
+        };
+        let same = |a: f32, b: f32| (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits();
+        let edges = [
+            0.0,
+            -0.0,
+            1e-45,
+            -1e-45,
+            1e-40,
+            1.0,
+            -1.5,
+            3.0,
+            f32::MAX,
+            f32::MIN_POSITIVE,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::NAN,
+        ];
+        for &x in &edges {
+            for &y in &edges {
+                assert!(same(super::fmod(x, y), x % y), "fmod({x:e}, {y:e})");
+            }
+        }
+        for _ in 0..1_000_000 {
+            let (x, y) = (f32::from_bits(next()), f32::from_bits(next()));
+            assert!(same(super::fmod(x, y), x % y), "fmod({x:e}, {y:e})");
+            // Close magnitudes: y's exponent within a few of x's.
+            let y = f32::from_bits(
+                (x.to_bits() & 0xFF80_0000).wrapping_sub((next() % 8) << 23)
+                    | (next() & 0x007F_FFFF),
+            );
+            assert!(same(super::fmod(x, y), x % y), "fmod({x:e}, {y:e})");
+        }
     }
 
     /// `max` and `min` give `f32::max`'s and `f32::min`'s results, NaNs and infinities included

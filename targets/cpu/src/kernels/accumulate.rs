@@ -79,13 +79,15 @@ pub fn matmul_integer(
                 // Σ (a − za)·(b ^ flip), then minus (offset + zb[j])·Σ (a − za) per column.
                 yr.fill(0);
                 let mut row_sum = 0i32;
-                for (kk, &byte) in am[row * k..(row + 1) * k].iter().enumerate() {
+                let a_row = am.get(row * k..(row + 1) * k).unwrap_or(&[]);
+                for (kk, &byte) in a_row.iter().enumerate() {
                     let av = a.biased(byte) - a_shift;
                     row_sum = row_sum.wrapping_add(av);
                     if av == 0 {
                         continue;
                     }
-                    for (yv, &bv) in yr.iter_mut().zip(&bm[kk * n..(kk + 1) * n]) {
+                    let b_row = bm.get(kk * n..(kk + 1) * n).unwrap_or(&[]);
+                    for (yv, &bv) in yr.iter_mut().zip(b_row) {
                         *yv = yv.wrapping_add(av * b.biased(bv));
                     }
                 }
@@ -121,35 +123,47 @@ pub fn conv_integer(
         .enumerate()
         .take(d.n)
     {
-        let image = &x.bytes[n * d.c * plane..(n + 1) * d.c * plane];
+        let image = x
+            .bytes
+            .get(n * d.c * plane..(n + 1) * d.c * plane)
+            .unwrap_or(&[]);
         for (oc, y_plane) in y_image.chunks_exact_mut(out_plane.max(1)).enumerate() {
             let w_shift = w.offset + zero_at(&w_zero, oc);
             let first = (oc / ocg.max(1)) * icg;
-            let weights = &w.bytes[oc * filter..(oc + 1) * filter];
-            for (i, out) in y_plane.iter_mut().enumerate() {
-                let (oy, ox) = (i / d.ow, i % d.ow);
-                let mut acc = 0i32;
-                for ic in 0..icg {
-                    let src = &image[(first + ic) * plane..(first + ic + 1) * plane];
-                    for ky in 0..kh {
-                        let iy =
-                            (oy * win.stride[0] + ky * win.dilation[0]).wrapping_sub(win.pads[0]);
-                        if iy >= d.h {
-                            continue;
-                        }
-                        for kx in 0..kw {
-                            let ix = (ox * win.stride[1] + kx * win.dilation[1])
-                                .wrapping_sub(win.pads[1]);
-                            if ix >= d.w {
+            let weights = w.bytes.get(oc * filter..(oc + 1) * filter).unwrap_or(&[]);
+            for (oy, row) in y_plane.chunks_exact_mut(d.ow.max(1)).take(d.oh).enumerate() {
+                for (ox, out) in row.iter_mut().enumerate() {
+                    let mut acc = 0i32;
+                    for ic in 0..icg {
+                        let src = image
+                            .get((first + ic) * plane..(first + ic + 1) * plane)
+                            .unwrap_or(&[]);
+                        for ky in 0..kh {
+                            let iy = (oy * win.stride[0] + ky * win.dilation[0])
+                                .wrapping_sub(win.pads[0]);
+                            if iy >= d.h {
                                 continue;
                             }
-                            let xv = x.biased(src[iy * d.w + ix]) - x_shift;
-                            let wv = w.biased(weights[(ic * kh + ky) * kw + kx]) - w_shift;
-                            acc = acc.wrapping_add(xv * wv);
+                            for kx in 0..kw {
+                                let ix = (ox * win.stride[1] + kx * win.dilation[1])
+                                    .wrapping_sub(win.pads[1]);
+                                if ix >= d.w {
+                                    continue;
+                                }
+                                let (Some(&xb), Some(&wb)) = (
+                                    src.get(iy * d.w + ix),
+                                    weights.get((ic * kh + ky) * kw + kx),
+                                ) else {
+                                    continue;
+                                };
+                                let xv = x.biased(xb) - x_shift;
+                                let wv = w.biased(wb) - w_shift;
+                                acc = acc.wrapping_add(xv * wv);
+                            }
                         }
                     }
+                    *out = acc;
                 }
-                *out = acc;
             }
         }
     }

@@ -485,10 +485,15 @@ pub fn batch_norm(
             let k = scale / math::sqrt(var + epsilon);
             let s = bias - mean * k;
             let start = (b * c + ch) * inner;
-            let dst = &mut out[start..start + inner];
+            let Some(dst) = out.get_mut(start..start + inner) else {
+                return;
+            };
             match x {
                 Some(x) => {
-                    for (d, v) in dst.iter_mut().zip(&x[start..start + inner]) {
+                    for (d, v) in dst
+                        .iter_mut()
+                        .zip(x.get(start..start + inner).unwrap_or(&[]))
+                    {
                         *d = v * k + s;
                     }
                 }
@@ -607,14 +612,12 @@ pub fn hardmax(x: &[f32], shape: &Shape, axis: usize, out: &mut [f32]) {
         .take(outer)
     {
         for i in 0..inner {
-            let first = (0..len).fold(0, |best, j| {
-                if xs[i + j * inner] > xs[i + best * inner] {
-                    j
-                } else {
-                    best
-                }
-            });
-            block[i + first * inner] = 1.0;
+            // The first largest along the axis (NaN never wins a comparison).
+            let at = |j: usize| xs.get(i + j * inner).copied().unwrap_or(f32::NAN);
+            let first = (0..len).fold(0, |best, j| if at(j) > at(best) { j } else { best });
+            if let Some(one) = block.get_mut(i + first * inner) {
+                *one = 1.0;
+            }
         }
     }
 }

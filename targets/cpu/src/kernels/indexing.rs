@@ -82,14 +82,17 @@ fn for_each_target(
     let strides = data_shape.strides();
     let len = data_shape.dim(axis);
     let mut moved = strides;
-    moved[axis] = 0;
+    let (Some(slot), Some(&stride)) = (moved.get_mut(axis), strides.get(axis)) else {
+        return Err(CpuError::CorruptPlan);
+    };
+    *slot = 0;
     let mut result = Ok(());
     let mut p = 0;
     for_each_index(index_shape.dims(), [&moved], |[base]| {
         if result.is_ok() {
             result = indices
                 .resolve(p, len)
-                .and_then(|i| f(p, base + i * strides[axis]));
+                .and_then(|i| f(p, base + i * stride));
         }
         p += 1;
     });

@@ -438,7 +438,7 @@ fn map_index(i: isize, len: usize, mode: PadMode) -> Option<usize> {
                 return Some(0);
             }
             let period = 2 * (n - 1);
-            let mut r = i.rem_euclid(period);
+            let mut r = i.checked_rem_euclid(period)?;
             if r >= n {
                 r = period - r;
             }

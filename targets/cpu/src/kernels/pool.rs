@@ -23,12 +23,10 @@ pub fn pool(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
     if p.window.dilation == [1, 1] {
         return pool_dense(p, d, is_max, x, out);
     }
-    for plane in 0..n * c {
-        let src = &x[plane * h * w..(plane + 1) * h * w];
-        let dst = &mut out[plane * oh * ow..(plane + 1) * oh * ow];
-        for oy in 0..oh {
+    for (src, dst) in planes(x, out, [n * c, h * w, oh * ow]) {
+        for (oy, dst) in dst.chunks_exact_mut(ow.max(1)).take(oh).enumerate() {
             let y0 = (oy * sh) as isize - pt as isize;
-            for ox in 0..ow {
+            for (ox, slot) in dst.iter_mut().enumerate() {
                 let x0 = (ox * sw) as isize - pl as isize;
                 let mut max = f32::MIN;
                 let mut sum = 0.0f32;
@@ -38,19 +36,23 @@ pub fn pool(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
                     if iy < 0 || iy >= h as isize {
                         continue;
                     }
-                    let row = &src[iy as usize * w..(iy as usize + 1) * w];
+                    let row = src
+                        .get(iy as usize * w..(iy as usize + 1) * w)
+                        .unwrap_or(&[]);
                     for kx in 0..kw {
                         let ix = x0 + (kx * dw) as isize;
-                        if ix < 0 || ix >= w as isize {
+                        if ix < 0 {
                             continue;
                         }
-                        let v = row[ix as usize];
+                        let Some(&v) = row.get(ix as usize) else {
+                            continue;
+                        };
                         max = if v > max || v.is_nan() { v } else { max };
                         sum += v;
                         count += 1;
                     }
                 }
-                dst[oy * ow + ox] = if is_max {
+                *slot = if is_max {
                     max
                 } else {
                     let divisor = if p.count_include_pad {
@@ -59,7 +61,7 @@ pub fn pool(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
                         let x_end = (x0 + ((kw - 1) * dw + 1) as isize).min((w + pr) as isize);
                         let rows = (y_end - y0).max(0) as usize;
                         let cols = (x_end - x0).max(0) as usize;
-                        rows.div_ceil(dh) * cols.div_ceil(dw)
+                        rows.div_ceil(dh.max(1)) * cols.div_ceil(dw.max(1))
                     } else {
                         count
                     };
@@ -74,6 +76,19 @@ pub fn pool(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
     }
 }
 
+/// The `[planes]` input planes of `[plane_in]` elements paired with the output planes of
+/// `[plane_out]` (slices, so a kernel indexes within a plane only through `get`).
+#[inline(always)]
+fn planes<'a, T>(
+    x: &'a [T],
+    out: &'a mut [T],
+    [planes, plane_in, plane_out]: [usize; 3],
+) -> impl Iterator<Item = (&'a [T], &'a mut [T])> {
+    x.chunks_exact(plane_in.max(1))
+        .zip(out.chunks_exact_mut(plane_out.max(1)))
+        .take(planes)
+}
+
 /// Pooling without dilation: each window is a rectangle of contiguous row slices, clipped to
 /// the input once per output instead of per element.
 #[inline(always)]
@@ -83,18 +98,17 @@ fn pool_dense(p: &Pool, d: PoolDims, is_max: bool, x: &[f32], out: &mut [f32]) {
     let [kh, kw] = p.window.kernel;
     let [sh, sw] = p.window.stride;
     let [pt, pl, pb, pr] = p.window.pads;
-    for plane in 0..n * c {
-        let src = &x[plane * h * w..(plane + 1) * h * w];
-        let dst = &mut out[plane * oh * ow..(plane + 1) * oh * ow];
-        for oy in 0..oh {
+    for (src, dst) in planes(x, out, [n * c, h * w, oh * ow]) {
+        for (oy, dst) in dst.chunks_exact_mut(ow.max(1)).take(oh).enumerate() {
             let y0 = oy * sh;
             let (y_lo, y_hi) = (y0.max(pt) - pt, (y0 + kh).min(h + pt).max(pt) - pt);
-            for ox in 0..ow {
+            for (ox, slot) in dst.iter_mut().enumerate() {
                 let x0 = ox * sw;
                 let (x_lo, x_hi) = (x0.max(pl) - pl, (x0 + kw).min(w + pl).max(pl) - pl);
                 let (x_lo, y_lo) = (x_lo.min(x_hi), y_lo.min(y_hi));
-                let rows = (y_lo..y_hi).map(|iy| &src[iy * w + x_lo..iy * w + x_hi]);
-                dst[oy * ow + ox] = if is_max {
+                let rows =
+                    (y_lo..y_hi).map(|iy| src.get(iy * w + x_lo..iy * w + x_hi).unwrap_or(&[]));
+                *slot = if is_max {
                     rows.flat_map(|r| r.iter()).fold(f32::MIN, |m, &v| {
                         if v > m || v.is_nan() {
                             v
@@ -129,27 +143,26 @@ pub fn max_pool_integer<T: Copy + Ord>(p: &Pool, d: PoolDims, x: &[T], out: &mut
     let [n, c, h, w] = d.input;
     let [oh, ow] = d.output;
     let win = &p.window;
-    for (src, dst) in x
-        .chunks_exact((h * w).max(1))
-        .zip(out.chunks_exact_mut((oh * ow).max(1)))
-        .take(n * c)
-    {
-        for (i, slot) in dst.iter_mut().enumerate() {
-            let (oy, ox) = (i / ow, i % ow);
-            let mut max = lowest;
-            for ky in 0..win.kernel[0] {
-                let iy = (oy * win.stride[0] + ky * win.dilation[0]).wrapping_sub(win.pads[0]);
-                if iy >= h {
-                    continue;
-                }
-                for kx in 0..win.kernel[1] {
-                    let ix = (ox * win.stride[1] + kx * win.dilation[1]).wrapping_sub(win.pads[1]);
-                    if ix < w {
-                        max = max.max(src[iy * w + ix]);
+    for (src, dst) in planes(x, out, [n * c, h * w, oh * ow]) {
+        for (oy, dst) in dst.chunks_exact_mut(ow.max(1)).take(oh).enumerate() {
+            for (ox, slot) in dst.iter_mut().enumerate() {
+                let mut max = lowest;
+                for ky in 0..win.kernel[0] {
+                    let iy = (oy * win.stride[0] + ky * win.dilation[0]).wrapping_sub(win.pads[0]);
+                    if iy >= h {
+                        continue;
+                    }
+                    let row = src.get(iy * w..(iy + 1) * w).unwrap_or(&[]);
+                    for kx in 0..win.kernel[1] {
+                        let ix =
+                            (ox * win.stride[1] + kx * win.dilation[1]).wrapping_sub(win.pads[1]);
+                        if let Some(&v) = row.get(ix) {
+                            max = max.max(v);
+                        }
                     }
                 }
+                *slot = max;
             }
-            *slot = max;
         }
     }
 }

@@ -48,7 +48,9 @@ pub fn resample(
                 len: in_len,
             });
         }
-        let w = &weights[j * taps..(j + 1) * taps];
+        let w = weights
+            .get(j * taps..(j + 1) * taps)
+            .ok_or(CpuError::CorruptPlan)?;
         for o in 0..outer {
             let start = (o * out_len + j) * inner;
             let Some(dst) = y.get_mut(start..start + inner) else {
