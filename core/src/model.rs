@@ -256,7 +256,10 @@ impl<'a, const OPS: Selection> Model<'a, OPS> {
     }
 
     /// Decodes tensor record `index` without its name: what running a step needs, on every
-    /// run (the name's UTF-8 check would cost more than the rest).
+    /// run (the name's UTF-8 check would cost more than the rest). Inlined into the two callers
+    /// (a step's operand lookup, the verifier's tensor walk): out of line, its result took a
+    /// second slot in the lookup's frame, on the deepest path of an inference.
+    #[inline(always)]
     fn decode_desc(&self, index: usize) -> Result<TensorDesc, FormatError> {
         let e = |kind, what| err(kind, what).at(index);
         let rec = range(

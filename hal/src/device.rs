@@ -103,7 +103,9 @@ impl<'a> TensorList<'a> {
         (index != ABSENT).then_some(index)
     }
 
-    /// The tensor in slot `i`, or `None` if absent.
+    /// The tensor in slot `i`, or `None` if absent. Out of line: one copy of the descriptor's
+    /// decoding serves every operand fetch (inlined, a firmware carried one per fetch).
+    #[inline(never)]
     pub fn get(&self, i: usize) -> Option<TensorDesc> {
         self.tensors.tensor(self.index(i)?)
     }

@@ -20,11 +20,12 @@ pub(super) fn run<const OPS: Selection>(
     #[allow(unused_variables)] scratch: Option<&mut [u8]>,
     #[allow(unused_variables)] covered_int8: Selection,
 ) -> Result<(), CpuError> {
-    step_inputs!(step, view => input, f32_in, optional_f32);
+    step_inputs!(step, view => f32_in, optional_f32, bytes_in);
     match step.op {
         Op::Conv(c) if selects(OPS, OpKind::Conv) => {
-            let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
-                .ok_or(CpuError::CorruptPlan)?;
+            input!(step, x = 0);
+            let dims =
+                conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
             let scratch = match scratch {
                 Some(s) => f32s_mut(s)?,
                 None => &mut [][..],
@@ -42,20 +43,21 @@ pub(super) fn run<const OPS: Selection>(
             fused::<OPS>(c.activation, out);
         }
         Op::ConvTranspose(c) if selects(OPS, OpKind::ConvTranspose) => {
-            let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
-                .ok_or(CpuError::CorruptPlan)?;
+            input!(step, x = 0);
+            let dims =
+                conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
             let out = f32s_mut(out)?;
             conv::conv_transpose(&c, dims, f32_in(0)?, f32_in(1)?, optional_f32(2)?, out);
             fused::<OPS>(c.activation, out);
         }
         #[cfg(feature = "quantized")]
         Op::QConv(c) if needs_portable(OPS, covered_int8, OpKind::QConv) => {
-            let dims = conv::ConvDims::of(&input(0)?.shape, &out_desc.shape)
-                .ok_or(CpuError::CorruptPlan)?;
-            let x = input(0)?;
-            let (xb, w) = (view.bytes(&x)?, cast::<i8>(view.bytes(&input(1)?)?)?);
-            let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
-            let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
+            input!(step, x = 0);
+            let dims =
+                conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
+            let (xb, w) = (view.bytes(x)?, cast::<i8>(bytes_in(1)?)?);
+            let bias = cast::<i32>(bytes_in(2)?)?;
+            let rq = cast::<i32>(bytes_in(3)?)?;
             let scratch = scratch.unwrap_or(&mut []);
             let done = with_quantized_pair!(
                 OPS,
@@ -74,14 +76,17 @@ pub(super) fn run<const OPS: Selection>(
         }
         #[cfg(feature = "quantized")]
         Op::ConvInteger(c) if selects(OPS, OpKind::ConvInteger) => {
-            let (x, w, zx, zw) = (input(0)?, input(1)?, input(2)?, input(3)?);
+            input!(step, x = 0);
+            input!(step, w = 1);
+            input!(step, zx = 2);
+            input!(step, zw = 3);
             let dims =
                 conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
             let bytes = |t: &TensorDesc| -> Result<accumulate::Bytes<'_>, CpuError> {
                 Ok(accumulate::Bytes::new(view.bytes(t)?, t.dtype == DType::I8))
             };
             let y = cast_mut::<i32>(out)?;
-            let (x, w, zx, zw) = (bytes(&x)?, bytes(&w)?, bytes(&zx)?, bytes(&zw)?);
+            let (x, w, zx, zw) = (bytes(x)?, bytes(w)?, bytes(zx)?, bytes(zw)?);
             accumulate::conv_integer(&c, dims, x, w, zx, zw, y);
         }
         _ => return Err(CpuError::Unsupported),

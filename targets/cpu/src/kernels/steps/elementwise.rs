@@ -19,12 +19,13 @@ pub(super) fn run<const OPS: Selection>(
     #[allow(unused_variables)] scratch: Option<&mut [u8]>,
     #[allow(unused_variables)] covered_int8: Selection,
 ) -> Result<(), CpuError> {
-    step_inputs!(step, view => input, f32_in, optional_f32);
+    step_inputs!(step, view => f32_in, optional_f32, bytes_in);
     match step.op {
         Op::Binary { op, activation } if selects(OPS, OpKind::Binary) => {
-            let (a, b) = (input(0)?, input(1)?);
+            input!(step, a = 0);
+            input!(step, b = 1);
             if a.dtype == DType::F32 {
-                let (a, b) = (operand(view, &a)?, operand(view, &b)?);
+                let (a, b) = (operand(view, a)?, operand(view, b)?);
                 let out = f32s_mut(out)?;
                 if OPS == ALL_OPS {
                     elementwise::binary::<OPS>(op, a, b, out, &out_desc.shape)
@@ -33,17 +34,18 @@ pub(super) fn run<const OPS: Selection>(
                 }
                 fused::<OPS>(activation, out);
             } else {
-                let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+                let (ab, bb) = (view.bytes(a)?, view.bytes(b)?);
                 integer_binary::<OPS>(op, (a, ab), (b, bb), out, &out_desc.shape)?;
             }
         }
         Op::Convert if selects(OPS, OpKind::Convert) => {
-            let x = input(0)?;
-            numeric::convert(x.dtype, view.bytes(&x)?, out_desc.dtype, out)?;
+            input!(step, x = 0);
+            numeric::convert(x.dtype, view.bytes(x)?, out_desc.dtype, out)?;
         }
         Op::Unary(act) if selects(OPS, OpKind::Unary) => {
             let out = f32s_mut(out)?;
-            if let Src::Bytes(x) = view.src(&input(0)?)? {
+            input!(step, x_desc = 0);
+            if let Src::Bytes(x) = view.src(x_desc)? {
                 let x = f32s(x)?;
                 if x.len() != out.len() {
                     return Err(CpuError::CorruptPlan);
@@ -59,14 +61,15 @@ pub(super) fn run<const OPS: Selection>(
             elementwise::hardmax(f32_in(0)?, &out_desc.shape, axis, f32s_mut(out)?);
         }
         Op::Softmax { axis } if selects(OPS, OpKind::Softmax) => {
-            let x = f32s(view.bytes(&input(0)?)?)?;
+            let x = f32s(bytes_in(0)?)?;
             elementwise::softmax(Some(x), &out_desc.shape, axis, f32s_mut(out)?);
         }
         Op::BatchNorm {
             epsilon,
             activation,
         } if selects(OPS, OpKind::BatchNorm) => {
-            let x = match view.src(&input(0)?)? {
+            input!(step, x_desc = 0);
+            let x = match view.src(x_desc)? {
                 Src::Bytes(b) => Some(f32s(b)?),
                 Src::Output => None,
             };
@@ -85,8 +88,9 @@ pub(super) fn run<const OPS: Selection>(
         }
         #[cfg(feature = "quantized")]
         Op::QAdd(q) if selects(OPS, OpKind::QAdd) => {
-            let (a, b) = (input(0)?, input(1)?);
-            let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+            input!(step, a = 0);
+            input!(step, b = 1);
+            let (ab, bb) = (view.bytes(a)?, view.bytes(b)?);
             let tables: &mut [i32] = match scratch {
                 Some(s) => cast_mut(s)?,
                 None => &mut [],
@@ -106,8 +110,9 @@ pub(super) fn run<const OPS: Selection>(
         }
         #[cfg(feature = "quantized")]
         Op::QMul(q) if selects(OPS, OpKind::QMul) => {
-            let (a, b) = (input(0)?, input(1)?);
-            let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+            input!(step, a = 0);
+            input!(step, b = 1);
+            let (ab, bb) = (view.bytes(a)?, view.bytes(b)?);
             let shape = out_desc.shape;
             let strides = [
                 shape.strides(),
@@ -129,7 +134,7 @@ pub(super) fn run<const OPS: Selection>(
         }
         #[cfg(feature = "quantized")]
         Op::QLookup if selects(OPS, OpKind::QLookup) => {
-            let (x, table) = (view.bytes(&input(0)?)?, view.bytes(&input(1)?)?);
+            let (x, table) = (bytes_in(0)?, bytes_in(1)?);
             let table: &[u8; 256] = table.try_into().map_err(|_| CpuError::CorruptPlan)?;
             for (y, &b) in out.iter_mut().zip(x) {
                 *y = table[b as usize];
@@ -137,14 +142,14 @@ pub(super) fn run<const OPS: Selection>(
         }
         #[cfg(feature = "quantized")]
         Op::QSoftmax(q) if selects(OPS, OpKind::QSoftmax) => {
-            let x = input(0)?;
+            input!(step, x = 0);
             let rank = x.shape.rank();
             let lanes = [
                 x.shape.product(0..q.axis),
                 x.shape.dim(q.axis),
                 x.shape.product(q.axis + 1..rank),
             ];
-            let table = cast::<i32>(view.bytes(&input(1)?)?)?;
+            let table = cast::<i32>(bytes_in(1)?)?;
             with_quantized_pair!(
                 OPS,
                 covered_int8,
@@ -152,7 +157,7 @@ pub(super) fn run<const OPS: Selection>(
                 false,
                 x.dtype,
                 out_desc.dtype,
-                view.bytes(&x)?,
+                view.bytes(x)?,
                 out,
                 |xs, ys| integer::qsoftmax(&q, lanes, xs, table, ys)
             );
@@ -165,15 +170,15 @@ pub(super) fn run<const OPS: Selection>(
 /// [`numeric::binary`] on integer operands `a`, `b` (descriptor and bytes) of one type.
 fn integer_binary<const OPS: Selection>(
     op: ferrite_hal::op::BinaryOp,
-    a: (TensorDesc, &[u8]),
-    b: (TensorDesc, &[u8]),
+    a: (&TensorDesc, &[u8]),
+    b: (&TensorDesc, &[u8]),
     out: &mut [u8],
     shape: &ferrite_hal::Shape,
 ) -> Result<(), CpuError> {
     if !selects_dtype(OPS, a.0.dtype) {
         return Err(CpuError::Unsupported);
     }
-    fn integers<'x>((t, bytes): (TensorDesc, &'x [u8])) -> numeric::Integers<'x> {
+    fn integers<'x>((t, bytes): (&TensorDesc, &'x [u8])) -> numeric::Integers<'x> {
         numeric::Integers {
             dtype: t.dtype,
             bytes,

@@ -14,49 +14,56 @@ pub(super) fn run<const OPS: Selection>(
     #[allow(unused_variables)] scratch: Option<&mut [u8]>,
     #[allow(unused_variables)] covered_int8: Selection,
 ) -> Result<(), CpuError> {
-    step_inputs!(step, view => input, f32_in, optional_f32);
+    step_inputs!(step, view => f32_in, optional_f32, bytes_in);
     match step.op {
         Op::GatherElements { axis } if selects(OPS, OpKind::GatherElements) => {
-            let (x, idx) = (input(0)?, input(1)?);
-            let (bytes, indices) = (view.bytes(&x)?, index_view(view, &idx)?);
+            input!(step, x = 0);
+            input!(step, idx = 1);
+            let (bytes, indices) = (view.bytes(x)?, index_view(view, idx)?);
             let size = element_size::<OPS>(x.dtype)?;
             indexing::gather_elements(bytes, size, &x.shape, indices, &idx.shape, axis, out)?;
         }
         Op::ScatterElements { axis, reduction } if selects(OPS, OpKind::ScatterElements) => {
-            let (x, idx, up) = (input(0)?, input(1)?, input(2)?);
-            let (bytes, indices) = (view.bytes(&x)?, index_view(view, &idx)?);
+            input!(step, x = 0);
+            input!(step, idx = 1);
+            input!(step, up = 2);
+            let (bytes, indices) = (view.bytes(x)?, index_view(view, idx)?);
             let size = element_size::<OPS>(x.dtype)?;
             let u = indexing::Updates {
                 indices,
-                values: view.bytes(&up)?,
+                values: view.bytes(up)?,
                 reduction,
             };
             indexing::scatter_elements(bytes, size, &x.shape, u, &idx.shape, axis, out)?;
         }
         Op::GatherNd { batch_dims } if selects(OPS, OpKind::GatherNd) => {
-            let (x, idx) = (input(0)?, input(1)?);
-            let (bytes, indices) = (view.bytes(&x)?, index_view(view, &idx)?);
-            let (q, layout) = nd_layout(&x, &idx, batch_dims);
+            input!(step, x = 0);
+            input!(step, idx = 1);
+            let (bytes, indices) = (view.bytes(x)?, index_view(view, idx)?);
+            let (q, layout) = nd_layout(x, idx, batch_dims);
             let size = element_size::<OPS>(x.dtype)?;
             indexing::gather_nd(bytes, size, &x.shape, batch_dims, q, layout, indices, out)?;
         }
         Op::ScatterNd { reduction } if selects(OPS, OpKind::ScatterNd) => {
-            let (x, idx, up) = (input(0)?, input(1)?, input(2)?);
-            let (bytes, indices) = (view.bytes(&x)?, index_view(view, &idx)?);
-            let (q, layout) = nd_layout(&x, &idx, 0);
+            input!(step, x = 0);
+            input!(step, idx = 1);
+            input!(step, up = 2);
+            let (bytes, indices) = (view.bytes(x)?, index_view(view, idx)?);
+            let (q, layout) = nd_layout(x, idx, 0);
             let size = element_size::<OPS>(x.dtype)?;
             let u = indexing::Updates {
                 indices,
-                values: view.bytes(&up)?,
+                values: view.bytes(up)?,
                 reduction,
             };
             indexing::scatter_nd(bytes, size, &x.shape, q, layout, u, out)?;
         }
         Op::Gather { axis } if selects(OPS, OpKind::Gather) => {
-            let (x, idx) = (input(0)?, input(1)?);
-            let bytes = view.bytes(&x)?;
-            let idx_bytes = view.bytes(&idx)?;
-            gather::<OPS>(x, bytes, axis, &idx, idx_bytes, out)?;
+            input!(step, x = 0);
+            input!(step, idx = 1);
+            let bytes = view.bytes(x)?;
+            let idx_bytes = view.bytes(idx)?;
+            gather::<OPS>(x, bytes, axis, idx, idx_bytes, out)?;
         }
         _ => return Err(CpuError::Unsupported),
     }
@@ -89,7 +96,7 @@ fn nd_layout(x: &TensorDesc, idx: &TensorDesc, batch_dims: usize) -> (usize, ind
 
 #[inline(always)]
 fn gather<const OPS: Selection>(
-    x: TensorDesc,
+    x: &TensorDesc,
     src: &[u8],
     axis: usize,
     idx: &TensorDesc,
@@ -113,7 +120,7 @@ fn gather<const OPS: Selection>(
 
 #[inline(always)]
 fn gather_typed<const OPS: Selection>(
-    x: TensorDesc,
+    x: &TensorDesc,
     src: &[u8],
     axis: usize,
     ix: impl Iterator<Item = i64> + Clone,

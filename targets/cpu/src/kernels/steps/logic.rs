@@ -14,11 +14,12 @@ pub(super) fn run<const OPS: Selection>(
     #[allow(unused_variables)] scratch: Option<&mut [u8]>,
     #[allow(unused_variables)] covered_int8: Selection,
 ) -> Result<(), CpuError> {
-    step_inputs!(step, view => input, f32_in, optional_f32);
+    step_inputs!(step, view => f32_in, optional_f32, bytes_in);
     match step.op {
         Op::Compare(c) if selects(OPS, OpKind::Compare) => {
-            let (a, b) = (input(0)?, input(1)?);
-            let (ab, bb) = (view.bytes(&a)?, view.bytes(&b)?);
+            input!(step, a = 0);
+            input!(step, b = 1);
+            let (ab, bb) = (view.bytes(a)?, view.bytes(b)?);
             let shape = out_desc.shape;
             fn operands<'x, T: bytemuck::Pod>(
                 a: &'x [u8],
@@ -53,38 +54,41 @@ pub(super) fn run<const OPS: Selection>(
                         bytes,
                         shape: t.shape,
                     };
-                    numeric::compare::<OPS>(c, integers(&a, ab), integers(&b, bb), out, &shape)?
+                    numeric::compare::<OPS>(c, integers(a, ab), integers(b, bb), out, &shape)?
                 }
                 _ => return Err(CpuError::Unsupported),
             }
         }
         Op::Logical(l) if selects(OPS, OpKind::Logical) => {
-            let (a, b) = (input(0)?, input(1)?);
+            input!(step, a = 0);
+            input!(step, b = 1);
             let x = logic::Operand {
-                data: view.bytes(&a)?,
+                data: view.bytes(a)?,
                 shape: a.shape,
             };
             let y = logic::Operand {
-                data: view.bytes(&b)?,
+                data: view.bytes(b)?,
                 shape: b.shape,
             };
             logic::logical(l, x, y, out, &out_desc.shape);
         }
-        Op::Not if selects(OPS, OpKind::Not) => logic::not(view.bytes(&input(0)?)?, out),
+        Op::Not if selects(OPS, OpKind::Not) => logic::not(bytes_in(0)?, out),
         Op::Classify(d) if selects(OPS, OpKind::Classify) => logic::classify(d, f32_in(0)?, out),
         Op::Where if selects(OPS, OpKind::Where) => {
-            let (c, x, y) = (input(0)?, input(1)?, input(2)?);
+            input!(step, c = 0);
+            input!(step, x = 1);
+            input!(step, y = 2);
             let condition = logic::Operand {
-                data: view.bytes(&c)?,
+                data: view.bytes(c)?,
                 shape: c.shape,
             };
             let size = element_size::<OPS>(x.dtype)?;
             let x = logic::Operand {
-                data: view.bytes(&x)?,
+                data: view.bytes(x)?,
                 shape: x.shape,
             };
             let y = logic::Operand {
-                data: view.bytes(&y)?,
+                data: view.bytes(y)?,
                 shape: y.shape,
             };
             logic::select(condition, x, y, size, out, &out_desc.shape);

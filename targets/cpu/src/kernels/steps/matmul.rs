@@ -18,10 +18,11 @@ pub(super) fn run<const OPS: Selection>(
     #[allow(unused_variables)] scratch: Option<&mut [u8]>,
     #[allow(unused_variables)] covered_int8: Selection,
 ) -> Result<(), CpuError> {
-    step_inputs!(step, view => input, f32_in, optional_f32);
+    step_inputs!(step, view => f32_in, optional_f32, bytes_in);
     match step.op {
         Op::Gemm(g) if selects(OPS, OpKind::Gemm) => {
-            let (a, b) = (input(0)?, input(1)?);
+            input!(step, a = 0);
+            input!(step, b = 1);
             let c = match step.inputs.get(2) {
                 Some(t) => Some((f32s(view.bytes(&t)?)?, t.shape)),
                 None => None,
@@ -34,7 +35,9 @@ pub(super) fn run<const OPS: Selection>(
         Op::MatMul { activation } if selects(OPS, OpKind::MatMul) => {
             // Borrowed where it was built: moved out of the `Option`, the geometry (148 B)
             // took a second slot in the family's frame.
-            let geometry = MatMulGeometry::new(&input(0)?.shape, &input(1)?.shape);
+            input!(step, a = 0);
+            input!(step, b = 1);
+            let geometry = MatMulGeometry::new(&a.shape, &b.shape);
             let g = geometry.as_ref().ok_or(CpuError::CorruptPlan)?;
             let out = f32s_mut(out)?;
             matmul::matmul(g, f32_in(0)?, f32_in(1)?, out);
@@ -42,7 +45,8 @@ pub(super) fn run<const OPS: Selection>(
         }
         #[cfg(feature = "quantized")]
         Op::QGemm(q) if needs_portable(OPS, covered_int8, OpKind::QGemm) => {
-            let (a, b) = (input(0)?, input(1)?);
+            input!(step, a = 0);
+            input!(step, b = 1);
             let (layout, n, _) =
                 ferrite_hal::op::QGemmWeights::of(&b.shape).ok_or(CpuError::CorruptPlan)?;
             // Only the selected layouts' loops are linked (the build's selection is a constant).
@@ -50,9 +54,9 @@ pub(super) fn run<const OPS: Selection>(
                 return Err(CpuError::CorruptPlan);
             }
             let dims = [a.shape.dim(0), a.shape.dim(1), n];
-            let (ab, bw) = (view.bytes(&a)?, cast::<i8>(view.bytes(&b)?)?);
-            let bias = cast::<i32>(view.bytes(&input(2)?)?)?;
-            let rq = cast::<i32>(view.bytes(&input(3)?)?)?;
+            let (ab, bw) = (view.bytes(a)?, cast::<i8>(view.bytes(b)?)?);
+            let bias = cast::<i32>(bytes_in(2)?)?;
+            let rq = cast::<i32>(bytes_in(3)?)?;
             with_quantized_pair!(
                 OPS,
                 covered_int8,
@@ -67,17 +71,21 @@ pub(super) fn run<const OPS: Selection>(
         }
         #[cfg(feature = "quantized")]
         Op::MatMulInteger if selects(OPS, OpKind::MatMulInteger) => {
-            let (a, b, za, zb) = (input(0)?, input(1)?, input(2)?, input(3)?);
+            input!(step, a = 0);
+            input!(step, b = 1);
+            input!(step, za = 2);
+            input!(step, zb = 3);
             let geometry = MatMulGeometry::new(&a.shape, &b.shape);
             let g = geometry.as_ref().ok_or(CpuError::CorruptPlan)?;
             let bytes = |t: &TensorDesc| -> Result<accumulate::Bytes<'_>, CpuError> {
                 Ok(accumulate::Bytes::new(view.bytes(t)?, t.dtype == DType::I8))
             };
             let y = cast_mut::<i32>(out)?;
-            accumulate::matmul_integer(g, bytes(&a)?, bytes(&b)?, bytes(&za)?, bytes(&zb)?, y);
+            accumulate::matmul_integer(g, bytes(a)?, bytes(b)?, bytes(za)?, bytes(zb)?, y);
         }
         Op::Dft(d) if selects(OPS, OpKind::Dft) => {
-            let g = ferrite_hal::geometry::DftGeometry::new(&d, &input(0)?.shape)
+            input!(step, x_desc = 0);
+            let g = ferrite_hal::geometry::DftGeometry::new(&d, &x_desc.shape)
                 .ok_or(CpuError::CorruptPlan)?;
             let v = fourier::Operands {
                 x: f32_in(0)?,

@@ -134,21 +134,58 @@ impl<'x> StepOperands<'x> {
     }
 }
 
-/// Binds the step's input accessors: `$input(i)` (the descriptor), `$f32_in(i)` (its bytes
-/// as f32) and `$optional_f32(i)` (the same, `None` for an absent optional input).
-macro_rules! step_inputs {
-    ($step:ident, $view:ident => $input:ident, $f32_in:ident, $optional_f32:ident) => {
-        #[allow(unused_variables)]
-        let $input = |i: usize| $step.inputs.get(i).ok_or(CpuError::CorruptPlan);
-        #[allow(unused_variables)]
-        let $f32_in = |i: usize| -> Result<&[f32], CpuError> { f32s($view.bytes(&$input(i)?)?) };
-        #[allow(unused_variables)]
-        let $optional_f32 = |i: usize| -> Result<Option<&[f32]>, CpuError> {
-            match $step.inputs.get(i) {
-                Some(t) => Ok(Some(f32s($view.bytes(&t)?)?)),
-                None => Ok(None),
-            }
+/// Binds `$name` to input `$i`'s descriptor by reference, returning `CorruptPlan` from the
+/// enclosing function when the input is absent. The descriptor stays in the slot the lookup
+/// decoded it into: moved out of the `Option` (as `?` would), every fetch copied its 52 bytes
+/// to a slot of its own, 2-5 KB of code and several slots of a family's frame on a firmware.
+macro_rules! input {
+    ($step:ident, $name:ident = $i:expr) => {
+        let slot = $step.inputs.get($i);
+        let Some($name) = &slot else {
+            return Err(CpuError::CorruptPlan);
         };
+    };
+}
+
+/// Input `i`'s bytes, `None` when the optional input is absent. Out of line: one copy of the
+/// operand lookup serves every kernel (inlined, a firmware carried one per fetch).
+#[inline(never)]
+fn optional_input_bytes<'x>(
+    step: &Step<'_>,
+    view: &Readable<'x>,
+    i: usize,
+) -> Result<Option<&'x [u8]>, CpuError> {
+    match step.inputs.get(i) {
+        Some(t) => Ok(Some(view.bytes(&t)?)),
+        None => Ok(None),
+    }
+}
+
+/// [`optional_input_bytes`] as f32 (out of line with the cast).
+#[inline(never)]
+fn optional_input_f32<'x>(
+    step: &Step<'_>,
+    view: &Readable<'x>,
+    i: usize,
+) -> Result<Option<&'x [f32]>, CpuError> {
+    optional_input_bytes(step, view, i)?.map(f32s).transpose()
+}
+
+/// Binds the step's input accessors: `$f32_in(i)` (input `i`'s bytes as f32),
+/// `$optional_f32(i)` (the same, `None` for an absent optional input) and `$bytes_in(i)` (its
+/// bytes); each absent required input is `CorruptPlan`.
+macro_rules! step_inputs {
+    ($step:ident, $view:ident => $f32_in:ident, $optional_f32:ident, $bytes_in:ident) => {
+        #[allow(unused_variables)]
+        let $bytes_in = |i: usize| -> Result<&[u8], CpuError> {
+            optional_input_bytes($step, $view, i)?.ok_or(CpuError::CorruptPlan)
+        };
+        #[allow(unused_variables)]
+        let $f32_in = |i: usize| -> Result<&[f32], CpuError> {
+            optional_input_f32($step, $view, i)?.ok_or(CpuError::CorruptPlan)
+        };
+        #[allow(unused_variables)]
+        let $optional_f32 = |i: usize| optional_input_f32($step, $view, i);
     };
 }
 

@@ -14,19 +14,20 @@ pub(super) fn run<const OPS: Selection>(
     #[allow(unused_variables)] scratch: Option<&mut [u8]>,
     #[allow(unused_variables)] covered_int8: Selection,
 ) -> Result<(), CpuError> {
-    step_inputs!(step, view => input, f32_in, optional_f32);
+    step_inputs!(step, view => f32_in, optional_f32, bytes_in);
     match step.op {
         Op::Resample {
             axis,
             extrapolation,
         } if selects(OPS, OpKind::Resample) => {
-            let [outer, in_len, inner] = lanes(&input(0)?.shape, axis);
+            input!(step, x_desc = 0);
+            let [outer, in_len, inner] = lanes(&x_desc.shape, axis);
             let lanes = resample::Lanes {
                 outer,
                 in_len,
                 inner,
             };
-            let indices = cast::<i32>(view.bytes(&input(1)?)?)?;
+            let indices = cast::<i32>(bytes_in(1)?)?;
             resample::resample(
                 f32_in(0)?,
                 lanes,
@@ -37,28 +38,28 @@ pub(super) fn run<const OPS: Selection>(
             )?;
         }
         Op::Expand if selects(OPS, OpKind::Expand) => {
-            let x = input(0)?;
-            let bytes = view.bytes(&x)?;
+            input!(step, x = 0);
+            let bytes = view.bytes(x)?;
             let size = element_size::<OPS>(x.dtype)?;
             movement::expand(bytes, size, &x.shape, out, &out_desc.shape);
         }
         Op::Trilu { upper, k } if selects(OPS, OpKind::Trilu) => {
-            let x = input(0)?;
+            input!(step, x = 0);
             let r = x.shape.rank();
             let (rows, cols) = (x.shape.dim(r - 2), x.shape.dim(r - 1));
-            let bytes = view.bytes(&x)?;
+            let bytes = view.bytes(x)?;
             let size = element_size::<OPS>(x.dtype)?;
             movement::trilu(bytes, size, rows, cols, upper, k as i64, out);
         }
         Op::Transpose { perm } if selects(OPS, OpKind::Transpose) => {
-            let x = input(0)?;
-            let bytes = view.bytes(&x)?;
+            input!(step, x = 0);
+            let bytes = view.bytes(x)?;
             let size = element_size::<OPS>(x.dtype)?;
             movement::transpose(bytes, size, &x.shape, &perm, out, &out_desc.shape);
         }
         Op::Slice { starts, steps } if selects(OPS, OpKind::Slice) => {
-            let x = input(0)?;
-            let bytes = view.bytes(&x)?;
+            input!(step, x = 0);
+            let bytes = view.bytes(x)?;
             let size = element_size::<OPS>(x.dtype)?;
             movement::slice(bytes, size, &x.shape, &starts, &steps, out, &out_desc.shape);
         }
@@ -68,8 +69,8 @@ pub(super) fn run<const OPS: Selection>(
             value,
             ..
         } if selects(OPS, OpKind::Pad) => {
-            let x = input(0)?;
-            let bytes = view.bytes(&x)?;
+            input!(step, x = 0);
+            let bytes = view.bytes(x)?;
             pad::<OPS>(x, bytes, mode, &begins, value, out, out_desc)?;
         }
         Op::Concat { axis } if selects(OPS, OpKind::Concat) => {
@@ -84,7 +85,7 @@ pub(super) fn run<const OPS: Selection>(
             }
         }
         Op::Copy if selects(OPS, OpKind::Copy) => {
-            let bytes = view.bytes(&input(0)?)?;
+            let bytes = bytes_in(0)?;
             if bytes.len() != out.len() {
                 return Err(CpuError::CorruptPlan);
             }
@@ -97,7 +98,7 @@ pub(super) fn run<const OPS: Selection>(
 
 #[inline(always)]
 fn pad<const OPS: Selection>(
-    x: TensorDesc,
+    x: &TensorDesc,
     src: &[u8],
     mode: ferrite_hal::op::PadMode,
     begins: &[usize; ferrite_hal::MAX_RANK],
@@ -140,7 +141,7 @@ pub(super) fn split<const OPS: Selection>(
     arena: &mut [u8],
     weights: &[u8],
 ) -> Result<(), CpuError> {
-    let x = step.inputs.get(0).ok_or(CpuError::CorruptPlan)?;
+    input!(step, x = 0);
     let mut offset = 0;
     for out_desc in step.outputs.iter() {
         let out_desc = out_desc.ok_or(CpuError::CorruptPlan)?;
@@ -151,7 +152,7 @@ pub(super) fn split<const OPS: Selection>(
             None,
         )?;
         let len = out_desc.shape.dim(axis);
-        let bytes = view.bytes(&x)?;
+        let bytes = view.bytes(x)?;
         let size = element_size::<OPS>(x.dtype)?;
         movement::split_from(bytes, size, &x.shape, out, len, axis, offset);
         offset += len;

@@ -16,42 +16,43 @@ pub(super) fn run<const OPS: Selection>(
     #[allow(unused_variables)] scratch: Option<&mut [u8]>,
     #[allow(unused_variables)] covered_int8: Selection,
 ) -> Result<(), CpuError> {
-    step_inputs!(step, view => input, f32_in, optional_f32);
+    step_inputs!(step, view => f32_in, optional_f32, bytes_in);
     match step.op {
         Op::MaxPool(p) | Op::AvgPool(p)
             if selects(OPS, OpKind::MaxPool) || selects(OPS, OpKind::AvgPool) =>
         {
-            let input_dims = nchw(&input(0)?.shape).ok_or(CpuError::CorruptPlan)?;
+            input!(step, x_desc = 0);
+            let input_dims = nchw(&x_desc.shape).ok_or(CpuError::CorruptPlan)?;
             let [_, _, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
             let dims = pool::PoolDims {
                 input: input_dims,
                 output: [oh, ow],
             };
             let is_max = matches!(step.op, Op::MaxPool(_));
-            let x = input(0)?;
+            input!(step, x = 0);
             match x.dtype {
                 DType::I8 if is_max => {
-                    let xs = cast::<i8>(view.bytes(&x)?)?;
+                    let xs = cast::<i8>(view.bytes(x)?)?;
                     pool::max_pool_integer(&p, dims, xs, cast_mut(out)?, i8::MIN);
                 }
                 DType::U8 if is_max => {
-                    pool::max_pool_integer(&p, dims, view.bytes(&x)?, out, u8::MIN);
+                    pool::max_pool_integer(&p, dims, view.bytes(x)?, out, u8::MIN);
                 }
                 DType::I16 if is_max && selects_dtype(OPS, DType::I16) => {
-                    let xs = cast::<i16>(view.bytes(&x)?)?;
+                    let xs = cast::<i16>(view.bytes(x)?)?;
                     pool::max_pool_integer(&p, dims, xs, cast_mut(out)?, i16::MIN);
                 }
                 _ => pool::pool(&p, dims, is_max, f32_in(0)?, f32s_mut(out)?),
             }
         }
         Op::GlobalAvgPool if selects(OPS, OpKind::GlobalAvgPool) => {
-            let x = input(0)?;
+            input!(step, x = 0);
             let plane = x.shape.product(2..x.shape.rank());
             pool::global_avg_pool(f32_in(0)?, plane, f32s_mut(out)?);
         }
         #[cfg(feature = "quantized")]
         Op::QGlobalAvgPool(q) if selects(OPS, OpKind::QGlobalAvgPool) => {
-            let x = input(0)?;
+            input!(step, x = 0);
             let plane = x.shape.product(2..x.shape.rank());
             with_quantized_pair!(
                 OPS,
@@ -60,14 +61,14 @@ pub(super) fn run<const OPS: Selection>(
                 true,
                 x.dtype,
                 out_desc.dtype,
-                view.bytes(&x)?,
+                view.bytes(x)?,
                 out,
                 |xs, ys| integer::qglobal_avg_pool(&q, plane, xs, ys)
             );
         }
         #[cfg(feature = "quantized")]
         Op::QAvgPool(q) if selects(OPS, OpKind::QAvgPool) => {
-            let x = input(0)?;
+            input!(step, x = 0);
             let [n, c, h, w] = nchw(&x.shape).ok_or(CpuError::CorruptPlan)?;
             let [_, _, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
             let dims = pool::PoolDims {
@@ -81,7 +82,7 @@ pub(super) fn run<const OPS: Selection>(
                 false,
                 x.dtype,
                 out_desc.dtype,
-                view.bytes(&x)?,
+                view.bytes(x)?,
                 out,
                 |xs, ys| integer::qavg_pool(&q, dims, xs, ys)
             );

@@ -14,14 +14,15 @@ pub(super) fn run<const OPS: Selection>(
     #[allow(unused_variables)] scratch: Option<&mut [u8]>,
     #[allow(unused_variables)] covered_int8: Selection,
 ) -> Result<(), CpuError> {
-    step_inputs!(step, view => input, f32_in, optional_f32);
+    step_inputs!(step, view => f32_in, optional_f32, bytes_in);
     match step.op {
         Op::Quantize { axis } if selects(OPS, OpKind::Quantize) => {
-            let x = input(0)?;
-            let zero = input(2)?;
-            let ch = channels(&x, axis, &input(1)?);
+            input!(step, x = 0);
+            input!(step, zero = 2);
+            input!(step, scale = 1);
+            let ch = channels(x, axis, scale);
             let (x, scale) = (f32_in(0)?, f32_in(1)?);
-            let zero = view.bytes(&zero)?;
+            let zero = view.bytes(zero)?;
             match out_desc.dtype {
                 DType::I8 if selects_dtype(OPS, DType::I8) => {
                     quantize::quantize(x, scale, cast::<i8>(zero)?, ch, cast_mut(out)?)
@@ -39,9 +40,10 @@ pub(super) fn run<const OPS: Selection>(
             }
         }
         Op::Dequantize { axis } if selects(OPS, OpKind::Dequantize) => {
-            let x = input(0)?;
-            let ch = channels(&x, axis, &input(1)?);
-            let (bytes, scale, y) = (view.bytes(&x)?, f32_in(1)?, f32s_mut(out)?);
+            input!(step, x = 0);
+            input!(step, scale = 1);
+            let ch = channels(x, axis, scale);
+            let (bytes, scale, y) = (view.bytes(x)?, f32_in(1)?, f32s_mut(out)?);
             let zero = match step.inputs.get(2) {
                 Some(z) => Some(view.bytes(&z)?),
                 None => None,
@@ -77,11 +79,11 @@ pub(super) fn dynamic_quantize(
     arena: &mut [u8],
     weights: &[u8],
 ) -> Result<(), CpuError> {
-    let x = step.inputs.get(0).ok_or(CpuError::CorruptPlan)?;
+    input!(step, x = 0);
     let desc = |i: usize| step.outputs.get(i).ok_or(CpuError::CorruptPlan);
     let (y, scale_desc, zero_desc) = (desc(0)?, desc(1)?, desc(2)?);
     let (view, out, _) = carve(arena, weights, span(&y).ok_or(CpuError::CorruptPlan)?, None)?;
-    let (scale, zero) = quantize::dynamic_quantize(f32s(view.bytes(&x)?)?, out);
+    let (scale, zero) = quantize::dynamic_quantize(f32s(view.bytes(x)?)?, out);
     let scalar_out = |t: &TensorDesc, bytes: &[u8], arena: &mut [u8]| -> Result<(), CpuError> {
         let (_, out, _) = carve(arena, weights, span(t).ok_or(CpuError::CorruptPlan)?, None)?;
         out.get_mut(..bytes.len())

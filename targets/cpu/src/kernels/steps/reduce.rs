@@ -14,16 +14,16 @@ pub(super) fn run<const OPS: Selection>(
     #[allow(unused_variables)] scratch: Option<&mut [u8]>,
     #[allow(unused_variables)] covered_int8: Selection,
 ) -> Result<(), CpuError> {
-    step_inputs!(step, view => input, f32_in, optional_f32);
+    step_inputs!(step, view => f32_in, optional_f32, bytes_in);
     match step.op {
         Op::CumSum {
             axis,
             exclusive,
             reverse,
         } if selects(OPS, OpKind::CumSum) => {
-            let x = input(0)?;
+            input!(step, x = 0);
             let lanes = lanes(&x.shape, axis);
-            let bytes = view.bytes(&x)?;
+            let bytes = view.bytes(x)?;
             match x.dtype {
                 DType::F32 => reduce::cumulative_sum(
                     f32s(bytes)?,
@@ -56,7 +56,7 @@ pub(super) fn run<const OPS: Selection>(
             }
         }
         Op::Det if selects(OPS, OpKind::Det) => {
-            let x = input(0)?;
+            input!(step, x = 0);
             let n = x.shape.dim(x.shape.rank() - 1);
             let scratch = cast_mut::<f64>(scratch.ok_or(CpuError::CorruptPlan)?)?;
             reduce::determinant(f32_in(0)?, n, scratch, f32s_mut(out)?);
@@ -64,21 +64,22 @@ pub(super) fn run<const OPS: Selection>(
         Op::ArgMax(a) | Op::ArgMin(a)
             if selects(OPS, OpKind::ArgMax) || selects(OPS, OpKind::ArgMin) =>
         {
-            let lanes = lanes(&input(0)?.shape, a.axis);
+            input!(step, x_desc = 0);
+            let lanes = lanes(&x_desc.shape, a.axis);
             let max = matches!(step.op, Op::ArgMax(_));
             reduce::arg_extreme(f32_in(0)?, lanes, max, a.last, cast_mut(out)?);
         }
         Op::Reduce { op, axes } if selects(OPS, OpKind::Reduce) => {
-            let x = input(0)?;
+            input!(step, x = 0);
             reduce::reduce(op, f32_in(0)?, &x.shape, axes, f32s_mut(out)?);
         }
         Op::TreeEnsemble(e) if selects(OPS, OpKind::TreeEnsemble) => {
-            let x = input(0)?;
+            input!(step, x = 0);
             let tables = trees::Tables {
-                nodes: cast::<i32>(view.bytes(&input(1)?)?)?,
+                nodes: cast::<i32>(bytes_in(1)?)?,
                 thresholds: f32_in(2)?,
-                roots: cast::<i32>(view.bytes(&input(3)?)?)?,
-                targets: cast::<i32>(view.bytes(&input(4)?)?)?,
+                roots: cast::<i32>(bytes_in(3)?)?,
+                targets: cast::<i32>(bytes_in(4)?)?,
                 weights: f32_in(5)?,
             };
             trees::tree_ensemble(&e, x.shape.dim(1), f32_in(0)?, &tables, f32s_mut(out)?)?;
@@ -98,14 +99,14 @@ pub(super) fn top_k<const OPS: Selection>(
     arena: &mut [u8],
     weights: &[u8],
 ) -> Result<(), CpuError> {
-    let x = step.inputs.get(0).ok_or(CpuError::CorruptPlan)?;
+    input!(step, x = 0);
     let desc = |i: usize| step.outputs.get(i).ok_or(CpuError::CorruptPlan);
     let (values, indices) = (desc(0)?, desc(1)?);
     let span_of = |t: &TensorDesc| span(t).ok_or(CpuError::CorruptPlan);
     let (view, out, idx) = carve(arena, weights, span_of(&values)?, Some(span_of(&indices)?))?;
     let idx = cast_mut::<i64>(idx.ok_or(CpuError::CorruptPlan)?)?;
     let lanes = lanes(&x.shape, axis);
-    let bytes = view.bytes(&x)?;
+    let bytes = view.bytes(x)?;
     match x.dtype {
         DType::F32 => reduce::top_k(
             cast::<f32>(bytes)?,
