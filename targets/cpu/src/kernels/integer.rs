@@ -20,6 +20,28 @@ use ferrite_hal::op::{
     QADD_LEFT_SHIFT, QSOFTMAX_TABLE_BITS,
 };
 
+/// 8-bit integers as their bytes, int8 or uint8, for the 8-bit-only kernels ([`qsoftmax`],
+/// [`qavg_pool`]): one copy of each serves both types. An output within its type's range is
+/// its own low byte either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bytes8 {
+    /// 0x80 for int8: flipping the top bit of an int8 byte gives the uint8 byte of value + 128.
+    flip: u8,
+}
+
+impl Bytes8 {
+    /// int8.
+    pub const INT8: Bytes8 = Bytes8 { flip: 0x80 };
+    /// uint8.
+    pub const UINT8: Bytes8 = Bytes8 { flip: 0 };
+
+    /// The integer byte `b` holds.
+    #[inline(always)]
+    pub fn value(self, b: u8) -> i32 {
+        i32::from(b ^ self.flip) - i32::from(self.flip)
+    }
+}
+
 /// `x / 2^right` with the dropped bits folded into the lowest kept one (round to odd): the
 /// result keeps whether `x` was exact, so a later rounding to fewer bits is still correct.
 #[inline(always)]
@@ -1214,24 +1236,27 @@ fn rescale_right_shift(r: Rescale) -> u32 {
 /// Integer softmax along the middle axis of `[outer, len, inner]`: each element's table entry at
 /// its distance from the maximum, divided by their sum and rescaled by `1/s_y` in 64-bit
 /// integers (see [`QSoftmax`]).
-pub fn qsoftmax<T: QuantInt>(
+pub fn qsoftmax(
     q: &QSoftmax,
     [outer, len, inner]: [usize; 3],
-    x: &[T],
+    (x, ty): (&[u8], Bytes8),
     table: &[i32],
-    y: &mut [T],
+    y: &mut [u8],
 ) {
     let right = rescale_right_shift(q.rescale);
     let multiplier = q.rescale.multiplier as i64;
-    let entry = |max: i32, v: &T| {
-        let e = table.get((max - v.widen()) as usize).copied().unwrap_or(0);
+    let entry = |max: i32, v: &u8| {
+        let e = table
+            .get((max - ty.value(*v)) as usize)
+            .copied()
+            .unwrap_or(0);
         e.clamp(0, 1 << QSOFTMAX_TABLE_BITS) as i64
     };
     for o in 0..outer {
         for i in 0..inner {
             let at = |j: usize| (o * len + j) * inner + i;
             let lane = || (0..len).filter_map(|j| x.get(at(j)));
-            let Some(max) = lane().map(|v| v.widen()).max() else {
+            let Some(max) = lane().map(|v| ty.value(*v)).max() else {
                 continue;
             };
             let sum: i64 = lane().map(|v| entry(max, v)).sum();
@@ -1240,7 +1265,7 @@ pub fn qsoftmax<T: QuantInt>(
                     let p = divide_nearest(entry(max, v) * multiplier, sum, right);
                     let p = p.clamp(-(1 << 20), 1 << 20) as i32;
                     // max then min, not `clamp`, which panics when min > max (load refuses it).
-                    *out = T::narrow((p + q.output_zero).max(q.min).min(q.max));
+                    *out = (p + q.output_zero).max(q.min).min(q.max) as u8;
                 }
             }
         }
@@ -1249,7 +1274,7 @@ pub fn qsoftmax<T: QuantInt>(
 
 /// Integer average pooling: per window, `Σ (x − input_zero)` over the positions `AveragePool`
 /// counts (with or without padding), times `s_x / s_y`, divided by the count rounding to nearest.
-pub fn qavg_pool<T: QuantInt>(q: &QAvgPool, d: PoolDims, x: &[T], out: &mut [T]) {
+pub fn qavg_pool(q: &QAvgPool, d: PoolDims, (x, ty): (&[u8], Bytes8), out: &mut [u8]) {
     let [n, c, h, w] = d.input;
     let [oh, ow] = d.output;
     let (p, r) = (&q.pool, &q.requantize);
@@ -1279,7 +1304,7 @@ pub fn qavg_pool<T: QuantInt>(q: &QAvgPool, d: PoolDims, x: &[T], out: &mut [T])
                         continue;
                     }
                     if let Some(v) = src.get(iy * w + ix) {
-                        sum += (v.widen() - r.input_zero) as i64;
+                        sum += (ty.value(*v) - r.input_zero) as i64;
                         count += 1;
                     }
                 }
@@ -1291,7 +1316,7 @@ pub fn qavg_pool<T: QuantInt>(q: &QAvgPool, d: PoolDims, x: &[T], out: &mut [T])
                 count = (rows.div_ceil(dh.max(1)) * cols.div_ceil(dw.max(1))) as i64;
             }
             let v = divide_nearest(sum * multiplier, count, right).clamp(-(1 << 20), 1 << 20);
-            *slot = T::narrow((v as i32 + r.output_zero).max(r.min).min(r.max));
+            *slot = (v as i32 + r.output_zero).max(r.min).min(r.max) as u8;
         }
     }
 }
@@ -2126,7 +2151,25 @@ mod tests {
         // [2, 10, 3]: softmax over the middle axis; inputs span the whole int8 range.
         let x: Vec<i8> = (0..60).map(|i| ((i * 97 + 13) % 256) as u8 as i8).collect();
         let mut y = vec![0i8; 60];
-        qsoftmax(&q, [2, 10, 3], &x, &table, &mut y);
+        let xb: Vec<u8> = x.iter().map(|&v| v as u8).collect();
+        let bytes = |y: &mut Vec<i8>| -> Vec<u8> { y.iter().map(|&v| v as u8).collect() };
+        let mut yb = bytes(&mut y);
+        qsoftmax(&q, [2, 10, 3], (&xb, Bytes8::INT8), &table, &mut yb);
+        y = yb.iter().map(|&v| v as i8).collect();
+        // uint8: the same values 128 up give the same probabilities 128 up.
+        let flipped: Vec<u8> = xb.iter().map(|&v| v ^ 0x80).collect();
+        let q8 = QSoftmax {
+            output_zero: zy + 128,
+            min: 0,
+            max: 255,
+            ..q
+        };
+        let mut y8 = vec![0u8; 60];
+        qsoftmax(&q8, [2, 10, 3], (&flipped, Bytes8::UINT8), &table, &mut y8);
+        assert!(
+            y8.iter().zip(&yb).all(|(&u, &s)| u == s ^ 0x80),
+            "uint8 vs int8"
+        );
         let mut exact = 0;
         for o in 0..2 {
             for i in 0..3 {
@@ -2145,8 +2188,14 @@ mod tests {
         }
         assert!(exact >= 57, "only {exact} of 60 exact");
         // A hostile table (negative, huge, all zero) still gives values of the type.
-        qsoftmax(&q, [2, 10, 3], &x, &[-5; 256], &mut y);
-        qsoftmax(&q, [2, 10, 3], &x, &[i32::MAX; 256], &mut y);
+        qsoftmax(&q, [2, 10, 3], (&xb, Bytes8::INT8), &[-5; 256], &mut yb);
+        qsoftmax(
+            &q,
+            [2, 10, 3],
+            (&xb, Bytes8::INT8),
+            &[i32::MAX; 256],
+            &mut yb,
+        );
     }
 
     #[test]
@@ -2196,8 +2245,27 @@ mod tests {
                     .collect();
                 let mut float = vec![0f32; 2 * oh * ow];
                 crate::kernels::pool::pool(&pool, d, false, &reals, &mut float);
-                let mut y = vec![0i8; 2 * oh * ow];
-                qavg_pool(&q, d, &x, &mut y);
+                let xb: Vec<u8> = x.iter().map(|&v| v as u8).collect();
+                let mut yb = vec![0u8; 2 * oh * ow];
+                qavg_pool(&q, d, (&xb, Bytes8::INT8), &mut yb);
+                let y: Vec<i8> = yb.iter().map(|&v| v as i8).collect();
+                // uint8: the same values 128 up give the same averages 128 up.
+                let flipped: Vec<u8> = xb.iter().map(|&v| v ^ 0x80).collect();
+                let q8 = QAvgPool {
+                    requantize: Requantize {
+                        input_zero: zx + 128,
+                        output_zero: zy + 128,
+                        min: 0,
+                        max: 255,
+                    },
+                    ..q
+                };
+                let mut y8 = vec![0u8; 2 * oh * ow];
+                qavg_pool(&q8, d, (&flipped, Bytes8::UINT8), &mut y8);
+                assert!(
+                    y8.iter().zip(&yb).all(|(&u, &s)| u == s ^ 0x80),
+                    "uint8 vs int8"
+                );
                 for (k, (&got, &f)) in y.iter().zip(&float).enumerate() {
                     let want = ((f as f64 / sy).round() as i32 + zy).clamp(-128, 127);
                     assert!(

@@ -129,7 +129,12 @@ const fn selects_width(ops: Selection, size: usize) -> bool {
 /// Element `i` of little-endian elements of `size` bytes, sign-extended when `signed`, as 64
 /// bits; `None` past the end or for a width `OPS` selects no integer type of.
 #[inline(always)]
-fn load<const OPS: Selection>(bytes: &[u8], i: usize, size: usize, signed: bool) -> Option<u64> {
+pub(crate) fn load<const OPS: Selection>(
+    bytes: &[u8],
+    i: usize,
+    size: usize,
+    signed: bool,
+) -> Option<u64> {
     let b = bytes.get(i.checked_mul(size)?..)?;
     let raw = match size {
         1 if const { selects_width(OPS, 1) } => u64::from(*b.first()?),
@@ -152,7 +157,7 @@ fn load<const OPS: Selection>(bytes: &[u8], i: usize, size: usize, signed: bool)
 
 /// Writes the low `size` bytes of `v` as element `i` (nothing past the end).
 #[inline(always)]
-fn store(bytes: &mut [u8], i: usize, size: usize, v: u64) {
+pub(crate) fn store(bytes: &mut [u8], i: usize, size: usize, v: u64) {
     if let Some(slot) = i
         .checked_mul(size)
         .and_then(|at| bytes.get_mut(at..)?.get_mut(..size))

@@ -98,7 +98,9 @@ impl Channels {
     }
 }
 
+use super::numeric;
 use crate::math::round_half_even;
+use ferrite_hal::{selects_dtype, DType, Selection};
 
 /// `y = saturate(round_half_to_even(x / scale) + zero_point)`.
 pub fn quantize<T: QuantInt>(x: &[f32], scale: &[f32], zero: &[T], ch: Channels, y: &mut [T]) {
@@ -161,6 +163,113 @@ pub fn dequantize<T: QuantInt>(
     }
 }
 
+/// The integer types [`quantize_elements`] and [`dequantize_elements`] take.
+const QUANTIZED_TYPES: [DType; 5] = [DType::I8, DType::U8, DType::I16, DType::U16, DType::I32];
+
+/// Whether a build selecting `ops` has more than one of the 8- and 16-bit quantized integer
+/// types: then the quantization steps run [`quantize_elements`] and [`dequantize_elements`], one
+/// copy for every type, instead of a typed copy of [`quantize`] and [`dequantize`] per type (the
+/// every-kernel firmware: 2 KB less flash). A model's own firmware (int8 activations, int32
+/// biases) keeps the typed loops, twice as fast.
+pub const fn runtime_typed(ops: Selection) -> bool {
+    let (mut n, mut i) = (0, 0);
+    // int32 aside: an int8 model selects it for its biases, and rarely dequantizes any.
+    while i < QUANTIZED_TYPES.len() - 1 {
+        if selects_dtype(ops, QUANTIZED_TYPES[i]) {
+            n += 1;
+        }
+        i += 1;
+    }
+    n > 1 && !cfg!(feature = "std")
+}
+
+/// Whether `dtype` is a quantized type of a build selecting `ops`: int8, uint8, int16 or
+/// uint16, and int32 too when `dequantizing`.
+pub fn takes(ops: Selection, dtype: DType, dequantizing: bool) -> bool {
+    let quantized = match dtype {
+        DType::I8 | DType::U8 | DType::I16 | DType::U16 => true,
+        DType::I32 => dequantizing,
+        _ => false,
+    };
+    quantized && selects_dtype(ops, dtype)
+}
+
+/// The range of the quantized integer type `dtype` (an empty one for any other type).
+fn range_of(dtype: DType) -> (i32, i32) {
+    match dtype {
+        DType::I8 => (i8::MIN.into(), i8::MAX.into()),
+        DType::U8 => (0, u8::MAX.into()),
+        DType::I16 => (i16::MIN.into(), i16::MAX.into()),
+        DType::U16 => (0, u16::MAX.into()),
+        _ => (0, -1),
+    }
+}
+
+/// [`quantize`] to integers of the type `dtype` names, written element by element as their
+/// little-endian bytes (`y`, and the zero points `zero`, of that type): the same integers.
+pub fn quantize_elements<const OPS: Selection>(
+    x: &[f32],
+    scale: &[f32],
+    zero: &[u8],
+    dtype: DType,
+    ch: Channels,
+    y: &mut [u8],
+) {
+    let (size, signed) = (dtype.size(), numeric::is_signed(dtype));
+    let (lo, hi) = range_of(dtype);
+    let run = ch.run(x.len());
+    for (k, xs) in x.chunks(run).enumerate() {
+        let c = k % ch.channels.max(1);
+        let (Some(&s), Some(z)) = (scale.get(c), numeric::load::<OPS>(zero, c, size, signed))
+        else {
+            return;
+        };
+        for (j, &v) in xs.iter().enumerate() {
+            // As `quantize`: NaN to the zero point, saturated in integers.
+            let q = (round_half_even(v / s) as i32).saturating_add(z as i32);
+            numeric::store(y, k * run + j, size, q.max(lo).min(hi) as u32 as u64);
+        }
+    }
+}
+
+/// [`dequantize`] of integers of the type `dtype` names, read element by element from their
+/// little-endian bytes (`zero`, when present, of that type): the same floats.
+pub fn dequantize_elements<const OPS: Selection>(
+    x: &[u8],
+    dtype: DType,
+    scale: &[f32],
+    zero: Option<&[u8]>,
+    ch: Channels,
+    y: &mut [f32],
+) {
+    let (size, signed) = (dtype.size(), numeric::is_signed(dtype));
+    // Sign- or zero-extended to 64 bits: every type here is then its value as an i64.
+    let value =
+        |bytes: &[u8], i: usize| numeric::load::<OPS>(bytes, i, size, signed).map(|v| v as i64);
+    let run = ch.run(y.len());
+    for (k, ys) in y.chunks_mut(run).enumerate() {
+        let c = k % ch.channels.max(1);
+        let z = match zero {
+            Some(z) => value(z, c),
+            None => Some(0),
+        };
+        let (Some(&s), Some(z)) = (scale.get(c), z) else {
+            return;
+        };
+        for (j, out) in ys.iter_mut().enumerate() {
+            let Some(v) = value(x, k * run + j) else {
+                return;
+            };
+            // Exact, as `QuantInt::minus`: an int32 difference converts in one instruction.
+            let d = v - z;
+            *out = match i32::try_from(d) {
+                Ok(d) => d as f32,
+                Err(_) => d as f32,
+            } * s;
+        }
+    }
+}
+
 /// DynamicQuantizeLinear: quantizes `x` to uint8 over its range widened to include 0 and
 /// returns `(scale, zero_point)`, as the ONNX reference does (`scale = (max − min) / 255`, 1/255
 /// for an all-zero tensor; `zero_point = round(clamp(−min / scale, 0, 255))`; NaN is ignored in
@@ -197,6 +306,76 @@ mod tests {
         let (s, z) = dynamic_quantize(&[0.0; 6], &mut y);
         assert_eq!((s, z, y), (1.0 / 255.0, 0, [0; 6]));
         let (_, _) = dynamic_quantize(&[f32::NAN, f32::INFINITY, -1.0, 0.0, 1.0, 2.0], &mut y);
+    }
+
+    /// The runtime-typed loops give the typed ones' integers and floats, for every quantized
+    /// type, per tensor and per channel, on values past every range, ties, NaN and infinities.
+    #[test]
+    fn the_runtime_typed_loops_equal_the_typed_ones() {
+        extern crate std;
+        use ferrite_hal::ALL_OPS;
+        use std::vec::Vec;
+        let xs: Vec<f32> = (0..96)
+            .map(|i| (i as f32 - 48.0) * 731.25)
+            .chain([
+                0.5,
+                1.5,
+                -2.5,
+                f32::NAN,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                1e30,
+                -1e-30,
+            ])
+            .collect();
+        let per_channel = Channels {
+            channels: 4,
+            inner: 26,
+        };
+        fn check<T: QuantInt + core::fmt::Debug + PartialEq>(
+            dtype: DType,
+            xs: &[f32],
+            zeros: [T; 4],
+            ch: Channels,
+        ) {
+            let scales = [0.37f32, 2.0, 1e-3, 50.0];
+            let mut typed = std::vec![T::narrow(0); xs.len()];
+            quantize(xs, &scales, &zeros, ch, &mut typed);
+            let mut bytes = std::vec![0u8; core::mem::size_of_val(typed.as_slice())];
+            let zero_bytes = bytemuck::cast_slice(&zeros);
+            quantize_elements::<ALL_OPS>(xs, &scales, zero_bytes, dtype, ch, &mut bytes);
+            assert_eq!(bytemuck::cast_slice::<T, u8>(&typed), bytes, "{dtype:?}");
+            let mut want = std::vec![0.0f32; xs.len()];
+            dequantize(&typed, &scales, Some(&zeros), ch, &mut want);
+            let mut got = std::vec![0.0f32; xs.len()];
+            dequantize_elements::<ALL_OPS>(&bytes, dtype, &scales, Some(zero_bytes), ch, &mut got);
+            assert_eq!(want, got, "{dtype:?}");
+            dequantize(&typed, &scales, None, ch, &mut want);
+            dequantize_elements::<ALL_OPS>(&bytes, dtype, &scales, None, ch, &mut got);
+            assert_eq!(want, got, "{dtype:?}");
+        }
+        for ch in [PER_TENSOR, per_channel] {
+            check::<i8>(DType::I8, &xs, [-128, 0, 5, 127], ch);
+            check::<u8>(DType::U8, &xs, [0, 128, 7, 255], ch);
+            check::<i16>(DType::I16, &xs, [-32768, 0, 300, 32767], ch);
+            check::<u16>(DType::U16, &xs, [0, 1, 40000, 65535], ch);
+        }
+        // int32 dequantizes only: values past 2^31 - zero's reach.
+        let ints = [i32::MIN, -1, 0, 1, i32::MAX, 123_456_789];
+        let mut want = [0.0f32; 6];
+        dequantize(&ints, &[0.5], Some(&[-7]), PER_TENSOR, &mut want);
+        let mut got = [0.0f32; 6];
+        let zero = (-7i32).to_le_bytes();
+        let bytes = bytemuck::cast_slice(&ints);
+        dequantize_elements::<ALL_OPS>(
+            bytes,
+            DType::I32,
+            &[0.5],
+            Some(&zero),
+            PER_TENSOR,
+            &mut got,
+        );
+        assert_eq!(want, got);
     }
 
     const PER_TENSOR: Channels = Channels {

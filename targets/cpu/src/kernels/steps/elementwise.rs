@@ -150,17 +150,8 @@ pub(super) fn run<const OPS: Selection>(
                 x.shape.product(q.axis + 1..rank),
             ];
             let table = cast::<i32>(bytes_in(1)?)?;
-            with_quantized_pair!(
-                OPS,
-                covered_int8,
-                OpKind::QSoftmax,
-                false,
-                x.dtype,
-                out_desc.dtype,
-                view.bytes(x)?,
-                out,
-                |xs, ys| integer::qsoftmax(&q, lanes, xs, table, ys)
-            );
+            let ty = bytes8::<OPS>(x.dtype, out_desc.dtype)?;
+            integer::qsoftmax(&q, lanes, (view.bytes(x)?, ty), table, out);
         }
         _ => return Err(CpuError::Unsupported),
     }

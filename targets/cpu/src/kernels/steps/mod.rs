@@ -66,6 +66,22 @@ macro_rules! with_quantized_pair {
     };
 }
 
+/// The 8-bit type of a step whose input and output are both int8 or both uint8 (as the
+/// verifier requires), for the kernels that take either as bytes; `Unsupported` for a type
+/// `OPS` does not select.
+#[cfg(feature = "quantized")]
+fn bytes8<const OPS: Selection>(
+    x: DType,
+    y: DType,
+) -> Result<crate::kernels::integer::Bytes8, CpuError> {
+    use crate::kernels::integer::Bytes8;
+    match (x, y) {
+        (DType::I8, DType::I8) if selects_dtype(OPS, DType::I8) => Ok(Bytes8::INT8),
+        (DType::U8, DType::U8) if selects_dtype(OPS, DType::U8) => Ok(Bytes8::UINT8),
+        _ => Err(CpuError::Unsupported),
+    }
+}
+
 /// Applies an op's fused activation to its f32 output, after its kernel: one out-of-line copy
 /// of the activations' code, shared by every kernel that fuses one (Conv, ConvTranspose, Gemm,
 /// MatMul, float binary ops, batch norm).

@@ -75,17 +75,8 @@ pub(super) fn run<const OPS: Selection>(
                 input: [n, c, h, w],
                 output: [oh, ow],
             };
-            with_quantized_pair!(
-                OPS,
-                covered_int8,
-                OpKind::QAvgPool,
-                false,
-                x.dtype,
-                out_desc.dtype,
-                view.bytes(x)?,
-                out,
-                |xs, ys| integer::qavg_pool(&q, dims, xs, ys)
-            );
+            let ty = bytes8::<OPS>(x.dtype, out_desc.dtype)?;
+            integer::qavg_pool(&q, dims, (view.bytes(x)?, ty), out);
         }
         _ => return Err(CpuError::Unsupported),
     }

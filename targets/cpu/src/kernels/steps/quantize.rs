@@ -23,6 +23,13 @@ pub(super) fn run<const OPS: Selection>(
             let ch = channels(x, axis, scale);
             let (x, scale) = (f32_in(0)?, f32_in(1)?);
             let zero = view.bytes(zero)?;
+            if const { quantize::runtime_typed(OPS) } {
+                if !quantize::takes(OPS, out_desc.dtype, false) {
+                    return Err(CpuError::Unsupported);
+                }
+                quantize::quantize_elements::<OPS>(x, scale, zero, out_desc.dtype, ch, out);
+                return Ok(());
+            }
             match out_desc.dtype {
                 DType::I8 if selects_dtype(OPS, DType::I8) => {
                     quantize::quantize(x, scale, cast::<i8>(zero)?, ch, cast_mut(out)?)
@@ -48,6 +55,13 @@ pub(super) fn run<const OPS: Selection>(
                 Some(z) => Some(view.bytes(&z)?),
                 None => None,
             };
+            if const { quantize::runtime_typed(OPS) } {
+                if !quantize::takes(OPS, x.dtype, true) {
+                    return Err(CpuError::Unsupported);
+                }
+                quantize::dequantize_elements::<OPS>(bytes, x.dtype, scale, zero, ch, y);
+                return Ok(());
+            }
             match x.dtype {
                 DType::I8 if selects_dtype(OPS, DType::I8) => {
                     dequantize_typed::<i8>(bytes, scale, zero, ch, y)?
