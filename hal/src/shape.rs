@@ -91,7 +91,9 @@ impl Shape {
 
     /// Row-major (C order) strides in elements. Entries past the rank are 0.
     ///
-    /// Only call on a shape whose element count is known not to overflow.
+    /// Only call on a shape whose element count is known not to overflow. Out of line: a
+    /// kernel's setup calls it, never its loops (inlined at each, 0.9 KB of a firmware).
+    #[inline(never)]
     pub fn strides(&self) -> [usize; MAX_RANK] {
         let mut strides = [0usize; MAX_RANK];
         let mut acc = 1usize;

@@ -21,10 +21,10 @@ impl<'a> WordReader<'a> {
 
     /// The next word, or `None` past the end.
     pub fn u32(&mut self) -> Option<u32> {
-        let end = self.pos.checked_add(4)?;
-        let chunk: [u8; 4] = self.bytes.get(self.pos..end)?.try_into().ok()?;
-        self.pos = end;
-        Some(u32::from_le_bytes(chunk))
+        // Two length checks and no overflow test (`pos` never passes the slice's length).
+        let chunk = self.bytes.get(self.pos..)?.first_chunk::<4>()?;
+        self.pos += 4;
+        Some(u32::from_le_bytes(*chunk))
     }
 
     /// The next word as a `usize`.

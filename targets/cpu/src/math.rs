@@ -433,6 +433,27 @@ pub fn pow(x: f32, y: f32) -> f32 {
     libm::powf(x, y)
 }
 
+/// `(n / d, n % d)` by binary long division (`(0, n)` for `d == 0`): a 32-bit core then links no
+/// 64-bit division routine (0.9 KB of flash and its `ldivmod` wrappers); at most 64 steps. One
+/// copy for every caller.
+#[inline(never)]
+pub fn div_rem_u64(n: u64, d: u64) -> (u64, u64) {
+    let (mut q, mut r) = (0u64, n);
+    if d != 0 && n >= d {
+        let shift = d.leading_zeros() - n.leading_zeros();
+        let mut step = d << shift;
+        for _ in 0..=shift {
+            q <<= 1;
+            if r >= step {
+                r -= step;
+                q |= 1;
+            }
+            step >>= 1;
+        }
+    }
+    (q, r)
+}
+
 /// `x − y·trunc(x / y)`, the sign of `x`: exact (C's `fmodf`, bit for bit). Our own, on the
 /// integer significands by shift and subtract: libm's carries assertions (panic paths on a
 /// firmware) and a 64-bit division.
@@ -627,6 +648,34 @@ mod tests {
                 (f(x) - want).abs() / want.abs().max(1e-6)
             })
             .fold(0.0, f32::max)
+    }
+
+    /// `div_rem_u64` is `/` and `%`: random operands of every pair of bit lengths, and the edges.
+    #[test]
+    fn div_rem_u64_is_division() {
+        let mut seed = 0x2545_F491_4F6C_DD1D_u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for _ in 0..200_000 {
+            let (n, d) = (next() >> (next() % 64), next() >> (next() % 64));
+            if d != 0 {
+                assert_eq!(super::div_rem_u64(n, d), (n / d, n % d), "{n} / {d}");
+            }
+        }
+        for (n, d) in [
+            (0, 1),
+            (u64::MAX, 1),
+            (u64::MAX, u64::MAX),
+            (1, u64::MAX),
+            (1 << 63, 3),
+        ] {
+            assert_eq!(super::div_rem_u64(n, d), (n / d, n % d), "{n} / {d}");
+        }
+        assert_eq!(super::div_rem_u64(7, 0), (0, 7));
     }
 
     /// `fmod` is C's `fmodf` (Rust's `%` on f32) bit for bit: random bit patterns (every

@@ -121,8 +121,11 @@ impl Requantizer {
         (up & !(low_clear as i64)).clamp(i32::MIN as i64, i32::MAX as i64) as i32
     }
 
-    /// The output integer of `acc`: requantized, offset by the output zero point, clamped.
-    #[inline(always)]
+    /// The output integer of `acc`: requantized, offset by the output zero point, clamped. Out
+    /// of line on a firmware: its portable integer kernels (uint8, int16 and the rarer int8
+    /// kinds; the DSP kernels requantize their own way) carried a copy at each (2 KB).
+    #[cfg_attr(feature = "std", inline(always))]
+    #[cfg_attr(not(feature = "std"), inline(never))]
     pub fn apply(&self, acc: i32) -> i32 {
         // `max` then `min` rather than `clamp`, which would panic if `min > max` (the verifier
         // refuses that; this keeps the kernels free of the panic path anyway).
@@ -997,8 +1000,10 @@ impl AddTerm {
         self.of_wide(v).clamp(i32::MIN as i64, i32::MAX as i64) as i32
     }
 
-    /// The term of `v` in int64 (16-bit inputs).
-    #[inline(always)]
+    /// The term of `v` in int64 (16-bit inputs). Out of line on a firmware (8-bit additions
+    /// call it 512 times an op, for their tables; inlined at each caller, 1.7 KB).
+    #[cfg_attr(feature = "std", inline(always))]
+    #[cfg_attr(not(feature = "std"), inline(never))]
     fn of_wide(&self, v: i32) -> i64 {
         let x = (v - self.zero) as i64 * self.multiplier;
         if self.right >= 0 {
@@ -1205,20 +1210,8 @@ fn divide_nearest(x: i64, count: i64, right: u32) -> i64 {
 /// of a pool or softmax take a few dozen steps each.
 #[inline(never)]
 fn floor_div_rem(x: i64, d: i64) -> (i64, i64) {
-    let (n, den) = (x.unsigned_abs(), d as u64);
-    let (mut q, mut r) = (0u64, n);
-    if den != 0 && n >= den {
-        let shift = den.leading_zeros() - n.leading_zeros();
-        let mut step = den << shift;
-        for _ in 0..=shift {
-            q <<= 1;
-            if r >= step {
-                r -= step;
-                q |= 1;
-            }
-            step >>= 1;
-        }
-    }
+    let den = d as u64;
+    let (q, r) = crate::math::div_rem_u64(x.unsigned_abs(), den);
     // Floor division of a negative dividend: one more step down unless it divides exactly.
     match (x < 0, r == 0) {
         (false, _) => (q as i64, r as i64),

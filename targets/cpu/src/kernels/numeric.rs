@@ -36,8 +36,42 @@ trait Wide: Copy + PartialOrd {
     fn shift(self, n: u32, left: bool) -> Self;
 }
 
+/// `(a / b, a % b)` truncated toward zero, wrapping for `MIN / −1` (`b != 0`). On a firmware by
+/// [`crate::math::div_rem_u64`] on the magnitudes (no 64-bit division routine linked).
+fn div_rem_i64(a: i64, b: i64) -> (i64, i64) {
+    if cfg!(feature = "std") {
+        return (a.wrapping_div(b), a.wrapping_rem(b));
+    }
+    div_rem_by_magnitudes(a, b)
+}
+
+/// [`div_rem_i64`] from the quotient and remainder of the magnitudes: the quotient negative when
+/// the signs differ, the remainder with the dividend's sign.
+fn div_rem_by_magnitudes(a: i64, b: i64) -> (i64, i64) {
+    let (q, r) = crate::math::div_rem_u64(a.unsigned_abs(), b.unsigned_abs());
+    let q = if (a < 0) != (b < 0) {
+        (q as i64).wrapping_neg()
+    } else {
+        q as i64
+    };
+    let r = if a < 0 {
+        (r as i64).wrapping_neg()
+    } else {
+        r as i64
+    };
+    (q, r)
+}
+
+/// `(a / b, a % b)` (`b != 0`), as [`div_rem_i64`].
+fn div_rem_u64(a: u64, b: u64) -> (u64, u64) {
+    if cfg!(feature = "std") {
+        return (a / b, a % b);
+    }
+    crate::math::div_rem_u64(a, b)
+}
+
 macro_rules! wide {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $div_rem:ident),*) => {$(
         impl Wide for $t {
             const ZERO: Self = 0;
             const ONE: Self = 1;
@@ -47,10 +81,10 @@ macro_rules! wide {
             fn sub(self, b: Self) -> Self { self.wrapping_sub(b) }
             fn mul(self, b: Self) -> Self { self.wrapping_mul(b) }
             fn div(self, b: Self) -> Option<Self> {
-                (b != 0).then(|| self.wrapping_div(b))
+                (b != 0).then(|| $div_rem(self, b).0)
             }
             fn rem(self, b: Self) -> Option<Self> {
-                (b != 0).then(|| self.wrapping_rem(b))
+                (b != 0).then(|| $div_rem(self, b).1)
             }
             #[allow(unused_comparisons)]
             fn is_negative(self) -> bool { self < 0 }
@@ -60,7 +94,7 @@ macro_rules! wide {
         }
     )*};
 }
-wide!(i64, u64);
+wide!(i64 => div_rem_i64, u64 => div_rem_u64);
 
 /// `base^exponent` by squaring, wrapping; a negative exponent gives the integer part of the
 /// real power (1 for base 1, ±1 for base −1, else 0).
@@ -128,7 +162,8 @@ const fn selects_width(ops: Selection, size: usize) -> bool {
 
 /// Element `i` of little-endian elements of `size` bytes, sign-extended when `signed`, as 64
 /// bits; `None` past the end or for a width `OPS` selects no integer type of.
-#[inline(always)]
+#[cfg_attr(feature = "std", inline(always))]
+#[cfg_attr(not(feature = "std"), inline(never))]
 pub(crate) fn load<const OPS: Selection>(
     bytes: &[u8],
     i: usize,
@@ -436,6 +471,35 @@ pub fn convert(from: DType, x: &[u8], to: DType, y: &mut [u8]) -> Result<(), Cpu
 
 #[cfg(test)]
 mod tests {
+    /// The firmware's signed 64-bit division (magnitudes by long division) is Rust's wrapping
+    /// `/` and `%`: random operands of every length and sign, and `MIN / −1`.
+    #[test]
+    fn signed_division_by_magnitudes_is_wrapping_division() {
+        let mut seed = 0x9E37_79B9_7F4A_7C15_u64;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let edges = [i64::MIN, i64::MIN + 1, -7, -1, 1, 7, i64::MAX];
+        let randoms = (0..100_000).map(|_| {
+            (
+                (next() as i64) >> (next() % 64),
+                (next() as i64) >> (next() % 64),
+            )
+        });
+        let pairs = edges
+            .iter()
+            .flat_map(|&a| edges.iter().map(move |&b| (a, b)));
+        for (a, b) in pairs.chain(randoms) {
+            if b != 0 {
+                let want = (a.wrapping_div(b), a.wrapping_rem(b));
+                assert_eq!(div_rem_by_magnitudes(a, b), want, "{a} / {b}");
+            }
+        }
+    }
+
     use super::*;
 
     /// An integer element type of the tests and its `DType`.
