@@ -9,10 +9,22 @@ use crate::DType;
 pub const MAX_RANK: usize = 8;
 
 /// A static tensor shape of rank `0..=MAX_RANK`, stored inline (no allocation).
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+// `PartialEq` compares exactly the fields `derive` would (so the derived `Hash` agrees with it),
+// out of line.
+#[allow(clippy::derived_hash_with_manual_eq)]
+#[derive(Clone, Copy, Eq, Hash)]
 pub struct Shape {
     dims: [usize; MAX_RANK],
     rank: u8,
+}
+
+impl PartialEq for Shape {
+    /// The same rank and dimensions (entries past the rank are always 0). Out of line: the
+    /// verifier compares shapes in most of its rules (inlined, nine words each time).
+    #[inline(never)]
+    fn eq(&self, other: &Shape) -> bool {
+        self.rank == other.rank && self.dims == other.dims
+    }
 }
 
 impl Shape {

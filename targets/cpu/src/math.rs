@@ -409,8 +409,10 @@ pub fn sqrt(x: f32) -> f32 {
     libm::sqrtf(x)
 }
 
-/// Natural logarithm.
-#[inline]
+/// Natural logarithm (one out-of-line copy of libm's on a firmware, which had inlined it into
+/// each caller).
+#[cfg_attr(feature = "std", inline)]
+#[cfg_attr(not(feature = "std"), inline(never))]
 pub fn ln(x: f32) -> f32 {
     libm::logf(x)
 }

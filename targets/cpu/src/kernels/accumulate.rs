@@ -4,7 +4,7 @@
 //! extreme values can overflow).
 
 use super::conv::ConvDims;
-use super::index::for_each_index;
+use super::index::for_each_row;
 use ferrite_hal::geometry::MatMulGeometry;
 use ferrite_hal::op::ConvInteger;
 
@@ -63,7 +63,7 @@ pub fn matmul_integer(
 ) {
     let (m, k, n) = (g.m, g.k, g.n);
     let batch_out = g.batch.strides().map(|s| s * m * n);
-    for_each_index(
+    for_each_row(
         g.batch.dims(),
         [&batch_out, &g.a_batch_strides, &g.b_batch_strides],
         |[o, oa, ob]| {

@@ -64,13 +64,17 @@ pub fn compare<T: PartialOrd + Copy>(
     out: &mut [u8],
     shape: &Shape,
 ) {
-    match op {
-        CompareOp::Equal => zip_broadcast(a, b, out, shape, |x, y| (x == y) as u8),
-        CompareOp::Less => zip_broadcast(a, b, out, shape, |x, y| (x < y) as u8),
-        CompareOp::LessOrEqual => zip_broadcast(a, b, out, shape, |x, y| (x <= y) as u8),
-        CompareOp::Greater => zip_broadcast(a, b, out, shape, |x, y| (x > y) as u8),
-        CompareOp::GreaterOrEqual => zip_broadcast(a, b, out, shape, |x, y| (x >= y) as u8),
-    }
+    // One walk for every comparison (the op matched per element: rare ops, where one compiled
+    // closure per op had cost a firmware 0.5 KB).
+    zip_broadcast(a, b, out, shape, |x, y| {
+        (match op {
+            CompareOp::Equal => x == y,
+            CompareOp::Less => x < y,
+            CompareOp::LessOrEqual => x <= y,
+            CompareOp::Greater => x > y,
+            CompareOp::GreaterOrEqual => x >= y,
+        }) as u8
+    })
 }
 
 /// Boolean `a op b` (any non-zero byte is true).
@@ -81,11 +85,15 @@ pub fn logical(
     out: &mut [u8],
     shape: &Shape,
 ) {
-    match op {
-        LogicalOp::And => zip_broadcast(a, b, out, shape, |x, y| (x != 0 && y != 0) as u8),
-        LogicalOp::Or => zip_broadcast(a, b, out, shape, |x, y| (x != 0 || y != 0) as u8),
-        LogicalOp::Xor => zip_broadcast(a, b, out, shape, |x, y| ((x != 0) != (y != 0)) as u8),
-    }
+    // One walk for every op, as `compare`.
+    zip_broadcast(a, b, out, shape, |x, y| {
+        let (x, y) = (x != 0, y != 0);
+        (match op {
+            LogicalOp::And => x && y,
+            LogicalOp::Or => x || y,
+            LogicalOp::Xor => x != y,
+        }) as u8
+    })
 }
 
 /// Boolean negation.

@@ -3,7 +3,7 @@
 #[cfg(not(feature = "std"))]
 use super::gemm::sgemm_unrolled as batched_sgemm;
 use super::gemm::{sgemm, Mat};
-use super::index::for_each_index;
+use super::index::for_each_row;
 use ferrite_hal::geometry::{broadcast_strides, MatMulGeometry};
 use ferrite_hal::op::Gemm;
 use ferrite_hal::Shape;
@@ -61,7 +61,7 @@ pub fn gemm(
 pub fn matmul(g: &MatMulGeometry, a: &[f32], b: &[f32], out: &mut [f32]) {
     let (m, k, n) = (g.m, g.k, g.n);
     let batch_out = g.batch.strides().map(|s| s * m * n);
-    for_each_index(
+    for_each_row(
         g.batch.dims(),
         [&batch_out, &g.a_batch_strides, &g.b_batch_strides],
         |[o, oa, ob]| {

@@ -3,7 +3,7 @@
 //! single copies and strided elements are moved by a loop built for each size
 //! (`copy_run`).
 
-use super::index::for_each_index;
+use super::index::for_each_row;
 use crate::CpuError;
 use ferrite_hal::op::PadMode;
 use ferrite_hal::{Shape, MAX_RANK};
@@ -100,7 +100,7 @@ pub fn transpose(
     }
     let inner_stride = src_strides.get(outer.len()).copied().unwrap_or(0);
     let out_strides = out_shape.strides_checked();
-    for_each_index(outer, [&out_strides, &src_strides], |[o, i]| {
+    for_each_row(outer, [&out_strides, &src_strides], |[o, i]| {
         let (Some(dst), Some(src)) = (elements_mut(out, o, inner, size), x.get(i * size..)) else {
             return;
         };
@@ -316,7 +316,7 @@ pub fn slice(
         neg.get(last).copied().unwrap_or(0),
     );
     let out_strides = out_shape.strides_checked();
-    for_each_index(outer, [&out_strides, &pos, &neg], |[o, p, n]| {
+    for_each_row(outer, [&out_strides, &pos, &neg], |[o, p, n]| {
         let Some(dst) = elements_mut(out, o, inner, size) else {
             return;
         };
@@ -520,7 +520,7 @@ pub fn expand(x: &[u8], size: usize, x_shape: &Shape, out: &mut [u8], out_shape:
     ];
     // The last axis is a run: the input's row (stride 1) or its one element repeated (0).
     let inner_stride = strides[1].get(outer.len()).copied().unwrap_or(0);
-    for_each_index(outer, [&strides[0], &strides[1]], |[o, i]| {
+    for_each_row(outer, [&strides[0], &strides[1]], |[o, i]| {
         if let (Some(dst), Some(src)) = (elements_mut(out, o, inner, size), x.get(i * size..)) {
             copy_run(dst, src, inner_stride, size, false);
         }

@@ -11,29 +11,62 @@ use ferrite_hal::op::{BinaryOp, CompareOp};
 use ferrite_hal::{selects_binary, selects_dtype, DType, Selection, Shape};
 use half::{bf16, f16};
 
-/// A 64-bit integer in which [`binary`] computes every narrower one: `i64` for the signed types
-/// (their values sign-extended), `u64` for the unsigned ones (zero-extended). Wrapping
-/// arithmetic in 64 bits, cut back to the element's width, gives the narrow type's wrapping
-/// result (2^width divides 2^64), and comparisons, division and remainder of the extended
-/// values are those of the narrow ones; so one compiled kernel per signedness serves all eight
-/// integer types.
-trait Wide: Copy + PartialOrd {
-    const ZERO: Self;
-    const ONE: Self;
-    /// The value whose bits (sign- or zero-extended already) are `bits`.
-    fn from_bits(bits: u64) -> Self;
-    /// The value's bits.
-    fn to_bits(self) -> u64;
-    fn add(self, b: Self) -> Self;
-    fn sub(self, b: Self) -> Self;
-    fn mul(self, b: Self) -> Self;
-    /// `a / b` truncated toward zero (wrapping for MIN / -1); `None` for `b == 0`.
-    fn div(self, b: Self) -> Option<Self>;
-    /// `a - b * trunc(a / b)`; `None` for `b == 0`.
-    fn rem(self, b: Self) -> Option<Self>;
-    fn is_negative(self) -> bool;
-    /// `a << b` / `a >> b` (arithmetic for signed types) by a count below 64.
-    fn shift(self, n: u32, left: bool) -> Self;
+/// A 64-bit integer in which [`binary`] computes every narrower one: its bits, sign-extended
+/// for the signed types and zero-extended for the unsigned ones, and which of the two it is.
+/// Wrapping arithmetic in 64 bits, cut back to the element's width, gives the narrow type's
+/// wrapping result (2^width divides 2^64), and comparisons, division and remainder of the
+/// extended values are those of the narrow ones; so one compiled kernel serves all eight
+/// integer types (the signedness a run-time flag: one copy, not one per signedness).
+#[derive(Clone, Copy)]
+struct Wide {
+    bits: u64,
+    signed: bool,
+}
+
+impl Wide {
+    /// The same signedness, these bits.
+    fn with(self, bits: u64) -> Wide {
+        Wide { bits, ..self }
+    }
+
+    /// Whether the value is below zero.
+    fn is_negative(self) -> bool {
+        self.signed && (self.bits as i64) < 0
+    }
+
+    /// The bits ordered as the values are (a signed value's sign bit flipped).
+    fn key(self) -> u64 {
+        if self.signed {
+            self.bits ^ (1 << 63)
+        } else {
+            self.bits
+        }
+    }
+
+    /// `(a / b, a % b)` truncated toward zero (wrapping for `MIN / −1`); `None` for `b == 0`.
+    fn div_rem(self, b: Wide) -> Option<(Wide, Wide)> {
+        if b.bits == 0 {
+            return None;
+        }
+        let (q, r) = if self.signed {
+            let (q, r) = div_rem_i64(self.bits as i64, b.bits as i64);
+            (q as u64, r as u64)
+        } else {
+            div_rem_u64(self.bits, b.bits)
+        };
+        Some((self.with(q), self.with(r)))
+    }
+
+    /// `self << n` or `self >> n` (arithmetic for a signed value) by a count below 64.
+    fn shift(self, n: u32, left: bool) -> Wide {
+        self.with(if left {
+            self.bits.wrapping_shl(n)
+        } else if self.signed {
+            (self.bits as i64).wrapping_shr(n) as u64
+        } else {
+            self.bits.wrapping_shr(n)
+        })
+    }
 }
 
 /// `(a / b, a % b)` truncated toward zero, wrapping for `MIN / −1` (`b != 0`). On a firmware by
@@ -70,59 +103,33 @@ fn div_rem_u64(a: u64, b: u64) -> (u64, u64) {
     crate::math::div_rem_u64(a, b)
 }
 
-macro_rules! wide {
-    ($($t:ty => $div_rem:ident),*) => {$(
-        impl Wide for $t {
-            const ZERO: Self = 0;
-            const ONE: Self = 1;
-            fn from_bits(bits: u64) -> Self { bits as $t }
-            fn to_bits(self) -> u64 { self as u64 }
-            fn add(self, b: Self) -> Self { self.wrapping_add(b) }
-            fn sub(self, b: Self) -> Self { self.wrapping_sub(b) }
-            fn mul(self, b: Self) -> Self { self.wrapping_mul(b) }
-            fn div(self, b: Self) -> Option<Self> {
-                (b != 0).then(|| $div_rem(self, b).0)
-            }
-            fn rem(self, b: Self) -> Option<Self> {
-                (b != 0).then(|| $div_rem(self, b).1)
-            }
-            #[allow(unused_comparisons)]
-            fn is_negative(self) -> bool { self < 0 }
-            fn shift(self, n: u32, left: bool) -> Self {
-                if left { self.wrapping_shl(n) } else { self.wrapping_shr(n) }
-            }
-        }
-    )*};
-}
-wide!(i64 => div_rem_i64, u64 => div_rem_u64);
-
 /// `base^exponent` by squaring, wrapping; a negative exponent gives the integer part of the
 /// real power (1 for base 1, ±1 for base −1, else 0).
-fn power<T: Wide>(base: T, exponent: T) -> T {
+fn power(base: Wide, exponent: Wide) -> Wide {
     if exponent.is_negative() {
-        let minus_one = T::ZERO.sub(T::ONE);
-        return if base == T::ONE {
-            T::ONE
-        } else if base == minus_one {
+        let minus_one = u64::MAX; // −1, sign-extended
+        return base.with(if base.bits == 1 {
+            1
+        } else if base.signed && base.bits == minus_one {
             // (−1)^e: the low bit of e decides the sign.
-            if exponent.to_bits() & 1 == 1 {
+            if exponent.bits & 1 == 1 {
                 minus_one
             } else {
-                T::ONE
+                1
             }
         } else {
-            T::ZERO
-        };
+            0
+        });
     }
-    let (mut result, mut base, mut e) = (T::ONE, base, exponent.to_bits());
+    let (mut result, mut b, mut e) = (1u64, base.bits, exponent.bits);
     while e != 0 {
         if e & 1 == 1 {
-            result = result.mul(base);
+            result = result.wrapping_mul(b);
         }
-        base = base.mul(base);
+        b = b.wrapping_mul(b);
         e >>= 1;
     }
-    result
+    base.with(result)
 }
 
 /// An integer tensor as its bytes: little-endian elements of `dtype`, and its shape
@@ -230,19 +237,14 @@ pub fn binary<const OPS: Selection>(
     if !a.dtype.is_integer() || b.dtype != a.dtype {
         return Err(CpuError::Unsupported);
     }
-    match is_signed(a.dtype) {
-        true if const { selects_integer(OPS, true, 0) } => {
-            binary_wide::<OPS, i64>(op, a, b, out, shape)
-        }
-        false if const { selects_integer(OPS, false, 0) } => {
-            binary_wide::<OPS, u64>(op, a, b, out, shape)
-        }
-        _ => Err(CpuError::Unsupported),
+    if !selects_integer(OPS, is_signed(a.dtype), 0) {
+        return Err(CpuError::Unsupported);
     }
+    binary_wide::<OPS>(op, a, b, out, shape)
 }
 
-/// [`binary`] computed in `W`.
-fn binary_wide<const OPS: Selection, W: Wide>(
+/// [`binary`] computed in [`Wide`].
+fn binary_wide<const OPS: Selection>(
     op: BinaryOp,
     a: Integers<'_>,
     b: Integers<'_>,
@@ -271,37 +273,55 @@ fn binary_wide<const OPS: Selection, W: Wide>(
     let size = a.dtype.size();
     let (signed, bits) = (is_signed(a.dtype), 8 * size as u64);
     let mut by_zero = false;
-    let mut apply = |x: W, y: W| -> W {
-        let mut checked = |v: Option<W>| {
-            v.unwrap_or_else(|| {
+    let mut apply = |x: Wide, y: Wide| -> Wide {
+        let mut checked = |v: Option<(Wide, Wide)>, remainder: bool| match v {
+            Some((q, r)) => {
+                if remainder {
+                    r
+                } else {
+                    q
+                }
+            }
+            None => {
                 by_zero = true;
-                W::ZERO
-            })
+                x.with(0)
+            }
         };
+        let wrapping = |f: fn(u64, u64) -> u64| x.with(f(x.bits, y.bits));
         match op {
-            BinaryOp::Add if const { selects_binary(OPS, BinaryOp::Add) } => x.add(y),
-            BinaryOp::Sub if const { selects_binary(OPS, BinaryOp::Sub) } => x.sub(y),
-            BinaryOp::Mul if const { selects_binary(OPS, BinaryOp::Mul) } => x.mul(y),
-            BinaryOp::Div if const { selects_binary(OPS, BinaryOp::Div) } => checked(x.div(y)),
-            BinaryOp::Fmod if const { selects_binary(OPS, BinaryOp::Fmod) } => checked(x.rem(y)),
+            BinaryOp::Add if const { selects_binary(OPS, BinaryOp::Add) } => {
+                wrapping(u64::wrapping_add)
+            }
+            BinaryOp::Sub if const { selects_binary(OPS, BinaryOp::Sub) } => {
+                wrapping(u64::wrapping_sub)
+            }
+            BinaryOp::Mul if const { selects_binary(OPS, BinaryOp::Mul) } => {
+                wrapping(u64::wrapping_mul)
+            }
+            BinaryOp::Div if const { selects_binary(OPS, BinaryOp::Div) } => {
+                checked(x.div_rem(y), false)
+            }
+            BinaryOp::Fmod if const { selects_binary(OPS, BinaryOp::Fmod) } => {
+                checked(x.div_rem(y), true)
+            }
             BinaryOp::Mod if const { selects_binary(OPS, BinaryOp::Mod) } => {
-                let r = checked(x.rem(y));
-                if r != W::ZERO && r.is_negative() != y.is_negative() {
-                    r.add(y)
+                let r = checked(x.div_rem(y), true);
+                if r.bits != 0 && r.is_negative() != y.is_negative() {
+                    r.with(r.bits.wrapping_add(y.bits))
                 } else {
                     r
                 }
             }
             BinaryOp::Pow if const { selects_binary(OPS, BinaryOp::Pow) } => power(x, y),
             BinaryOp::Max if const { selects_binary(OPS, BinaryOp::Max) } => {
-                if y > x {
+                if y.key() > x.key() {
                     y
                 } else {
                     x
                 }
             }
             BinaryOp::Min if const { selects_binary(OPS, BinaryOp::Min) } => {
-                if y < x {
+                if y.key() < x.key() {
                     y
                 } else {
                     x
@@ -309,7 +329,7 @@ fn binary_wide<const OPS: Selection, W: Wide>(
             }
             BinaryOp::PRelu if const { selects_binary(OPS, BinaryOp::PRelu) } => {
                 if x.is_negative() {
-                    x.mul(y)
+                    wrapping(u64::wrapping_mul)
                 } else {
                     x
                 }
@@ -321,14 +341,14 @@ fn binary_wide<const OPS: Selection, W: Wide>(
                         || selects_binary(OPS, BinaryOp::ShiftRight)
                 } =>
             {
-                if y.is_negative() || y.to_bits() >= bits {
-                    W::ZERO
+                if y.is_negative() || y.bits >= bits {
+                    x.with(0)
                 } else {
-                    x.shift(y.to_bits() as u32, op == BinaryOp::ShiftLeft)
+                    x.shift(y.bits as u32, op == BinaryOp::ShiftLeft)
                 }
             }
             // Refused above.
-            _ => W::ZERO,
+            _ => x.with(0),
         }
     };
     walk2(shape, &a.shape, &b.shape, &mut |[o, ia, ib]| {
@@ -336,8 +356,8 @@ fn binary_wide<const OPS: Selection, W: Wide>(
             load::<OPS>(a.bytes, ia, size, signed),
             load::<OPS>(b.bytes, ib, size, signed),
         ) {
-            let v = apply(W::from_bits(x), W::from_bits(y));
-            store(out, o, size, v.to_bits());
+            let v = apply(Wide { bits: x, signed }, Wide { bits: y, signed });
+            store(out, o, size, v.bits);
         }
     });
     if by_zero {
@@ -413,19 +433,36 @@ fn read(dtype: DType, bytes: &[u8], i: usize) -> Option<Value> {
     })
 }
 
+/// An element's integer (an int64 or a uint64 value) as the nearest f32, rounded once as `as`
+/// rounds: through i64 or u64, not i128 (whose conversion routines a firmware would link).
+fn int_to_f32(n: i128) -> f32 {
+    match i64::try_from(n) {
+        Ok(v) => v as f32,
+        Err(_) => n as u64 as f32,
+    }
+}
+
+/// [`int_to_f32`] to f64.
+fn int_to_f64(n: i128) -> f64 {
+    match i64::try_from(n) {
+        Ok(v) => v as f64,
+        Err(_) => n as u64 as f64,
+    }
+}
+
 /// Writes `v` as element `i` of `bytes` (elements of `dtype`), converting as ONNX Cast.
 fn write(dtype: DType, bytes: &mut [u8], i: usize, v: Value) -> Option<()> {
     let size = dtype.size();
     let slot = bytes.get_mut(i * size..(i + 1) * size)?;
     let as_float = |v: Value| match v {
         Value::Float(f) => f,
-        Value::Int(n) => n as f64,
+        Value::Int(n) => int_to_f64(n),
     };
     let bits: u64 = match dtype {
         DType::F32 => u64::from(
             match v {
                 // Straight from the integer: one rounding, not two.
-                Value::Int(n) => n as f32,
+                Value::Int(n) => int_to_f32(n),
                 Value::Float(f) => f as f32,
             }
             .to_bits(),
@@ -471,6 +508,30 @@ pub fn convert(from: DType, x: &[u8], to: DType, y: &mut [u8]) -> Result<(), Cpu
 
 #[cfg(test)]
 mod tests {
+    /// Integers convert to floats as `as` converts them from i128: the int64 and uint64 ranges'
+    /// ends, values past f32's and f64's exact ranges, ties.
+    #[test]
+    fn integers_convert_to_floats_rounded_once() {
+        let values = [
+            i128::from(i64::MIN),
+            -(1i128 << 53) - 1,
+            -(1 << 24) - 1,
+            -1,
+            0,
+            (1 << 24) + 1,
+            (1 << 24) + 3,
+            (1 << 53) + 1,
+            i128::from(i64::MAX),
+            i128::from(i64::MAX) + 1,
+            i128::from(u64::MAX) - 1024,
+            i128::from(u64::MAX),
+        ];
+        for n in values {
+            assert_eq!(int_to_f32(n), n as f32, "{n}");
+            assert_eq!(int_to_f64(n), n as f64, "{n}");
+        }
+    }
+
     /// The firmware's signed 64-bit division (magnitudes by long division) is Rust's wrapping
     /// `/` and `%`: random operands of every length and sign, and `MIN / −1`.
     #[test]

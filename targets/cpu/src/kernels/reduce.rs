@@ -264,6 +264,30 @@ mod selection_tests {
         assert_eq!((v, i), ([7, 9], [1, 1]));
     }
 
+    /// Signed integers ranked as unsigned ones with the sign bit flipped (as TopK ranks every
+    /// integer type) come out in the order, and with the ties, of ranking them as signed.
+    #[test]
+    fn flipped_signed_keys_rank_as_signed_ones() {
+        extern crate std;
+        use std::vec::Vec;
+        let values = [-5i64, 3, -1, 7, 0, i64::MIN, i64::MAX, 3, -5, 1];
+        for largest in [true, false] {
+            let mut signed = Vec::new();
+            rank(
+                [1, 10, 1],
+                10,
+                largest,
+                |at| values.get(at).copied(),
+                |_, at, _| signed.push(at),
+            );
+            let mut flipped = Vec::new();
+            let key = |at: usize| values.get(at).map(|&v| (v as u64) ^ (1 << 63));
+            rank([1, 10, 1], 10, largest, key, |_, at, _| flipped.push(at));
+            assert_eq!(signed, flipped, "largest: {largest}");
+            assert_eq!(signed.len(), 10);
+        }
+    }
+
     #[test]
     fn cumulative_sums_run_either_way() {
         let x = [1, 2, 3, 4];

@@ -103,19 +103,26 @@ fn gather<const OPS: Selection>(
     idx_bytes: &[u8],
     dst: &mut [u8],
 ) -> Result<(), CpuError> {
-    let bad = |_| CpuError::Misaligned;
-    let indices: &[u8] = idx_bytes;
-    match idx.dtype {
-        DType::I64 if selects_dtype(OPS, DType::I64) => {
-            let ix: &[i64] = bytemuck::try_cast_slice(indices).map_err(bad)?;
-            gather_typed::<OPS>(x, src, axis, ix.iter().copied(), dst)
+    // int64 or int32 indices read by their width: one gather for both.
+    let width = match idx.dtype {
+        DType::I64 if selects_dtype(OPS, DType::I64) => 8,
+        DType::I32 if selects_dtype(OPS, DType::I32) => 4,
+        _ => return Err(CpuError::Unsupported),
+    };
+    gather_typed::<OPS>(x, src, axis, index_values(idx_bytes, width), dst)
+}
+
+/// The signed little-endian integers of `width` bytes (4 or 8) in `bytes`, as i64.
+fn index_values(bytes: &[u8], width: usize) -> impl Iterator<Item = i64> + Clone + '_ {
+    bytes.chunks_exact(width.clamp(1, 8)).map(move |c| {
+        let mut word = [0u8; 8];
+        for (b, &v) in word.iter_mut().zip(c) {
+            *b = v;
         }
-        DType::I32 if selects_dtype(OPS, DType::I32) => {
-            let ix: &[i32] = bytemuck::try_cast_slice(indices).map_err(bad)?;
-            gather_typed::<OPS>(x, src, axis, ix.iter().map(|&v| v as i64), dst)
-        }
-        _ => Err(CpuError::Unsupported),
-    }
+        // Sign-extended from the element's top byte.
+        let shift = 64 - 8 * c.len() as u32;
+        (i64::from_le_bytes(word) << shift) >> shift
+    })
 }
 
 #[inline(always)]
@@ -128,4 +135,26 @@ fn gather_typed<const OPS: Selection>(
 ) -> Result<(), CpuError> {
     let size = element_size::<OPS>(x.dtype)?;
     movement::gather(src, size, &x.shape, axis, ix, dst)
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::vec::Vec;
+
+    /// int32 and int64 indices read back as their values, negative ones included.
+    #[test]
+    fn index_values_read_either_width() {
+        let values = [0i64, 1, -1, 7, -8, i32::MAX as i64, i32::MIN as i64];
+        let wide: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let narrow: Vec<u8> = values
+            .iter()
+            .flat_map(|&v| (v as i32).to_le_bytes())
+            .collect();
+        assert_eq!(super::index_values(&wide, 8).collect::<Vec<_>>(), values);
+        assert_eq!(super::index_values(&narrow, 4).collect::<Vec<_>>(), values);
+        let big = [i64::MIN, i64::MAX];
+        let bytes: Vec<u8> = big.iter().flat_map(|v| v.to_le_bytes()).collect();
+        assert_eq!(super::index_values(&bytes, 8).collect::<Vec<_>>(), big);
+    }
 }

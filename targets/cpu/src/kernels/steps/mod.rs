@@ -187,19 +187,27 @@ fn optional_input_f32<'x>(
     optional_input_bytes(step, view, i)?.map(f32s).transpose()
 }
 
+/// Input `i`'s bytes (`CorruptPlan` when absent), out of line as [`optional_input_bytes`].
+#[inline(never)]
+fn input_bytes<'x>(step: &Step<'_>, view: &Readable<'x>, i: usize) -> Result<&'x [u8], CpuError> {
+    optional_input_bytes(step, view, i)?.ok_or(CpuError::CorruptPlan)
+}
+
+/// Input `i`'s bytes as f32 (`CorruptPlan` when absent), out of line as [`optional_input_f32`].
+#[inline(never)]
+fn input_f32<'x>(step: &Step<'_>, view: &Readable<'x>, i: usize) -> Result<&'x [f32], CpuError> {
+    optional_input_f32(step, view, i)?.ok_or(CpuError::CorruptPlan)
+}
+
 /// Binds the step's input accessors: `$f32_in(i)` (input `i`'s bytes as f32),
 /// `$optional_f32(i)` (the same, `None` for an absent optional input) and `$bytes_in(i)` (its
 /// bytes); each absent required input is `CorruptPlan`.
 macro_rules! step_inputs {
     ($step:ident, $view:ident => $f32_in:ident, $optional_f32:ident, $bytes_in:ident) => {
         #[allow(unused_variables)]
-        let $bytes_in = |i: usize| -> Result<&[u8], CpuError> {
-            optional_input_bytes($step, $view, i)?.ok_or(CpuError::CorruptPlan)
-        };
+        let $bytes_in = |i: usize| input_bytes($step, $view, i);
         #[allow(unused_variables)]
-        let $f32_in = |i: usize| -> Result<&[f32], CpuError> {
-            optional_input_f32($step, $view, i)?.ok_or(CpuError::CorruptPlan)
-        };
+        let $f32_in = |i: usize| input_f32($step, $view, i);
         #[allow(unused_variables)]
         let $optional_f32 = |i: usize| optional_input_f32($step, $view, i);
     };

@@ -135,17 +135,20 @@ pub(super) fn top_k<const OPS: Selection>(
                 bytes,
                 shape: x.shape,
             };
-            if numeric::is_signed(other) {
-                reduce::rank(
-                    lanes,
-                    k,
-                    largest,
-                    |at| integers.get::<OPS>(at).map(|v| v as i64),
-                    copy,
-                )
+            // Signed values ranked as unsigned ones with the sign bit flipped (the same order,
+            // the same ties): one copy of the ranking for every integer type.
+            let flip = if numeric::is_signed(other) {
+                1 << 63
             } else {
-                reduce::rank(lanes, k, largest, |at| integers.get::<OPS>(at), copy)
-            }
+                0
+            };
+            reduce::rank(
+                lanes,
+                k,
+                largest,
+                |at| integers.get::<OPS>(at).map(|v| v ^ flip),
+                copy,
+            )
         }
         _ => return Err(CpuError::Unsupported),
     }
