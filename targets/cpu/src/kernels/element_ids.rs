@@ -1,4 +1,4 @@
-//! Test support for the kernels that move elements of any size: a seeded random stream, element
+//! Test support for the kernels that move elements of any size: seeded random streams, element
 //! ids written at a width and read back (a torn element fails), and row-major index helpers.
 
 extern crate std;
@@ -11,6 +11,16 @@ pub(crate) fn generator(mut seed: u32) -> impl FnMut(usize) -> usize {
         seed ^= seed >> 17;
         seed ^= seed << 5;
         seed as usize % n.max(1)
+    }
+}
+
+/// A 64-bit xorshift stream of raw words (every bit pattern: operands of arithmetic tests).
+pub(crate) fn words64(mut seed: u64) -> impl FnMut() -> u64 {
+    move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
     }
 }
 

@@ -5,7 +5,7 @@
 pub mod accumulate;
 pub mod conv;
 #[cfg(test)]
-mod element_ids;
+pub(crate) mod element_ids;
 pub mod elementwise;
 pub mod fourier;
 pub mod gemm;
