@@ -149,11 +149,29 @@ pub struct MatMulGeometry {
 }
 
 impl MatMulGeometry {
+    /// A placeholder for [`MatMulGeometry::build_in`] to fill: no batch, a 0 x 0 product.
+    pub const EMPTY: MatMulGeometry = MatMulGeometry {
+        m: 0,
+        k: 0,
+        n: 0,
+        batch: Shape::SCALAR,
+        a_batch_strides: [0; MAX_RANK],
+        b_batch_strides: [0; MAX_RANK],
+        output: Shape::SCALAR,
+    };
+
     /// The geometry of `A x B`, or `None` if the shapes are incompatible.
-    ///
-    /// Built in place, one batch axis at a time from the last (the batch shapes are never
-    /// materialised): its frame is a microcontroller's deepest on MatMul steps.
     pub fn new(a: &Shape, b: &Shape) -> Option<MatMulGeometry> {
+        let mut g = MatMulGeometry::EMPTY;
+        g.build_in(a, b)?;
+        Some(g)
+    }
+
+    /// [`MatMulGeometry::new`] written into `self` (`None`, `self` unspecified, if the shapes
+    /// are incompatible): built in place, one batch axis at a time from the last (the batch
+    /// shapes are never materialised), so that a microcontroller's frames hold one copy of the
+    /// geometry (148 B), not one per frame it is returned through.
+    pub fn build_in(&mut self, a: &Shape, b: &Shape) -> Option<()> {
         // `[.., m, k]` (a vector is one row) and `[.., k, n]` (a vector is one column).
         let (m, k, a_batch) = match *a.dims_checked() {
             [] => return None,
@@ -169,9 +187,11 @@ impl MatMulGeometry {
             return None;
         }
         let rank = a_batch.len().max(b_batch.len());
+        let g = self;
+        (g.m, g.k, g.n) = (m, k, n);
+        g.a_batch_strides = [0; MAX_RANK];
+        g.b_batch_strides = [0; MAX_RANK];
         let mut out = [0usize; MAX_RANK];
-        let mut a_batch_strides = [0usize; MAX_RANK];
-        let mut b_batch_strides = [0usize; MAX_RANK];
         // Elements between consecutive matrices along the axis being walked.
         let (mut a_step, mut b_step) = (m.checked_mul(k)?, k.checked_mul(n)?);
         for axis in (0..rank).rev() {
@@ -189,15 +209,15 @@ impl MatMulGeometry {
             };
             // Stride 0 where an operand broadcasts.
             if da != 1 {
-                *a_batch_strides.get_mut(axis)? = a_step;
+                *g.a_batch_strides.get_mut(axis)? = a_step;
                 a_step = a_step.checked_mul(da)?;
             }
             if db != 1 {
-                *b_batch_strides.get_mut(axis)? = b_step;
+                *g.b_batch_strides.get_mut(axis)? = b_step;
                 b_step = b_step.checked_mul(db)?;
             }
         }
-        let batch = Shape::new(out.get(..rank)?)?;
+        g.batch = Shape::new(out.get(..rank)?)?;
         let mut out_rank = rank;
         if a.rank() > 1 {
             *out.get_mut(out_rank)? = m;
@@ -207,15 +227,8 @@ impl MatMulGeometry {
             *out.get_mut(out_rank)? = n;
             out_rank += 1;
         }
-        Some(MatMulGeometry {
-            m,
-            k,
-            n,
-            batch,
-            a_batch_strides,
-            b_batch_strides,
-            output: Shape::new(out.get(..out_rank)?)?,
-        })
+        g.output = Shape::new(out.get(..out_rank)?)?;
+        Some(())
     }
 }
 

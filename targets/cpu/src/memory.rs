@@ -76,22 +76,22 @@ pub(crate) type Carved<'x> = (Readable<'x>, &'x mut [u8], Option<&'x mut [u8]>);
 
 /// Splits `arena` into the output span, an optional scratch span (mutable, disjoint) and the
 /// read-only remainder.
+#[inline(never)]
 pub(crate) fn carve<'x>(
     arena: &'x mut [u8],
     weights: &'x [u8],
     output: Span,
     scratch: Option<Span>,
 ) -> Result<Carved<'x>, CpuError> {
-    match scratch {
-        Some(s) => {
-            let (view, [out, scratch]) = carve_spans(arena, weights, [output, s])?;
-            Ok((view, out, Some(scratch)))
-        }
-        None => {
-            let (view, [out]) = carve_spans(arena, weights, [output])?;
-            Ok((view, out, None))
-        }
-    }
+    // One instance of the split for both cases (two, each inlined into the dispatch, doubled
+    // its code and its frame's slots on a firmware): without scratch, an empty span where the
+    // output ends stands in for it (an empty segment holds no input's bytes).
+    let (view, [out, carved]) = carve_spans(
+        arena,
+        weights,
+        [output, scratch.unwrap_or((output.1, output.1))],
+    )?;
+    Ok((view, out, scratch.map(|_| carved)))
 }
 
 /// Splits `arena` into `N` disjoint mutable spans (the first is the step's output, which an

@@ -834,9 +834,12 @@ fn qconv_pointwise<X: QuantInt, Y: QuantInt>(
 /// Integer matrix product `A [M, K] · Bᵀ` with a per-column (or single) requantization, `B` in
 /// either [`QGemmWeights`] layout: `[N, K]` rows, each output the dot product of two
 /// contiguous rows; or blocked, four outputs at a time, each four values of `A` meeting a word
-/// of each of the four columns. The sums are the same either way (exact, in order).
+/// of each of the four columns. The sums are the same either way (exact, in order). Out of
+/// line on a firmware: inlined, its tiles sat in the frame of the family dispatch every Gemm
+/// and MatMul step runs under (the every-kernel M4 firmware's deepest path).
 #[allow(clippy::too_many_arguments)]
-#[inline(always)]
+#[cfg_attr(feature = "std", inline(always))]
+#[cfg_attr(not(feature = "std"), inline(never))]
 pub fn qgemm<X: QuantInt, Y: QuantInt>(
     q: &Requantize,
     [m, k, n]: [usize; 3],

@@ -21,18 +21,22 @@ pub(super) fn run<const OPS: Selection>(
     #[allow(unused_variables)] covered_int8: Selection,
 ) -> Result<(), CpuError> {
     step_inputs!(step, view => f32_in, optional_f32, bytes_in);
-    match step.op {
+    // Every kind of the family reads its input's shape and the output's into the same
+    // dimensions: decoded once, into slots the arms share (per arm, each took its own in the
+    // family's frame, which the convolutions' products stack on).
+    input!(step, x = 0);
+    let dims = conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
+    // The op's parameters borrowed in the step (matched by value, each arm copied its kind's
+    // into a slot of its own).
+    match &step.op {
         Op::Conv(c) if selects(OPS, OpKind::Conv) => {
-            input!(step, x = 0);
-            let dims =
-                conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
             let scratch = match scratch {
                 Some(s) => f32s_mut(s)?,
                 None => &mut [][..],
             };
             let out = f32s_mut(out)?;
             conv::conv(
-                &c,
+                c,
                 dims,
                 f32_in(0)?,
                 f32_in(1)?,
@@ -43,18 +47,12 @@ pub(super) fn run<const OPS: Selection>(
             fused::<OPS>(c.activation, out);
         }
         Op::ConvTranspose(c) if selects(OPS, OpKind::ConvTranspose) => {
-            input!(step, x = 0);
-            let dims =
-                conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
             let out = f32s_mut(out)?;
-            conv::conv_transpose(&c, dims, f32_in(0)?, f32_in(1)?, optional_f32(2)?, out);
+            conv::conv_transpose(c, dims, f32_in(0)?, f32_in(1)?, optional_f32(2)?, out);
             fused::<OPS>(c.activation, out);
         }
         #[cfg(feature = "quantized")]
         Op::QConv(c) if needs_portable(OPS, covered_int8, OpKind::QConv) => {
-            input!(step, x = 0);
-            let dims =
-                conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
             let (xb, w) = (view.bytes(x)?, cast::<i8>(bytes_in(1)?)?);
             let bias = cast::<i32>(bytes_in(2)?)?;
             let rq = cast::<i32>(bytes_in(3)?)?;
@@ -68,7 +66,7 @@ pub(super) fn run<const OPS: Selection>(
                 out_desc.dtype,
                 xb,
                 out,
-                |xs, ys| qconv_framed::<OPS, _, _>(&c, dims, xs, w, bias, rq, ys, scratch)
+                |xs, ys| qconv_framed::<OPS, _, _>(c, dims, xs, w, bias, rq, ys, scratch)
             );
             if !done {
                 return Err(CpuError::CorruptPlan);
@@ -76,21 +74,28 @@ pub(super) fn run<const OPS: Selection>(
         }
         #[cfg(feature = "quantized")]
         Op::ConvInteger(c) if selects(OPS, OpKind::ConvInteger) => {
-            input!(step, x = 0);
-            input!(step, w = 1);
-            input!(step, zx = 2);
-            input!(step, zw = 3);
-            let dims =
-                conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
-            let bytes = |t: &TensorDesc| -> Result<accumulate::Bytes<'_>, CpuError> {
-                Ok(accumulate::Bytes::new(view.bytes(t)?, t.dtype == DType::I8))
-            };
-            let y = cast_mut::<i32>(out)?;
-            let (x, w, zx, zw) = (bytes(x)?, bytes(w)?, bytes(zx)?, bytes(zw)?);
-            accumulate::conv_integer(&c, dims, x, w, zx, zw, y);
+            conv_integer(step, c, dims, view, out)?
         }
         _ => return Err(CpuError::Unsupported),
     }
+    Ok(())
+}
+
+/// A ConvInteger step's operands and accumulation; in a frame of its own on a firmware (its four
+/// operands, 150 B of slots, out of the family's frame, under every convolution).
+#[cfg(feature = "quantized")]
+#[cfg_attr(not(feature = "std"), inline(never))]
+fn conv_integer(
+    step: &Step<'_>,
+    c: &ferrite_hal::op::ConvInteger,
+    dims: conv::ConvDims,
+    view: &Readable<'_>,
+    out: &mut [u8],
+) -> Result<(), CpuError> {
+    let y = cast_mut::<i32>(out)?;
+    let input = |i| integer_input(step, view, i);
+    let (x, w, zx, zw) = (input(0)?, input(1)?, input(2)?, input(3)?);
+    accumulate::conv_integer(c, dims, x, w, zx, zw, y);
     Ok(())
 }
 

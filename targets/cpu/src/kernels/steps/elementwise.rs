@@ -20,10 +20,25 @@ pub(super) fn run<const OPS: Selection>(
     #[allow(unused_variables)] covered_int8: Selection,
 ) -> Result<(), CpuError> {
     step_inputs!(step, view => f32_in, optional_f32, bytes_in);
+    // Every kind of the family reads input 0, and the binary ones input 1: their descriptors
+    // are decoded once, into two slots the arms share (per arm, each took slots of its own in
+    // the family's frame, under every kernel it calls).
+    input!(step, x = 0);
+    let second = match step.op {
+        Op::Binary { .. } | Op::QAdd(_) | Op::QMul(_) => step.inputs.get(1),
+        _ => None,
+    };
+    macro_rules! second {
+        () => {{
+            let Some(b) = &second else {
+                return Err(CpuError::CorruptPlan);
+            };
+            b
+        }};
+    }
     match step.op {
         Op::Binary { op, activation } if selects(OPS, OpKind::Binary) => {
-            input!(step, a = 0);
-            input!(step, b = 1);
+            let (a, b) = (x, second!());
             if a.dtype == DType::F32 {
                 let (a, b) = (operand(view, a)?, operand(view, b)?);
                 let out = f32s_mut(out)?;
@@ -39,13 +54,11 @@ pub(super) fn run<const OPS: Selection>(
             }
         }
         Op::Convert if selects(OPS, OpKind::Convert) => {
-            input!(step, x = 0);
             numeric::convert(x.dtype, view.bytes(x)?, out_desc.dtype, out)?;
         }
         Op::Unary(act) if selects(OPS, OpKind::Unary) => {
             let out = f32s_mut(out)?;
-            input!(step, x_desc = 0);
-            if let Src::Bytes(x) = view.src(x_desc)? {
+            if let Src::Bytes(x) = view.src(x)? {
                 let x = f32s(x)?;
                 if x.len() != out.len() {
                     return Err(CpuError::CorruptPlan);
@@ -68,8 +81,7 @@ pub(super) fn run<const OPS: Selection>(
             epsilon,
             activation,
         } if selects(OPS, OpKind::BatchNorm) => {
-            input!(step, x_desc = 0);
-            let x = match view.src(x_desc)? {
+            let x = match view.src(x)? {
                 Src::Bytes(b) => Some(f32s(b)?),
                 Src::Output => None,
             };
@@ -87,9 +99,48 @@ pub(super) fn run<const OPS: Selection>(
             fused::<OPS>(activation, out);
         }
         #[cfg(feature = "quantized")]
+        Op::QAdd(_) | Op::QMul(_) if selects(OPS, OpKind::QAdd) || selects(OPS, OpKind::QMul) => {
+            integer_arithmetic::<OPS>(step, (x, second!()), out_desc, view, out, scratch)?
+        }
+        #[cfg(feature = "quantized")]
+        Op::QLookup if selects(OPS, OpKind::QLookup) => {
+            let (x, table) = (bytes_in(0)?, bytes_in(1)?);
+            let table: &[u8; 256] = table.try_into().map_err(|_| CpuError::CorruptPlan)?;
+            for (y, &b) in out.iter_mut().zip(x) {
+                *y = table[b as usize];
+            }
+        }
+        #[cfg(feature = "quantized")]
+        Op::QSoftmax(q) if selects(OPS, OpKind::QSoftmax) => {
+            let rank = x.shape.rank();
+            let lanes = [
+                x.shape.product(0..q.axis),
+                x.shape.dim(q.axis),
+                x.shape.product(q.axis + 1..rank),
+            ];
+            let table = cast::<i32>(bytes_in(1)?)?;
+            let ty = bytes8::<OPS>(x.dtype, out_desc.dtype)?;
+            integer::qsoftmax(&q, lanes, (view.bytes(x)?, ty), table, out);
+        }
+        _ => return Err(CpuError::Unsupported),
+    }
+    Ok(())
+}
+
+/// QAdd and QMul: in a frame of their own on a firmware (their broadcast strides, 132 B, out of
+/// the family's frame, under every kernel of the family).
+#[cfg(feature = "quantized")]
+#[cfg_attr(not(feature = "std"), inline(never))]
+fn integer_arithmetic<const OPS: Selection>(
+    step: &Step<'_>,
+    (a, b): (&TensorDesc, &TensorDesc),
+    out_desc: &TensorDesc,
+    view: &Readable<'_>,
+    out: &mut [u8],
+    scratch: Option<&mut [u8]>,
+) -> Result<(), CpuError> {
+    match step.op {
         Op::QAdd(q) if selects(OPS, OpKind::QAdd) => {
-            input!(step, a = 0);
-            input!(step, b = 1);
             let (ab, bb) = (view.bytes(a)?, view.bytes(b)?);
             let tables: &mut [i32] = match scratch {
                 Some(s) => cast_mut(s)?,
@@ -108,10 +159,7 @@ pub(super) fn run<const OPS: Selection>(
                 _ => return Err(CpuError::Unsupported),
             }
         }
-        #[cfg(feature = "quantized")]
         Op::QMul(q) if selects(OPS, OpKind::QMul) => {
-            input!(step, a = 0);
-            input!(step, b = 1);
             let (ab, bb) = (view.bytes(a)?, view.bytes(b)?);
             let shape = out_desc.shape;
             let strides = [
@@ -131,27 +179,6 @@ pub(super) fn run<const OPS: Selection>(
                 }
                 _ => return Err(CpuError::Unsupported),
             }
-        }
-        #[cfg(feature = "quantized")]
-        Op::QLookup if selects(OPS, OpKind::QLookup) => {
-            let (x, table) = (bytes_in(0)?, bytes_in(1)?);
-            let table: &[u8; 256] = table.try_into().map_err(|_| CpuError::CorruptPlan)?;
-            for (y, &b) in out.iter_mut().zip(x) {
-                *y = table[b as usize];
-            }
-        }
-        #[cfg(feature = "quantized")]
-        Op::QSoftmax(q) if selects(OPS, OpKind::QSoftmax) => {
-            input!(step, x = 0);
-            let rank = x.shape.rank();
-            let lanes = [
-                x.shape.product(0..q.axis),
-                x.shape.dim(q.axis),
-                x.shape.product(q.axis + 1..rank),
-            ];
-            let table = cast::<i32>(bytes_in(1)?)?;
-            let ty = bytes8::<OPS>(x.dtype, out_desc.dtype)?;
-            integer::qsoftmax(&q, lanes, (view.bytes(x)?, ty), table, out);
         }
         _ => return Err(CpuError::Unsupported),
     }

@@ -120,36 +120,6 @@ fn lanes(shape: &ferrite_hal::Shape, axis: usize) -> [usize; 3] {
         shape.product(axis + 1..shape.rank()),
     ]
 }
-/// A step's output descriptor and its operands carved out of the arena: the read-only rest
-/// (inputs, weights), the output bytes and the scratch (if the plan gave one).
-pub(crate) struct StepOperands<'x> {
-    /// The output's descriptor.
-    pub(crate) out_desc: TensorDesc,
-    /// Inputs and weights.
-    pub(crate) view: Readable<'x>,
-    /// The output's bytes.
-    pub(crate) out: &'x mut [u8],
-    /// The step's scratch, if it has one.
-    pub(crate) scratch: Option<&'x mut [u8]>,
-}
-
-impl<'x> StepOperands<'x> {
-    /// Carves `step`'s output (and scratch) out of `arena`.
-    #[inline(always)]
-    fn carve(step: &Step<'_>, arena: &'x mut [u8], weights: &'x [u8]) -> Result<Self, CpuError> {
-        let out_desc = step.outputs.get(0).ok_or(CpuError::CorruptPlan)?;
-        let out_span = span(&out_desc).ok_or(CpuError::CorruptPlan)?;
-        let scratch_span = step.scratch.as_ref().and_then(span);
-        let (view, out, scratch) = carve(arena, weights, out_span, scratch_span)?;
-        Ok(Self {
-            out_desc,
-            view,
-            out,
-            scratch,
-        })
-    }
-}
-
 /// Binds `$name` to input `$i`'s descriptor by reference, returning `CorruptPlan` from the
 /// enclosing function when the input is absent. The descriptor stays in the slot the lookup
 /// decoded it into: moved out of the `Option` (as `?` would), every fetch copied its 52 bytes
@@ -197,6 +167,23 @@ fn input_bytes<'x>(step: &Step<'_>, view: &Readable<'x>, i: usize) -> Result<&'x
 #[inline(never)]
 fn input_f32<'x>(step: &Step<'_>, view: &Readable<'x>, i: usize) -> Result<&'x [f32], CpuError> {
     optional_input_f32(step, view, i)?.ok_or(CpuError::CorruptPlan)
+}
+
+/// Input `i`'s bytes with their signedness (int8 or uint8), for ConvInteger and
+/// MatMulInteger (`CorruptPlan` when absent). Out of line, as [`input_bytes`]: the descriptor
+/// is decoded in this frame, not into a slot of the family's.
+#[cfg(feature = "quantized")]
+#[inline(never)]
+fn integer_input<'x>(
+    step: &Step<'_>,
+    view: &Readable<'x>,
+    i: usize,
+) -> Result<crate::kernels::accumulate::Bytes<'x>, CpuError> {
+    input!(step, t = i);
+    Ok(crate::kernels::accumulate::Bytes::new(
+        view.bytes(t)?,
+        t.dtype == DType::I8,
+    ))
 }
 
 /// Binds the step's input accessors: `$f32_in(i)` (input `i`'s bytes as f32),
@@ -331,23 +318,40 @@ pub(crate) fn run_step_inline<const OPS: Selection, const COVERED_INT8: Selectio
         }
         _ => {}
     }
-    let StepOperands {
-        out_desc,
-        view,
-        out,
-        scratch,
-    } = StepOperands::carve(step, arena, weights)?;
+    // The output's descriptor and the carved operands stay in the slots they were built in:
+    // moved out (as `?` would), each was copied to a second slot under every kernel the
+    // dispatch calls (the every-kernel M4 firmware's dispatch frame 316 -> 212 B).
+    let out_slot = step.outputs.get(0);
+    let Some(out_desc) = &out_slot else {
+        return Err(CpuError::CorruptPlan);
+    };
+    let out_span = span(out_desc).ok_or(CpuError::CorruptPlan)?;
+    let scratch_span = step.scratch.as_ref().and_then(span);
+    let mut carved = carve(arena, weights, out_span, scratch_span);
+    let (view, out, scratch) = match &mut carved {
+        Ok(carved) => carved,
+        Err(e) => return Err(*e),
+    };
     macro_rules! family {
         ($module:ident) => {
+            family!($module::run)
+        };
+        ($module:ident :: $run:ident) => {
             call!(
-                |(o, v, y, s)| $module::run::<OPS>(step, o, v, y, s, covered_int8),
-                (&out_desc, &view, out, scratch)
+                |(o, v, y, s)| $module::$run::<OPS>(step, o, v, y, s, covered_int8),
+                (out_desc, &*view, &mut **out, scratch.as_deref_mut())
             )
         };
     }
     match step.op.kind().family() {
         Family::Conv if const { selects_family(OPS, Family::Conv) } => family!(conv),
-        Family::MatMul if const { selects_family(OPS, Family::MatMul) } => family!(matmul),
+        Family::MatMul if const { selects_family(OPS, Family::MatMul) } => {
+            match matmul::runner(&step.op) {
+                matmul::Runner::Products => family!(matmul),
+                matmul::Runner::Batched => family!(matmul::run_batched),
+                matmul::Runner::Transform => family!(matmul::run_dft),
+            }
+        }
         Family::Elementwise if const { selects_family(OPS, Family::Elementwise) } => {
             family!(elementwise)
         }
