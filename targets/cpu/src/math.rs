@@ -246,8 +246,9 @@ pub mod vector {
         exp_all(xs)
     }
 
-    /// [`sigmoid_all`] in the widest build this CPU runs: eight lanes on an x86-64 with AVX2
-    /// (the same operations, so the same results bit for bit), else as compiled. For callers
+    /// [`sigmoid_all`] in the widest build this CPU runs: eight lanes on an x86-64 with AVX2,
+    /// sixteen with AVX-512 (the same operations, so the same results bit for bit; tested),
+    /// else as compiled. For callers
     /// compiled for the baseline (the recurrent layers' gates).
     pub fn sigmoid_all_widest(xs: &mut [f32]) {
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
@@ -272,15 +273,28 @@ pub mod vector {
     mod avx2 {
         use crate::kernels::simd::{level, Level};
 
-        /// `f(xs)` compiled with AVX2 when the CPU runs the AVX2 build (true: done).
+        /// `f(xs)` compiled with AVX2 when the CPU runs the AVX2 build, with AVX-512 when it
+        /// runs that one (true: done).
         #[inline(always)]
         pub(super) fn run(xs: &mut [f32], f: impl Fn(&mut [f32])) -> bool {
-            if level() < Level::Avx2 {
-                return false;
+            match level() {
+                Level::Portable => return false,
+                // SAFETY: the CPU has AVX2 (`simd::level`).
+                Level::Avx2 => unsafe { with_avx2(xs, f) },
+                // SAFETY: the CPU has AVX-512F (`simd::level`).
+                Level::Avx512 => unsafe { with_avx512(xs, f) },
             }
-            // SAFETY: the CPU has AVX2 (`simd::level`).
-            unsafe { with_avx2(xs, f) };
             true
+        }
+
+        /// `f` inlined into a function compiled with AVX-512F: sixteen lanes, the same
+        /// operations lane by lane (so the same results bit for bit).
+        ///
+        /// # Safety
+        /// The CPU has AVX-512F.
+        #[target_feature(enable = "avx512f")]
+        unsafe fn with_avx512(xs: &mut [f32], f: impl Fn(&mut [f32])) {
+            f(xs)
         }
 
         /// `f` inlined into a function compiled with AVX2 (one copy per function item `f`).
@@ -372,6 +386,51 @@ pub mod vector {
                     (*got as f64 - want).abs() <= 1e-6 * want.abs().max(1.0),
                     "{x}"
                 );
+            }
+        }
+
+        /// The widest build (AVX2 or AVX-512, whichever this CPU runs) computes each function
+        /// exactly as the scalar code does, bit for bit, over a sweep of every magnitude, both
+        /// signs, the overflow edges and NaN, in slices whose lengths leave vector tails.
+        #[test]
+        fn the_widest_builds_equal_the_scalar_functions_bit_for_bit() {
+            let mut xs = std::vec::Vec::new();
+            sweep(|x| xs.push(x));
+            xs.extend([
+                f32::NAN,
+                f32::INFINITY,
+                -f32::INFINITY,
+                0.0,
+                -0.0,
+                88.73,
+                -87.34,
+                9.1,
+            ]);
+            /// A slice function and the scalar function it applies.
+            type Pair = (fn(&mut [f32]), fn(f32) -> f32);
+            let checks: [Pair; 5] = [
+                (sigmoid_all_widest, sigmoid),
+                (tanh_all_widest, tanh),
+                (exp_all_widest, exp),
+                (erf_all_widest, erf),
+                (gelu_all_widest, |x| {
+                    let mut v = [x];
+                    gelu_all(&mut v);
+                    v[0]
+                }),
+            ];
+            for (widest, scalar) in checks {
+                for chunk in xs.chunks(37) {
+                    let mut got = chunk.to_vec();
+                    widest(&mut got);
+                    for (&x, got) in chunk.iter().zip(got) {
+                        let want = scalar(x);
+                        assert!(
+                            got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                            "f({x:e}): {got:e} vs {want:e}"
+                        );
+                    }
+                }
             }
         }
 

@@ -67,6 +67,10 @@ fn recurrent<const OPS: Selection>(
         initial_h: operand(4)?,
         initial_c: operand(5)?,
         p: operand(6)?,
+        constant_weights: [1, 2].iter().all(|&i| {
+            let weights = step.inputs.get(i).map(|t| t.location);
+            matches!(weights, Some(ferrite_hal::Location::Weights(_)))
+        }),
     };
     let c = match c {
         Some(c) => Some(f32s_mut(c)?),
