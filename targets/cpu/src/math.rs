@@ -74,16 +74,16 @@ pub mod vector {
         f32::from_bits(integer.wrapping_add(127) << 23)
     }
 
-    /// `e^x`: within 2 ulp for normal results, +∞ above 88.72, 0 below −87.34 (where the exact
-    /// result is subnormal), NaN for NaN.
+    /// ln 2 in two parts, the first exact in a few bits, so n·ln2 subtracts exactly.
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    /// Adding and subtracting 1.5·2^23 rounds to the nearest integer (|v| < 2^22).
+    const ROUND: f32 = 12_582_912.0;
+
+    /// `(n, p)` with `e^c ≈ p·2^n`: `n` the nearest integer to `c·log2 e`, `p` a polynomial in
+    /// the remainder (`c` within `EXP_LO..=EXP_HI`).
     #[inline(always)]
-    pub fn exp(x: f32) -> f32 {
-        // ln 2 in two parts, the first exact in a few bits, so n·ln2 subtracts exactly.
-        const LN2_HI: f32 = 0.693_359_4;
-        const LN2_LO: f32 = -2.121_944_4e-4;
-        // Adding and subtracting 1.5·2^23 rounds to the nearest integer (|v| < 2^22).
-        const ROUND: f32 = 12_582_912.0;
-        let c = x.clamp(EXP_LO, EXP_HI);
+    fn exp_parts(c: f32) -> (f32, f32) {
         let n = (c * core::f32::consts::LOG2_E + ROUND) - ROUND;
         let r = (c - n * LN2_HI) - n * LN2_LO;
         let p = (((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r
@@ -95,6 +95,14 @@ pub mod vector {
             * (r * r)
             + r
             + 1.0;
+        (n, p)
+    }
+
+    /// `e^x`: within 2 ulp for normal results, +∞ above 88.72, 0 below −87.34 (where the exact
+    /// result is subnormal), NaN for NaN.
+    #[inline(always)]
+    pub fn exp(x: f32) -> f32 {
+        let (n, p) = exp_parts(x.clamp(EXP_LO, EXP_HI));
         // 2^n in two halves, each a normal float for every n in -126..=128.
         let half = (n * 0.5 + ROUND) - ROUND;
         let y = p * pow2(half) * pow2(n - half);
@@ -107,10 +115,23 @@ pub mod vector {
         }
     }
 
+    /// [`exp`] of an `x` within `EXP_LO..=88.0` (or NaN), bit for bit, in fewer operations:
+    /// no clamp or select, and `2^n` in one factor (normal for every such `n`: both forms
+    /// round once, and only where the result is subnormal). For [`sigmoid`] and [`tanh`],
+    /// whose arguments are in range (their vector loops are bound by their operation count).
+    #[inline(always)]
+    fn exp_in_range(x: f32) -> f32 {
+        let (n, p) = exp_parts(x);
+        p * pow2(n)
+    }
+
     /// The logistic function `1 / (1 + e^−x)`, from `e^−|x|` (never overflowing).
     #[inline(always)]
     pub fn sigmoid(x: f32) -> f32 {
-        let e = exp(-x.abs());
+        let v = -x.abs();
+        // As `exp(v)`: clamped below (NaN stays NaN), 0 below the clamp.
+        let e = exp_in_range(if v < EXP_LO { EXP_LO } else { v });
+        let e = if v < EXP_LO { 0.0 } else { e };
         let s = 1.0 / (1.0 + e);
         if x >= 0.0 {
             s
@@ -132,7 +153,7 @@ pub mod vector {
             * z
             * x
             + x;
-        let big = 1.0 - 2.0 / (exp(2.0 * a.min(9.1)) + 1.0);
+        let big = 1.0 - 2.0 / (exp_in_range(2.0 * a.min(9.1)) + 1.0);
         let big = f32::from_bits(big.to_bits() | (x.to_bits() & 0x8000_0000));
         // Below 2^-12, tanh(x) rounds to x (which also keeps −0 and NaN as they are). Selects,
         // not branches (`|`, not `||`), so that each lane of a vector picks its own.
@@ -387,6 +408,21 @@ pub mod vector {
                     "{x}"
                 );
             }
+        }
+
+        /// The in-range exponential that sigmoid and tanh use equals [`exp`] bit for bit over
+        /// the whole range they call it on (and NaN for NaN).
+        #[test]
+        fn exp_in_range_is_exp() {
+            let mut checked = 0;
+            sweep(|x| {
+                if (EXP_LO..=88.0).contains(&x) {
+                    assert_eq!(exp_in_range(x).to_bits(), exp(x).to_bits(), "e^{x:e}");
+                    checked += 1;
+                }
+            });
+            assert!(checked > 1_000_000);
+            assert!(exp_in_range(f32::NAN).is_nan());
         }
 
         /// The widest build (AVX2 or AVX-512, whichever this CPU runs) computes each function
