@@ -538,8 +538,8 @@ pub fn recurrent<const OPS: Selection>(
 /// fused), so they differ from the portable build's in the last bits, as the other SIMD
 /// builds' float products do; the conformance suites hold every build to the same
 /// tolerances. The recurrent product streams `R` (64 KiB for 64 units) from the L2 cache at
-/// every step, which bounds it. LSTM 64 units × 49 steps on Zen 4: 73.7 → 58.3 µs with the
-/// cell's changes (`docs/benchmarks.md`).
+/// every step, which bounds it. LSTM 64 units × 49 steps on Zen 4: 73.7 → 48.8 µs with the
+/// cell's and the activations' changes (`docs/benchmarks.md`).
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 #[allow(unsafe_code)]
 mod fma {
