@@ -23,7 +23,7 @@ pub struct Operands<'a> {
     /// `[3·hidden]`: peepholes i, o, f (LSTM).
     pub p: Option<&'a [f32]>,
     /// Whether `w` and `r` are the model's constants (not computed in the arena), so that a
-    /// host may keep them transposed between runs.
+    /// host may keep them packed between runs.
     pub constant_weights: bool,
 }
 
@@ -369,11 +369,11 @@ pub fn recurrent<const OPS: Selection>(
         }
     };
     let width = hidden.max(1);
-    // On a host with FMA, constant weights are kept transposed with the prepared step.
+    // On a host with FMA, constant weights are kept packed with the prepared step.
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    let mut transposed = fma::transposed(o, rows, input, hidden);
+    let mut packed_weights = fma::packed(o, rows, input, hidden);
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(kept) = transposed.as_mut() {
+    if let Some(kept) = packed_weights.as_mut() {
         kept.state().project(o.x, wb, [seq * batch, rows, input]);
     }
     for step in 0..seq {
@@ -384,7 +384,7 @@ pub fn recurrent<const OPS: Selection>(
         // The input's part of the gates: computed for every step at once where the weights
         // are kept packed, else here.
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        let projected = match transposed.as_mut().map(|kept| kept.state()) {
+        let projected = match packed_weights.as_mut().map(|kept| kept.state()) {
             Some(state) => {
                 state.recur(h, rb, [batch, rows, hidden], from_h);
                 state.projected(t * batch * rows, batch * rows)
@@ -524,7 +524,7 @@ pub fn recurrent<const OPS: Selection>(
         }
     }
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if let Some(kept) = transposed {
+    if let Some(kept) = packed_weights {
         crate::memo::keep(kept);
     }
     Ok(())
@@ -549,7 +549,7 @@ mod fma {
     use core::arch::x86_64::*;
     use std::vec::Vec;
 
-    /// What the transposed weights were built from: the operands' addresses and lengths and
+    /// What the packed weights were built from: the operands' addresses and lengths and
     /// the layer's sizes.
     #[derive(PartialEq)]
     pub(super) struct Key {
@@ -559,25 +559,25 @@ mod fma {
     }
 
     /// `W` and `R` in panels ([`pack`]), and the input's part of every step's gates.
-    pub(super) struct Transposed {
+    pub(super) struct Packed {
         /// `W`, packed.
         w: Vec<f32>,
         /// `R`, packed.
         r: Vec<f32>,
         /// The panels of the layer's rows ([`panels`]).
         panels: Vec<(usize, usize)>,
-        /// `X·Wᵀ + Wb` for every step, `[seq, batch, rows]` ([`Transposed::project`]).
+        /// `X·Wᵀ + Wb` for every step, `[seq, batch, rows]` ([`Packed::project`]).
         projected: Vec<f32>,
     }
 
     /// The layer's packed weights (kept with a prepared step), where the CPU runs the AVX2
     /// build (AVX2 and FMA) and the weights are constants the layer's checks have sized.
-    pub(super) fn transposed(
+    pub(super) fn packed(
         o: &Operands<'_>,
         rows: usize,
         input: usize,
         hidden: usize,
-    ) -> Option<Kept<Key, Transposed>> {
+    ) -> Option<Kept<Key, Packed>> {
         if !o.constant_weights || level() < Level::Avx2 {
             return None;
         }
@@ -588,7 +588,7 @@ mod fma {
             r: at(r),
             sizes: [rows, input, hidden],
         };
-        Some(memo::take(key, || Transposed {
+        Some(memo::take(key, || Packed {
             w: pack(w, rows, input),
             r: pack(r, rows, hidden),
             panels: panels(rows).collect(),
@@ -596,7 +596,7 @@ mod fma {
         }))
     }
 
-    impl Transposed {
+    impl Packed {
         /// The input's part of the gates of all `steps` rows of `x` (every time step and batch
         /// row) at once: `W` is read once a row, from the L1 cache, not streamed with `R`
         /// at every step.
@@ -629,7 +629,7 @@ mod fma {
         }
 
         /// `len` values of the projected gates from `start` (`None` where
-        /// [`Transposed::project`] did not compute them).
+        /// [`Packed::project`] did not compute them).
         pub(super) fn projected(&mut self, start: usize, len: usize) -> Option<&mut [f32]> {
             self.projected.get_mut(start..start + len)
         }
@@ -698,7 +698,7 @@ mod fma {
             for &(g, width) in panels {
                 let weights = &packed[g * k..(g + width) * k];
                 let y = &mut y[g..rows.min(g + width)];
-                // SAFETY: `transposed` checked that the CPU has AVX2 and FMA; the panel holds
+                // SAFETY: `packed` checked that the CPU has AVX2 and FMA; the panel holds
                 // `k·width` values.
                 unsafe {
                     match width {
@@ -895,7 +895,7 @@ mod tests {
                 p: None,
                 constant_weights: true,
             };
-            let mut kept = fma::transposed(&o, rows, input, hidden).unwrap();
+            let mut kept = fma::packed(&o, rows, input, hidden).unwrap();
             let state = kept.state();
             state.project(&x, bias, [batch, rows, input]);
             let mut recurred = std::vec![0.0f32; batch * rows];
