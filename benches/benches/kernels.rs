@@ -93,7 +93,7 @@ fn conv(c: &mut Criterion) {
         ));
         group.bench_function(
             format!("{ci}to{co}_{size}x{size}_k{k}_s{stride}_g{g}"),
-            |b| b.iter(|| conv(&p, d, &x, &w, None, &mut y, &mut scratch)),
+            |b| b.iter(|| conv(&p, d, &x, &w, None, &mut y, &mut scratch, false)),
         );
     }
     group.finish();

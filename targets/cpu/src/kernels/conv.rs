@@ -14,6 +14,8 @@ use ferrite_hal::geometry::{
     conv_scratch_elements, conv_tile_columns, depthwise_strategy, Depthwise,
 };
 use ferrite_hal::op::{Conv, ConvTranspose, Window};
+#[cfg(feature = "std")]
+use ferrite_hal::Activation;
 
 /// Dimensions of one convolution call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,7 +73,10 @@ fn valid_range(
     (first.min(out_len), end.min(out_len).max(first.min(out_len)))
 }
 
-/// Convolution. `scratch` holds at least `conv_scratch_elements` floats.
+/// Convolution. `scratch` holds at least `conv_scratch_elements` floats. True where `p`'s
+/// activation has been applied to every output too (a host's kernels fuse Relu and Clip into
+/// their stores); the caller applies it otherwise. `constant_weights`: the weights are the
+/// model's constants, which a host may keep packed between runs.
 // Its own function on a microcontroller: inlined into a firmware's step dispatch, which is
 // built for size, its loops were left as iterator calls (MobileNet's depthwise 2.7x slower).
 #[cfg_attr(feature = "std", inline(always))]
@@ -83,10 +88,11 @@ pub fn conv(
     bias: Option<&[f32]>,
     out: &mut [f32],
     scratch: &mut [f32],
-) {
+    constant_weights: bool,
+) -> bool {
     // Checked by the verifier, as every size below; a plan without it computes nothing.
     let Some(groups) = NonZeroUsize::new(p.group) else {
-        return;
+        return false;
     };
     let g = groups.get();
     let icg = d.c / groups;
@@ -97,21 +103,24 @@ pub fn conv(
     let win = &p.window;
     let pointwise = win.kernel == [1, 1] && win.stride == [1, 1] && win.pads == [0; 4];
     let depthwise = icg == 1 && g > 1;
+    // Whether every output so far has had the activation applied.
+    let mut activated = true;
     for b in 0..d.n {
         let (Some(out_b), Some(x_b)) = (
             out.get_mut(b * d.oc * plane..(b + 1) * d.oc * plane),
             x.get(b * d.c * d.h * d.w..(b + 1) * d.c * d.h * d.w),
         ) else {
-            return;
+            return false;
         };
         // Outputs start from the bias, except where a host's blocked depthwise kernels or
         // in-place convolutions run: they write every output, bias included (the bias is then
         // written after they decline).
-        let host_writes_bias = cfg!(feature = "std") && !pointwise;
+        let host_writes_bias = cfg!(feature = "std");
         if !host_writes_bias {
             init_bias(out_b, bias, plane);
         }
         if depthwise {
+            activated = false;
             let args = DepthwiseArgs {
                 win,
                 d,
@@ -159,11 +168,44 @@ pub fn conv(
                 weight.get(grp * ocg * k..(grp + 1) * ocg * k),
                 out_b.get_mut(grp * ocg * plane..(grp + 1) * ocg * plane),
             ) else {
-                return;
+                return false;
             };
             #[cfg(feature = "std")]
             let bias_g = bias.and_then(|b| b.get(grp * ocg..(grp + 1) * ocg));
+            // On a host with AVX-512 and one group, the output channels across the lanes
+            // (`conv_lanes`); otherwise the bias, then the product on top.
+            // A 1 × 1 kernel without padding reads its input in place, at any stride.
+            #[cfg(all(feature = "std", target_arch = "x86_64"))]
+            let reading = super::conv_lanes::Reading {
+                input: x_g,
+                taps: &[],
+                pitch: win.stride[0] * d.w,
+                step: win.stride[1],
+                plane: [d.oh, d.ow],
+            };
+            #[cfg(all(feature = "std", target_arch = "x86_64"))]
+            if win.kernel == [1, 1]
+                && win.pads == [0; 4]
+                && g == 1
+                && pointwise_lanes(
+                    reading,
+                    [icg, d.h * d.w],
+                    (w_g, ocg),
+                    bias_g,
+                    p.activation,
+                    out_g,
+                    constant_weights,
+                )
+            {
+                activated &= super::conv_lanes::fuses(p.activation);
+                continue;
+            }
+            #[cfg(feature = "std")]
             if pointwise {
+                init_bias(out_g, bias_g, plane);
+            }
+            if pointwise {
+                activated = false;
                 sgemm(
                     ocg,
                     plane,
@@ -193,17 +235,21 @@ pub fn conv(
                     x: x_g,
                     weight: w_g,
                     bias: bias_g,
+                    activation: p.activation,
+                    constant: constant_weights && g == 1,
                 };
-                if conv_in_place(operands, out_g, scratch) {
+                if let Some(applied) = conv_in_place(operands, out_g, scratch) {
+                    activated &= applied;
                     continue;
                 }
                 init_bias(out_g, bias_g, plane);
             }
+            activated = false;
             let mut p0 = 0;
             while p0 < plane {
                 let p1 = (p0 + tile).min(plane);
                 let Some(cols) = scratch.get_mut(..k * (p1 - p0)) else {
-                    return;
+                    return false;
                 };
                 im2col(win, d, icg, x_g, cols, p0, p1);
                 sgemm(
@@ -228,6 +274,7 @@ pub fn conv(
             }
         }
     }
+    activated
 }
 
 /// A convolution of one group as a matrix product whose B rows are read in place: the group's
@@ -237,10 +284,13 @@ pub fn conv(
 /// offset, so row `(c, ky, kx)` of the im2col matrix is that plane from that offset on, and the
 /// product runs over a grid as wide as a plane's rows (the few columns past each output row are
 /// computed and dropped). Bands of output rows go through the rest of `scratch`, then go to
-/// `out` plus the bias. False, with nothing written, where the SIMD kernels are not available or
-/// `scratch` cannot hold the planes and one band row; the caller unfolds instead.
+/// `out` plus the bias. With AVX-512, the output channels across the lanes instead
+/// ([`super::conv_lanes`], the same sums), which also applies the activation it fuses.
+/// `Some(whether the activation was applied)`; `None`, with nothing written, where the SIMD
+/// kernels are not available or `scratch` cannot hold the planes and one band row; the caller
+/// unfolds instead.
 #[cfg(feature = "std")]
-fn conv_in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
+fn conv_in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bool> {
     // Built for AVX2 where it runs: out of line, its copies and additions had been baseline
     // SSE (a fifth of ResNet-8's time).
     #[cfg(target_arch = "x86_64")]
@@ -251,7 +301,11 @@ fn conv_in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool
         /// The CPU has AVX2 and FMA.
         #[target_feature(enable = "avx2,fma")]
         #[allow(unsafe_code)]
-        unsafe fn in_place_avx2(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
+        unsafe fn in_place_avx2(
+            job: InPlace<'_>,
+            out: &mut [f32],
+            scratch: &mut [f32],
+        ) -> Option<bool> {
             in_place(job, out, scratch)
         }
         // SAFETY: the AVX2 level runs only where the CPU has AVX2 and FMA.
@@ -271,12 +325,16 @@ struct InPlace<'a> {
     x: &'a [f32],
     weight: &'a [f32],
     bias: Option<&'a [f32]>,
+    /// The activation fused into the convolution (applied here where the kernel can).
+    activation: Activation,
+    /// Whether the weights are the model's constants (packed once per prepared step).
+    constant: bool,
 }
 
 /// [`conv_in_place`]'s body.
 #[cfg(feature = "std")]
 #[inline(always)]
-fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
+fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bool> {
     let InPlace {
         win,
         d,
@@ -285,6 +343,8 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
         x,
         weight,
         bias,
+        activation,
+        constant,
     } = job;
     use super::gemm::sgemm_rows;
     use core::cell::Cell;
@@ -298,7 +358,7 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
     let [dh, dw] = win.dilation;
     let empty = [sh, sw, kh, kw, d.h, d.w, d.oh, d.ow, ocg].contains(&0);
     if empty {
-        return false;
+        return None;
     }
     // A phase plane: every output row plus the furthest tap's shift, in phase coordinates. Sizes
     // are checked: a verified plan can still hold absurd strides or dilations (one output).
@@ -318,10 +378,10 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
         fits.then_some((hph, wph, phase, channel, padded, band_row, k, plane))
     })();
     let Some((hph, wph, phase, channel, padded, band_row, k, plane)) = sizes else {
-        return false;
+        return None;
     };
     if !super::gemm::simd_available() {
-        return false;
+        return None;
     }
     let (planes, rest) = scratch.split_at_mut(padded);
     let band_rows = (rest.len() / band_row).min(d.oh);
@@ -344,6 +404,20 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
             stride: k,
         };
         split_phases(planes, x, d, icg, win, [hph, wph]);
+        #[cfg(target_arch = "x86_64")]
+        {
+            let reading = super::conv_lanes::Reading {
+                input: planes,
+                taps: &taps,
+                pitch: wph,
+                step: 1,
+                plane: [d.oh, d.ow],
+            };
+            if super::conv_lanes::run(&reading, weight, ocg, bias, activation, out, constant) {
+                TAPS.set(taps);
+                return Some(super::conv_lanes::fuses(activation));
+            }
+        }
         let mut oy0 = 0;
         while oy0 < d.oh {
             let rows = band_rows.min(d.oh - oy0);
@@ -369,7 +443,50 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> bool {
         }
     }
     TAPS.set(taps);
-    true
+    Some(false)
+}
+
+/// A pointwise convolution of one group with its output channels across the lanes
+/// ([`super::conv_lanes`]): each input channel's plane is a term of every pixel, read in place.
+/// False, with nothing written, where that kernel does not run here.
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[allow(clippy::too_many_arguments)]
+fn pointwise_lanes(
+    reading: super::conv_lanes::Reading<'_>,
+    [channels_in, input_plane]: [usize; 2],
+    (weight, channels_out): (&[f32], usize),
+    bias: Option<&[f32]>,
+    activation: Activation,
+    out: &mut [f32],
+    constant: bool,
+) -> bool {
+    use core::cell::Cell;
+    use std::vec::Vec;
+    std::thread_local! {
+        /// Reused table of the input channels' offsets.
+        static TERMS: Cell<Vec<usize>> = const { Cell::new(Vec::new()) };
+    }
+    if !super::conv_lanes::available() {
+        return false;
+    }
+    let mut terms = TERMS.take();
+    terms.clear();
+    terms.extend((0..channels_in).map(|c| c * input_plane));
+    let reading = super::conv_lanes::Reading {
+        taps: &terms,
+        ..reading
+    };
+    let ran = super::conv_lanes::run(
+        &reading,
+        weight,
+        channels_out,
+        bias,
+        activation,
+        out,
+        constant,
+    );
+    TERMS.set(terms);
+    ran
 }
 
 /// `x`'s `icg` channels copied into `planes`: per channel, `stride_h × stride_w` planes of
@@ -1637,7 +1754,7 @@ mod strategy_tests {
             let bias: Vec<f32> = (0..c * mult).map(|i| i as f32 * 0.1).collect();
             let mut scratch = vec![0.0; conv_scratch_elements(&p, 1, oh, ow).unwrap()];
             let mut out = vec![0.0; c * mult * oh * ow];
-            conv(&p, d, &x, &wt, Some(&bias), &mut out, &mut scratch);
+            conv(&p, d, &x, &wt, Some(&bias), &mut out, &mut scratch, false);
             let want = naive(&p, d, &x, &wt, &bias);
             for (i, (a, b)) in out.iter().zip(&want).enumerate() {
                 assert!(
@@ -1727,8 +1844,10 @@ mod strategy_tests {
                 x: &x,
                 weight: &wt,
                 bias: with_bias.then_some(&bias[..]),
+                activation: Activation::None,
+                constant: false,
             };
-            assert!(conv_in_place(job, &mut in_place, &mut scratch));
+            assert!(conv_in_place(job, &mut in_place, &mut scratch).is_some());
             let mut cols = vec![0.0; k * oh * ow];
             im2col(&win, d, c, &x, &mut cols, 0, oh * ow);
             // The unfolded matrix through the same kernel, its rows one after another (plain
@@ -1809,7 +1928,7 @@ mod strategy_tests {
             let bias: Vec<f32> = (0..oc).map(|i| i as f32 * 0.1).collect();
             let mut scratch = vec![0.0; conv_scratch_elements(&p, c / group, oh, ow).unwrap()];
             let mut out = vec![0.0; oc * oh * ow];
-            conv(&p, d, &x, &wt, Some(&bias), &mut out, &mut scratch);
+            conv(&p, d, &x, &wt, Some(&bias), &mut out, &mut scratch, false);
             let want = naive(&p, d, &x, &wt, &bias);
             for (i, (a, b)) in out.iter().zip(&want).enumerate() {
                 assert!(

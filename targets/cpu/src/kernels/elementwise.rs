@@ -72,7 +72,7 @@ pub unsafe fn activate_fused_avx2<const OPS: Selection>(act: Activation, xs: &mu
 /// loaded, computed and stored whole. Each returns the elements past the last whole block.
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 #[allow(unsafe_code)]
-mod avx2 {
+pub(crate) mod avx2 {
     use core::arch::x86_64::*;
 
     /// `lanes` over each block of eight floats of `xs`; returns the rest.
@@ -90,10 +90,14 @@ mod avx2 {
     /// `max(x, 0)` as [`crate::math::max`]: `x` where `x > 0`, else +0 (NaN too, as `fmaxf`).
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn relu(xs: &mut [f32]) -> &mut [f32] {
-        let zero = _mm256_setzero_ps();
-        each(xs, |v| {
-            _mm256_and_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(v, zero), v)
-        })
+        each(xs, |v| relu_lanes(v))
+    }
+
+    /// [`relu`] of one vector (also a convolution's store, `conv_lanes`).
+    #[target_feature(enable = "avx2,fma")]
+    #[inline]
+    pub(crate) fn relu_lanes(v: __m256) -> __m256 {
+        _mm256_and_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(v, _mm256_setzero_ps()), v)
     }
 
     /// `x` where `x >= 0`, else `x · alpha` (NaN times alpha).
@@ -109,17 +113,41 @@ mod avx2 {
     /// passed over).
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn clip(xs: &mut [f32], lo: f32, hi: f32) -> &mut [f32] {
-        let (l, h) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
-        let (l_nan, h_nan) = (
-            _mm256_cmp_ps::<_CMP_UNORD_Q>(l, l),
-            _mm256_cmp_ps::<_CMP_UNORD_Q>(h, h),
-        );
-        each(xs, |v| {
-            let keep = _mm256_or_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(v, l), l_nan);
-            let t = _mm256_blendv_ps(l, v, keep);
-            let keep = _mm256_or_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(t, h), h_nan);
-            _mm256_blendv_ps(h, t, keep)
-        })
+        let bounds = ClipBounds::new(lo, hi);
+        each(xs, |v| bounds.apply(v))
+    }
+
+    /// [`clip`]'s bounds as vectors, with whether each is NaN.
+    #[derive(Clone, Copy)]
+    pub(crate) struct ClipBounds {
+        l: __m256,
+        h: __m256,
+        l_nan: __m256,
+        h_nan: __m256,
+    }
+
+    impl ClipBounds {
+        /// The bounds `lo` and `hi`.
+        #[target_feature(enable = "avx2,fma")]
+        pub(crate) fn new(lo: f32, hi: f32) -> Self {
+            let (l, h) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
+            ClipBounds {
+                l,
+                h,
+                l_nan: _mm256_cmp_ps::<_CMP_UNORD_Q>(l, l),
+                h_nan: _mm256_cmp_ps::<_CMP_UNORD_Q>(h, h),
+            }
+        }
+
+        /// [`clip`] of one vector (also a convolution's store, `conv_lanes`).
+        #[target_feature(enable = "avx2,fma")]
+        #[inline]
+        pub(crate) fn apply(self, v: __m256) -> __m256 {
+            let keep = _mm256_or_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(v, self.l), self.l_nan);
+            let t = _mm256_blendv_ps(self.l, v, keep);
+            let keep = _mm256_or_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(t, self.h), self.h_nan);
+            _mm256_blendv_ps(self.h, t, keep)
+        }
     }
 }
 
@@ -379,17 +407,28 @@ fn broadcast_rows(
     f: impl Fn(f32, f32) -> f32 + Copy,
 ) {
     let rank = out_shape.rank();
-    // A scalar is one row of one element.
-    let (inner, outer_dims) = match out_shape.dims().split_last() {
-        Some((&inner, outer)) => (inner, outer),
-        None => (1, &[][..]),
-    };
     let out_strides = out_shape.strides();
     let strides_of = |o: &Operand<'_>| match o {
         Operand::Data(_, s) => broadcast_strides(s, out_shape),
         Operand::Output => out_strides,
     };
     let (sa, sb) = (strides_of(&a), strides_of(&b));
+    // A row is the last axis and every axis before it along which both operands advance as the
+    // output does (all of it for same-shaped operands: ResNet-8's residual Add had run 512 rows
+    // of 32). A scalar is one row of one element.
+    let same = |axis: usize| {
+        sa.get(axis) == out_strides.get(axis) && sb.get(axis) == out_strides.get(axis)
+    };
+    let mut split = rank.saturating_sub(1);
+    if rank > 0 && same(rank - 1) {
+        while split > 0 && same(split - 1) {
+            split -= 1;
+        }
+    }
+    let (inner, outer_dims) = match out_shape.dims().split_at_checked(split) {
+        Some((outer, row)) if rank > 0 => (row.iter().product(), outer),
+        _ => (1, &[][..]),
+    };
     #[inline(always)]
     fn row_of<'a>(
         o: Operand<'a>,

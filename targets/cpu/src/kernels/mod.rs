@@ -4,6 +4,8 @@
 #[cfg(feature = "quantized")]
 pub mod accumulate;
 pub mod conv;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod conv_lanes;
 #[cfg(test)]
 pub(crate) mod element_ids;
 pub mod elementwise;

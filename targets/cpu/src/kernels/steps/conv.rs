@@ -35,7 +35,7 @@ pub(super) fn run<const OPS: Selection>(
                 None => &mut [][..],
             };
             let out = f32s_mut(out)?;
-            conv::conv(
+            let activated = conv::conv(
                 c,
                 dims,
                 f32_in(0)?,
@@ -43,8 +43,11 @@ pub(super) fn run<const OPS: Selection>(
                 optional_f32(2)?,
                 out,
                 scratch,
+                constant_weights(step),
             );
-            fused::<OPS>(c.activation, out);
+            if !activated {
+                fused::<OPS>(c.activation, out);
+            }
         }
         Op::ConvTranspose(c) if selects(OPS, OpKind::ConvTranspose) => {
             let out = f32s_mut(out)?;
@@ -123,4 +126,12 @@ fn qconv_framed<const OPS: Selection, X: QuantInt, Y: QuantInt>(
     } else {
         integer::qconv(c, dims, xs, w, bias, rq, ys, scratch)
     }
+}
+
+/// Whether a convolution's weights (input 1) are the model's constants, so a host may keep
+/// them packed between runs.
+#[inline(always)]
+fn constant_weights(step: &Step<'_>) -> bool {
+    let weights = step.inputs.get(1).map(|t| t.location);
+    matches!(weights, Some(ferrite_hal::Location::Weights(_)))
 }
