@@ -80,6 +80,7 @@ fn valid_range(
 // Its own function on a microcontroller: inlined into a firmware's step dispatch, which is
 // built for size, its loops were left as iterator calls (MobileNet's depthwise 2.7x slower).
 #[cfg_attr(feature = "std", inline(always))]
+#[allow(clippy::too_many_arguments)]
 pub fn conv(
     p: &Conv,
     d: ConvDims,
@@ -377,9 +378,7 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bo
             && out.len() >= ocg.checked_mul(plane)?;
         fits.then_some((hph, wph, phase, channel, padded, band_row, k, plane))
     })();
-    let Some((hph, wph, phase, channel, padded, band_row, k, plane)) = sizes else {
-        return None;
-    };
+    let (hph, wph, phase, channel, padded, band_row, k, plane) = sizes?;
     if !super::gemm::simd_available() {
         return None;
     }
