@@ -315,6 +315,7 @@ unsafe fn tile<const V: usize>(
     // A mask of the tile's pixels, for a partial tile's stores.
     let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(count as i32), lanes);
+    #[allow(clippy::needless_range_loop)]
     for j in 0..V {
         let rows = transpose(core::array::from_fn(|i| acc[i][j]));
         for (c, row) in rows.iter().enumerate() {
