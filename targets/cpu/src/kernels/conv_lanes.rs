@@ -1,33 +1,79 @@
-//! Convolutions with the output channels across a vector's lanes (x86-64 with AVX-512, `std`).
+//! Convolutions with the output channels across a vector's lanes (x86-64 with AVX2 or
+//! AVX-512, `std`).
 //!
 //! The in-place product of [`super::conv`] puts output pixels across the lanes: its vectors are
 //! input rows read at each tap's offset, mostly unaligned, over a grid as wide as the padded
 //! rows (the columns past each output row computed and dropped), and planes narrower than its
 //! 32-wide panels fall to 8-wide and scalar tails (ResNet-8's 8 × 8 stage, DS-CNN's 25 × 5).
-//! Here the lanes are sixteen output channels instead, as in onnxruntime's channel-blocked
-//! kernels: the weights, packed once per prepared step as `[k][16·V]`, are aligned vector
-//! loads, each of eight output pixels' input values is broadcast from wherever its tap lies,
-//! and the `8 × 16·V` tile is summed in registers over every tap, then turned (eight pixels by
-//! sixteen channels, in registers) into eight-pixel rows of each channel's output plane. No
+//! Here the lanes are output channels instead (sixteen with AVX-512, eight with AVX2), as in
+//! onnxruntime's channel-blocked kernels: the weights, packed once per prepared step as
+//! `[k][lanes·V]`, are aligned vector loads, each of eight output pixels' input values is
+//! broadcast from wherever its tap lies, and the `8 × lanes·V` tile is summed in registers
+//! over every tap, then turned (in registers) into eight-pixel rows of each channel's output
+//! plane, the bias added and Relu or Clip applied on the way. No
 //! column is wasted, any plane width fills the tiles (they run across output rows), and each
 //! output is the same sum in the same order as the in-place product's (from zero over the taps,
 //! one FMA each, then the bias added), so the results are bit for bit those.
 
-use super::elementwise::avx2::{relu_lanes, ClipBounds};
 use crate::memo;
 use core::arch::x86_64::*;
 use ferrite_hal::Activation;
 use std::vec::Vec;
 
-/// Output pixels of a tile.
+/// Output pixels of a tile, at most (the AVX2 tiles use six of them).
 const PIXELS: usize = 8;
 
-/// Lanes of a vector.
-const LANES: usize = 16;
+/// Multiply-adds below which a convolution stays on one thread (as the matrix products').
+#[cfg(feature = "threads")]
+const PARALLEL_WORK: usize = 1 << 18;
 
-/// The widest block of output channels, in vectors: `8 × 3` accumulators, three weight
-/// vectors and the broadcast value take 28 of the 32 registers.
-const MAX_VECTORS: usize = 3;
+/// The vector instructions a packing and its tiles are for.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Isa {
+    /// Sixteen lanes, up to three vectors a block: `8 × 3` accumulators, three weight vectors
+    /// and the broadcast value take 28 of the 32 registers.
+    Avx512,
+    /// Eight lanes, up to two vectors a block, six pixels a tile: twelve accumulators, two
+    /// weight vectors and the broadcast value take 15 of the 16 registers (eight pixels of
+    /// one vector, eight accumulators, had left the FMA units waiting on their latency).
+    Avx2,
+}
+
+impl Isa {
+    /// The best this CPU runs (none without AVX2).
+    fn here() -> Option<Isa> {
+        use super::simd::{level, Level};
+        match level() {
+            Level::Avx512 => Some(Isa::Avx512),
+            Level::Avx2 => Some(Isa::Avx2),
+            Level::Portable => None,
+        }
+    }
+
+    /// Lanes of a vector.
+    const fn lanes(self) -> usize {
+        match self {
+            Isa::Avx512 => 16,
+            Isa::Avx2 => 8,
+        }
+    }
+
+    /// The widest block, in vectors.
+    const fn max_vectors(self) -> usize {
+        match self {
+            Isa::Avx512 => 3,
+            Isa::Avx2 => 2,
+        }
+    }
+
+    /// Pixels of a tile.
+    const fn pixels(self) -> usize {
+        match self {
+            Isa::Avx512 => 8,
+            Isa::Avx2 => 6,
+        }
+    }
+}
 
 /// A convolution's input as read in place: `input[base(pixel) + taps[k]]` is the `k`-th
 /// product term of an output pixel (weights `[channel][k]` in the same order), where
@@ -48,8 +94,10 @@ pub(super) struct Reading<'a> {
 }
 
 /// The weights of one convolution group packed for [`run`]: per block of output channels,
-/// `[k][16·V]` (channels past the last zero), each block 64-byte aligned.
+/// `[k][lanes·V]` (channels past the last zero), each block 64-byte aligned.
 pub(super) struct Packed {
+    /// The instructions it is packed for.
+    isa: Isa,
     /// The packed values, from `offset` on.
     values: Vec<f32>,
     /// Where the first block starts in `values` (its 64-byte boundary).
@@ -58,17 +106,16 @@ pub(super) struct Packed {
     blocks: Vec<(usize, usize, usize)>,
     /// Output channels.
     channels: usize,
-    /// Product terms per output.
-    k: usize,
 }
 
 /// What a group's packed weights were built from: their address and length, the channel
-/// count and the terms per output.
+/// count, the terms per output and the instructions.
 #[derive(PartialEq)]
 pub(super) struct Key {
     weights: (usize, usize),
     channels: usize,
     k: usize,
+    isa: Isa,
 }
 
 /// Whether [`run`] applies `activation` as it stores (then the caller need not): Relu and
@@ -78,7 +125,7 @@ pub(super) fn fuses(activation: Activation) -> bool {
     matches!(activation, Activation::Relu | Activation::Clip { .. })
 }
 
-/// What a store applies to each output vector: the bias's sum, then the activation.
+/// What the tiles apply to their sums, after the bias: the activation.
 #[derive(Clone, Copy)]
 enum Finish {
     /// Nothing more.
@@ -86,25 +133,25 @@ enum Finish {
     /// `max(x, 0)`.
     Relu,
     /// `min(max(x, lo), hi)`.
-    Clip(ClipBounds),
+    Clip(f32, f32),
 }
 
-/// Whether [`run`] runs on this CPU.
+/// Whether [`run`] runs on this CPU (AVX2 and up).
 pub(super) fn available() -> bool {
-    super::simd::level() >= super::simd::Level::Avx512
+    Isa::here().is_some()
 }
 
-/// The block widths, in vectors, for `channels` output channels: three vectors at a time while
-/// that leaves no narrow remainder, then two, then one (the last possibly partial).
-fn block_vectors(channels: usize) -> impl Iterator<Item = usize> {
-    let mut left = channels.div_ceil(LANES);
+/// The block widths, in vectors, for `channels` output channels: the widest while that leaves
+/// no narrow remainder, then narrower (the last possibly partial).
+fn block_vectors(channels: usize, isa: Isa) -> impl Iterator<Item = usize> {
+    let mut left = channels.div_ceil(isa.lanes());
+    let widest = isa.max_vectors();
     core::iter::from_fn(move || {
         let v = match left {
             0 => return None,
             // 4 = 2 + 2 and 5 = 3 + 2 rather than a lone vector after three.
-            4 => 2,
-            n if n >= MAX_VECTORS => MAX_VECTORS,
-            n => n,
+            4 if widest == 3 => 2,
+            n => n.min(widest),
         };
         left -= v;
         Some(v)
@@ -115,53 +162,54 @@ fn block_vectors(channels: usize) -> impl Iterator<Item = usize> {
 /// `plane` pixels, `k` terms each (measured on the test models' layers, Zen 4): turning each
 /// tile into channel rows costs about what 7 terms of its sums do, so few terms over a wide
 /// plane (MobileNet's first pointwise layers: 8 to 32 terms on 576 to 2,304 pixels, ResNet-8's
-/// 27-term first layer) stay with the product, whose panels those planes fill; fewer than 16
-/// channels would leave lanes empty, and a plane that leaves a tile mostly empty (3 × 3: 9
-/// pixels) wastes more than the product's narrow tail does. A `strided` reading in place (a
-/// 1 × 1 kernel at stride 2) always pays: the product would first copy the whole input into
-/// phase planes (ResNet-8's shortcut layers 7.6 → 4.5 and 6.6 → 3.4 µs).
-fn pays(k: usize, channels: usize, plane: usize, strided: bool) -> bool {
+/// 27-term first layer) stay with the product, whose panels those planes fill; fewer channels
+/// than a vector's lanes would leave lanes empty, and a plane that leaves a tile mostly empty
+/// (3 × 3: 9 pixels) wastes more than the product's narrow tail does. A `strided` reading in
+/// place (a 1 × 1 kernel at stride 2) always pays: the product would first copy the whole
+/// input into phase planes (ResNet-8's shortcut layers 7.6 → 4.5 and 6.6 → 3.4 µs).
+fn pays(k: usize, channels: usize, plane: usize, strided: bool, isa: Isa) -> bool {
     let tile_waste = plane.div_ceil(PIXELS) * PIXELS - plane;
     let fills = tile_waste * PIXELS <= plane;
-    k > 0 && channels >= LANES && (strided || ((k >= 48 || plane <= 160) && fills))
+    k > 0 && channels >= isa.lanes() && (strided || ((k >= 48 || plane <= 160) && fills))
 }
 
 impl Packed {
-    /// `weights` (`[channels][k]`) packed.
-    fn new(weights: &[f32], channels: usize, k: usize) -> Self {
+    /// `weights` (`[channels][k]`) packed for `isa`.
+    fn new(weights: &[f32], channels: usize, k: usize, isa: Isa) -> Self {
+        let lanes = isa.lanes();
         let mut blocks = Vec::new();
         let mut start = 0;
         let mut first = 0;
-        for v in block_vectors(channels) {
+        for v in block_vectors(channels, isa) {
             blocks.push((first, v, start));
-            start += k * LANES * v;
-            first += LANES * v;
+            start += k * lanes * v;
+            first += lanes * v;
         }
-        let mut values = std::vec![0.0f32; start + LANES];
-        let offset = values.as_ptr().align_offset(64).min(LANES - 1);
+        let mut values = std::vec![0.0f32; start + 16];
+        let offset = values.as_ptr().align_offset(64).min(15);
         for &(first, v, at) in &blocks {
-            let width = LANES * v;
-            for j in 0..width.min(channels - first) {
-                let row = &weights[(first + j) * k..(first + j + 1) * k];
+            let width = lanes * v;
+            for (j, row) in weights.chunks_exact(k).skip(first).take(width).enumerate() {
                 for (t, &w) in row.iter().enumerate() {
                     values[offset + at + t * width + j] = w;
                 }
             }
         }
         Packed {
+            isa,
             values,
             offset,
             blocks,
             channels,
-            k,
         }
     }
 }
 
 /// One convolution group's output, `out[channel][pixel]`, from its input as `reading` says and
-/// its weights `[channels][k]`, plus `bias`, then `activation` where it [`fuses`] it. False, with nothing written, where this CPU has no
-/// AVX-512 or an operand is shorter than the geometry needs (the caller runs its own kernels).
-/// `constant` weights are packed once per prepared step; others at every call.
+/// its weights `[channels][k]`, plus `bias`, then `activation` where it [`fuses`] it. False,
+/// with nothing written, where this CPU has no AVX2, the layer is one the in-place product
+/// runs faster, or an operand is shorter than the geometry needs (the caller runs its own
+/// kernels). `constant` weights are packed once per prepared step; others at every call.
 pub(super) fn run(
     reading: &Reading<'_>,
     weights: &[f32],
@@ -173,17 +221,52 @@ pub(super) fn run(
 ) -> bool {
     let k = reading.taps.len();
     let [oh, ow] = reading.plane;
-    let plane = oh * ow;
-    if !available() || !pays(k, channels, plane, reading.step > 1) {
+    let Some(isa) = Isa::here() else {
+        return false;
+    };
+    let Some(plane) = oh.checked_mul(ow) else {
+        return false;
+    };
+    if plane == 0 || !pays(k, channels, plane, reading.step > 1, isa) {
         return false;
     }
-    let last_base = (oh - 1) * reading.pitch + (ow - 1) * reading.step;
-    let furthest = reading.taps.iter().max().map(|t| last_base + t);
+    compute(
+        isa,
+        reading,
+        (weights, channels),
+        bias,
+        activation,
+        out,
+        constant,
+    )
+}
+
+/// [`run`] with `isa`'s tiles, whether or not they pay; false where an operand is too short.
+fn compute(
+    isa: Isa,
+    reading: &Reading<'_>,
+    (weights, channels): (&[f32], usize),
+    bias: Option<&[f32]>,
+    activation: Activation,
+    out: &mut [f32],
+    constant: bool,
+) -> bool {
+    let k = reading.taps.len();
+    let [oh, ow] = reading.plane;
+    let Some(plane) = oh.checked_mul(ow).filter(|&p| p > 0) else {
+        return false;
+    };
+    // Sizes checked without overflow: a verified plan can still hold absurd geometry.
+    let furthest = (|| {
+        let last_base = (oh - 1)
+            .checked_mul(reading.pitch)?
+            .checked_add((ow - 1).checked_mul(reading.step)?)?;
+        last_base.checked_add(*reading.taps.iter().max()?)
+    })();
     let fits = furthest.is_some_and(|f| f < reading.input.len())
-        && weights.len() >= channels * k
-        && out.len() >= channels * plane
-        && bias.is_none_or(|b| b.len() >= channels)
-        && (ow - 1) * reading.step < reading.pitch.max(1);
+        && channels.checked_mul(k).is_some_and(|n| weights.len() >= n)
+        && channels.checked_mul(plane).is_some_and(|n| out.len() >= n)
+        && bias.is_none_or(|b| b.len() >= channels);
     if !fits {
         return false;
     }
@@ -192,8 +275,9 @@ pub(super) fn run(
         weights: (weights.as_ptr() as usize, weights.len()),
         channels,
         k,
+        isa,
     };
-    let build = || Packed::new(weights, channels, k);
+    let build = || Packed::new(weights, channels, k, isa);
     let mut kept = if constant {
         Some(memo::take(key, build))
     } else {
@@ -204,83 +288,156 @@ pub(super) fn run(
         Some(kept) => &*kept.state(),
         None => &*fresh.insert(build()),
     };
-    // SAFETY: AVX-512F is present (checked above), and every read and write stays inside the
-    // slices: the furthest tap of the last pixel is inside `input`, `out` holds every channel's
-    // plane, the packed blocks are as `Packed::new` built them.
-    #[allow(unsafe_code)]
-    unsafe {
-        let finish = match activation {
-            Activation::Relu => Finish::Relu,
-            Activation::Clip { min, max } => Finish::Clip(ClipBounds::new(min, max)),
-            _ => Finish::Plain,
-        };
-        run_avx512(reading, packed, bias, finish, out)
+    let finish = match activation {
+        Activation::Relu => Finish::Relu,
+        Activation::Clip { min, max } => Finish::Clip(min, max),
+        _ => Finish::Plain,
     };
+    let job = Job {
+        reading,
+        packed,
+        bias,
+        finish,
+        out: Output(out.as_mut_ptr()),
+        plane,
+    };
+    let parts = job.parts(k);
+    #[cfg(feature = "threads")]
+    if parts.len() > 1 {
+        crate::parallel::for_each(parts, |(block, pixels)| job.tiles(block, pixels));
+        if let Some(kept) = kept {
+            memo::keep(kept);
+        }
+        return true;
+    }
+    for (block, pixels) in parts {
+        job.tiles(block, pixels);
+    }
     if let Some(kept) = kept {
         memo::keep(kept);
     }
     true
 }
 
-/// [`run`]'s loops: every block of channels over every tile of eight consecutive pixels.
-///
-/// # Safety
-/// AVX-512F is present; the sizes are as [`run`] checked them.
-#[target_feature(enable = "avx512f,avx2,fma")]
+/// The output's first value, shared by the parts of a threaded run, which write disjoint
+/// outputs (each a block of channels over a range of pixels).
+#[derive(Clone, Copy)]
+struct Output(*mut f32);
+
+// SAFETY: the parts write disjoint elements, and the run waits for all of them.
 #[allow(unsafe_code)]
-unsafe fn run_avx512(
-    reading: &Reading<'_>,
-    packed: &Packed,
-    bias: Option<&[f32]>,
+unsafe impl Send for Output {}
+#[allow(unsafe_code)]
+unsafe impl Sync for Output {}
+
+/// One convolution as [`run`] checked it.
+struct Job<'a> {
+    reading: &'a Reading<'a>,
+    packed: &'a Packed,
+    bias: Option<&'a [f32]>,
     finish: Finish,
-    out: &mut [f32],
-) {
-    let [oh, ow] = reading.plane;
-    let plane = oh * ow;
-    let input = reading.input.as_ptr();
-    let values = packed.values.as_ptr().add(packed.offset);
-    for &(first, v, at) in &packed.blocks {
-        let block = Block {
-            weights: values.add(at),
+    out: Output,
+    plane: usize,
+}
+
+impl Job<'_> {
+    /// The work in parts: every block of channels over all pixels, or with threads, each
+    /// block's pixels split in whole tiles among them (a part computes its outputs with the
+    /// same instructions as one thread would, so the results are the same).
+    fn parts(&self, k: usize) -> Vec<(usize, core::ops::Range<usize>)> {
+        let blocks = 0..self.packed.blocks.len();
+        #[cfg(feature = "threads")]
+        {
+            let threads = crate::parallel::threads();
+            let work = self
+                .packed
+                .channels
+                .saturating_mul(self.plane)
+                .saturating_mul(k);
+            if threads > 1 && work >= PARALLEL_WORK {
+                let tile = self.packed.isa.pixels();
+                let ranges = crate::parallel::ranges(self.plane, threads, tile);
+                return blocks
+                    .flat_map(|b| ranges.iter().map(move |r| (b, r.clone())))
+                    .collect();
+            }
+        }
+        let _ = k;
+        blocks.map(|b| (b, 0..self.plane)).collect()
+    }
+
+    /// Block `block`'s outputs for the tiles of eight consecutive pixels from `pixels`.
+    fn tiles(&self, block: usize, pixels: core::ops::Range<usize>) {
+        let reading = self.reading;
+        let [oh, ow] = reading.plane;
+        let Some(&(first, v, at)) = self.packed.blocks.get(block) else {
+            return;
+        };
+        let input = reading.input.as_ptr();
+        let isa = self.packed.isa;
+        let lanes = isa.lanes();
+        // SAFETY (every pointer below): `run` checked that the furthest tap of the last pixel
+        // is inside the input and that the output holds every channel's plane; the packed
+        // values hold every block as `Packed::new` laid it out, from a 64-byte boundary.
+        let channels = (self.packed.channels - first).min(lanes * v);
+        // The block's biases, zero past its channels: a vector's lanes each.
+        let mut bias = [0.0f32; 48];
+        if let Some(b) = self.bias.and_then(|b| b.get(first..first + channels)) {
+            bias.iter_mut().zip(b).for_each(|(slot, &b)| *slot = b);
+        }
+        #[allow(unsafe_code)]
+        let block_at = Block {
+            weights: unsafe { self.packed.values.as_ptr().add(self.packed.offset + at) },
             taps: reading.taps,
             first,
-            channels: (packed.channels - first).min(LANES * v),
-            plane,
+            channels,
+            plane: self.plane,
             bias,
-            finish,
+            finish: self.finish,
         };
-        let mut p0 = 0;
+        let mut p0 = pixels.start;
         // The pixel tiles' bases, walked along the output rows.
-        let (mut oy, mut ox) = (0, 0);
-        while p0 < plane {
-            let count = (plane - p0).min(PIXELS);
+        let (mut oy, mut ox) = (p0 / ow, p0 % ow);
+        while p0 < pixels.end {
+            let count = (pixels.end - p0).min(isa.pixels());
+            // Stores write eight pixels where the range has them (past a short tile, pixels
+            // the next tile then writes), else the tile's.
+            let stored = (pixels.end - p0).min(PIXELS);
             let mut bases = [input; PIXELS];
             let mut last = input;
-            for base in bases.iter_mut() {
-                if oy < oh {
-                    last = input.add(oy * reading.pitch + ox * reading.step);
-                    ox += 1;
-                    if ox == ow {
-                        (oy, ox) = (oy + 1, 0);
-                    }
+            for base in bases.iter_mut().take(count) {
+                #[allow(unsafe_code)]
+                {
+                    last = unsafe { input.add(oy * reading.pitch + ox * reading.step) };
+                }
+                ox += 1;
+                if ox == ow {
+                    (oy, ox) = (oy + 1, 0);
                 }
                 *base = last;
             }
-            let out_at = out.as_mut_ptr().add(p0);
-            match v {
-                1 => tile::<1>(&block, &bases, out_at, count),
-                2 => tile::<2>(&block, &bases, out_at, count),
-                _ => tile::<3>(&block, &bases, out_at, count),
+            bases.iter_mut().skip(count).for_each(|b| *b = last);
+            debug_assert!(oy <= oh);
+            #[allow(unsafe_code)]
+            unsafe {
+                let out_at = self.out.0.add(p0);
+                // SAFETY: the instructions the packing is for are this CPU's (`Isa::here`).
+                match (isa, v) {
+                    (Isa::Avx512, 1) => avx512::tile::<1>(&block_at, &bases, out_at, stored),
+                    (Isa::Avx512, 2) => avx512::tile::<2>(&block_at, &bases, out_at, stored),
+                    (Isa::Avx512, _) => avx512::tile::<3>(&block_at, &bases, out_at, stored),
+                    (Isa::Avx2, 1) => avx2::tile::<1>(&block_at, &bases, out_at, stored),
+                    (Isa::Avx2, _) => avx2::tile::<2>(&block_at, &bases, out_at, stored),
+                }
             }
             p0 += count;
         }
-        debug_assert_eq!(packed.k, reading.taps.len());
     }
 }
 
 /// One block of output channels: its packed weights and where its outputs go.
 struct Block<'a> {
-    /// The block's `[k][16·V]` weights.
+    /// The block's `[k][lanes·V]` weights.
     weights: *const f32,
     /// Each product term's offset from a pixel's base.
     taps: &'a [usize],
@@ -290,139 +447,456 @@ struct Block<'a> {
     channels: usize,
     /// An output plane's size.
     plane: usize,
-    /// The bias of every channel.
-    bias: Option<&'a [f32]>,
-    /// What the stores apply.
+    /// The bias of each of the block's channels (zero past them).
+    bias: [f32; 48],
+    /// What the tiles apply after the bias.
     finish: Finish,
 }
 
-/// One tile: `count` (≤ 8) pixels whose reads start at `bases` (unused ones repeat the last),
-/// by the block's channels; written at `out[channel · plane + pixel]` from `out_at`.
-///
-/// # Safety
-/// AVX-512F; the bases plus every tap are inside the input; `out_at` is pixel `p0` of
-/// channel 0's plane and the block's channels' planes hold `count` pixels from there.
-#[target_feature(enable = "avx512f,avx2,fma")]
+impl Block<'_> {
+    /// Stores `row`, eight pixels of block channel `c`, at `out_at` (pixel `p0` of channel
+    /// 0's plane); only the first `count` where `mask` says.
+    ///
+    /// # Safety
+    /// AVX2; the channel's plane holds `count` pixels from there.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    #[allow(unsafe_code)]
+    unsafe fn store(&self, c: usize, row: __m256, out_at: *mut f32, count: usize, mask: __m256i) {
+        let at = out_at.add((self.first + c) * self.plane);
+        if count == PIXELS {
+            _mm256_storeu_ps(at, row);
+        } else {
+            _mm256_maskstore_ps(at, mask, row);
+        }
+    }
+}
+
+/// A mask of a tile's first `count` pixels, for a partial tile's stores.
+#[target_feature(enable = "avx2")]
 #[inline]
-#[allow(unsafe_code)]
-unsafe fn tile<const V: usize>(
-    block: &Block<'_>,
-    bases: &[*const f32; PIXELS],
-    out_at: *mut f32,
-    count: usize,
-) {
-    let acc = sums::<V>(block, bases);
-    // A mask of the tile's pixels, for a partial tile's stores.
+fn pixel_mask(count: usize) -> __m256i {
     let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    let mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(count as i32), lanes);
-    #[allow(clippy::needless_range_loop)]
-    for j in 0..V {
-        let rows = transpose(core::array::from_fn(|i| acc[i][j]));
-        for (c, row) in rows.iter().enumerate() {
-            let channel = LANES * j + c;
-            if channel >= block.channels {
-                break;
-            }
-            let channel = block.first + channel;
-            let b = match block.bias {
-                Some(b) => *b.get_unchecked(channel),
-                None => 0.0,
-            };
-            let sum = _mm256_add_ps(_mm256_set1_ps(b), *row);
-            let value = match block.finish {
-                Finish::Plain => sum,
-                Finish::Relu => relu_lanes(sum),
-                Finish::Clip(bounds) => bounds.apply(sum),
-            };
-            let at = out_at.add(channel * block.plane);
-            if count == PIXELS {
-                _mm256_storeu_ps(at, value);
-            } else {
-                _mm256_maskstore_ps(at, mask, value);
-            }
-        }
-    }
+    _mm256_cmpgt_epi32(_mm256_set1_epi32(count as i32), lanes)
 }
 
-/// The tile's sums over every tap: `[pixel][vector]`. Out of line: inlined with the stores,
-/// whose loop indexes the sums, LLVM kept them in memory and stored them at every tap.
-///
-/// # Safety
-/// As [`tile`].
-#[target_feature(enable = "avx512f")]
-#[inline(never)]
+/// The AVX-512 tiles: sixteen channels a vector, up to three vectors a block.
 #[allow(unsafe_code)]
-unsafe fn sums<const V: usize>(
-    block: &Block<'_>,
-    bases: &[*const f32; PIXELS],
-) -> [[__m512; V]; PIXELS] {
-    let mut acc = [[_mm512_setzero_ps(); V]; PIXELS];
-    let mut w = block.weights;
-    let [b0, b1, b2, b3, b4, b5, b6, b7] = *bases;
-    for &t in block.taps {
-        let wv: [__m512; V] = core::array::from_fn(|j| _mm512_load_ps(w.add(LANES * j)));
-        // Spelled out: as loops over the pixels LLVM kept the accumulators in memory.
-        macro_rules! pixel {
-            ($i:literal, $base:ident) => {
-                let x = _mm512_set1_ps(*$base.add(t));
-                for j in 0..V {
-                    acc[$i][j] = _mm512_fmadd_ps(x, wv[j], acc[$i][j]);
+mod avx512 {
+    use super::{pixel_mask, Block, Finish, PIXELS};
+    use core::arch::x86_64::*;
+
+    /// Lanes of a vector.
+    const LANES: usize = 16;
+
+    /// One tile: `count` (≤ 8) pixels whose reads start at `bases` (unused ones repeat the
+    /// last), by the block's channels; written at `out[channel · plane + pixel]` from `out_at`.
+    ///
+    /// # Safety
+    /// AVX-512F, AVX2 and FMA; the bases plus every tap are inside the input; `out_at` is
+    /// pixel `p0` of channel 0's plane and the block's channels' planes hold `count` pixels
+    /// from there.
+    #[target_feature(enable = "avx512f,avx2,fma")]
+    pub(super) unsafe fn tile<const V: usize>(
+        block: &Block<'_>,
+        bases: &[*const f32; PIXELS],
+        out_at: *mut f32,
+        count: usize,
+    ) {
+        let acc = sums::<V>(block, bases);
+        let mask = pixel_mask(count);
+        #[allow(clippy::needless_range_loop)]
+        for j in 0..V {
+            // The bias and the activation while a vector is a pixel's channels: one operation
+            // a pixel, not one a channel after the transpose (the same values, element by
+            // element).
+            let bias = _mm512_loadu_ps(block.bias.as_ptr().add(LANES * j));
+            let rows = transpose(core::array::from_fn(|i| {
+                finish(block.finish, _mm512_add_ps(bias, acc[i][j]))
+            }));
+            for (c, row) in rows.iter().enumerate() {
+                let c = LANES * j + c;
+                if c >= block.channels {
+                    break;
                 }
-            };
+                block.store(c, *row, out_at, count, mask);
+            }
         }
-        pixel!(0, b0);
-        pixel!(1, b1);
-        pixel!(2, b2);
-        pixel!(3, b3);
-        pixel!(4, b4);
-        pixel!(5, b5);
-        pixel!(6, b6);
-        pixel!(7, b7);
-        w = w.add(LANES * V);
     }
-    acc
+
+    /// `v` with `finish` applied, lane by lane as the AVX2 forms (`elementwise::avx2`): Relu
+    /// keeps `v` where `v > 0`, else +0 (NaN too); Clip passes over a NaN bound.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn finish(finish: Finish, v: __m512) -> __m512 {
+        match finish {
+            Finish::Plain => v,
+            Finish::Relu => {
+                _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, _mm512_setzero_ps()), v)
+            }
+            Finish::Clip(lo, hi) => {
+                let (l, h) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
+                let keep =
+                    _mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, l) | if lo.is_nan() { 0xFFFF } else { 0 };
+                let t = _mm512_mask_blend_ps(keep, l, v);
+                let keep =
+                    _mm512_cmp_ps_mask::<_CMP_LT_OQ>(t, h) | if hi.is_nan() { 0xFFFF } else { 0 };
+                _mm512_mask_blend_ps(keep, h, t)
+            }
+        }
+    }
+
+    /// The tile's sums over every tap: `[pixel][vector]`. Out of line: inlined with the
+    /// stores, whose loop indexes the sums, LLVM kept them in memory and stored them at every
+    /// tap.
+    ///
+    /// # Safety
+    /// As [`tile`].
+    #[target_feature(enable = "avx512f")]
+    #[inline(never)]
+    unsafe fn sums<const V: usize>(
+        block: &Block<'_>,
+        bases: &[*const f32; PIXELS],
+    ) -> [[__m512; V]; PIXELS] {
+        let mut acc = [[_mm512_setzero_ps(); V]; PIXELS];
+        let mut w = block.weights;
+        let [b0, b1, b2, b3, b4, b5, b6, b7] = *bases;
+        for &t in block.taps {
+            let wv: [__m512; V] = core::array::from_fn(|j| _mm512_load_ps(w.add(LANES * j)));
+            // Spelled out: as loops over the pixels LLVM kept the accumulators in memory.
+            macro_rules! pixel {
+                ($i:literal, $base:ident) => {
+                    let x = _mm512_set1_ps(*$base.add(t));
+                    for j in 0..V {
+                        acc[$i][j] = _mm512_fmadd_ps(x, wv[j], acc[$i][j]);
+                    }
+                };
+            }
+            pixel!(0, b0);
+            pixel!(1, b1);
+            pixel!(2, b2);
+            pixel!(3, b3);
+            pixel!(4, b4);
+            pixel!(5, b5);
+            pixel!(6, b6);
+            pixel!(7, b7);
+            w = w.add(LANES * V);
+        }
+        acc
+    }
+
+    /// Eight vectors of sixteen channels (one a pixel) as sixteen rows of eight pixels (one a
+    /// channel): pairs interleaved, then quadruples, then the 128-bit blocks put in place.
+    #[target_feature(enable = "avx512f")]
+    #[inline]
+    fn transpose(a: [__m512; PIXELS]) -> [__m256; LANES] {
+        // t: per 128-bit block j, pixels (2m, 2m + 1) of channels 4j, 4j + 1 (even i) and
+        // 4j + 2, 4j + 3 (odd i).
+        let t: [__m512; PIXELS] = core::array::from_fn(|i| {
+            let (x, y) = (a[i & !1], a[i | 1]);
+            if i % 2 == 0 {
+                _mm512_unpacklo_ps(x, y)
+            } else {
+                _mm512_unpackhi_ps(x, y)
+            }
+        });
+        // u[h·4 + r]: per block j, channel 4j + r of pixels 4h..4h + 3.
+        let u: [__m512; PIXELS] = core::array::from_fn(|i| {
+            let (h, r) = (i / 4, i % 4);
+            let (x, y) = (t[h * 4 + (r / 2)], t[h * 4 + 2 + (r / 2)]);
+            if r % 2 == 0 {
+                _mm512_shuffle_ps::<0x44>(x, y)
+            } else {
+                _mm512_shuffle_ps::<0xEE>(x, y)
+            }
+        });
+        let mut rows = [_mm256_setzero_ps(); LANES];
+        for r in 0..4 {
+            let (lo, hi) = (u[r], u[4 + r]);
+            // [lo.b0, hi.b0, lo.b2, hi.b2] and [lo.b1, hi.b1, lo.b3, hi.b3].
+            let even = _mm512_shuffle_f32x4::<0x88>(lo, hi);
+            let even = _mm512_shuffle_f32x4::<0xD8>(even, even);
+            let odd = _mm512_shuffle_f32x4::<0xDD>(lo, hi);
+            let odd = _mm512_shuffle_f32x4::<0xD8>(odd, odd);
+            let high =
+                |v: __m512| _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
+            rows[r] = _mm512_castps512_ps256(even);
+            rows[8 + r] = high(even);
+            rows[4 + r] = _mm512_castps512_ps256(odd);
+            rows[12 + r] = high(odd);
+        }
+        rows
+    }
 }
 
-/// Eight vectors of sixteen channels (one a pixel) as sixteen rows of eight pixels (one a
-/// channel): pairs interleaved, then quadruples, then the 128-bit blocks put in place.
-#[target_feature(enable = "avx512f")]
-#[inline]
-fn transpose(a: [__m512; PIXELS]) -> [__m256; LANES] {
-    // t: per 128-bit block j, pixels (2m, 2m + 1) of channels 4j..4j+1 (lo) and 4j+2..4j+3 (hi).
-    let t: [__m512; PIXELS] = core::array::from_fn(|i| {
-        let (x, y) = (a[i & !1], a[i | 1]);
-        if i % 2 == 0 {
-            _mm512_unpacklo_ps(x, y)
-        } else {
-            _mm512_unpackhi_ps(x, y)
+/// The AVX2 tiles: eight channels a block.
+#[allow(unsafe_code)]
+mod avx2 {
+    use super::{pixel_mask, Block, Finish, PIXELS};
+    use crate::kernels::elementwise::avx2::{relu_lanes, ClipBounds};
+    use core::arch::x86_64::*;
+
+    /// Pixels of a tile.
+    const TILE: usize = 6;
+
+    /// One tile, as [`super::avx512::tile`] with up to two eight-lane vectors of channels
+    /// and six pixels (`bases[..6]`); `count` pixels stored.
+    ///
+    /// # Safety
+    /// AVX2 and FMA; the rest as [`super::avx512::tile`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn tile<const V: usize>(
+        block: &Block<'_>,
+        bases: &[*const f32; PIXELS],
+        out_at: *mut f32,
+        count: usize,
+    ) {
+        let acc = sums::<V>(block, bases);
+        let mask = pixel_mask(count);
+        let zero = _mm256_setzero_ps();
+        let clip = match block.finish {
+            Finish::Clip(lo, hi) => Some(ClipBounds::new(lo, hi)),
+            _ => None,
+        };
+        #[allow(clippy::needless_range_loop)]
+        for j in 0..V {
+            // The bias and the activation before the transpose, as the AVX-512 tiles.
+            let bias = _mm256_loadu_ps(block.bias.as_ptr().add(8 * j));
+            let rows = transpose(core::array::from_fn(|i| {
+                if i >= TILE {
+                    return zero;
+                }
+                let v = _mm256_add_ps(bias, acc[i][j]);
+                match (block.finish, clip) {
+                    (Finish::Relu, _) => relu_lanes(v),
+                    (_, Some(bounds)) => bounds.apply(v),
+                    _ => v,
+                }
+            }));
+            for (c, row) in rows.iter().enumerate() {
+                let c = 8 * j + c;
+                if c >= block.channels {
+                    break;
+                }
+                block.store(c, *row, out_at, count, mask);
+            }
         }
-    });
-    // u[h·4 + r]: per block j, channel 4j + r of pixels 4h..4h+3.
-    let u: [__m512; PIXELS] = core::array::from_fn(|i| {
-        let (h, r) = (i / 4, i % 4);
-        let (x, y) = (t[h * 4 + (r / 2)], t[h * 4 + 2 + (r / 2)]);
-        if r % 2 == 0 {
-            _mm512_shuffle_ps::<0x44>(x, y)
-        } else {
-            _mm512_shuffle_ps::<0xEE>(x, y)
-        }
-    });
-    let mut rows = [_mm256_setzero_ps(); LANES];
-    for r in 0..4 {
-        let (lo, hi) = (u[r], u[4 + r]);
-        // [lo.b0, hi.b0, lo.b2, hi.b2] and [lo.b1, hi.b1, lo.b3, hi.b3].
-        let even = _mm512_shuffle_f32x4::<0xD8>(
-            _mm512_shuffle_f32x4::<0x88>(lo, hi),
-            _mm512_shuffle_f32x4::<0x88>(lo, hi),
-        );
-        let odd = _mm512_shuffle_f32x4::<0xD8>(
-            _mm512_shuffle_f32x4::<0xDD>(lo, hi),
-            _mm512_shuffle_f32x4::<0xDD>(lo, hi),
-        );
-        rows[r] = _mm512_castps512_ps256(even);
-        rows[8 + r] = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(even)));
-        rows[4 + r] = _mm512_castps512_ps256(odd);
-        rows[12 + r] = _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(odd)));
     }
-    rows
+
+    /// The tile's sums over every tap, `[pixel][vector]` (out of line, as the AVX-512 one).
+    ///
+    /// # Safety
+    /// As [`tile`].
+    #[target_feature(enable = "avx2,fma")]
+    #[inline(never)]
+    unsafe fn sums<const V: usize>(
+        block: &Block<'_>,
+        bases: &[*const f32; PIXELS],
+    ) -> [[__m256; V]; TILE] {
+        let mut acc = [[_mm256_setzero_ps(); V]; TILE];
+        let mut w = block.weights;
+        let [b0, b1, b2, b3, b4, b5, _, _] = *bases;
+        for &t in block.taps {
+            let wv: [__m256; V] = core::array::from_fn(|j| _mm256_load_ps(w.add(8 * j)));
+            macro_rules! pixel {
+                ($i:literal, $base:ident) => {
+                    let x = _mm256_set1_ps(*$base.add(t));
+                    for j in 0..V {
+                        acc[$i][j] = _mm256_fmadd_ps(x, wv[j], acc[$i][j]);
+                    }
+                };
+            }
+            pixel!(0, b0);
+            pixel!(1, b1);
+            pixel!(2, b2);
+            pixel!(3, b3);
+            pixel!(4, b4);
+            pixel!(5, b5);
+            w = w.add(8 * V);
+        }
+        acc
+    }
+
+    /// Eight vectors of eight channels (one a pixel) as eight rows of eight pixels.
+    #[target_feature(enable = "avx2")]
+    #[inline]
+    fn transpose(a: [__m256; PIXELS]) -> [__m256; PIXELS] {
+        let t: [__m256; PIXELS] = core::array::from_fn(|i| {
+            let (x, y) = (a[i & !1], a[i | 1]);
+            if i % 2 == 0 {
+                _mm256_unpacklo_ps(x, y)
+            } else {
+                _mm256_unpackhi_ps(x, y)
+            }
+        });
+        // u[h·4 + r]: per 128-bit half j, channel 4j + r of pixels 4h..4h + 3.
+        let u: [__m256; PIXELS] = core::array::from_fn(|i| {
+            let (h, r) = (i / 4, i % 4);
+            let (x, y) = (t[h * 4 + (r / 2)], t[h * 4 + 2 + (r / 2)]);
+            if r % 2 == 0 {
+                _mm256_shuffle_ps::<0x44>(x, y)
+            } else {
+                _mm256_shuffle_ps::<0xEE>(x, y)
+            }
+        });
+        let mut rows = [_mm256_setzero_ps(); PIXELS];
+        for r in 0..4 {
+            // Channel r: both pixel quadruples' low halves; channel 4 + r: their high halves.
+            rows[r] = _mm256_permute2f128_ps::<0x20>(u[r], u[4 + r]);
+            rows[4 + r] = _mm256_permute2f128_ps::<0x31>(u[r], u[4 + r]);
+        }
+        rows
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec;
+
+    /// A small deterministic generator.
+    struct Lcg(u64);
+
+    impl Lcg {
+        fn next(&mut self) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            self.0 >> 33
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n as u64) as usize
+        }
+        fn value(&mut self) -> f32 {
+            (self.below(2001) as f32 - 1000.0) / 250.0
+        }
+    }
+
+    /// Every instruction set this CPU has, over random geometry (channels not a multiple of
+    /// the lanes, planes not a multiple of the tiles, strided and padded readings, 1 to 70
+    /// terms, with and without bias, each fused activation): bit for bit the scalar sum from
+    /// zero over the terms, one FMA each, plus the bias, then the activation.
+    #[test]
+    fn tiles_give_the_scalar_sums_bit_for_bit() {
+        let isas: Vec<Isa> = [Isa::Avx512, Isa::Avx2]
+            .into_iter()
+            .filter(|&isa| match isa {
+                Isa::Avx512 => std::is_x86_feature_detected!("avx512f"),
+                Isa::Avx2 => {
+                    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+                }
+            })
+            .collect();
+        let mut rng = Lcg(7);
+        for case in 0..300 {
+            let channels = 1 + rng.below(70);
+            let k = 1 + rng.below(70);
+            let (oh, ow) = (1 + rng.below(9), 1 + rng.below(13));
+            let step = 1 + rng.below(2);
+            let pitch = (ow - 1) * step + 1 + rng.below(4);
+            let taps: Vec<usize> = (0..k).map(|_| rng.below(60)).collect();
+            let len = (oh - 1) * pitch + (ow - 1) * step + 60;
+            let input: Vec<f32> = (0..len).map(|_| rng.value()).collect();
+            let weights: Vec<f32> = (0..channels * k).map(|_| rng.value()).collect();
+            let bias: Option<Vec<f32>> =
+                (rng.below(2) == 0).then(|| (0..channels).map(|_| rng.value()).collect());
+            let activation = match rng.below(4) {
+                0 => Activation::None,
+                1 => Activation::Relu,
+                2 => Activation::Clip {
+                    min: -1.5,
+                    max: 2.0,
+                },
+                _ => Activation::Clip {
+                    min: f32::NAN,
+                    max: 0.5,
+                },
+            };
+            let reading = Reading {
+                input: &input,
+                taps: &taps,
+                pitch,
+                step,
+                plane: [oh, ow],
+            };
+            let plane = oh * ow;
+            let mut want = vec![0.0f32; channels * plane];
+            for c in 0..channels {
+                for p in 0..plane {
+                    let base = p / ow * pitch + p % ow * step;
+                    let sum = taps
+                        .iter()
+                        .zip(&weights[c * k..])
+                        .fold(0.0f32, |acc, (&t, &w)| w.mul_add(input[base + t], acc));
+                    let v = bias.as_ref().map_or(0.0, |b| b[c]) + sum;
+                    want[c * plane + p] = match activation {
+                        Activation::Relu => crate::math::max(v, 0.0),
+                        Activation::Clip { min, max } => {
+                            crate::math::min(crate::math::max(v, min), max)
+                        }
+                        _ => v,
+                    };
+                }
+            }
+            for &isa in &isas {
+                let mut out = vec![f32::NAN; channels * plane + 3];
+                let ran = compute(
+                    isa,
+                    &reading,
+                    (&weights, channels),
+                    bias.as_deref(),
+                    activation,
+                    &mut out,
+                    false,
+                );
+                assert!(ran, "case {case} {isa:?}");
+                let same = out[..channels * plane]
+                    .iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(
+                    same,
+                    "case {case} {isa:?}: {channels} channels, {k} terms, {oh}x{ow}"
+                );
+                assert!(
+                    out[channels * plane..].iter().all(|v| v.is_nan()),
+                    "case {case}: wrote past the output"
+                );
+            }
+        }
+    }
+
+    /// Short operands and absurd geometry are declined, nothing written.
+    #[test]
+    fn short_operands_are_declined() {
+        let Some(isa) = Isa::here() else { return };
+        let input = [1.0f32; 20];
+        let taps = [0usize, 5];
+        let weights = [1.0f32; 32];
+        for (plane, pitch, len) in [([2, 4], 4, 20), ([2, 2], usize::MAX, 20), ([4, 4], 4, 20)] {
+            let reading = Reading {
+                input: &input[..len],
+                taps: &taps,
+                pitch,
+                step: 1,
+                plane,
+            };
+            let mut out = vec![f32::NAN; 16 * plane[0] * plane[1]];
+            let ran = compute(
+                isa,
+                &reading,
+                (&weights, 16),
+                None,
+                Activation::None,
+                &mut out,
+                false,
+            );
+            let fits = plane == [2, 4];
+            assert_eq!(ran, fits);
+            if !fits {
+                assert!(out.iter().all(|v| v.is_nan()));
+            }
+        }
+    }
 }
