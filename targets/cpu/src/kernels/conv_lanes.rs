@@ -163,14 +163,11 @@ fn block_vectors(channels: usize, isa: Isa) -> impl Iterator<Item = usize> {
 /// tile into channel rows costs about what 7 terms of its sums do, so few terms over a wide
 /// plane (MobileNet's first pointwise layers: 8 to 32 terms on 576 to 2,304 pixels, ResNet-8's
 /// 27-term first layer) stay with the product, whose panels those planes fill; fewer channels
-/// than a vector's lanes would leave lanes empty, and a plane that leaves a tile mostly empty
-/// (3 × 3: 9 pixels) wastes more than the product's narrow tail does. A `strided` reading in
+/// than a vector's lanes would leave lanes empty. A `strided` reading in
 /// place (a 1 × 1 kernel at stride 2) always pays: the product would first copy the whole
 /// input into phase planes (ResNet-8's shortcut layers 7.6 → 4.5 and 6.6 → 3.4 µs).
 fn pays(k: usize, channels: usize, plane: usize, strided: bool, isa: Isa) -> bool {
-    let tile_waste = plane.div_ceil(PIXELS) * PIXELS - plane;
-    let fills = tile_waste * PIXELS <= plane;
-    k > 0 && channels >= isa.lanes() && (strided || ((k >= 48 || plane <= 160) && fills))
+    k > 0 && channels >= isa.lanes() && (strided || k >= 48 || plane <= 160)
 }
 
 impl Packed {
@@ -423,11 +420,17 @@ impl Job<'_> {
                 let out_at = self.out.0.add(p0);
                 // SAFETY: the instructions the packing is for are this CPU's (`Isa::here`).
                 match (isa, v) {
-                    (Isa::Avx512, 1) => avx512::tile::<1>(&block_at, &bases, out_at, stored),
-                    (Isa::Avx512, 2) => avx512::tile::<2>(&block_at, &bases, out_at, stored),
-                    (Isa::Avx512, _) => avx512::tile::<3>(&block_at, &bases, out_at, stored),
-                    (Isa::Avx2, 1) => avx2::tile::<1>(&block_at, &bases, out_at, stored),
-                    (Isa::Avx2, _) => avx2::tile::<2>(&block_at, &bases, out_at, stored),
+                    (Isa::Avx512, 1) => {
+                        avx512::tile::<1>(&block_at, &bases, out_at, [count, stored])
+                    }
+                    (Isa::Avx512, 2) => {
+                        avx512::tile::<2>(&block_at, &bases, out_at, [count, stored])
+                    }
+                    (Isa::Avx512, _) => {
+                        avx512::tile::<3>(&block_at, &bases, out_at, [count, stored])
+                    }
+                    (Isa::Avx2, 1) => avx2::tile::<1>(&block_at, &bases, out_at, [count, stored]),
+                    (Isa::Avx2, _) => avx2::tile::<2>(&block_at, &bases, out_at, [count, stored]),
                 }
             }
             p0 += count;
@@ -490,7 +493,8 @@ mod avx512 {
     const LANES: usize = 16;
 
     /// One tile: `count` (≤ 8) pixels whose reads start at `bases` (unused ones repeat the
-    /// last), by the block's channels; written at `out[channel · plane + pixel]` from `out_at`.
+    /// last), by the block's channels; `stored` pixels (`count`, or eight where the next tile
+    /// writes the rest) written at `out[channel · plane + pixel]` from `out_at`.
     ///
     /// # Safety
     /// AVX-512F, AVX2 and FMA; the bases plus every tap are inside the input; `out_at` is
@@ -501,10 +505,17 @@ mod avx512 {
         block: &Block<'_>,
         bases: &[*const f32; PIXELS],
         out_at: *mut f32,
-        count: usize,
+        [count, stored]: [usize; 2],
     ) {
-        let acc = sums::<V>(block, bases);
-        let mask = pixel_mask(count);
+        // A short tile (a plane's last pixels) sums only as many pixels as it has, rounded up
+        // to 1, 2 or 4: MobileNet's 3 × 3 planes are a tile of eight and one of one.
+        let acc = match count {
+            0..=1 => sums::<V, 1>(block, bases),
+            2 => sums::<V, 2>(block, bases),
+            3..=4 => sums::<V, 4>(block, bases),
+            _ => sums::<V, PIXELS>(block, bases),
+        };
+        let (count, mask) = (stored, pixel_mask(stored));
         #[allow(clippy::needless_range_loop)]
         for j in 0..V {
             // The bias and the activation while a vector is a pixel's channels: one operation
@@ -546,15 +557,15 @@ mod avx512 {
         }
     }
 
-    /// The tile's sums over every tap: `[pixel][vector]`. Out of line: inlined with the
-    /// stores, whose loop indexes the sums, LLVM kept them in memory and stored them at every
-    /// tap.
+    /// The tile's sums over every tap for its first `P` pixels: `[pixel][vector]` (zero
+    /// past `P`). Out of line: inlined with the stores, whose loop indexes the sums, LLVM kept
+    /// them in memory and stored them at every tap.
     ///
     /// # Safety
     /// As [`tile`].
     #[target_feature(enable = "avx512f")]
     #[inline(never)]
-    unsafe fn sums<const V: usize>(
+    unsafe fn sums<const V: usize, const P: usize>(
         block: &Block<'_>,
         bases: &[*const f32; PIXELS],
     ) -> [[__m512; V]; PIXELS] {
@@ -564,11 +575,14 @@ mod avx512 {
         for &t in block.taps {
             let wv: [__m512; V] = core::array::from_fn(|j| _mm512_load_ps(w.add(LANES * j)));
             // Spelled out: as loops over the pixels LLVM kept the accumulators in memory.
+            // Pixels past `P` (a constant) are compiled out.
             macro_rules! pixel {
                 ($i:literal, $base:ident) => {
-                    let x = _mm512_set1_ps(*$base.add(t));
-                    for j in 0..V {
-                        acc[$i][j] = _mm512_fmadd_ps(x, wv[j], acc[$i][j]);
+                    if $i < P {
+                        let x = _mm512_set1_ps(*$base.add(t));
+                        for j in 0..V {
+                            acc[$i][j] = _mm512_fmadd_ps(x, wv[j], acc[$i][j]);
+                        }
                     }
                 };
             }
@@ -649,10 +663,15 @@ mod avx2 {
         block: &Block<'_>,
         bases: &[*const f32; PIXELS],
         out_at: *mut f32,
-        count: usize,
+        [count, stored]: [usize; 2],
     ) {
-        let acc = sums::<V>(block, bases);
-        let mask = pixel_mask(count);
+        // A short tile sums only 1 or 3 pixels where it has no more.
+        let acc = match count {
+            0..=1 => sums::<V, 1>(block, bases),
+            2..=3 => sums::<V, 3>(block, bases),
+            _ => sums::<V, TILE>(block, bases),
+        };
+        let (count, mask) = (stored, pixel_mask(stored));
         let zero = _mm256_setzero_ps();
         let clip = match block.finish {
             Finish::Clip(lo, hi) => Some(ClipBounds::new(lo, hi)),
@@ -683,13 +702,14 @@ mod avx2 {
         }
     }
 
-    /// The tile's sums over every tap, `[pixel][vector]` (out of line, as the AVX-512 one).
+    /// The tile's sums over every tap for its first `P` pixels, `[pixel][vector]` (out of
+    /// line, as the AVX-512 one).
     ///
     /// # Safety
     /// As [`tile`].
     #[target_feature(enable = "avx2,fma")]
     #[inline(never)]
-    unsafe fn sums<const V: usize>(
+    unsafe fn sums<const V: usize, const P: usize>(
         block: &Block<'_>,
         bases: &[*const f32; PIXELS],
     ) -> [[__m256; V]; TILE] {
@@ -700,9 +720,11 @@ mod avx2 {
             let wv: [__m256; V] = core::array::from_fn(|j| _mm256_load_ps(w.add(8 * j)));
             macro_rules! pixel {
                 ($i:literal, $base:ident) => {
-                    let x = _mm256_set1_ps(*$base.add(t));
-                    for j in 0..V {
-                        acc[$i][j] = _mm256_fmadd_ps(x, wv[j], acc[$i][j]);
+                    if $i < P {
+                        let x = _mm256_set1_ps(*$base.add(t));
+                        for j in 0..V {
+                            acc[$i][j] = _mm256_fmadd_ps(x, wv[j], acc[$i][j]);
+                        }
                     }
                 };
             }
