@@ -121,7 +121,6 @@ pub fn conv(
             init_bias(out_b, bias, plane);
         }
         if depthwise {
-            activated = false;
             let args = DepthwiseArgs {
                 win,
                 d,
@@ -132,8 +131,18 @@ pub fn conv(
             };
             let strategy = depthwise_strategy(p, d.oh, d.ow);
             // On the host, vectors summed in registers (measured on MobileNet's and DS-CNN's
-            // layers, one step at a time): the masked kernel for stride-1 planes of 8 to 1,024
-            // outputs (past that its masks crowd the cache), the phase-plane kernel otherwise.
+            // layers, one step at a time): small planes eight channels at a time where x86-64
+            // has AVX2 (which applies Relu and Clip too), else the masked kernel for stride-1
+            // planes of 8 to 1,024 outputs (past that its masks crowd the cache), the
+            // phase-plane kernel otherwise.
+            #[cfg(all(feature = "std", target_arch = "x86_64"))]
+            if ocg == 1
+                && super::depthwise_lanes::run(win, d, x_b, weight, bias, p.activation, out_b)
+            {
+                activated &= super::conv_lanes::fuses(p.activation);
+                continue;
+            }
+            activated = false;
             #[cfg(feature = "std")]
             {
                 let blocked_ran = match (strategy, plane) {
@@ -2016,6 +2025,103 @@ mod strategy_tests {
                             got.to_bits(),
                             sum.to_bits(),
                             "case {case}: {c}x{mult} {h}x{w} {pads:?} at {o},{oy},{ox}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// 3 × 3 depthwise layers of 8 to 24 channels on small planes (x86-64's eight-channel
+    /// kernel, `depthwise_lanes`, where AVX2 runs), stride 1 and 2, random sizes and paddings,
+    /// each fused activation: bit for bit the bias plus the nine taps' products in order,
+    /// padding read as zeros, then the activation.
+    #[test]
+    fn small_depthwise_planes_are_bit_exact() {
+        let mut seed = 5u64;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        for case in 0..150 {
+            let c = 8 * (1 + next(3));
+            let stride = 1 + next(2);
+            let (h, w) = (1 + next(20), 1 + next(20));
+            let pads = [next(2), next(2), next(2), next(2)];
+            let (Some(oh), Some(ow)) = (
+                conv_out(h, 3, stride, 1, pads[0], pads[2]),
+                conv_out(w, 3, stride, 1, pads[1], pads[3]),
+            ) else {
+                continue;
+            };
+            let activation = match next(3) {
+                0 => Activation::None,
+                1 => Activation::Relu,
+                _ => Activation::Clip {
+                    min: -0.5,
+                    max: 1.0,
+                },
+            };
+            let p = Conv {
+                window: Window {
+                    kernel: [3, 3],
+                    stride: [stride; 2],
+                    dilation: [1, 1],
+                    pads,
+                },
+                group: c,
+                activation,
+            };
+            let d = ConvDims {
+                n: 1,
+                c,
+                h,
+                w,
+                oc: c,
+                oh,
+                ow,
+            };
+            let value = |i: usize| ((i * 7919 + case) % 23) as f32 / 7.0 - 1.5;
+            let x: Vec<f32> = (0..c * h * w).map(value).collect();
+            let wt: Vec<f32> = (0..c * 9).map(|i| value(i + 5)).collect();
+            let bias: Vec<f32> = (0..c).map(|i| value(i + 11)).collect();
+            let need = conv_scratch_elements(&p, 1, oh, ow).unwrap_or(0);
+            let mut scratch = vec![0.0; need];
+            let mut out = vec![f32::NAN; c * oh * ow];
+            if !conv(&p, d, &x, &wt, Some(&bias), &mut out, &mut scratch, false) {
+                crate::kernels::elementwise::activate_fused::<{ ferrite_hal::ALL_OPS }>(
+                    activation, &mut out,
+                );
+            }
+            for o in 0..c {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let mut sum = bias[o];
+                        for ky in 0..3 {
+                            for kx in 0..3 {
+                                let iy = (stride * oy + ky).checked_sub(pads[0]).filter(|&i| i < h);
+                                let ix = (stride * ox + kx).checked_sub(pads[1]).filter(|&i| i < w);
+                                let v = match (iy, ix) {
+                                    (Some(iy), Some(ix)) => x[(o * h + iy) * w + ix],
+                                    _ => 0.0,
+                                };
+                                sum += wt[o * 9 + ky * 3 + kx] * v;
+                            }
+                        }
+                        let want = match activation {
+                            Activation::Relu => crate::math::max(sum, 0.0),
+                            Activation::Clip { min, max } => {
+                                crate::math::min(crate::math::max(sum, min), max)
+                            }
+                            _ => sum,
+                        };
+                        let got = out[(o * oh + oy) * ow + ox];
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "case {case}: {c} channels {h}x{w} stride {stride} {pads:?} at {o},{oy},{ox}"
                         );
                     }
                 }

@@ -6,6 +6,8 @@ pub mod accumulate;
 pub mod conv;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod conv_lanes;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod depthwise_lanes;
 #[cfg(test)]
 pub(crate) mod element_ids;
 pub mod elementwise;
