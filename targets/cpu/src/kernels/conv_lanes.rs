@@ -23,9 +23,11 @@ use std::vec::Vec;
 /// Output pixels of a tile, at most (the AVX2 tiles use six of them).
 const PIXELS: usize = 8;
 
-/// Multiply-adds below which a convolution stays on one thread (as the matrix products').
+/// Multiply-adds below which a convolution stays on one thread: a part costs the helper's
+/// start-up (a few microseconds on a VM), which DS-CNN's 0.5 M multiply-add pointwise layers,
+/// split at the matrix products' 256 Ki, did not earn back (72 → 79 µs on 2 threads).
 #[cfg(feature = "threads")]
-const PARALLEL_WORK: usize = 1 << 18;
+const PARALLEL_WORK: usize = 1 << 20;
 
 /// The vector instructions a packing and its tiles are for.
 #[derive(Clone, Copy, PartialEq, Debug)]
