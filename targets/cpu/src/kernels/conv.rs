@@ -91,6 +91,9 @@ pub fn conv(
     scratch: &mut [f32],
     constant_weights: bool,
 ) -> bool {
+    // Only a host keeps packed weights.
+    #[cfg(not(feature = "std"))]
+    let _ = constant_weights;
     // Checked by the verifier, as every size below; a plan without it computes nothing.
     let Some(groups) = NonZeroUsize::new(p.group) else {
         return false;
@@ -192,6 +195,8 @@ pub fn conv(
                 pitch: win.stride[0] * d.w,
                 step: win.stride[1],
                 plane: [d.oh, d.ow],
+                kernel: [1, 1],
+                rows: &[],
             };
             #[cfg(all(feature = "std", target_arch = "x86_64"))]
             if win.kernel == [1, 1]
@@ -422,12 +427,30 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bo
         split_phases(planes, x, d, icg, win, [hph, wph]);
         #[cfg(target_arch = "x86_64")]
         {
+            // Per output row, the kernel rows inside the input (bit ky): input row
+            // oy·sh + ky·dh − pt within 0..h. Kernels of more than 32 rows read them all.
+            let rows: Vec<u32> = if kh <= 32 {
+                (0..d.oh)
+                    .map(|oy| {
+                        (0..kh)
+                            .filter(|&ky| {
+                                let y = oy * sh + ky * dh;
+                                y >= win.pads[0] && y - win.pads[0] < d.h
+                            })
+                            .fold(0u32, |set, ky| set | 1 << ky)
+                    })
+                    .collect()
+            } else {
+                Vec::new()
+            };
             let reading = super::conv_lanes::Reading {
                 input: planes,
                 taps: &taps,
                 pitch: wph,
                 step: 1,
                 plane: [d.oh, d.ow],
+                kernel: [kh, kw],
+                rows: &rows,
             };
             if super::conv_lanes::run(&reading, weight, ocg, bias, activation, out, constant) {
                 TAPS.set(taps);

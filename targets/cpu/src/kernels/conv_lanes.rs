@@ -93,10 +93,39 @@ pub(super) struct Reading<'a> {
     pub step: usize,
     /// The output plane's height and width.
     pub plane: [usize; 2],
+    /// The kernel's rows and columns: the terms run over input channels, then kernel rows,
+    /// then kernel columns.
+    pub kernel: [usize; 2],
+    /// Per output row, the kernel rows that read inside the input (bit `ky`; empty: all of
+    /// them everywhere). A tile whose pixels all lie in rows of one such set leaves out the
+    /// other kernel rows' terms, which read only padding: zeros, whose products (±0) never
+    /// change a sum (it starts at +0 and rounds to nearest, so it is never −0), so the result
+    /// is bit for bit the full sum's. onnxruntime's kernels skip the padding likewise; here
+    /// only whole padded rows, 16 % of an 8 × 8 plane's 3 × 3 products.
+    pub rows: &'a [u32],
+}
+
+/// The terms of the kernel rows in `rows` (bit `ky`): their indices among all `k` terms.
+fn terms_of(rows: u32, [kh, kw]: [usize; 2], k: usize) -> Vec<usize> {
+    (0..k)
+        .filter(|t| rows & (1 << (t / kw.max(1) % kh.max(1)).min(31)) != 0)
+        .collect()
+}
+
+/// The weights of one convolution group packed for [`run`] again for the tiles that leave out
+/// some kernel rows (see [`Reading::rows`]).
+struct Variant {
+    /// The kernel rows read (bit `ky`).
+    rows: u32,
+    /// The offsets of the terms read.
+    taps: Vec<usize>,
+    /// Each block's start in the packed values.
+    blocks: Vec<usize>,
 }
 
 /// The weights of one convolution group packed for [`run`]: per block of output channels,
-/// `[k][lanes·V]` (channels past the last zero), each block 64-byte aligned.
+/// `[k][lanes·V]` (channels past the last zero), each block 64-byte aligned; then the same for
+/// each [`Variant`].
 pub(super) struct Packed {
     /// The instructions it is packed for.
     isa: Isa,
@@ -108,16 +137,34 @@ pub(super) struct Packed {
     blocks: Vec<(usize, usize, usize)>,
     /// Output channels.
     channels: usize,
+    /// The packings of the kernel-row sets that leave rows out.
+    variants: Vec<Variant>,
 }
 
 /// What a group's packed weights were built from: their address and length, the channel
-/// count, the terms per output and the instructions.
+/// count, the terms per output, the instructions, the kernel and its row sets.
 #[derive(PartialEq)]
 pub(super) struct Key {
     weights: (usize, usize),
     channels: usize,
     k: usize,
     isa: Isa,
+    kernel: [usize; 2],
+    variants: Vec<u32>,
+}
+
+/// The distinct kernel-row sets of `reading`'s rows that leave rows out (at most seven).
+fn partial_row_sets(reading: &Reading<'_>) -> Vec<u32> {
+    let all = 1u32
+        .checked_shl(reading.kernel[0] as u32)
+        .map_or(u32::MAX, |b| b - 1);
+    let mut sets: Vec<u32> = Vec::new();
+    for &rows in reading.rows {
+        if rows != all && rows != 0 && !sets.contains(&rows) && sets.len() < 7 {
+            sets.push(rows);
+        }
+    }
+    sets
 }
 
 /// Whether [`run`] applies `activation` as it stores (then the caller need not): Relu and
@@ -173,33 +220,71 @@ fn pays(k: usize, channels: usize, plane: usize, strided: bool, isa: Isa) -> boo
 }
 
 impl Packed {
-    /// `weights` (`[channels][k]`) packed for `isa`.
-    fn new(weights: &[f32], channels: usize, k: usize, isa: Isa) -> Self {
+    /// `weights` (`[channels][k]`) packed for `isa`, and again for each of the kernel-row
+    /// `sets` (the terms of `taps` in their rows).
+    fn new(
+        weights: &[f32],
+        (channels, k): (usize, usize),
+        isa: Isa,
+        taps: &[usize],
+        (kernel, sets): ([usize; 2], &[u32]),
+    ) -> Self {
         let lanes = isa.lanes();
-        let mut blocks = Vec::new();
+        let widths: Vec<usize> = block_vectors(channels, isa).collect();
+        let all: Vec<usize> = (0..k).collect();
+        let kept: Vec<Vec<usize>> = sets.iter().map(|&rows| terms_of(rows, kernel, k)).collect();
+        // Every packing's blocks one after another: the full one's, then each set's.
+        let mut starts: Vec<Vec<usize>> = Vec::new();
         let mut start = 0;
-        let mut first = 0;
-        for v in block_vectors(channels, isa) {
-            blocks.push((first, v, start));
-            start += k * lanes * v;
-            first += lanes * v;
+        for terms in core::iter::once(&all).chain(&kept) {
+            let mut at = Vec::new();
+            for &v in &widths {
+                at.push(start);
+                start += terms.len() * lanes * v;
+            }
+            starts.push(at);
         }
         let mut values = std::vec![0.0f32; start + 16];
         let offset = values.as_ptr().align_offset(64).min(15);
-        for &(first, v, at) in &blocks {
-            let width = lanes * v;
-            for (j, row) in weights.chunks_exact(k).skip(first).take(width).enumerate() {
-                for (t, &w) in row.iter().enumerate() {
-                    values[offset + at + t * width + j] = w;
+        for (terms, at) in core::iter::once(&all).chain(&kept).zip(&starts) {
+            let mut first = 0;
+            for (&v, &at) in widths.iter().zip(at) {
+                let width = lanes * v;
+                for (j, row) in weights.chunks_exact(k).skip(first).take(width).enumerate() {
+                    for (i, &t) in terms.iter().enumerate() {
+                        values[offset + at + i * width + j] = row[t];
+                    }
                 }
+                first += width;
             }
         }
+        let mut first = 0;
+        let blocks = widths
+            .iter()
+            .zip(&starts[0])
+            .map(|(&v, &at)| {
+                let block = (first, v, at);
+                first += lanes * v;
+                block
+            })
+            .collect();
+        let variants = sets
+            .iter()
+            .zip(&kept)
+            .zip(starts.iter().skip(1))
+            .map(|((&rows, terms), at)| Variant {
+                rows,
+                taps: terms.iter().map(|&t| taps[t]).collect(),
+                blocks: at.clone(),
+            })
+            .collect();
         Packed {
             isa,
             values,
             offset,
             blocks,
             channels,
+            variants,
         }
     }
 }
@@ -270,13 +355,23 @@ fn compute(
         return false;
     }
     let weights = &weights[..channels * k];
+    let sets = partial_row_sets(reading);
+    let rows_fit = reading.rows.is_empty() || reading.rows.len() >= oh;
+    if !rows_fit {
+        return false;
+    }
+    let build = || {
+        let kernel = (reading.kernel, &sets[..]);
+        Packed::new(weights, (channels, k), isa, reading.taps, kernel)
+    };
     let key = Key {
         weights: (weights.as_ptr() as usize, weights.len()),
         channels,
         k,
         isa,
+        kernel: reading.kernel,
+        variants: sets.clone(),
     };
-    let build = || Packed::new(weights, channels, k, isa);
     let mut kept = if constant {
         Some(memo::take(key, build))
     } else {
@@ -340,6 +435,17 @@ struct Job<'a> {
 }
 
 impl Job<'_> {
+    /// The packing of the tile whose pixels lie in output rows `first..=last`: the variant
+    /// of their kernel-row set where they share one that leaves rows out.
+    fn variant(&self, first: usize, last: usize) -> Option<&Variant> {
+        let rows = self.reading.rows.get(first..=last)?;
+        let (&set, rest) = rows.split_first()?;
+        if rest.iter().any(|&r| r != set) {
+            return None;
+        }
+        self.packed.variants.iter().find(|v| v.rows == set)
+    }
+
     /// The work in parts: every block of channels over all pixels, or with threads, each
     /// block's pixels split in whole tiles among them (a part computes its outputs with the
     /// same instructions as one thread would, so the results are the same).
@@ -384,9 +490,11 @@ impl Job<'_> {
         if let Some(b) = self.bias.and_then(|b| b.get(first..first + channels)) {
             bias.iter_mut().zip(b).for_each(|(slot, &b)| *slot = b);
         }
+        let values = self.packed.values.as_ptr();
         #[allow(unsafe_code)]
-        let block_at = Block {
-            weights: unsafe { self.packed.values.as_ptr().add(self.packed.offset + at) },
+        let full = unsafe { values.add(self.packed.offset + at) };
+        let mut block_at = Block {
+            weights: full,
             taps: reading.taps,
             first,
             channels,
@@ -404,6 +512,7 @@ impl Job<'_> {
             let stored = (pixels.end - p0).min(PIXELS);
             let mut bases = [input; PIXELS];
             let mut last = input;
+            let first_row = oy;
             for base in bases.iter_mut().take(count) {
                 #[allow(unsafe_code)]
                 {
@@ -417,6 +526,18 @@ impl Job<'_> {
             }
             bases.iter_mut().skip(count).for_each(|b| *b = last);
             debug_assert!(oy <= oh);
+            // The tile's rows: from the first pixel's to the last's (the walk is past it).
+            let last_row = if ox == 0 { oy.saturating_sub(1) } else { oy };
+            let variant = self.variant(first_row, last_row);
+            (block_at.weights, block_at.taps) = match variant {
+                // SAFETY: as above; the variant's blocks are where `Packed::new` put them.
+                #[allow(unsafe_code)]
+                Some(variant) => unsafe {
+                    let at = variant.blocks.get(block).copied().unwrap_or(0);
+                    (values.add(self.packed.offset + at), &variant.taps[..])
+                },
+                None => (full, reading.taps),
+            };
             #[allow(unsafe_code)]
             unsafe {
                 let out_at = self.out.0.add(p0);
@@ -843,6 +964,8 @@ mod tests {
                 pitch,
                 step,
                 plane: [oh, ow],
+                kernel: [1, 1],
+                rows: &[],
             };
             let plane = oh * ow;
             let mut want = vec![0.0f32; channels * plane];
@@ -905,6 +1028,8 @@ mod tests {
                 pitch,
                 step: 1,
                 plane,
+                kernel: [1, 1],
+                rows: &[],
             };
             let mut out = vec![f32::NAN; 16 * plane[0] * plane[1]];
             let ran = compute(
