@@ -98,9 +98,10 @@ pub(super) struct Reading<'a> {
     pub kernel: [usize; 2],
     /// Per output row, the kernel rows that read inside the input (bit `ky`; empty: all of
     /// them everywhere). A tile whose pixels all lie in rows of one such set leaves out the
-    /// other kernel rows' terms, which read only padding: zeros, whose products (±0) never
-    /// change a sum (it starts at +0 and rounds to nearest, so it is never −0), so the result
-    /// is bit for bit the full sum's. onnxruntime's kernels skip the padding likewise; here
+    /// other kernel rows' terms, which read only padding: zeros, whose products (±0 with finite
+    /// weights) never change a sum (it starts at +0 and rounds to nearest, so it is never −0),
+    /// so the result is bit for bit the full sum's (an infinite weight would have made a NaN
+    /// of the padding, which onnxruntime, skipping it too, does not). onnxruntime's kernels skip the padding likewise; here
     /// only whole padded rows, 16 % of an 8 × 8 plane's 3 × 3 products.
     pub rows: &'a [u32],
 }
