@@ -177,13 +177,24 @@ pub(super) fn fuses(activation: Activation) -> bool {
 
 /// What the tiles apply to their sums, after the bias: the activation.
 #[derive(Clone, Copy)]
-enum Finish {
+pub(super) enum Finish {
     /// Nothing more.
     Plain,
     /// `max(x, 0)`.
     Relu,
     /// `min(max(x, lo), hi)`.
     Clip(f32, f32),
+}
+
+impl Finish {
+    /// What applies `activation` where [`fuses`] says it can (nothing otherwise).
+    pub(super) fn of(activation: Activation) -> Self {
+        match activation {
+            Activation::Relu => Finish::Relu,
+            Activation::Clip { min, max } => Finish::Clip(min, max),
+            _ => Finish::Plain,
+        }
+    }
 }
 
 /// Whether [`run`] runs on this CPU (AVX2 and up).
@@ -383,11 +394,7 @@ fn compute(
         Some(kept) => &*kept.state(),
         None => &*fresh.insert(build()),
     };
-    let finish = match activation {
-        Activation::Relu => Finish::Relu,
-        Activation::Clip { min, max } => Finish::Clip(min, max),
-        _ => Finish::Plain,
-    };
+    let finish = Finish::of(activation);
     let job = Job {
         reading,
         packed,
@@ -609,7 +616,7 @@ fn pixel_mask(count: usize) -> __m256i {
 
 /// The AVX-512 tiles: sixteen channels a vector, up to three vectors a block.
 #[allow(unsafe_code)]
-mod avx512 {
+pub(super) mod avx512 {
     use super::{pixel_mask, Block, Finish, PIXELS};
     use core::arch::x86_64::*;
 
@@ -663,7 +670,7 @@ mod avx512 {
     /// keeps `v` where `v > 0`, else +0 (NaN too); Clip passes over a NaN bound.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    fn finish(finish: Finish, v: __m512) -> __m512 {
+    pub(in crate::kernels) fn finish(finish: Finish, v: __m512) -> __m512 {
         match finish {
             Finish::Plain => v,
             Finish::Relu => {
@@ -727,7 +734,7 @@ mod avx512 {
     /// channel): pairs interleaved, then quadruples, then the 128-bit blocks put in place.
     #[target_feature(enable = "avx512f")]
     #[inline]
-    fn transpose(a: [__m512; PIXELS]) -> [__m256; LANES] {
+    pub(in crate::kernels) fn transpose(a: [__m512; PIXELS]) -> [__m256; LANES] {
         // t: per 128-bit block j, pixels (2m, 2m + 1) of channels 4j, 4j + 1 (even i) and
         // 4j + 2, 4j + 3 (odd i).
         let t: [__m512; PIXELS] = core::array::from_fn(|i| {

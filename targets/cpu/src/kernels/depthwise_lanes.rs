@@ -57,12 +57,18 @@ pub(super) fn run(
     if !shape || super::simd::level() < super::simd::Level::Avx2 {
         return false;
     }
+    // Sixteen channels a vector where the AVX-512 build runs and they divide the channels.
+    let lanes = if super::simd::level() >= super::simd::Level::Avx512 && d.c.is_multiple_of(16) {
+        16
+    } else {
+        LANES
+    };
     // The padded plane: every tap of every output inside (rows 0..(oh − 1)·s + 3, input row
     // r − pt; likewise the columns), input pixels past it never read.
     let sizes = (|| {
         let rows = (d.oh.checked_sub(1)?).checked_mul(sh)?.checked_add(3)?;
         let cols = (d.ow.checked_sub(1)?).checked_mul(sw)?.checked_add(3)?;
-        let padded = rows.checked_mul(cols)?.checked_mul(LANES)?;
+        let padded = rows.checked_mul(cols)?.checked_mul(lanes)?;
         let plane = d.oh.checked_mul(d.ow).filter(|&p| p <= MOST_PIXELS)?;
         let fits = x.len() >= d.c.checked_mul(d.h.checked_mul(d.w)?)?
             && out.len() >= d.c.checked_mul(plane)?
@@ -78,10 +84,10 @@ pub(super) fn run(
     padded.clear();
     padded.resize(padded_len, 0.0);
     sums.clear();
-    sums.resize(plane.next_multiple_of(LANES) * LANES, 0.0);
-    // The weights as `[channel / 8][tap][channel % 8]`: each tap's eight channels one vector.
+    sums.resize(plane.next_multiple_of(LANES) * lanes, 0.0);
+    // The weights as `[channel / lanes][tap][channel % lanes]`: each tap's channels a vector.
     taps.clear();
-    for channels in weight[..d.c * 9].chunks_exact(9 * LANES) {
+    for channels in weight[..d.c * 9].chunks_exact(9 * lanes) {
         for t in 0..9 {
             taps.extend(channels.chunks_exact(9).map(|w| w[t]));
         }
@@ -94,8 +100,25 @@ pub(super) fn run(
         cols,
         activation,
     };
-    for group in 0..d.c / LANES {
-        // SAFETY: AVX2 (checked above); the sizes as checked above.
+    for group in 0..d.c / lanes {
+        // SAFETY: AVX-512F where `lanes` is 16, else AVX2 (checked above); the sizes as
+        // checked above.
+        #[allow(unsafe_code)]
+        if lanes == 16 {
+            unsafe {
+                channels_avx512(
+                    &geometry,
+                    group,
+                    x,
+                    &taps,
+                    bias,
+                    &mut padded,
+                    &mut sums,
+                    out,
+                )
+            };
+            continue;
+        }
         #[allow(unsafe_code)]
         unsafe {
             channels_avx2(
@@ -225,6 +248,105 @@ unsafe fn channels_avx2(
     for p in p..plane {
         for (c, output) in outputs.iter().enumerate() {
             *output.add(p) = sums[p * LANES + c];
+        }
+    }
+}
+
+/// [`channels_avx2`] for sixteen channels a vector (the AVX-512 build): `8·group` there is
+/// `16·group` here, the padded plane and the sums sixteen floats a pixel.
+///
+/// # Safety
+/// AVX-512F, AVX2 and FMA; the buffers as [`channels_avx2`]'s, sixteen floats a pixel.
+#[target_feature(enable = "avx512f,avx2,fma")]
+#[allow(unsafe_code, clippy::too_many_arguments)]
+unsafe fn channels_avx512(
+    g: &Geometry,
+    group: usize,
+    x: &[f32],
+    taps: &[f32],
+    bias: Option<&[f32]>,
+    padded: &mut [f32],
+    sums: &mut [f32],
+    out: &mut [f32],
+) {
+    use super::conv_lanes::{avx512, Finish};
+    const WIDE: usize = 16;
+    let d = g.d;
+    let (hw, plane) = (d.h * d.w, d.oh * d.ow);
+    let c0 = group * WIDE;
+    let inputs: [*const f32; WIDE] = core::array::from_fn(|c| x.as_ptr().add((c0 + c) * hw));
+    let (mut iy, mut ix) = (0, 0);
+    let mut place = || {
+        let (r, c) = (iy + g.pads[0], ix + g.pads[1]);
+        ix += 1;
+        if ix == d.w {
+            (iy, ix) = (iy + 1, 0);
+        }
+        (r < g.rows && c < g.cols).then_some((r * g.cols + c) * WIDE)
+    };
+    let mut p = 0;
+    while p + LANES <= hw {
+        // Each half of the channels turned into pixels, the halves joined.
+        let low = transpose(core::array::from_fn(|c| _mm256_loadu_ps(inputs[c].add(p))));
+        let high = transpose(core::array::from_fn(|c| {
+            _mm256_loadu_ps(inputs[8 + c].add(p))
+        }));
+        for (lo, hi) in low.into_iter().zip(high) {
+            let pixel = _mm512_castpd_ps(_mm512_insertf64x4::<1>(
+                _mm512_castpd256_pd512(_mm256_castps_pd(lo)),
+                _mm256_castps_pd(hi),
+            ));
+            if let Some(at) = place() {
+                _mm512_storeu_ps(padded.as_mut_ptr().add(at), pixel);
+            }
+        }
+        p += LANES;
+    }
+    for p in p..hw {
+        if let Some(at) = place() {
+            for (c, input) in inputs.iter().enumerate() {
+                padded[at + c] = *input.add(p);
+            }
+        }
+    }
+    let w: [__m512; 9] =
+        core::array::from_fn(|t| _mm512_loadu_ps(taps.as_ptr().add((group * 9 + t) * WIDE)));
+    let b = match bias {
+        Some(b) => _mm512_loadu_ps(b.as_ptr().add(c0)),
+        None => _mm512_setzero_ps(),
+    };
+    let finish = Finish::of(g.activation);
+    let s = g.stride;
+    let row_step = g.cols * WIDE;
+    let mut at = 0;
+    for oy in 0..d.oh {
+        let top = padded.as_ptr().add(oy * s * row_step);
+        for ox in 0..d.ow {
+            let first = top.add(ox * s * WIDE);
+            let mut sum = b;
+            for ky in 0..3 {
+                for kx in 0..3 {
+                    let v = _mm512_loadu_ps(first.add(ky * row_step + kx * WIDE));
+                    sum = _mm512_add_ps(sum, _mm512_mul_ps(w[ky * 3 + kx], v));
+                }
+            }
+            _mm512_storeu_ps(sums.as_mut_ptr().add(at), avx512::finish(finish, sum));
+            at += WIDE;
+        }
+    }
+    let outputs: [*mut f32; WIDE] =
+        core::array::from_fn(|c| out.as_mut_ptr().add((c0 + c) * plane));
+    let mut p = 0;
+    while p + LANES <= plane {
+        let pixels = core::array::from_fn(|i| _mm512_loadu_ps(sums.as_ptr().add((p + i) * WIDE)));
+        for (c, row) in avx512::transpose(pixels).into_iter().enumerate() {
+            _mm256_storeu_ps(outputs[c].add(p), row);
+        }
+        p += LANES;
+    }
+    for p in p..plane {
+        for (c, output) in outputs.iter().enumerate() {
+            *output.add(p) = sums[p * WIDE + c];
         }
     }
 }
