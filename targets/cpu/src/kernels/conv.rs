@@ -397,6 +397,20 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bo
         return None;
     }
     let (planes, rest) = scratch.split_at_mut(padded);
+    #[cfg(target_arch = "x86_64")]
+    if super::conv_lanes::will_run(k, ocg, plane, false) {
+        if let Some(applied) = lanes_in_place(
+            &(win, d, icg, ocg),
+            x,
+            planes,
+            (weight, bias),
+            activation,
+            out,
+            constant,
+        ) {
+            return Some(applied);
+        }
+    }
     let band_rows = (rest.len() / band_row).min(d.oh);
     // Taken and put back rather than borrowed in a closure: the closure would be built apart
     // from the caller's SIMD build.
@@ -425,38 +439,6 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bo
             stride: k,
         };
         split_phases(planes, x, d, icg, win, [hph, wph]);
-        #[cfg(target_arch = "x86_64")]
-        {
-            // Per output row, the kernel rows inside the input (bit ky): input row
-            // oy·sh + ky·dh − pt within 0..h. Kernels of more than 32 rows read them all.
-            let rows: Vec<u32> = if kh <= 32 {
-                (0..d.oh)
-                    .map(|oy| {
-                        (0..kh)
-                            .filter(|&ky| {
-                                let y = oy * sh + ky * dh;
-                                y >= win.pads[0] && y - win.pads[0] < d.h
-                            })
-                            .fold(0u32, |set, ky| set | 1 << ky)
-                    })
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let reading = super::conv_lanes::Reading {
-                input: planes,
-                taps: &taps,
-                pitch: wph,
-                step: 1,
-                plane: [d.oh, d.ow],
-                kernel: [kh, kw],
-                rows: &rows,
-            };
-            if super::conv_lanes::run(&reading, weight, ocg, bias, activation, out, constant) {
-                TAPS.set(taps);
-                return Some(super::conv_lanes::fuses(activation));
-            }
-        }
         let mut oy0 = 0;
         while oy0 < d.oh {
             let rows = band_rows.min(d.oh - oy0);
@@ -483,6 +465,79 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bo
     }
     TAPS.set(taps);
     Some(false)
+}
+
+/// [`in_place`] with the output channels across the lanes ([`super::conv_lanes`]): the group's
+/// input copied once into one zero-padded plane a channel (no phase split: the tiles read it at
+/// the stride), each output row's kernel rows inside the input noted so that tiles of rows
+/// that read padding only leave those terms out. `Some(whether the activation was applied)`,
+/// or `None` where `planes` is too short or the kernel declines (the caller then writes its
+/// phase planes over the copy).
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+fn lanes_in_place(
+    &(win, d, icg, ocg): &(&Window, ConvDims, usize, usize),
+    x: &[f32],
+    planes: &mut [f32],
+    (weight, bias): (&[f32], Option<&[f32]>),
+    activation: Activation,
+    out: &mut [f32],
+    constant: bool,
+) -> Option<bool> {
+    use std::vec::Vec;
+    let [kh, kw] = win.kernel;
+    let [sh, sw] = win.stride;
+    let [dh, dw] = win.dilation;
+    // Every tap of every output: rows 0..(oh − 1)·sh + (kh − 1)·dh + 1 of the padded input.
+    let rows = (d.oh.checked_sub(1)?)
+        .checked_mul(sh)?
+        .checked_add((kh.checked_sub(1)?).checked_mul(dh)?)?
+        .checked_add(1)?;
+    let cols = (d.ow.checked_sub(1)?)
+        .checked_mul(sw)?
+        .checked_add((kw.checked_sub(1)?).checked_mul(dw)?)?
+        .checked_add(1)?;
+    let channel = rows.checked_mul(cols)?;
+    let planes = planes.get_mut(..icg.checked_mul(channel)?)?;
+    let unit = Window {
+        stride: [1, 1],
+        ..*win
+    };
+    split_phases(planes, x, d, icg, &unit, [rows, cols]);
+    let mut taps = Vec::with_capacity(icg * kh * kw);
+    for c in 0..icg {
+        for ky in 0..kh {
+            for kx in 0..kw {
+                taps.push(c * channel + ky * dh * cols + kx * dw);
+            }
+        }
+    }
+    // Per output row, the kernel rows inside the input (bit ky): input row oy·sh + ky·dh − pt
+    // within 0..h. Kernels of more than 32 rows read them all.
+    let inside: Vec<u32> = if kh <= 32 {
+        (0..d.oh)
+            .map(|oy| {
+                (0..kh)
+                    .filter(|&ky| {
+                        let y = oy * sh + ky * dh;
+                        y >= win.pads[0] && y - win.pads[0] < d.h
+                    })
+                    .fold(0u32, |set, ky| set | 1 << ky)
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let reading = super::conv_lanes::Reading {
+        input: planes,
+        taps: &taps,
+        pitch: sh.checked_mul(cols)?,
+        step: sw,
+        plane: [d.oh, d.ow],
+        kernel: [kh, kw],
+        rows: &inside,
+    };
+    super::conv_lanes::run(&reading, weight, ocg, bias, activation, out, constant)
+        .then(|| super::conv_lanes::fuses(activation))
 }
 
 /// A pointwise convolution of one group with its output channels across the lanes

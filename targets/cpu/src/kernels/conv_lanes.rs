@@ -197,6 +197,12 @@ impl Finish {
     }
 }
 
+/// Whether [`run`] would take a layer of `channels` outputs of `plane` pixels, `k` terms each
+/// (before checking its operands), so that a caller can lay the input out for it.
+pub(super) fn will_run(k: usize, channels: usize, plane: usize, strided: bool) -> bool {
+    Isa::here().is_some_and(|isa| pays(k, channels, plane, strided, isa))
+}
+
 /// Whether [`run`] runs on this CPU (AVX2 and up).
 pub(super) fn available() -> bool {
     Isa::here().is_some()
