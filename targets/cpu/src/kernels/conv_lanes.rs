@@ -620,6 +620,34 @@ fn pixel_mask(count: usize) -> __m256i {
     _mm256_cmpgt_epi32(_mm256_set1_epi32(count as i32), lanes)
 }
 
+/// The first two stages of turning eight vectors (one a pixel) into channel rows, within each
+/// 128-bit block: pairs of pixels interleaved, then quadruples, so that `u[h·4 + r]` holds,
+/// per block `j`, channel `4j + r` of pixels `4h..4h + 3` (the AVX-512 and AVX2 transposes
+/// then put the blocks in place each their own way).
+macro_rules! quadruples {
+    ($a:expr, $vector:ty, $unpacklo:ident, $unpackhi:ident, $shuffle:ident) => {{
+        let a: [$vector; PIXELS] = $a;
+        let t: [$vector; PIXELS] = core::array::from_fn(|i| {
+            let (x, y) = (a[i & !1], a[i | 1]);
+            if i % 2 == 0 {
+                $unpacklo(x, y)
+            } else {
+                $unpackhi(x, y)
+            }
+        });
+        let u: [$vector; PIXELS] = core::array::from_fn(|i| {
+            let (h, r) = (i / 4, i % 4);
+            let (x, y) = (t[h * 4 + (r / 2)], t[h * 4 + 2 + (r / 2)]);
+            if r % 2 == 0 {
+                $shuffle::<0x44>(x, y)
+            } else {
+                $shuffle::<0xEE>(x, y)
+            }
+        });
+        u
+    }};
+}
+
 /// The AVX-512 tiles: sixteen channels a vector, up to three vectors a block.
 #[allow(unsafe_code)]
 pub(super) mod avx512 {
@@ -741,26 +769,13 @@ pub(super) mod avx512 {
     #[target_feature(enable = "avx512f")]
     #[inline]
     pub(in crate::kernels) fn transpose(a: [__m512; PIXELS]) -> [__m256; LANES] {
-        // t: per 128-bit block j, pixels (2m, 2m + 1) of channels 4j, 4j + 1 (even i) and
-        // 4j + 2, 4j + 3 (odd i).
-        let t: [__m512; PIXELS] = core::array::from_fn(|i| {
-            let (x, y) = (a[i & !1], a[i | 1]);
-            if i % 2 == 0 {
-                _mm512_unpacklo_ps(x, y)
-            } else {
-                _mm512_unpackhi_ps(x, y)
-            }
-        });
-        // u[h·4 + r]: per block j, channel 4j + r of pixels 4h..4h + 3.
-        let u: [__m512; PIXELS] = core::array::from_fn(|i| {
-            let (h, r) = (i / 4, i % 4);
-            let (x, y) = (t[h * 4 + (r / 2)], t[h * 4 + 2 + (r / 2)]);
-            if r % 2 == 0 {
-                _mm512_shuffle_ps::<0x44>(x, y)
-            } else {
-                _mm512_shuffle_ps::<0xEE>(x, y)
-            }
-        });
+        let u = quadruples!(
+            a,
+            __m512,
+            _mm512_unpacklo_ps,
+            _mm512_unpackhi_ps,
+            _mm512_shuffle_ps
+        );
         let mut rows = [_mm256_setzero_ps(); LANES];
         for r in 0..4 {
             let (lo, hi) = (u[r], u[4 + r]);
@@ -782,7 +797,7 @@ pub(super) mod avx512 {
 
 /// The AVX2 tiles: eight channels a block.
 #[allow(unsafe_code)]
-mod avx2 {
+pub(super) mod avx2 {
     use super::{pixel_mask, Block, Finish, PIXELS};
     use crate::kernels::elementwise::avx2::{relu_lanes, ClipBounds};
     use core::arch::x86_64::*;
@@ -876,28 +891,18 @@ mod avx2 {
         acc
     }
 
-    /// Eight vectors of eight channels (one a pixel) as eight rows of eight pixels.
+    /// Eight vectors of eight channels (one a pixel) as eight rows of eight pixels (any 8 × 8
+    /// transpose: also `depthwise_lanes`'s, both ways).
     #[target_feature(enable = "avx2")]
     #[inline]
-    fn transpose(a: [__m256; PIXELS]) -> [__m256; PIXELS] {
-        let t: [__m256; PIXELS] = core::array::from_fn(|i| {
-            let (x, y) = (a[i & !1], a[i | 1]);
-            if i % 2 == 0 {
-                _mm256_unpacklo_ps(x, y)
-            } else {
-                _mm256_unpackhi_ps(x, y)
-            }
-        });
-        // u[h·4 + r]: per 128-bit half j, channel 4j + r of pixels 4h..4h + 3.
-        let u: [__m256; PIXELS] = core::array::from_fn(|i| {
-            let (h, r) = (i / 4, i % 4);
-            let (x, y) = (t[h * 4 + (r / 2)], t[h * 4 + 2 + (r / 2)]);
-            if r % 2 == 0 {
-                _mm256_shuffle_ps::<0x44>(x, y)
-            } else {
-                _mm256_shuffle_ps::<0xEE>(x, y)
-            }
-        });
+    pub(in crate::kernels) fn transpose(a: [__m256; PIXELS]) -> [__m256; PIXELS] {
+        let u = quadruples!(
+            a,
+            __m256,
+            _mm256_unpacklo_ps,
+            _mm256_unpackhi_ps,
+            _mm256_shuffle_ps
+        );
         let mut rows = [_mm256_setzero_ps(); PIXELS];
         for r in 0..4 {
             // Channel r: both pixel quadruples' low halves; channel 4 + r: their high halves.

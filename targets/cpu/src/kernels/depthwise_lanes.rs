@@ -17,6 +17,7 @@ use ferrite_hal::op::Window;
 use std::vec::Vec;
 
 use super::conv::ConvDims;
+use super::conv_lanes::avx2::transpose;
 use super::elementwise::avx2::{relu_lanes, ClipBounds};
 use ferrite_hal::Activation;
 
@@ -150,6 +151,23 @@ struct Geometry {
     activation: Activation,
 }
 
+impl Geometry {
+    /// Where each input pixel, in order, goes in a padded plane of `lanes` floats a pixel:
+    /// pixel p to (p / w + pt, p % w + pl) if inside, row and column counted along (no
+    /// division per pixel).
+    fn places(&self, lanes: usize) -> impl FnMut() -> Option<usize> + '_ {
+        let (mut iy, mut ix) = (0, 0);
+        move || {
+            let (r, c) = (iy + self.pads[0], ix + self.pads[1]);
+            ix += 1;
+            if ix == self.d.w {
+                (iy, ix) = (iy + 1, 0);
+            }
+            (r < self.rows && c < self.cols).then_some((r * self.cols + c) * lanes)
+        }
+    }
+}
+
 /// Channels `8·group..8·group + 8`: their input into the padded channels-last plane (its
 /// padding stays zero from `run`), the outputs into `sums` pixel by pixel, then into `out`.
 ///
@@ -171,18 +189,8 @@ unsafe fn channels_avx2(
     let d = g.d;
     let (hw, plane) = (d.h * d.w, d.oh * d.ow);
     let c0 = group * LANES;
-    // Input pixel p of the eight channels goes to padded (p / w + pt, p % w + pl), if inside:
-    // row and column counted along, without a division per pixel.
     let inputs: [*const f32; LANES] = core::array::from_fn(|c| x.as_ptr().add((c0 + c) * hw));
-    let (mut iy, mut ix) = (0, 0);
-    let mut place = || {
-        let (r, c) = (iy + g.pads[0], ix + g.pads[1]);
-        ix += 1;
-        if ix == d.w {
-            (iy, ix) = (iy + 1, 0);
-        }
-        (r < g.rows && c < g.cols).then_some((r * g.cols + c) * LANES)
-    };
+    let mut place = g.places(LANES);
     let mut p = 0;
     while p + LANES <= hw {
         let rows = transpose(core::array::from_fn(|c| _mm256_loadu_ps(inputs[c].add(p))));
@@ -275,15 +283,7 @@ unsafe fn channels_avx512(
     let (hw, plane) = (d.h * d.w, d.oh * d.ow);
     let c0 = group * WIDE;
     let inputs: [*const f32; WIDE] = core::array::from_fn(|c| x.as_ptr().add((c0 + c) * hw));
-    let (mut iy, mut ix) = (0, 0);
-    let mut place = || {
-        let (r, c) = (iy + g.pads[0], ix + g.pads[1]);
-        ix += 1;
-        if ix == d.w {
-            (iy, ix) = (iy + 1, 0);
-        }
-        (r < g.rows && c < g.cols).then_some((r * g.cols + c) * WIDE)
-    };
+    let mut place = g.places(WIDE);
     let mut p = 0;
     while p + LANES <= hw {
         // Each half of the channels turned into pixels, the halves joined.
@@ -349,33 +349,4 @@ unsafe fn channels_avx512(
             *output.add(p) = sums[p * WIDE + c];
         }
     }
-}
-
-/// Eight vectors (rows) of eight as eight columns.
-#[target_feature(enable = "avx2")]
-#[inline]
-fn transpose(a: [__m256; LANES]) -> [__m256; LANES] {
-    let t: [__m256; LANES] = core::array::from_fn(|i| {
-        let (x, y) = (a[i & !1], a[i | 1]);
-        if i % 2 == 0 {
-            _mm256_unpacklo_ps(x, y)
-        } else {
-            _mm256_unpackhi_ps(x, y)
-        }
-    });
-    let u: [__m256; LANES] = core::array::from_fn(|i| {
-        let (h, r) = (i / 4, i % 4);
-        let (x, y) = (t[h * 4 + (r / 2)], t[h * 4 + 2 + (r / 2)]);
-        if r % 2 == 0 {
-            _mm256_shuffle_ps::<0x44>(x, y)
-        } else {
-            _mm256_shuffle_ps::<0xEE>(x, y)
-        }
-    });
-    let mut rows = [_mm256_setzero_ps(); LANES];
-    for r in 0..4 {
-        rows[r] = _mm256_permute2f128_ps::<0x20>(u[r], u[4 + r]);
-        rows[4 + r] = _mm256_permute2f128_ps::<0x31>(u[r], u[4 + r]);
-    }
-    rows
 }
