@@ -140,7 +140,16 @@ pub fn conv(
             // phase-plane kernel otherwise.
             #[cfg(all(feature = "std", target_arch = "x86_64"))]
             if ocg == 1
-                && super::depthwise_lanes::run(win, d, x_b, weight, bias, p.activation, out_b)
+                && super::depthwise_lanes::run(
+                    win,
+                    d,
+                    x_b,
+                    weight,
+                    bias,
+                    p.activation,
+                    out_b,
+                    constant_weights,
+                )
             {
                 activated &= super::conv_lanes::fuses(p.activation);
                 continue;
@@ -483,7 +492,12 @@ fn lanes_in_place(
     out: &mut [f32],
     constant: bool,
 ) -> Option<bool> {
+    use core::cell::Cell;
     use std::vec::Vec;
+    std::thread_local! {
+        /// Reused tables: the taps' offsets, each output row's kernel rows inside the input.
+        static TABLES: Cell<(Vec<usize>, Vec<u32>)> = const { Cell::new((Vec::new(), Vec::new())) };
+    }
     let [kh, kw] = win.kernel;
     let [sh, sw] = win.stride;
     let [dh, dw] = win.dilation;
@@ -503,7 +517,8 @@ fn lanes_in_place(
         ..*win
     };
     split_phases(planes, x, d, icg, &unit, [rows, cols]);
-    let mut taps = Vec::with_capacity(icg * kh * kw);
+    let (mut taps, mut inside) = TABLES.take();
+    taps.clear();
     for c in 0..icg {
         for ky in 0..kh {
             for kx in 0..kw {
@@ -512,32 +527,32 @@ fn lanes_in_place(
         }
     }
     // Per output row, the kernel rows inside the input (bit ky): input row oy·sh + ky·dh − pt
-    // within 0..h. Kernels of more than 32 rows read them all.
-    let inside: Vec<u32> = if kh <= 32 {
-        (0..d.oh)
-            .map(|oy| {
-                (0..kh)
-                    .filter(|&ky| {
-                        let y = oy * sh + ky * dh;
-                        y >= win.pads[0] && y - win.pads[0] < d.h
-                    })
-                    .fold(0u32, |set, ky| set | 1 << ky)
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let reading = super::conv_lanes::Reading {
-        input: planes,
-        taps: &taps,
-        pitch: sh.checked_mul(cols)?,
-        step: sw,
-        plane: [d.oh, d.ow],
-        kernel: [kh, kw],
-        rows: &inside,
-    };
-    super::conv_lanes::run(&reading, weight, ocg, bias, activation, out, constant)
-        .then(|| super::conv_lanes::fuses(activation))
+    // within 0..h. Kernels of more than 32 rows read them all (no table).
+    inside.clear();
+    if kh <= 32 {
+        inside.extend((0..d.oh).map(|oy| {
+            (0..kh)
+                .filter(|&ky| {
+                    let y = oy * sh + ky * dh;
+                    y >= win.pads[0] && y - win.pads[0] < d.h
+                })
+                .fold(0u32, |set, ky| set | 1 << ky)
+        }));
+    }
+    let ran = sh.checked_mul(cols).is_some_and(|pitch| {
+        let reading = super::conv_lanes::Reading {
+            input: planes,
+            taps: &taps,
+            pitch,
+            step: sw,
+            plane: [d.oh, d.ow],
+            kernel: [kh, kw],
+            rows: &inside,
+        };
+        super::conv_lanes::run(&reading, weight, ocg, bias, activation, out, constant)
+    });
+    TABLES.set((taps, inside));
+    ran.then(|| super::conv_lanes::fuses(activation))
 }
 
 /// A pointwise convolution of one group with its output channels across the lanes

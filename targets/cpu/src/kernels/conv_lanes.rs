@@ -151,21 +151,36 @@ pub(super) struct Key {
     k: usize,
     isa: Isa,
     kernel: [usize; 2],
-    variants: Vec<u32>,
+    variants: RowSets,
 }
 
 /// The distinct kernel-row sets of `reading`'s rows that leave rows out (at most seven).
-fn partial_row_sets(reading: &Reading<'_>) -> Vec<u32> {
+fn partial_row_sets(reading: &Reading<'_>) -> RowSets {
     let all = 1u32
         .checked_shl(reading.kernel[0] as u32)
         .map_or(u32::MAX, |b| b - 1);
-    let mut sets: Vec<u32> = Vec::new();
+    let mut sets = RowSets::default();
     for &rows in reading.rows {
-        if rows != all && rows != 0 && !sets.contains(&rows) && sets.len() < 7 {
-            sets.push(rows);
+        if rows != all && rows != 0 && !sets.as_slice().contains(&rows) && sets.count < 7 {
+            sets.sets[sets.count] = rows;
+            sets.count += 1;
         }
     }
     sets
+}
+
+/// Up to seven kernel-row sets, without an allocation per run.
+#[derive(Clone, Copy, Default, PartialEq)]
+pub(super) struct RowSets {
+    sets: [u32; 7],
+    count: usize,
+}
+
+impl RowSets {
+    /// The sets.
+    fn as_slice(&self) -> &[u32] {
+        &self.sets[..self.count]
+    }
 }
 
 /// Whether [`run`] applies `activation` as it stores (then the caller need not): Relu and
@@ -379,7 +394,7 @@ fn compute(
         return false;
     }
     let build = || {
-        let kernel = (reading.kernel, &sets[..]);
+        let kernel = (reading.kernel, sets.as_slice());
         Packed::new(weights, (channels, k), isa, reading.taps, kernel)
     };
     let key = Key {
@@ -388,7 +403,7 @@ fn compute(
         k,
         isa,
         kernel: reading.kernel,
-        variants: sets.clone(),
+        variants: sets,
     };
     let mut kept = if constant {
         Some(memo::take(key, build))
@@ -409,17 +424,16 @@ fn compute(
         out: Output(out.as_mut_ptr()),
         plane,
     };
-    let parts = job.parts(k);
     #[cfg(feature = "threads")]
-    if parts.len() > 1 {
+    if let Some(parts) = job.split(k) {
         crate::parallel::for_each(parts, |(block, pixels)| job.tiles(block, pixels));
         if let Some(kept) = kept {
             memo::keep(kept);
         }
         return true;
     }
-    for (block, pixels) in parts {
-        job.tiles(block, pixels);
+    for block in 0..packed.blocks.len() {
+        job.tiles(block, 0..plane);
     }
     if let Some(kept) = kept {
         memo::keep(kept);
@@ -460,29 +474,26 @@ impl Job<'_> {
         self.packed.variants.iter().find(|v| v.rows == set)
     }
 
-    /// The work in parts: every block of channels over all pixels, or with threads, each
-    /// block's pixels split in whole tiles among them (a part computes its outputs with the
-    /// same instructions as one thread would, so the results are the same).
-    fn parts(&self, k: usize) -> Vec<(usize, core::ops::Range<usize>)> {
-        let blocks = 0..self.packed.blocks.len();
-        #[cfg(feature = "threads")]
-        {
-            let threads = crate::parallel::threads();
-            let work = self
-                .packed
-                .channels
-                .saturating_mul(self.plane)
-                .saturating_mul(k);
-            if threads > 1 && work >= PARALLEL_WORK {
-                let tile = self.packed.isa.pixels();
-                let ranges = crate::parallel::ranges(self.plane, threads, tile);
-                return blocks
-                    .flat_map(|b| ranges.iter().map(move |r| (b, r.clone())))
-                    .collect();
-            }
+    /// With threads and work enough, each block's pixels split in whole tiles among them (a
+    /// part computes its outputs with the same instructions as one thread would, so the
+    /// results are the same); `None` where the work stays on this thread.
+    #[cfg(feature = "threads")]
+    fn split(&self, k: usize) -> Option<Vec<(usize, core::ops::Range<usize>)>> {
+        let threads = crate::parallel::threads();
+        let work = self
+            .packed
+            .channels
+            .saturating_mul(self.plane)
+            .saturating_mul(k);
+        if threads < 2 || work < PARALLEL_WORK {
+            return None;
         }
-        let _ = k;
-        blocks.map(|b| (b, 0..self.plane)).collect()
+        let ranges = crate::parallel::ranges(self.plane, threads, self.packed.isa.pixels());
+        let blocks = 0..self.packed.blocks.len();
+        let parts: Vec<_> = blocks
+            .flat_map(|b| ranges.iter().map(move |r| (b, r.clone())))
+            .collect();
+        (parts.len() > 1).then_some(parts)
     }
 
     /// Block `block`'s outputs for the tiles of eight consecutive pixels from `pixels`.

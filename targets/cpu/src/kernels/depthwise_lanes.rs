@@ -38,7 +38,9 @@ const MOST_PIXELS: usize = 256;
 /// and a channel count that is a multiple of eight, on planes of at most [`MOST_PIXELS`]
 /// outputs; false (nothing written) otherwise, where the CPU lacks AVX2, or where an operand
 /// is shorter than the sizes say. Relu and Clip (`activation`) are applied as the outputs
-/// are stored (the caller need not; see `conv_lanes::fuses`).
+/// are stored (the caller need not; see `conv_lanes::fuses`). `constant` weights are packed
+/// once per prepared step.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     win: &Window,
     d: ConvDims,
@@ -47,6 +49,7 @@ pub(super) fn run(
     bias: Option<&[f32]>,
     activation: Activation,
     out: &mut [f32],
+    constant: bool,
 ) -> bool {
     let [sh, sw] = win.stride;
     let shape = win.kernel == [3, 3]
@@ -81,18 +84,37 @@ pub(super) fn run(
     let Some((rows, cols, padded_len, plane)) = sizes else {
         return false;
     };
-    let [mut padded, mut sums, mut taps] = PLANES.take();
+    let [mut padded, mut sums, mut fresh] = PLANES.take();
     padded.clear();
     padded.resize(padded_len, 0.0);
     sums.clear();
     sums.resize(plane.next_multiple_of(LANES) * lanes, 0.0);
-    // The weights as `[channel / lanes][tap][channel % lanes]`: each tap's channels a vector.
-    taps.clear();
-    for channels in weight[..d.c * 9].chunks_exact(9 * lanes) {
-        for t in 0..9 {
-            taps.extend(channels.chunks_exact(9).map(|w| w[t]));
+    // The weights as `[channel / lanes][tap][channel % lanes]`: each tap's channels a vector,
+    // packed once per prepared step where they are the model's constants.
+    let weights = &weight[..d.c * 9];
+    let pack = |taps: &mut Vec<f32>| {
+        taps.clear();
+        for channels in weights.chunks_exact(9 * lanes) {
+            for t in 0..9 {
+                taps.extend(channels.chunks_exact(9).map(|w| w[t]));
+            }
         }
-    }
+    };
+    let key = ((weights.as_ptr() as usize, weights.len()), lanes);
+    let mut kept = constant.then(|| {
+        crate::memo::take(key, || {
+            let mut taps = Vec::new();
+            pack(&mut taps);
+            PackedTaps(taps)
+        })
+    });
+    let taps = match kept.as_mut() {
+        Some(kept) => &kept.state().0,
+        None => {
+            pack(&mut fresh);
+            &fresh
+        }
+    };
     let geometry = Geometry {
         d,
         stride: sh,
@@ -107,36 +129,24 @@ pub(super) fn run(
         #[allow(unsafe_code)]
         if lanes == 16 {
             unsafe {
-                channels_avx512(
-                    &geometry,
-                    group,
-                    x,
-                    &taps,
-                    bias,
-                    &mut padded,
-                    &mut sums,
-                    out,
-                )
+                channels_avx512(&geometry, group, x, taps, bias, &mut padded, &mut sums, out)
             };
             continue;
         }
         #[allow(unsafe_code)]
         unsafe {
-            channels_avx2(
-                &geometry,
-                group,
-                x,
-                &taps,
-                bias,
-                &mut padded,
-                &mut sums,
-                out,
-            )
+            channels_avx2(&geometry, group, x, taps, bias, &mut padded, &mut sums, out)
         };
     }
-    PLANES.set([padded, sums, taps]);
+    if let Some(kept) = kept {
+        crate::memo::keep(kept);
+    }
+    PLANES.set([padded, sums, fresh]);
     true
 }
+
+/// A layer's weights packed by [`run`], kept with a prepared step.
+struct PackedTaps(Vec<f32>);
 
 /// A layer's sizes as [`run`] checked them.
 struct Geometry {
