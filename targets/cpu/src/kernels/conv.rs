@@ -194,26 +194,15 @@ pub fn conv(
             };
             #[cfg(feature = "std")]
             let bias_g = bias.and_then(|b| b.get(grp * ocg..(grp + 1) * ocg));
-            // On a host with AVX-512 and one group, the output channels across the lanes
+            // A 1 × 1 kernel without padding, one group, on x86-64 with AVX2: the output
+            // channels across the lanes, the input read in place at any stride
             // (`conv_lanes`); otherwise the bias, then the product on top.
-            // A 1 × 1 kernel without padding reads its input in place, at any stride.
-            #[cfg(all(feature = "std", target_arch = "x86_64"))]
-            let reading = super::conv_lanes::Reading {
-                input: x_g,
-                taps: &[],
-                pitch: win.stride[0] * d.w,
-                step: win.stride[1],
-                plane: [d.oh, d.ow],
-                kernel: [1, 1],
-                rows: &[],
-            };
             #[cfg(all(feature = "std", target_arch = "x86_64"))]
             if win.kernel == [1, 1]
                 && win.pads == [0; 4]
                 && g == 1
                 && pointwise_lanes(
-                    reading,
-                    [icg, d.h * d.w],
+                    (win, d, x_g),
                     (w_g, ocg),
                     bias_g,
                     p.activation,
@@ -308,8 +297,9 @@ pub fn conv(
 /// offset, so row `(c, ky, kx)` of the im2col matrix is that plane from that offset on, and the
 /// product runs over a grid as wide as a plane's rows (the few columns past each output row are
 /// computed and dropped). Bands of output rows go through the rest of `scratch`, then go to
-/// `out` plus the bias. With AVX-512, the output channels across the lanes instead
-/// ([`super::conv_lanes`], the same sums), which also applies the activation it fuses.
+/// `out` plus the bias. Where the channel-lane kernel pays ([`super::conv_lanes`], x86-64
+/// with AVX2 and up: the same sums), it runs instead on one padded plane a channel, and also
+/// applies the activation it fuses.
 /// `Some(whether the activation was applied)`; `None`, with nothing written, where the SIMD
 /// kernels are not available or `scratch` cannot hold the planes and one band row; the caller
 /// unfolds instead.
@@ -555,14 +545,13 @@ fn lanes_in_place(
     ran.then(|| super::conv_lanes::fuses(activation))
 }
 
-/// A pointwise convolution of one group with its output channels across the lanes
-/// ([`super::conv_lanes`]): each input channel's plane is a term of every pixel, read in place.
-/// False, with nothing written, where that kernel does not run here.
+/// A 1 × 1 convolution of one group (any stride, no padding) with its output channels across
+/// the lanes ([`super::conv_lanes`]): each input channel's plane is a term of every pixel,
+/// read in place at the stride. False, with nothing written, where that kernel does not run
+/// here.
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
-#[allow(clippy::too_many_arguments)]
 fn pointwise_lanes(
-    reading: super::conv_lanes::Reading<'_>,
-    [channels_in, input_plane]: [usize; 2],
+    (win, d, x): (&Window, ConvDims, &[f32]),
     (weight, channels_out): (&[f32], usize),
     bias: Option<&[f32]>,
     activation: Activation,
@@ -575,15 +564,24 @@ fn pointwise_lanes(
         /// Reused table of the input channels' offsets.
         static TERMS: Cell<Vec<usize>> = const { Cell::new(Vec::new()) };
     }
+    let (Some(input_plane), Some(pitch)) = (d.h.checked_mul(d.w), win.stride[0].checked_mul(d.w))
+    else {
+        return false;
+    };
     if !super::conv_lanes::available() {
         return false;
     }
     let mut terms = TERMS.take();
     terms.clear();
-    terms.extend((0..channels_in).map(|c| c * input_plane));
+    terms.extend((0..d.c).map(|c| c * input_plane));
     let reading = super::conv_lanes::Reading {
+        input: x,
         taps: &terms,
-        ..reading
+        pitch,
+        step: win.stride[1],
+        plane: [d.oh, d.ow],
+        kernel: [1, 1],
+        rows: &[],
     };
     let ran = super::conv_lanes::run(
         &reading,
