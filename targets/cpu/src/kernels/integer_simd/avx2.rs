@@ -109,7 +109,7 @@ impl Isa for Avx2 {
     ) -> [[i32; 8]; B] {
         // SAFETY: the caller's bounds.
         unsafe {
-            products::<B>(&ch.words, ch.units, units, o, |acc, values, word| {
+            products::<Avx2, B>(ch, units, o, |acc, values, word| {
                 _mm256_add_epi32(acc, _mm256_madd_epi16(values, word))
             })
         }
@@ -280,37 +280,63 @@ pub(super) unsafe fn block_row(
 
 /// The raw sums of channels `o..o + B` over a packed block: for each 32-byte unit, every
 /// channel's weight word broadcast and `acc = multiply_add(acc, unit, word)` (`vpmaddwd` and
-/// an add for AVX2, `vpdpbusd` for VNNI), eight lanes per channel.
+/// an add for AVX2, `vpdpbusd` for VNNI), eight lanes per channel; zeros where the channels
+/// have no words ([`Channels::lines`]).
 ///
 /// # Safety
-/// `words` holds `count` words for each channel below `o + B`, `count ≥ units.len()`.
+/// The CPU has AVX2; `ch` has `units.len()` words per channel.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn products<const B: usize>(
-    words: &[i32],
-    count: usize,
+pub(super) unsafe fn products<I: super::Isa, const B: usize>(
+    ch: &super::Channels<I>,
     units: &[[u8; 32]],
     o: usize,
     multiply_add: impl Fn(__m256i, __m256i, __m256i) -> __m256i,
 ) -> [[i32; 8]; B] {
-    let words = words.as_ptr().wrapping_add(o * count);
-    let mut acc = [_mm256_setzero_si256(); B];
-    for (u, unit) in units.iter().enumerate() {
-        // SAFETY: a unit holds 32 bytes; channel o + j has `count` words (the caller's bound).
-        unsafe {
-            let values = _mm256_loadu_si256(unit.as_ptr().cast());
-            for (j, acc) in acc.iter_mut().enumerate() {
-                let word = _mm256_set1_epi32(*words.add(j * count + u));
-                *acc = multiply_add(*acc, values, word);
-            }
-        }
-    }
     let mut sums = [[0i32; 8]; B];
+    let Some((words, strides)) = ch.lines::<B>(o) else {
+        return sums;
+    };
+    // SAFETY: the caller's bounds and `Channels::lines`'.
+    let acc = unsafe {
+        match strides {
+            // Constant strides: the broadcasts' addresses fold into their instructions.
+            [1, 8] => sums_of::<B>(words, [1, 8], units, &multiply_add),
+            _ => sums_of::<B>(words, strides, units, &multiply_add),
+        }
+    };
     for (sums, acc) in sums.iter_mut().zip(acc) {
         // SAFETY: `sums` holds eight int32s.
         unsafe { _mm256_storeu_si256(sums.as_mut_ptr().cast(), acc) };
     }
     sums
+}
+
+/// [`products`]' loop over the units, channel `j`'s word of unit `u` at
+/// `words[j·per_channel + u·per_unit]`.
+///
+/// # Safety
+/// The CPU has AVX2; every such word for `j < B`, `u < units.len()` is readable.
+#[inline(always)]
+unsafe fn sums_of<const B: usize>(
+    words: *const i32,
+    [per_channel, per_unit]: [usize; 2],
+    units: &[[u8; 32]],
+    multiply_add: &impl Fn(__m256i, __m256i, __m256i) -> __m256i,
+) -> [__m256i; B] {
+    let mut acc = [_mm256_setzero_si256(); B];
+    for (u, unit) in units.iter().enumerate() {
+        // SAFETY: a unit holds 32 bytes; the words are the caller's bound.
+        unsafe {
+            let values = _mm256_loadu_si256(unit.as_ptr().cast());
+            let line = words.add(u * per_unit);
+            for (j, acc) in acc.iter_mut().enumerate() {
+                let word = _mm256_set1_epi32(*line.add(j * per_channel));
+                *acc = multiply_add(*acc, values, word);
+            }
+        }
+    }
+    acc
 }
 
 /// [`Requantizer::apply`] of eight accumulators in the high-word form.

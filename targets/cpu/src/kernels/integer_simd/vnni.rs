@@ -115,7 +115,7 @@ impl Isa for Vnni {
     ) -> [[i32; 8]; B] {
         // SAFETY: the caller's bounds.
         unsafe {
-            avx2::products::<B>(&ch.words, ch.units, units, o, |acc, values, word| {
+            avx2::products::<Vnni, B>(ch, units, o, |acc, values, word| {
                 _mm256_dpbusd_epi32(acc, values, word)
             })
         }

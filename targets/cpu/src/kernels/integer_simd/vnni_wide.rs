@@ -274,7 +274,8 @@ unsafe fn pack(x: &[u8], [c, plane, p0]: [usize; 3], signed: bool, units: &mut [
 }
 
 /// The raw sums of channels `o..o + B` over a packed block: per unit, each channel's weight
-/// word broadcast into a `vpdpbusd`, one accumulator per channel.
+/// word broadcast into a `vpdpbusd`, one accumulator per channel (zeros where the channels have
+/// no words, [`Channels::lines`]).
 ///
 /// # Safety
 /// The CPU has AVX-512 VNNI; channels below `o + B` have `ch.units ≥ units.len()` words.
@@ -285,12 +286,36 @@ unsafe fn products<const B: usize>(
     units: &[__m512i],
     o: usize,
 ) -> [__m512i; B] {
-    let words = ch.words.as_ptr().wrapping_add(o * ch.units);
+    let Some((words, strides)) = ch.lines::<B>(o) else {
+        return [_mm512_setzero_si512(); B];
+    };
+    // SAFETY: the channels' lines hold `ch.units` words each (`Channels::lines`).
+    unsafe {
+        match strides {
+            // Constant strides: the broadcasts' addresses fold into their instructions.
+            [1, 8] => sums_of::<B>(words, [1, 8], units),
+            _ => sums_of::<B>(words, strides, units),
+        }
+    }
+}
+
+/// [`products`]' loop over the units, channel `j`'s word of unit `u` at
+/// `words[j·per_channel + u·per_unit]`.
+///
+/// # Safety
+/// The CPU has AVX-512 VNNI; every such word for `j < B`, `u < units.len()` is readable.
+#[inline(always)]
+unsafe fn sums_of<const B: usize>(
+    words: *const i32,
+    [per_channel, per_unit]: [usize; 2],
+    units: &[__m512i],
+) -> [__m512i; B] {
     let mut acc = [_mm512_setzero_si512(); B];
     for (u, &values) in units.iter().enumerate() {
+        let line = words.wrapping_add(u * per_unit);
         for (j, acc) in acc.iter_mut().enumerate() {
-            // SAFETY: channel o + j has `ch.units` words (the caller's bound).
-            let word = _mm512_set1_epi32(unsafe { *words.add(j * ch.units + u) });
+            // SAFETY: the caller's bound.
+            let word = _mm512_set1_epi32(unsafe { *line.add(j * per_channel) });
             *acc = _mm512_dpbusd_epi32(*acc, values, word);
         }
     }
