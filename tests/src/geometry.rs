@@ -82,7 +82,7 @@ impl std::fmt::Display for Coverage {
 }
 
 /// A deterministic stream of values for one case's tensors.
-struct Values(u64);
+pub(crate) struct Values(pub(crate) u64);
 
 impl Values {
     fn next(&mut self) -> u64 {
@@ -93,7 +93,7 @@ impl Values {
         z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
         z ^ (z >> 31)
     }
-    fn f32s(&mut self, n: usize) -> Vec<f32> {
+    pub(crate) fn f32s(&mut self, n: usize) -> Vec<f32> {
         (0..n)
             .map(|_| ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0)
             .collect()
@@ -170,7 +170,7 @@ impl Activations {
     }
 }
 
-fn f32_array(shape: &[usize], values: &[f32]) -> NpyArray {
+pub(crate) fn f32_array(shape: &[usize], values: &[f32]) -> NpyArray {
     NpyArray {
         dtype: ferrite_hal::DType::F32,
         shape: shape.to_vec(),
@@ -178,7 +178,7 @@ fn f32_array(shape: &[usize], values: &[f32]) -> NpyArray {
     }
 }
 
-fn dims(shape: &[usize]) -> Vec<D> {
+pub(crate) fn dims(shape: &[usize]) -> Vec<D> {
     shape.iter().map(|&d| D::N(d as i64)).collect()
 }
 
@@ -1359,7 +1359,7 @@ fn run_expand_concat<B: Backend>(
 
 // ---------------------------------------------------------------- the suite
 
-fn runner(cases: u32, seed: u8) -> TestRunner {
+pub(crate) fn runner(cases: u32, seed: u8) -> TestRunner {
     let config = Config {
         cases,
         failure_persistence: None,

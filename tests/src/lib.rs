@@ -9,6 +9,7 @@ pub mod compare;
 pub mod determinism;
 pub mod fixtures;
 pub mod geometry;
+pub mod layout_chains;
 pub mod models;
 pub mod node_tests;
 pub mod ptq;
@@ -61,6 +62,28 @@ impl Backend for Cpu {
         runs: usize,
     ) -> Result<Vec<Vec<NpyArray>>, RunError> {
         let device = ferrite_cpu::CpuDevice::new();
+        ferrite_tools::runner::run_repeatedly_with(model, inputs, device, runs)
+    }
+}
+
+/// The CPU device with every tensor in the model's planar layout (no channel-blocked tensors
+/// between convolutions); its outputs must equal [`Cpu`]'s bit for bit.
+pub struct CpuPlanar;
+
+impl Backend for CpuPlanar {
+    const NAME: &'static str = "cpu (planar)";
+
+    fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
+        let device = ferrite_cpu::CpuDevice::new().with_channel_blocking(false);
+        ferrite_tools::runner::run_with(model, inputs, device)
+    }
+
+    fn run_repeatedly(
+        model: &Model<'_>,
+        inputs: &[NpyArray],
+        runs: usize,
+    ) -> Result<Vec<Vec<NpyArray>>, RunError> {
+        let device = ferrite_cpu::CpuDevice::new().with_channel_blocking(false);
         ferrite_tools::runner::run_repeatedly_with(model, inputs, device, runs)
     }
 }

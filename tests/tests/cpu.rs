@@ -101,3 +101,20 @@ fn every_model_is_deterministic_on_cpu() {
         .unwrap_or_else(|e| panic!("{e}"));
     assert!(checked >= 21, "{checked} models");
 }
+
+#[test]
+fn channel_blocked_tensors_equal_planar_ones_on_cpu() {
+    // Every test model, then random chains of convolutions, bit for bit.
+    let compared = ferrite_tests::determinism::identical::<Cpu, ferrite_tests::CpuPlanar>()
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(compared >= 21, "{compared} models");
+    let budget = ferrite_tests::layout_chains::Budget::CHAINS;
+    let blocked = ferrite_tests::layout_chains::run(budget).unwrap_or_else(|e| panic!("{e}"));
+    println!("{blocked} of {} chains blocked a tensor", budget.cases);
+    if ferrite_cpu::CpuDevice::simd() != "portable" {
+        assert!(
+            blocked >= budget.cases / 4,
+            "{blocked} chains blocked a tensor"
+        );
+    }
+}

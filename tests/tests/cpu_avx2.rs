@@ -21,3 +21,14 @@ fn avx2_kernels_run_every_random_geometry() {
         Err(e) => panic!("{e}"),
     }
 }
+
+#[test]
+fn avx2_channel_blocked_tensors_equal_planar_ones() {
+    std::env::set_var("FERRITE_CPU_SIMD", "avx2");
+    let budget = ferrite_tests::layout_chains::Budget::CHAINS;
+    let blocked = ferrite_tests::layout_chains::run(budget).unwrap_or_else(|e| panic!("{e}"));
+    println!(
+        "avx2: {blocked} of {} chains blocked a tensor",
+        budget.cases
+    );
+}

@@ -7,7 +7,7 @@ use crate::npy::{NpyArray, NpyError};
 use crate::pack::{pack, PackOptions};
 use crate::PackError;
 use ferrite_core::{FormatError, Model, Session};
-use ferrite_cpu::{CpuDevice, Prepared};
+use ferrite_cpu::CpuDevice;
 use ferrite_hal::{Device, Plan};
 use std::path::Path;
 use std::time::Instant;
@@ -678,7 +678,7 @@ pub fn profile_cpu_with(
     let mut arena = arena_for(model);
     let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(runs); model.len()];
     // Prepared as a session prepares it, so each step keeps its kernel state across runs.
-    let mut program = Prepared::new(model);
+    let mut program = device.program(model);
     for _ in 0..runs.max(1) {
         for (i, a) in inputs.iter().enumerate() {
             if let (Some(info), bytes) = (model.input(i), &a.bytes) {

@@ -14,6 +14,8 @@
 
 mod error;
 pub mod kernels;
+#[cfg(feature = "std")]
+pub mod layout;
 mod math;
 #[cfg(feature = "std")]
 mod memo;
@@ -41,6 +43,10 @@ pub struct CpuDevice<const OPS: Selection = ALL_OPS> {
     /// Threads the big kernels may use (feature `threads`); 0 and 1 both mean this thread only.
     #[cfg(feature = "threads")]
     threads: usize,
+    /// Whether a program may keep tensors between convolutions channel-blocked
+    /// ([`layout`]; on by default).
+    #[cfg(feature = "std")]
+    blocking: bool,
     _private: (),
 }
 
@@ -50,8 +56,25 @@ impl<const OPS: Selection> CpuDevice<OPS> {
         CpuDevice {
             #[cfg(feature = "threads")]
             threads: 1,
+            #[cfg(feature = "std")]
+            blocking: true,
             _private: (),
         }
+    }
+
+    /// The same device, its programs keeping tensors between convolutions channel-blocked
+    /// (`true`, the default, where this CPU has the blocked kernels) or every tensor in the
+    /// model's planar layout (`false`). Results are bit-identical either way.
+    #[cfg(feature = "std")]
+    pub const fn with_channel_blocking(self, blocking: bool) -> Self {
+        CpuDevice { blocking, ..self }
+    }
+
+    /// `plan` decoded once, as [`Device::prepare`] does: for a caller that runs its steps one
+    /// by one ([`CpuDevice::run_prepared_step`]).
+    #[cfg(feature = "std")]
+    pub fn program(&self, plan: &dyn Plan) -> Prepared {
+        Prepared::with_layouts(plan, self.blocking)
     }
 
     /// The same device, running the big kernels (matrix products, convolutions) on `threads`
@@ -68,7 +91,7 @@ impl<const OPS: Selection> CpuDevice<OPS> {
             } else {
                 threads
             },
-            _private: (),
+            ..self
         }
     }
 
@@ -111,8 +134,10 @@ impl<const OPS: Selection> CpuDevice<OPS> {
         arena: &mut [u8],
         weights: &[u8],
     ) -> Result<(), CpuError> {
-        match program.memo(position) {
-            Some(memo) => memo::with(memo, || self.run_step(step, arena, weights)),
+        match program.kept(position) {
+            Some((memo, layout)) => layout::with(layout, || {
+                memo::with(memo, || self.run_step(step, arena, weights))
+            }),
             None => self.run_step(step, arena, weights),
         }
     }
@@ -221,7 +246,7 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
 
     #[cfg(feature = "std")]
     fn prepare(&mut self, plan: &dyn Plan) -> Result<Prepared, CpuError> {
-        Ok(Prepared::new(plan))
+        Ok(self.program(plan))
     }
 
     #[cfg(not(feature = "std"))]
@@ -257,13 +282,15 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
 /// the state its kernels keep.
 #[cfg(feature = "std")]
 fn run_steps<'p, const OPS: Selection>(
-    steps: impl Iterator<Item = (ferrite_hal::Step<'p>, &'p mut StepMemo)>,
+    steps: impl Iterator<Item = (ferrite_hal::Step<'p>, &'p mut StepMemo, layout::StepLayout)>,
     weights: &[u8],
     arena: &mut [u8],
 ) -> Result<(), CpuError> {
-    for (step, memo) in steps {
-        memo::with(memo, || {
-            kernels::run_step_selected::<OPS>(&step, arena, weights)
+    for (step, memo, layout) in steps {
+        layout::with(layout, || {
+            memo::with(memo, || {
+                kernels::run_step_selected::<OPS>(&step, arena, weights)
+            })
         })?;
     }
     Ok(())

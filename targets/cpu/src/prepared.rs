@@ -3,6 +3,7 @@
 //! transformer of 48 small steps that decoding had been a sixth of the run. Microcontroller
 //! builds keep decoding each step as they run it (no heap, and flash for nothing).
 
+use crate::layout::StepLayout;
 use crate::memo::StepMemo;
 use ferrite_hal::device::ABSENT;
 use ferrite_hal::{Op, Plan, Step, TensorDesc, TensorList, Tensors};
@@ -20,10 +21,12 @@ pub struct Prepared {
     complete: bool,
 }
 
-/// One step: decoded, and the state its kernels keep ([`crate::memo`]).
+/// One step: decoded, the state its kernels keep ([`crate::memo`]) and its operands'
+/// layouts ([`crate::layout`]).
 struct PreparedStep {
     decoded: DecodedStep,
     memo: StepMemo,
+    layout: StepLayout,
 }
 
 /// A decoded step: its operand lists as little-endian tensor indices (as in the model).
@@ -58,8 +61,14 @@ impl Tensors for DescTable {
 }
 
 impl Prepared {
-    /// Decodes every step of `plan` and the tensors they name.
+    /// Decodes every step of `plan` and the tensors they name, and plans which tensors stay
+    /// channel-blocked between convolutions ([`crate::layout`]).
     pub fn new(plan: &dyn Plan) -> Prepared {
+        Prepared::with_layouts(plan, true)
+    }
+
+    /// [`Prepared::new`], with channel-blocked tensors only where `blocking` allows them.
+    pub fn with_layouts(plan: &dyn Plan, blocking: bool) -> Prepared {
         let mut table: Vec<Option<TensorDesc>> = Vec::new();
         let mut steps = Vec::with_capacity(plan.len());
         let incomplete = |table| Prepared {
@@ -97,11 +106,22 @@ impl Prepared {
                     scratch: step.scratch,
                 },
                 memo: StepMemo::default(),
+                layout: StepLayout::default(),
             });
+        }
+        let tensors = DescTable(table);
+        let views: Vec<Step<'_>> = steps.iter().map(|s| s.decoded.step(&tensors)).collect();
+        let layouts = match blocking {
+            true => crate::layout::plan(&views, &plan.inputs(), &plan.outputs()),
+            false => std::vec![StepLayout::default(); views.len()],
+        };
+        drop(views);
+        for (step, layout) in steps.iter_mut().zip(layouts) {
+            step.layout = layout;
         }
         Prepared {
             steps,
-            tensors: DescTable(table),
+            tensors,
             complete: true,
         }
     }
@@ -114,16 +134,21 @@ impl Prepared {
     }
 
     /// [`Prepared::steps`], each with its kept kernel state (which names operands by address:
-    /// a program runs with the plan it was prepared from, whose weights do not move).
+    /// a program runs with the plan it was prepared from, whose weights do not move) and its
+    /// layouts.
     pub(crate) fn steps_kept<'p>(
         &'p mut self,
         plan: &dyn Plan,
-    ) -> Option<impl Iterator<Item = (Step<'p>, &'p mut StepMemo)> + 'p> {
+    ) -> Option<impl Iterator<Item = (Step<'p>, &'p mut StepMemo, StepLayout)> + 'p> {
         let tensors = &self.tensors;
         (self.complete && self.steps.len() == plan.len()).then(|| {
             self.steps.iter_mut().map(move |s| {
-                let PreparedStep { decoded, memo } = s;
-                (decoded.step(tensors), memo)
+                let PreparedStep {
+                    decoded,
+                    memo,
+                    layout,
+                } = s;
+                (decoded.step(tensors), memo, *layout)
             })
         })
     }
@@ -131,5 +156,18 @@ impl Prepared {
     /// Step `position`'s kept kernel state, or `None` past the end.
     pub fn memo(&mut self, position: usize) -> Option<&mut StepMemo> {
         self.steps.get_mut(position).map(|s| &mut s.memo)
+    }
+
+    /// Step `position`'s layouts and kept kernel state, or `None` past the end.
+    pub(crate) fn kept(&mut self, position: usize) -> Option<(&mut StepMemo, StepLayout)> {
+        self.steps
+            .get_mut(position)
+            .map(|s| (&mut s.memo, s.layout))
+    }
+
+    /// How many tensors the program keeps channel-blocked between steps (outputs of steps
+    /// that write them blocked; see [`crate::layout`]).
+    pub fn blocked_tensors(&self) -> usize {
+        self.steps.iter().filter(|s| s.layout.output).count()
     }
 }

@@ -149,6 +149,7 @@ pub fn conv(
                     p.activation,
                     out_b,
                     constant_weights,
+                    false,
                 )
             {
                 activated &= super::conv_lanes::fuses(p.activation);
@@ -539,7 +540,9 @@ fn lanes_in_place(
             kernel: [kh, kw],
             rows: &inside,
         };
-        super::conv_lanes::run(&reading, weight, ocg, bias, activation, out, constant)
+        super::conv_lanes::run(
+            &reading, weight, ocg, bias, activation, out, constant, false,
+        )
     });
     TABLES.set((taps, inside));
     ran.then(|| super::conv_lanes::fuses(activation))
@@ -591,6 +594,7 @@ fn pointwise_lanes(
         activation,
         out,
         constant,
+        false,
     );
     TERMS.set(terms);
     ran
@@ -601,7 +605,7 @@ fn pointwise_lanes(
 /// px·sw + b)` (zero outside the input).
 #[cfg(feature = "std")]
 #[inline(always)]
-fn split_phases(
+pub(super) fn split_phases(
     planes: &mut [f32],
     x: &[f32],
     d: ConvDims,

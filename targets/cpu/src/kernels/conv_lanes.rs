@@ -322,11 +322,15 @@ impl Packed {
     }
 }
 
-/// One convolution group's output, `out[channel][pixel]`, from its input as `reading` says and
-/// its weights `[channels][k]`, plus `bias`, then `activation` where it [`fuses`] it. False,
+/// One convolution group's output, `out[channel][pixel]` (with `blocked_out`, channel-blocked:
+/// `out[channel / lanes][pixel][channel % lanes]`, see [`crate::layout`]), from its input as
+/// `reading` says and its weights `[channels][k]`, plus `bias`, then `activation` where it
+/// [`fuses`] it. False,
 /// with nothing written, where this CPU has no AVX2, the layer is one the in-place product
 /// runs faster, or an operand is shorter than the geometry needs (the caller runs its own
-/// kernels). `constant` weights are packed once per prepared step; others at every call.
+/// kernels), or a blocked output's channels are not whole vectors. `constant` weights are
+/// packed once per prepared step; others at every call.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn run(
     reading: &Reading<'_>,
     weights: &[f32],
@@ -335,6 +339,7 @@ pub(super) fn run(
     activation: Activation,
     out: &mut [f32],
     constant: bool,
+    blocked_out: bool,
 ) -> bool {
     let k = reading.taps.len();
     let [oh, ow] = reading.plane;
@@ -344,7 +349,7 @@ pub(super) fn run(
     let Some(plane) = oh.checked_mul(ow) else {
         return false;
     };
-    if plane == 0 || !pays(k, channels, plane, reading.step > 1, isa) {
+    if plane == 0 || !(blocked_out || pays(k, channels, plane, reading.step > 1, isa)) {
         return false;
     }
     compute(
@@ -353,9 +358,15 @@ pub(super) fn run(
         (weights, channels),
         bias,
         activation,
-        out,
+        (out, blocked_out),
         constant,
     )
+}
+
+/// The lanes of this CPU's vectors where [`run`] runs here (the channel block of a blocked
+/// layout), else `None`.
+pub(crate) fn lanes() -> Option<usize> {
+    Isa::here().map(Isa::lanes)
 }
 
 /// [`run`] with `isa`'s tiles, whether or not they pay; false where an operand is too short.
@@ -365,11 +376,14 @@ fn compute(
     (weights, channels): (&[f32], usize),
     bias: Option<&[f32]>,
     activation: Activation,
-    out: &mut [f32],
+    (out, blocked): (&mut [f32], bool),
     constant: bool,
 ) -> bool {
     let k = reading.taps.len();
     let [oh, ow] = reading.plane;
+    if blocked && !channels.is_multiple_of(isa.lanes()) {
+        return false;
+    }
     let Some(plane) = oh.checked_mul(ow).filter(|&p| p > 0) else {
         return false;
     };
@@ -422,6 +436,7 @@ fn compute(
         bias,
         finish,
         out: Output(out.as_mut_ptr()),
+        blocked,
         plane,
     };
     #[cfg(feature = "threads")]
@@ -459,6 +474,8 @@ struct Job<'a> {
     bias: Option<&'a [f32]>,
     finish: Finish,
     out: Output,
+    /// Whether the output is channel-blocked.
+    blocked: bool,
     plane: usize,
 }
 
@@ -526,6 +543,7 @@ impl Job<'_> {
             plane: self.plane,
             bias,
             finish: self.finish,
+            blocked: self.blocked,
         };
         let mut p0 = pixels.start;
         // The pixel tiles' bases, walked along the output rows.
@@ -565,7 +583,8 @@ impl Job<'_> {
             };
             #[allow(unsafe_code)]
             unsafe {
-                let out_at = self.out.0.add(p0);
+                // A blocked output's pixel p0 is a vector of lanes apart.
+                let out_at = self.out.0.add(if self.blocked { p0 * lanes } else { p0 });
                 // SAFETY: the instructions the packing is for are this CPU's (`Isa::here`).
                 match (isa, v) {
                     (Isa::Avx512, 1) => {
@@ -602,6 +621,9 @@ struct Block<'a> {
     bias: [f32; 48],
     /// What the tiles apply after the bias.
     finish: Finish,
+    /// Whether the output is channel-blocked: `out_at` is then pixel `p0`'s vector of the
+    /// first block of channels, and the tiles store each pixel's vectors as they are.
+    blocked: bool,
 }
 
 impl Block<'_> {
@@ -691,6 +713,17 @@ pub(super) mod avx512 {
             3..=4 => sums::<V, 4>(block, bases),
             _ => sums::<V, PIXELS>(block, bases),
         };
+        if block.blocked {
+            for j in 0..V {
+                let bias = _mm512_loadu_ps(block.bias.as_ptr().add(LANES * j));
+                let at = out_at.add((block.first / LANES + j) * block.plane * LANES);
+                for (i, acc) in acc.iter().enumerate().take(count) {
+                    let v = finish(block.finish, _mm512_add_ps(bias, acc[j]));
+                    _mm512_storeu_ps(at.add(i * LANES), v);
+                }
+            }
+            return;
+        }
         let (count, mask) = (stored, pixel_mask(stored));
         #[allow(clippy::needless_range_loop)]
         for j in 0..V {
@@ -834,12 +867,27 @@ pub(super) mod avx2 {
             2..=3 => sums::<V, 3>(block, bases),
             _ => sums::<V, TILE>(block, bases),
         };
-        let (count, mask) = (stored, pixel_mask(stored));
-        let zero = _mm256_setzero_ps();
         let clip = match block.finish {
             Finish::Clip(lo, hi) => Some(ClipBounds::new(lo, hi)),
             _ => None,
         };
+        let finish = |v: __m256| match (block.finish, clip) {
+            (Finish::Relu, _) => relu_lanes(v),
+            (_, Some(bounds)) => bounds.apply(v),
+            _ => v,
+        };
+        if block.blocked {
+            for j in 0..V {
+                let bias = _mm256_loadu_ps(block.bias.as_ptr().add(8 * j));
+                let at = out_at.add((block.first / 8 + j) * block.plane * 8);
+                for (i, acc) in acc.iter().enumerate().take(count) {
+                    _mm256_storeu_ps(at.add(i * 8), finish(_mm256_add_ps(bias, acc[j])));
+                }
+            }
+            return;
+        }
+        let (count, mask) = (stored, pixel_mask(stored));
+        let zero = _mm256_setzero_ps();
         #[allow(clippy::needless_range_loop)]
         for j in 0..V {
             // The bias and the activation before the transpose, as the AVX-512 tiles.
@@ -848,12 +896,7 @@ pub(super) mod avx2 {
                 if i >= TILE {
                     return zero;
                 }
-                let v = _mm256_add_ps(bias, acc[i][j]);
-                match (block.finish, clip) {
-                    (Finish::Relu, _) => relu_lanes(v),
-                    (_, Some(bounds)) => bounds.apply(v),
-                    _ => v,
-                }
+                finish(_mm256_add_ps(bias, acc[i][j]))
             }));
             for (c, row) in rows.iter().enumerate() {
                 let c = 8 * j + c;
@@ -965,7 +1008,11 @@ mod tests {
             .collect();
         let mut rng = Lcg(7);
         for case in 0..300 {
-            let channels = 1 + rng.below(70);
+            // One case in three a whole number of vectors (a blocked output runs too).
+            let channels = match rng.below(3) {
+                0 => 16 * (1 + rng.below(4)),
+                _ => 1 + rng.below(70),
+            };
             let k = 1 + rng.below(70);
             let (oh, ow) = (1 + rng.below(9), 1 + rng.below(13));
             let step = 1 + rng.below(2);
@@ -1024,7 +1071,7 @@ mod tests {
                     (&weights, channels),
                     bias.as_deref(),
                     activation,
-                    &mut out,
+                    (&mut out, false),
                     false,
                 );
                 assert!(ran, "case {case} {isa:?}");
@@ -1040,6 +1087,29 @@ mod tests {
                     out[channels * plane..].iter().all(|v| v.is_nan()),
                     "case {case}: wrote past the output"
                 );
+                // The channel-blocked output: the same values, each pixel's channels a vector.
+                let lanes = isa.lanes();
+                let whole = channels.div_ceil(lanes) * lanes;
+                let mut blocked = vec![f32::NAN; whole * plane + 3];
+                let ran = compute(
+                    isa,
+                    &reading,
+                    (&weights[..whole.min(channels) * k], whole.min(channels)),
+                    bias.as_deref(),
+                    activation,
+                    (&mut blocked, true),
+                    false,
+                );
+                assert_eq!(ran, channels == whole, "case {case} {isa:?} blocked");
+                if ran {
+                    let same = (0..channels * plane).all(|i| {
+                        let (c, p) = (i / plane, i % plane);
+                        let at = (c / lanes * plane + p) * lanes + c % lanes;
+                        blocked[at].to_bits() == want[i].to_bits()
+                    });
+                    assert!(same, "case {case} {isa:?} blocked: {channels} channels");
+                    assert!(blocked[whole * plane..].iter().all(|v| v.is_nan()));
+                }
             }
         }
     }
@@ -1068,7 +1138,7 @@ mod tests {
                 (&weights, 16),
                 None,
                 Activation::None,
-                &mut out,
+                (&mut out, false),
                 false,
             );
             let fits = plane == [2, 4];

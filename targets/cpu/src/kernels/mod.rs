@@ -5,6 +5,8 @@
 pub mod accumulate;
 pub mod conv;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
+pub(crate) mod conv_blocked;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod conv_lanes;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod depthwise_lanes;

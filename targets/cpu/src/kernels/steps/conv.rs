@@ -35,6 +35,15 @@ pub(super) fn run<const OPS: Selection>(
                 None => &mut [][..],
             };
             let out = f32s_mut(out)?;
+            #[cfg(feature = "std")]
+            {
+                let layout = crate::layout::current();
+                if layout.input || layout.output {
+                    let operands = (f32_in(0)?, f32_in(1)?, optional_f32(2)?);
+                    let constant = constant_weights(step);
+                    return blocked_conv::<OPS>(c, dims, operands, out, scratch, constant, layout);
+                }
+            }
             let activated = conv::conv(
                 c,
                 dims,
@@ -80,6 +89,60 @@ pub(super) fn run<const OPS: Selection>(
             conv_integer(step, c, dims, view, out)?
         }
         _ => return Err(CpuError::Unsupported),
+    }
+    Ok(())
+}
+
+/// A Conv step whose input or output is channel-blocked ([`crate::layout`]): the blocked
+/// kernels where they run it, else the planar kernels between layout changes (the same
+/// results; a program blocks only what the blocked kernels run, so this is a safety net).
+#[cfg(feature = "std")]
+#[allow(clippy::too_many_arguments)]
+fn blocked_conv<const OPS: Selection>(
+    c: &ferrite_hal::op::Conv,
+    dims: conv::ConvDims,
+    (x, w, b): (&[f32], &[f32], Option<&[f32]>),
+    out: &mut [f32],
+    scratch: &mut [f32],
+    constant: bool,
+    layout: crate::layout::StepLayout,
+) -> Result<(), CpuError> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(applied) =
+        crate::kernels::conv_blocked::conv(c, dims, x, w, b, out, constant, layout)
+    {
+        if !applied {
+            fused::<OPS>(c.activation, out);
+        }
+        return Ok(());
+    }
+    let lanes = crate::layout::block_lanes().ok_or(CpuError::CorruptPlan)?;
+    let input_plane = dims.h * dims.w;
+    let planar_x;
+    let x = match layout.input {
+        true => {
+            planar_x = {
+                let mut planar = std::vec![0.0f32; x.len()];
+                crate::layout::unblock(x, &mut planar, (dims.c, input_plane), lanes);
+                planar
+            };
+            &planar_x[..]
+        }
+        false => x,
+    };
+    let mut planar_out = match layout.output {
+        true => std::vec![0.0f32; out.len()],
+        false => std::vec::Vec::new(),
+    };
+    let target = match layout.output {
+        true => &mut planar_out[..],
+        false => &mut *out,
+    };
+    if !conv::conv(c, dims, x, w, b, target, scratch, constant) {
+        fused::<OPS>(c.activation, target);
+    }
+    if layout.output {
+        crate::layout::block(&planar_out, out, (dims.oc, dims.oh * dims.ow), lanes);
     }
     Ok(())
 }
