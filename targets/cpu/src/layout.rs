@@ -13,7 +13,7 @@
 //! The program decides at `prepare` ([`plan`]), tensor by tensor: a tensor of one image whose
 //! channels are whole blocks, written by one step and read by steps that all run it blocked (a
 //! convolution the blocked kernels take, `kernels::conv_blocked`; an elementwise step whose
-//! operands are all blocked), and whose bytes no other tensor reads while it lives (an in-place
+//! operands are all blocked; a global average pooling), and whose bytes no other tensor reads while it lives (an in-place
 //! Reshape's alias, a model output). Steps learn their layouts while they run (a thread-local
 //! set around each step). The blocked kernels form the channel-lane kernels' sums in the same
 //! order, so the outputs are the planar run's bit for bit wherever that run takes those kernels
@@ -322,6 +322,11 @@ fn unblocked_by(step: &Step<'_>, blocked: &BTreeSet<u32>) -> Vec<u32> {
                 blocked_ones(&all)
             }
         }
+        // Reads a blocked input (its output, one pixel a channel, is never blocked).
+        Op::GlobalAvgPool => blocked_ones(&all)
+            .into_iter()
+            .filter(|&i| Some(i) != ins.first().copied().flatten())
+            .collect(),
         _ => blocked_ones(&all),
     }
 }

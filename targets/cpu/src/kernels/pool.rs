@@ -206,10 +206,90 @@ pub fn global_avg_pool(x: &[f32], plane: usize, out: &mut [f32]) {
     }
 }
 
+/// [`global_avg_pool`] of a channel-blocked input (`[channel / lanes][pixel][channel % lanes]`,
+/// see `crate::layout`) into `out[channel]`: each channel's sum formed exactly as there (eight
+/// partial sums by pixel modulo eight from 32 pixels, else in order, from −0.0), for a block of
+/// channels at once.
+#[cfg(feature = "std")]
+#[inline]
+pub fn global_avg_pool_blocked(x: &[f32], plane: usize, lanes: usize, out: &mut [f32]) {
+    match lanes {
+        16 => blocks_average::<16>(x, plane, out),
+        8 => blocks_average::<8>(x, plane, out),
+        _ => {}
+    }
+}
+
+/// [`global_avg_pool_blocked`] for blocks of `L` channels (constant, so that a block's sums are
+/// vectors).
+#[cfg(feature = "std")]
+#[inline]
+fn blocks_average<const L: usize>(x: &[f32], plane: usize, out: &mut [f32]) {
+    if plane == 0 {
+        return;
+    }
+    let add = |sum: &mut [f32; L], pixel: &[f32]| {
+        for (s, &v) in sum.iter_mut().zip(pixel) {
+            *s += v;
+        }
+    };
+    for (block, outs) in x.chunks_exact(plane * L).zip(out.chunks_mut(L)) {
+        if plane >= 32 {
+            let mut partial = [[-0.0f32; L]; 8];
+            let mut eights = block.chunks_exact(8 * L);
+            for eight in &mut eights {
+                for (sum, pixel) in partial.iter_mut().zip(eight.chunks_exact(L)) {
+                    add(sum, pixel);
+                }
+            }
+            for (sum, pixel) in partial.iter_mut().zip(eights.remainder().chunks_exact(L)) {
+                add(sum, pixel);
+            }
+            let [a, b, cc, d, e, f, g, h] = &partial;
+            for (i, o) in outs.iter_mut().enumerate().take(L) {
+                let sum = ((a[i] + e[i]) + (cc[i] + g[i])) + ((b[i] + f[i]) + (d[i] + h[i]));
+                *o = sum / plane as f32;
+            }
+            continue;
+        }
+        let mut sum = [-0.0f32; L];
+        for pixel in block.chunks_exact(L) {
+            add(&mut sum, pixel);
+        }
+        for (o, sum) in outs.iter_mut().zip(sum) {
+            *o = sum / plane as f32;
+        }
+    }
+}
+
 #[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
     use std::vec::Vec;
+
+    /// The blocked form's means are the planar form's, bit for bit, on planes shorter and
+    /// longer than the partial sums take, for blocks of eight and sixteen channels.
+    #[test]
+    fn blocked_global_averages_equal_the_planar_ones() {
+        for lanes in [8, 16] {
+            for plane in [1, 5, 31, 32, 33, 64, 125] {
+                let channels = 2 * lanes;
+                let planar: Vec<f32> = (0..channels * plane)
+                    .map(|i| ((i * 7919 % 1009) as f32 - 500.0) / 37.0)
+                    .collect();
+                let mut blocked = std::vec![0.0; planar.len()];
+                crate::layout::block(&planar, &mut blocked, (channels, plane), lanes);
+                let (mut want, mut got) = (std::vec![0.0; channels], std::vec![1.0; channels]);
+                global_avg_pool(&planar, plane, &mut want);
+                global_avg_pool_blocked(&blocked, plane, lanes, &mut got);
+                let same = want
+                    .iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "{lanes} lanes, {plane} pixels");
+            }
+        }
+    }
 
     /// Global average pooling within a few units of rounding of the exact mean (f64), on planes
     /// shorter and longer than the host's partial sums take, with −0.0 planes kept −0.0.

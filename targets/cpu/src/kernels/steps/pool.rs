@@ -48,6 +48,12 @@ pub(super) fn run<const OPS: Selection>(
         Op::GlobalAvgPool if selects(OPS, OpKind::GlobalAvgPool) => {
             input!(step, x = 0);
             let plane = x.shape.product(2..x.shape.rank());
+            #[cfg(feature = "std")]
+            if crate::layout::current().input {
+                let lanes = crate::layout::block_lanes().ok_or(CpuError::CorruptPlan)?;
+                pool::global_avg_pool_blocked(f32_in(0)?, plane, lanes, f32s_mut(out)?);
+                return Ok(());
+            }
             pool::global_avg_pool(f32_in(0)?, plane, f32s_mut(out)?);
         }
         #[cfg(feature = "quantized")]
