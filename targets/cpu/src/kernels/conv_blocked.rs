@@ -202,7 +202,8 @@ fn padded(
         return false;
     };
     let (mut taps, mut inside, mut planes) = BUFFERS.take();
-    planes.clear();
+    // Every value is written below (rows and their padding): no fill first (it had been 2 %
+    // of ResNet-8's time).
     planes.resize(total, 0.0);
     // A blocked input is a planar one of `c / lanes` channels whose pixels are `lanes` floats
     // wide: the same row copies, every width times `lanes`.
