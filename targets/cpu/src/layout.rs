@@ -26,8 +26,8 @@
 
 use crate::kernels::conv::ConvDims;
 use core::cell::Cell;
-use ferrite_hal::op::Conv;
-use ferrite_hal::{DType, Location, Op, Step, TensorDesc, TensorList};
+use ferrite_hal::op::{BinaryOp, Conv};
+use ferrite_hal::{Activation, DType, Location, Op, Step, TensorDesc, TensorList};
 use std::collections::{BTreeMap, BTreeSet};
 use std::vec::Vec;
 
@@ -46,6 +46,8 @@ pub type StepLayout = Blocking;
 std::thread_local! {
     /// The running step's layouts (planar outside a prepared run).
     static CURRENT: Cell<StepLayout> = const { Cell::new(Blocking { input: false, output: false }) };
+    /// The activation of the residual Add fused into the running convolution, if one is.
+    static RESIDUAL: Cell<Option<Activation>> = const { Cell::new(None) };
 }
 
 /// The running step's layouts.
@@ -53,16 +55,29 @@ pub(crate) fn current() -> StepLayout {
     CURRENT.get()
 }
 
-/// Runs `step` with `layout` as the running step's layouts.
-pub(crate) fn with<R>(layout: StepLayout, step: impl FnOnce() -> R) -> R {
+/// The activation of the residual Add fused into the running convolution (see [`Fusion`]),
+/// whose other operand is then the step's input 3 and whose output is the step's.
+pub(crate) fn residual() -> Option<Activation> {
+    RESIDUAL.get()
+}
+
+/// Runs `step` with `layout` as the running step's layouts and `residual` as its fused Add's
+/// activation.
+pub(crate) fn with<R>(
+    layout: StepLayout,
+    residual: Option<Activation>,
+    step: impl FnOnce() -> R,
+) -> R {
     /// Puts the planar layout back, also if the step unwinds.
     struct Reset;
     impl Drop for Reset {
         fn drop(&mut self) {
             CURRENT.set(Blocking::default());
+            RESIDUAL.set(None);
         }
     }
     CURRENT.set(layout);
+    RESIDUAL.set(residual);
     let _reset = Reset;
     step()
 }
@@ -329,6 +344,111 @@ fn unblocked_by(step: &Step<'_>, blocked: &BTreeSet<u32>) -> Vec<u32> {
             .collect(),
         _ => blocked_ones(&all),
     }
+}
+
+/// A residual Add fused into the convolution just before it: the convolution writes the Add's
+/// output, adding the Add's other operand to each sum before the Add's activation (what
+/// onnxruntime's NCHWc convolutions do with a "sum" input). The same operations in the same
+/// order as the two steps, so the same results; the Add's memory traffic saved (ResNet-8's
+/// three, 4.7 µs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Fusion {
+    /// The convolution's step.
+    pub conv: usize,
+    /// The Add's step (then skipped).
+    pub add: usize,
+    /// The Add's other operand (a tensor index).
+    pub residual: u32,
+    /// The Add's output (a tensor index), which the convolution then writes.
+    pub output: u32,
+    /// The Add's activation.
+    pub activation: Activation,
+}
+
+/// The residual Adds of `steps` (with their `layouts`, from [`plan`]) that fuse into the
+/// convolution just before them: an Add (activation none, Relu or Clip) of two blocked tensors
+/// of one shape into a blocked one, one of them the output of a one-group convolution without
+/// activation that nothing else reads and that is not a model output; the Add's output neither
+/// overlapping the convolution's input or scratch nor partly the other operand (it may be the
+/// other operand's bytes: an Add in place; each value is then read before it is written).
+pub fn residual_fusions(
+    steps: &[Step<'_>],
+    layouts: &[StepLayout],
+    outputs: &TensorList<'_>,
+) -> Vec<Fusion> {
+    let mut readers: BTreeMap<u32, usize> = BTreeMap::new();
+    for step in steps {
+        for i in 0..step.inputs.len() {
+            if let Some(index) = step.inputs.index(i) {
+                *readers.entry(index).or_default() += 1;
+            }
+        }
+    }
+    let model_output = |i: u32| (0..outputs.len()).any(|o| outputs.index(o) == Some(i));
+    let overlap = |a: Option<core::ops::Range<usize>>, b: Option<core::ops::Range<usize>>| {
+        a.zip(b)
+            .is_some_and(|(a, b)| a.start < b.end && b.start < a.end && !a.is_empty())
+    };
+    let mut fusions = Vec::new();
+    for add in 1..steps.len() {
+        let (conv, step) = (add - 1, &steps[add]);
+        let Op::Binary {
+            op: BinaryOp::Add,
+            activation,
+        } = step.op
+        else {
+            continue;
+        };
+        let Op::Conv(c) = steps[conv].op else {
+            continue;
+        };
+        let fusable = matches!(
+            activation,
+            Activation::None | Activation::Relu | Activation::Clip { .. }
+        ) && c.activation == Activation::None
+            && c.group == 1
+            && layouts[conv].output
+            && layouts[add].input
+            && layouts[add].output
+            && step.inputs.len() == 2;
+        let conv_out = steps[conv].outputs.index(0);
+        let (Some(t), Some(a), Some(b), Some(y)) = (
+            conv_out,
+            step.inputs.index(0),
+            step.inputs.index(1),
+            step.outputs.index(0),
+        ) else {
+            continue;
+        };
+        let other = match (a == t, b == t) {
+            (true, false) => b,
+            (false, true) => a,
+            _ => continue,
+        };
+        let desc = |list: &TensorList<'_>, i: usize| list.get(i).and_then(|d| bytes(&d));
+        let (y_bytes, other_bytes) = (
+            desc(&step.outputs, 0),
+            desc(&step.inputs, usize::from(a == t)),
+        );
+        let x_bytes = desc(&steps[conv].inputs, 0);
+        let scratch = steps[conv].scratch.and_then(|d| bytes(&d));
+        let places = y_bytes.is_some()
+            && other_bytes.is_some()
+            && (y_bytes == other_bytes || !overlap(y_bytes.clone(), other_bytes.clone()))
+            && !overlap(y_bytes.clone(), x_bytes)
+            && !overlap(y_bytes, scratch.clone())
+            && !overlap(other_bytes, scratch);
+        if fusable && places && readers.get(&t) == Some(&1) && !model_output(t) {
+            fusions.push(Fusion {
+                conv,
+                add,
+                residual: other,
+                output: y,
+                activation,
+            });
+        }
+    }
+    fusions
 }
 
 /// Whether the blocked convolution kernels run `c` of dimensions `d` with `blocking`.

@@ -123,8 +123,9 @@ impl<const OPS: Selection> CpuDevice<OPS> {
     }
 
     /// [`CpuDevice::run_step`] for step `position` of the plan `program` was prepared from,
-    /// with the kernel state the program keeps for it (built at its first run): what a
-    /// prepared run costs per step, for a profiler.
+    /// as the program runs it (its layouts, a fused step's operands, nothing for a step fused
+    /// into the one before), with the kernel state the program keeps for it (built at its
+    /// first run): what a prepared run costs per step, for a profiler.
     #[cfg(feature = "std")]
     pub fn run_prepared_step(
         &self,
@@ -134,9 +135,12 @@ impl<const OPS: Selection> CpuDevice<OPS> {
         arena: &mut [u8],
         weights: &[u8],
     ) -> Result<(), CpuError> {
+        // The program's own form of the step where it has one (a fused convolution's operands
+        // differ from the plan's).
         match program.kept(position) {
-            Some((memo, layout)) => layout::with(layout, || {
-                memo::with(memo, || self.run_step(step, arena, weights))
+            Some((_, _, kept)) if kept.fused_away => Ok(()),
+            Some((own, memo, kept)) => layout::with(kept.layout, kept.residual, || {
+                memo::with(memo, || self.run_step(&own, arena, weights))
             }),
             None => self.run_step(step, arena, weights),
         }
@@ -282,12 +286,15 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
 /// the state its kernels keep.
 #[cfg(feature = "std")]
 fn run_steps<'p, const OPS: Selection>(
-    steps: impl Iterator<Item = (ferrite_hal::Step<'p>, &'p mut StepMemo, layout::StepLayout)>,
+    steps: impl Iterator<Item = (ferrite_hal::Step<'p>, &'p mut StepMemo, prepared::Kept)>,
     weights: &[u8],
     arena: &mut [u8],
 ) -> Result<(), CpuError> {
-    for (step, memo, layout) in steps {
-        layout::with(layout, || {
+    for (step, memo, kept) in steps {
+        if kept.fused_away {
+            continue;
+        }
+        layout::with(kept.layout, kept.residual, || {
             memo::with(memo, || {
                 kernels::run_step_selected::<OPS>(&step, arena, weights)
             })

@@ -6,7 +6,7 @@
 use crate::layout::StepLayout;
 use crate::memo::StepMemo;
 use ferrite_hal::device::ABSENT;
-use ferrite_hal::{Op, Plan, Step, TensorDesc, TensorList, Tensors};
+use ferrite_hal::{Activation, Op, Plan, Step, TensorDesc, TensorList, Tensors};
 use std::vec::Vec;
 
 /// Tensor indices past this are not cached (a verified plan has far fewer tensors; a plan
@@ -21,12 +21,25 @@ pub struct Prepared {
     complete: bool,
 }
 
+/// What a program planned for one step: its operands' layouts, a fused residual Add's
+/// activation, and whether it was fused into the step before it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Kept {
+    pub(crate) layout: StepLayout,
+    pub(crate) residual: Option<Activation>,
+    pub(crate) fused_away: bool,
+}
+
 /// One step: decoded, the state its kernels keep ([`crate::memo`]) and its operands'
 /// layouts ([`crate::layout`]).
 struct PreparedStep {
     decoded: DecodedStep,
     memo: StepMemo,
     layout: StepLayout,
+    /// The activation of a residual Add fused into this convolution ([`crate::layout::Fusion`]).
+    residual: Option<Activation>,
+    /// Whether the step was fused into the one before it (it then runs nothing).
+    fused_away: bool,
 }
 
 /// A decoded step: its operand lists as little-endian tensor indices (as in the model).
@@ -107,6 +120,8 @@ impl Prepared {
                 },
                 memo: StepMemo::default(),
                 layout: StepLayout::default(),
+                residual: None,
+                fused_away: false,
             });
         }
         let tensors = DescTable(table);
@@ -115,9 +130,30 @@ impl Prepared {
             true => crate::layout::plan(&views, &plan.inputs(), &plan.outputs()),
             false => std::vec![StepLayout::default(); views.len()],
         };
+        let fusions = match blocking {
+            true => crate::layout::residual_fusions(&views, &layouts, &plan.outputs()),
+            false => Vec::new(),
+        };
         drop(views);
         for (step, layout) in steps.iter_mut().zip(layouts) {
             step.layout = layout;
+        }
+        for fusion in fusions {
+            // The convolution writes the Add's output and reads its other operand as input 3.
+            let Some(conv) = steps.get_mut(fusion.conv) else {
+                continue;
+            };
+            let inputs = &mut conv.decoded.inputs;
+            while inputs.len() < 3 * 4 {
+                inputs.extend_from_slice(&ABSENT.to_le_bytes());
+            }
+            inputs.truncate(3 * 4);
+            inputs.extend_from_slice(&fusion.residual.to_le_bytes());
+            conv.decoded.outputs = fusion.output.to_le_bytes().to_vec();
+            conv.residual = Some(fusion.activation);
+            if let Some(add) = steps.get_mut(fusion.add) {
+                add.fused_away = true;
+            }
         }
         Prepared {
             steps,
@@ -139,7 +175,7 @@ impl Prepared {
     pub(crate) fn steps_kept<'p>(
         &'p mut self,
         plan: &dyn Plan,
-    ) -> Option<impl Iterator<Item = (Step<'p>, &'p mut StepMemo, StepLayout)> + 'p> {
+    ) -> Option<impl Iterator<Item = (Step<'p>, &'p mut StepMemo, Kept)> + 'p> {
         let tensors = &self.tensors;
         (self.complete && self.steps.len() == plan.len()).then(|| {
             self.steps.iter_mut().map(move |s| {
@@ -147,8 +183,15 @@ impl Prepared {
                     decoded,
                     memo,
                     layout,
+                    residual,
+                    fused_away,
                 } = s;
-                (decoded.step(tensors), memo, *layout)
+                let kept = Kept {
+                    layout: *layout,
+                    residual: *residual,
+                    fused_away: *fused_away,
+                };
+                (decoded.step(tensors), memo, kept)
             })
         })
     }
@@ -158,11 +201,23 @@ impl Prepared {
         self.steps.get_mut(position).map(|s| &mut s.memo)
     }
 
-    /// Step `position`'s layouts and kept kernel state, or `None` past the end.
-    pub(crate) fn kept(&mut self, position: usize) -> Option<(&mut StepMemo, StepLayout)> {
-        self.steps
-            .get_mut(position)
-            .map(|s| (&mut s.memo, s.layout))
+    /// Step `position` as the program runs it (a convolution with a residual Add fused in
+    /// writes the Add's output and reads its other operand, see [`crate::layout::Fusion`]),
+    /// its kept kernel state and what the program planned for it; `None` past the end or where
+    /// the plan did not decode.
+    pub(crate) fn kept(&mut self, position: usize) -> Option<(Step<'_>, &mut StepMemo, Kept)> {
+        if !self.complete {
+            return None;
+        }
+        let tensors = &self.tensors;
+        self.steps.get_mut(position).map(move |s| {
+            let kept = Kept {
+                layout: s.layout,
+                residual: s.residual,
+                fused_away: s.fused_away,
+            };
+            (s.decoded.step(tensors), &mut s.memo, kept)
+        })
     }
 
     /// How many tensors the program keeps channel-blocked between steps (outputs of steps

@@ -540,8 +540,9 @@ fn lanes_in_place(
             kernel: [kh, kw],
             rows: &inside,
         };
+        let store = (false, super::conv_lanes::Residual::None);
         super::conv_lanes::run(
-            &reading, weight, ocg, bias, activation, out, constant, false,
+            &reading, weight, ocg, bias, activation, out, constant, store,
         )
     });
     TABLES.set((taps, inside));
@@ -594,7 +595,7 @@ fn pointwise_lanes(
         activation,
         out,
         constant,
-        false,
+        (false, super::conv_lanes::Residual::None),
     );
     TERMS.set(terms);
     ran

@@ -10,6 +10,7 @@
 //! same order, so every output is bit for bit the planar kernels'.
 
 use super::conv::{split_phases, ConvDims};
+pub(crate) use super::conv_lanes::Residual;
 pub(crate) use crate::layout::Blocking;
 use ferrite_hal::op::{Conv, Window};
 use std::vec::Vec;
@@ -51,9 +52,10 @@ fn depthwise_shape(win: &Window) -> bool {
     win.kernel == [3, 3] && win.dilation == [1, 1] && sh == sw && (sh == 1 || sh == 2)
 }
 
-/// A convolution with `blocking` (see [`runs`]): `Some(whether the activation was applied)`,
-/// or `None` with nothing written where it does not run (the caller then changes the layouts
-/// around the planar kernels).
+/// A convolution with `blocking` (see [`runs`]), adding `residual` to each sum before the
+/// activation (a fused Add; one group, blocked output only): `Some(whether the activation was
+/// applied)`, or `None` with nothing written where it does not run (the caller then changes
+/// the layouts around the planar kernels).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv(
     p: &Conv,
@@ -63,9 +65,13 @@ pub(crate) fn conv(
     bias: Option<&[f32]>,
     out: &mut [f32],
     constant: bool,
-    blocking: Blocking,
+    (blocking, residual): (Blocking, Residual<'_>),
 ) -> Option<bool> {
     if !runs(p, d, blocking) {
+        return None;
+    }
+    let fused_residual = !matches!(residual, Residual::None);
+    if fused_residual && (p.group != 1 || !blocking.output) {
         return None;
     }
     let win = &p.window;
@@ -84,7 +90,7 @@ pub(crate) fn conv(
             (weight, bias),
             p,
             out,
-            (constant, blocking),
+            (constant, (blocking, residual)),
             lanes,
         )
     } else {
@@ -95,7 +101,7 @@ pub(crate) fn conv(
             (weight, bias),
             p,
             out,
-            (constant, blocking),
+            (constant, (blocking, residual)),
             lanes,
         )
     };
@@ -119,7 +125,7 @@ fn pointwise(
     (weight, bias): (&[f32], Option<&[f32]>),
     p: &Conv,
     out: &mut [f32],
-    (constant, blocking): (bool, Blocking),
+    (constant, (blocking, residual)): (bool, (Blocking, Residual<'_>)),
     lanes: usize,
 ) -> bool {
     let [sh, sw] = win.stride;
@@ -156,7 +162,7 @@ fn pointwise(
         p.activation,
         out,
         constant,
-        blocking.output,
+        (blocking.output, residual),
     );
     BUFFERS.set((terms, rows, padded));
     ran
@@ -174,7 +180,7 @@ fn padded(
     (weight, bias): (&[f32], Option<&[f32]>),
     p: &Conv,
     out: &mut [f32],
-    (constant, blocking): (bool, Blocking),
+    (constant, (blocking, residual)): (bool, (Blocking, Residual<'_>)),
     lanes: usize,
 ) -> bool {
     let [kh, kw] = win.kernel;
@@ -278,7 +284,7 @@ fn padded(
         p.activation,
         out,
         constant,
-        blocking.output,
+        (blocking.output, residual),
     );
     BUFFERS.set((taps, inside, planes));
     ran

@@ -339,7 +339,7 @@ pub(super) fn run(
     activation: Activation,
     out: &mut [f32],
     constant: bool,
-    blocked_out: bool,
+    (blocked_out, residual): (bool, Residual<'_>),
 ) -> bool {
     let k = reading.taps.len();
     let [oh, ow] = reading.plane;
@@ -358,9 +358,22 @@ pub(super) fn run(
         (weights, channels),
         bias,
         activation,
-        (out, blocked_out),
+        (out, blocked_out, residual),
         constant,
     )
+}
+
+/// What a blocked output's tiles add to each sum before the activation (a residual Add fused
+/// into the convolution before it): nothing, the output's own values (an Add written in place
+/// of its other operand), or another tensor's, laid out as the output.
+#[derive(Clone, Copy)]
+pub(crate) enum Residual<'a> {
+    /// Nothing.
+    None,
+    /// The output's values before the tiles store theirs.
+    Output,
+    /// This tensor's values.
+    Tensor(&'a [f32]),
 }
 
 /// The lanes of this CPU's vectors where [`run`] runs here (the channel block of a blocked
@@ -376,7 +389,7 @@ fn compute(
     (weights, channels): (&[f32], usize),
     bias: Option<&[f32]>,
     activation: Activation,
-    (out, blocked): (&mut [f32], bool),
+    (out, blocked, residual): (&mut [f32], bool, Residual<'_>),
     constant: bool,
 ) -> bool {
     let k = reading.taps.len();
@@ -384,6 +397,14 @@ fn compute(
     if blocked && !channels.is_multiple_of(isa.lanes()) {
         return false;
     }
+    // A residual only with a blocked output, and as long as it.
+    let residual = match residual {
+        Residual::None => None,
+        _ if !blocked => return false,
+        Residual::Output => Some(out.as_ptr()),
+        Residual::Tensor(r) if r.len() >= out.len() => Some(r.as_ptr()),
+        Residual::Tensor(_) => return false,
+    };
     let Some(plane) = oh.checked_mul(ow).filter(|&p| p > 0) else {
         return false;
     };
@@ -437,6 +458,7 @@ fn compute(
         finish,
         out: Output(out.as_mut_ptr()),
         blocked,
+        residual: residual.map(Input),
         plane,
     };
     #[cfg(feature = "threads")]
@@ -476,8 +498,21 @@ struct Job<'a> {
     out: Output,
     /// Whether the output is channel-blocked.
     blocked: bool,
+    /// What the tiles add before the activation (see [`Residual`]), from its first value.
+    residual: Option<Input>,
     plane: usize,
 }
+
+/// A residual's first value, read by the parts of a threaded run (each the values of the
+/// outputs it writes, before it writes them).
+#[derive(Clone, Copy)]
+struct Input(*const f32);
+
+// SAFETY: read only, each value by the one part that writes the output at its place.
+#[allow(unsafe_code)]
+unsafe impl Send for Input {}
+#[allow(unsafe_code)]
+unsafe impl Sync for Input {}
 
 impl Job<'_> {
     /// The packing of the tile whose pixels lie in output rows `first..=last`: the variant
@@ -544,6 +579,7 @@ impl Job<'_> {
             bias,
             finish: self.finish,
             blocked: self.blocked,
+            residual: core::ptr::null(),
         };
         let mut p0 = pixels.start;
         // The pixel tiles' bases, walked along the output rows.
@@ -585,6 +621,9 @@ impl Job<'_> {
             unsafe {
                 // A blocked output's pixel p0 is a vector of lanes apart.
                 let out_at = self.out.0.add(if self.blocked { p0 * lanes } else { p0 });
+                if let Some(residual) = self.residual {
+                    block_at.residual = residual.0.add(p0 * lanes);
+                }
                 // SAFETY: the instructions the packing is for are this CPU's (`Isa::here`).
                 match (isa, v) {
                     (Isa::Avx512, 1) => {
@@ -624,6 +663,9 @@ struct Block<'a> {
     /// Whether the output is channel-blocked: `out_at` is then pixel `p0`'s vector of the
     /// first block of channels, and the tiles store each pixel's vectors as they are.
     blocked: bool,
+    /// A blocked output's residual at the tile's `out_at` (null: none), added to each sum
+    /// after the bias, before the activation.
+    residual: *const f32,
 }
 
 impl Block<'_> {
@@ -716,10 +758,15 @@ pub(super) mod avx512 {
         if block.blocked {
             for j in 0..V {
                 let bias = _mm512_loadu_ps(block.bias.as_ptr().add(LANES * j));
-                let at = out_at.add((block.first / LANES + j) * block.plane * LANES);
+                let offset = (block.first / LANES + j) * block.plane * LANES;
+                let at = out_at.add(offset);
                 for (i, acc) in acc.iter().enumerate().take(count) {
-                    let v = finish(block.finish, _mm512_add_ps(bias, acc[j]));
-                    _mm512_storeu_ps(at.add(i * LANES), v);
+                    let mut v = _mm512_add_ps(bias, acc[j]);
+                    if !block.residual.is_null() {
+                        let r = _mm512_loadu_ps(block.residual.add(offset + i * LANES));
+                        v = _mm512_add_ps(v, r);
+                    }
+                    _mm512_storeu_ps(at.add(i * LANES), finish(block.finish, v));
                 }
             }
             return;
@@ -879,9 +926,15 @@ pub(super) mod avx2 {
         if block.blocked {
             for j in 0..V {
                 let bias = _mm256_loadu_ps(block.bias.as_ptr().add(8 * j));
-                let at = out_at.add((block.first / 8 + j) * block.plane * 8);
+                let offset = (block.first / 8 + j) * block.plane * 8;
+                let at = out_at.add(offset);
                 for (i, acc) in acc.iter().enumerate().take(count) {
-                    _mm256_storeu_ps(at.add(i * 8), finish(_mm256_add_ps(bias, acc[j])));
+                    let mut v = _mm256_add_ps(bias, acc[j]);
+                    if !block.residual.is_null() {
+                        let r = _mm256_loadu_ps(block.residual.add(offset + i * 8));
+                        v = _mm256_add_ps(v, r);
+                    }
+                    _mm256_storeu_ps(at.add(i * 8), finish(v));
                 }
             }
             return;
@@ -1071,7 +1124,7 @@ mod tests {
                     (&weights, channels),
                     bias.as_deref(),
                     activation,
-                    (&mut out, false),
+                    (&mut out, false, Residual::None),
                     false,
                 );
                 assert!(ran, "case {case} {isa:?}");
@@ -1097,7 +1150,7 @@ mod tests {
                     (&weights[..whole.min(channels) * k], whole.min(channels)),
                     bias.as_deref(),
                     activation,
-                    (&mut blocked, true),
+                    (&mut blocked, true, Residual::None),
                     false,
                 );
                 assert_eq!(ran, channels == whole, "case {case} {isa:?} blocked");
@@ -1138,7 +1191,7 @@ mod tests {
                 (&weights, 16),
                 None,
                 Activation::None,
-                (&mut out, false),
+                (&mut out, false, Residual::None),
                 false,
             );
             let fits = plane == [2, 4];

@@ -41,6 +41,15 @@ pub(super) fn run<const OPS: Selection>(
                 if layout.input || layout.output {
                     let operands = (f32_in(0)?, f32_in(1)?, optional_f32(2)?);
                     let constant = constant_weights(step);
+                    if let Some(activation) = crate::layout::residual() {
+                        // A residual Add fused in: its other operand is input 3.
+                        let other = step.inputs.get(3).ok_or(CpuError::CorruptPlan)?;
+                        let residual = view.src(&other)?;
+                        let job = (layout, residual, activation);
+                        return residual_conv::<OPS>(
+                            c, dims, operands, out, scratch, constant, job,
+                        );
+                    }
                     return blocked_conv::<OPS>(c, dims, operands, out, scratch, constant, layout);
                 }
             }
@@ -108,9 +117,16 @@ fn blocked_conv<const OPS: Selection>(
     layout: crate::layout::StepLayout,
 ) -> Result<(), CpuError> {
     #[cfg(target_arch = "x86_64")]
-    if let Some(applied) =
-        crate::kernels::conv_blocked::conv(c, dims, x, w, b, out, constant, layout)
-    {
+    if let Some(applied) = crate::kernels::conv_blocked::conv(
+        c,
+        dims,
+        x,
+        w,
+        b,
+        out,
+        constant,
+        (layout, crate::kernels::conv_blocked::Residual::None),
+    ) {
         if !applied {
             fused::<OPS>(c.activation, out);
         }
@@ -144,6 +160,54 @@ fn blocked_conv<const OPS: Selection>(
     if layout.output {
         crate::layout::block(&planar_out, out, (dims.oc, dims.oh * dims.ow), lanes);
     }
+    Ok(())
+}
+
+/// A Conv step with the residual Add after it fused in ([`crate::layout`]): `out` is the
+/// Add's output, `residual` its other operand (the output's own bytes where the Add was
+/// written in place of it), `activation` the Add's. The blocked kernels add it as they store;
+/// else the convolution alone, then the Add and its activation: the same operations, in the
+/// same order, as the two steps.
+#[cfg(feature = "std")]
+#[allow(clippy::too_many_arguments)]
+fn residual_conv<const OPS: Selection>(
+    c: &ferrite_hal::op::Conv,
+    dims: conv::ConvDims,
+    operands: (&[f32], &[f32], Option<&[f32]>),
+    out: &mut [f32],
+    scratch: &mut [f32],
+    constant: bool,
+    (layout, residual, activation): (crate::layout::StepLayout, Src<'_>, Activation),
+) -> Result<(), CpuError> {
+    let other = match residual {
+        Src::Bytes(bytes) => Some(f32s(bytes)?),
+        Src::Output => None,
+    };
+    #[cfg(target_arch = "x86_64")]
+    {
+        use crate::kernels::conv_blocked::{self, Residual};
+        let with_add = ferrite_hal::op::Conv { activation, ..*c };
+        let residual = other.map_or(Residual::Output, Residual::Tensor);
+        let (x, w, b) = operands;
+        let store = (layout, residual);
+        if let Some(applied) = conv_blocked::conv(&with_add, dims, x, w, b, out, constant, store) {
+            if !applied {
+                fused::<OPS>(activation, out);
+            }
+            return Ok(());
+        }
+    }
+    let mut sums = std::vec![0.0f32; out.len()];
+    blocked_conv::<OPS>(c, dims, operands, &mut sums, scratch, constant, layout)?;
+    match other {
+        Some(other) => {
+            for ((o, s), r) in out.iter_mut().zip(&sums).zip(other) {
+                *o = s + r;
+            }
+        }
+        None => out.iter_mut().zip(&sums).for_each(|(o, s)| *o += s),
+    }
+    fused::<OPS>(activation, out);
     Ok(())
 }
 
