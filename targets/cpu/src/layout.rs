@@ -170,8 +170,13 @@ pub fn plan(
         })
         .map(|(&index, _)| index)
         .collect();
-    // Unblock what a step cannot run blocked until every step can (only ever fewer).
-    loop {
+    // Unblock what a step cannot run blocked until every step can (only ever fewer). A real
+    // model settles in a few passes (each unblocking spreads along a chain); a plan that does
+    // not within `PASSES` keeps everything planar, so that no plan costs more than `PASSES`
+    // passes over its steps.
+    const PASSES: usize = 64;
+    let mut settled = false;
+    for _ in 0..PASSES {
         let mut changed = false;
         for step in steps {
             for index in unblocked_by(step, &blocked) {
@@ -179,8 +184,12 @@ pub fn plan(
             }
         }
         if !changed {
+            settled = true;
             break;
         }
+    }
+    if !settled {
+        return planar;
     }
     let is = |list: &TensorList<'_>| list.index(0).is_some_and(|i| blocked.contains(&i));
     steps
