@@ -202,13 +202,21 @@ pub fn conv(
             if win.kernel == [1, 1]
                 && win.pads == [0; 4]
                 && g == 1
-                && pointwise_lanes(
-                    (win, d, x_g),
-                    (w_g, ocg),
-                    bias_g,
+                && super::conv_blocked::pointwise(
+                    win,
+                    d,
+                    x_g,
+                    (w_g, bias_g),
                     p.activation,
                     out_g,
-                    constant_weights,
+                    (
+                        constant_weights,
+                        (
+                            super::conv_blocked::Blocking::default(),
+                            super::conv_lanes::Residual::None,
+                        ),
+                    ),
+                    super::conv_lanes::lanes().unwrap_or(1),
                 )
             {
                 activated &= super::conv_lanes::fuses(p.activation);
@@ -399,16 +407,16 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bo
     let (planes, rest) = scratch.split_at_mut(padded);
     #[cfg(target_arch = "x86_64")]
     if super::conv_lanes::will_run(k, ocg, plane, false) {
-        if let Some(applied) = lanes_in_place(
-            &(win, d, icg, ocg),
-            x,
-            planes,
-            (weight, bias),
-            activation,
-            out,
-            constant,
-        ) {
-            return Some(applied);
+        use super::conv_blocked::{padded, Blocking, Residual};
+        let group = ConvDims {
+            c: icg,
+            oc: ocg,
+            ..d
+        };
+        let store = (constant, (Blocking::default(), Residual::None));
+        let lanes = super::conv_lanes::lanes().unwrap_or(1);
+        if padded(win, group, x, (weight, bias), activation, out, store, lanes) {
+            return Some(super::conv_lanes::fuses(activation));
         }
     }
     let band_rows = (rest.len() / band_row).min(d.oh);
@@ -465,140 +473,6 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bo
     }
     TAPS.set(taps);
     Some(false)
-}
-
-/// [`in_place`] with the output channels across the lanes ([`super::conv_lanes`]): the group's
-/// input copied once into one zero-padded plane a channel (no phase split: the tiles read it at
-/// the stride), each output row's kernel rows inside the input noted so that tiles of rows
-/// that read padding only leave those terms out. `Some(whether the activation was applied)`,
-/// or `None` where `planes` is too short or the kernel declines (the caller then writes its
-/// phase planes over the copy).
-#[cfg(all(feature = "std", target_arch = "x86_64"))]
-fn lanes_in_place(
-    &(win, d, icg, ocg): &(&Window, ConvDims, usize, usize),
-    x: &[f32],
-    planes: &mut [f32],
-    (weight, bias): (&[f32], Option<&[f32]>),
-    activation: Activation,
-    out: &mut [f32],
-    constant: bool,
-) -> Option<bool> {
-    use core::cell::Cell;
-    use std::vec::Vec;
-    std::thread_local! {
-        /// Reused tables: the taps' offsets, each output row's kernel rows inside the input.
-        static TABLES: Cell<(Vec<usize>, Vec<u32>)> = const { Cell::new((Vec::new(), Vec::new())) };
-    }
-    let [kh, kw] = win.kernel;
-    let [sh, sw] = win.stride;
-    let [dh, dw] = win.dilation;
-    // Every tap of every output: rows 0..(oh − 1)·sh + (kh − 1)·dh + 1 of the padded input.
-    let rows = (d.oh.checked_sub(1)?)
-        .checked_mul(sh)?
-        .checked_add((kh.checked_sub(1)?).checked_mul(dh)?)?
-        .checked_add(1)?;
-    let cols = (d.ow.checked_sub(1)?)
-        .checked_mul(sw)?
-        .checked_add((kw.checked_sub(1)?).checked_mul(dw)?)?
-        .checked_add(1)?;
-    let channel = rows.checked_mul(cols)?;
-    let planes = planes.get_mut(..icg.checked_mul(channel)?)?;
-    let unit = Window {
-        stride: [1, 1],
-        ..*win
-    };
-    split_phases(planes, x, d, icg, &unit, [rows, cols]);
-    let (mut taps, mut inside) = TABLES.take();
-    taps.clear();
-    for c in 0..icg {
-        for ky in 0..kh {
-            for kx in 0..kw {
-                taps.push(c * channel + ky * dh * cols + kx * dw);
-            }
-        }
-    }
-    // Per output row, the kernel rows inside the input (bit ky): input row oy·sh + ky·dh − pt
-    // within 0..h. Kernels of more than 32 rows read them all (no table).
-    inside.clear();
-    if kh <= 32 {
-        inside.extend((0..d.oh).map(|oy| {
-            (0..kh)
-                .filter(|&ky| {
-                    let y = oy * sh + ky * dh;
-                    y >= win.pads[0] && y - win.pads[0] < d.h
-                })
-                .fold(0u32, |set, ky| set | 1 << ky)
-        }));
-    }
-    let ran = sh.checked_mul(cols).is_some_and(|pitch| {
-        let reading = super::conv_lanes::Reading {
-            input: planes,
-            taps: &taps,
-            pitch,
-            step: sw,
-            plane: [d.oh, d.ow],
-            kernel: [kh, kw],
-            rows: &inside,
-        };
-        let store = (false, super::conv_lanes::Residual::None);
-        super::conv_lanes::run(
-            &reading, weight, ocg, bias, activation, out, constant, store,
-        )
-    });
-    TABLES.set((taps, inside));
-    ran.then(|| super::conv_lanes::fuses(activation))
-}
-
-/// A 1 × 1 convolution of one group (any stride, no padding) with its output channels across
-/// the lanes ([`super::conv_lanes`]): each input channel's plane is a term of every pixel,
-/// read in place at the stride. False, with nothing written, where that kernel does not run
-/// here.
-#[cfg(all(feature = "std", target_arch = "x86_64"))]
-fn pointwise_lanes(
-    (win, d, x): (&Window, ConvDims, &[f32]),
-    (weight, channels_out): (&[f32], usize),
-    bias: Option<&[f32]>,
-    activation: Activation,
-    out: &mut [f32],
-    constant: bool,
-) -> bool {
-    use core::cell::Cell;
-    use std::vec::Vec;
-    std::thread_local! {
-        /// Reused table of the input channels' offsets.
-        static TERMS: Cell<Vec<usize>> = const { Cell::new(Vec::new()) };
-    }
-    let (Some(input_plane), Some(pitch)) = (d.h.checked_mul(d.w), win.stride[0].checked_mul(d.w))
-    else {
-        return false;
-    };
-    if !super::conv_lanes::available() {
-        return false;
-    }
-    let mut terms = TERMS.take();
-    terms.clear();
-    terms.extend((0..d.c).map(|c| c * input_plane));
-    let reading = super::conv_lanes::Reading {
-        input: x,
-        taps: &terms,
-        pitch,
-        step: win.stride[1],
-        plane: [d.oh, d.ow],
-        kernel: [1, 1],
-        rows: &[],
-    };
-    let ran = super::conv_lanes::run(
-        &reading,
-        weight,
-        channels_out,
-        bias,
-        activation,
-        out,
-        constant,
-        (false, super::conv_lanes::Residual::None),
-    );
-    TERMS.set(terms);
-    ran
 }
 
 /// `x`'s `icg` channels copied into `planes`: per channel, `stride_h × stride_w` planes of

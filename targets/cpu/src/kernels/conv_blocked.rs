@@ -13,6 +13,7 @@ use super::conv::{split_phases, ConvDims};
 pub(crate) use super::conv_lanes::Residual;
 pub(crate) use crate::layout::Blocking;
 use ferrite_hal::op::{Conv, Window};
+use ferrite_hal::Activation;
 use std::vec::Vec;
 
 /// The lanes of a block on this CPU (its vectors'), where the blocked kernels run.
@@ -88,7 +89,7 @@ pub(crate) fn conv(
             d,
             x,
             (weight, bias),
-            p,
+            p.activation,
             out,
             (constant, (blocking, residual)),
             lanes,
@@ -99,7 +100,7 @@ pub(crate) fn conv(
             d,
             x,
             (weight, bias),
-            p,
+            p.activation,
             out,
             (constant, (blocking, residual)),
             lanes,
@@ -116,14 +117,16 @@ std::thread_local! {
 }
 
 /// A 1 × 1 layer without padding, at any stride: each input channel a term, read in place
-/// (a blocked input's channel `c` is lane `c % lanes` of block `c / lanes`'s pixels).
+/// (a blocked input's channel `c` is lane `c % lanes` of block `c / lanes`'s pixels). Also the
+/// planar kernels' (`conv::conv`) channel-lane path. False, nothing written, where
+/// `conv_lanes::run` declines.
 #[allow(clippy::too_many_arguments)]
-fn pointwise(
+pub(super) fn pointwise(
     win: &Window,
     d: ConvDims,
     x: &[f32],
     (weight, bias): (&[f32], Option<&[f32]>),
-    p: &Conv,
+    activation: Activation,
     out: &mut [f32],
     (constant, (blocking, residual)): (bool, (Blocking, Residual<'_>)),
     lanes: usize,
@@ -159,7 +162,7 @@ fn pointwise(
         weight,
         d.oc,
         bias,
-        p.activation,
+        activation,
         out,
         constant,
         (blocking.output, residual),
@@ -171,14 +174,16 @@ fn pointwise(
 /// Any other kernel, one group: the input copied once, zero-padded (planar: a plane a channel;
 /// blocked: a plane a block, each pixel a vector, so its rows copy as they are), every term
 /// read there at the stride; tiles of output rows whose kernel rows read only padding leave
-/// those terms out (as [`super::conv_lanes::Reading::rows`] says).
+/// those terms out (as [`super::conv_lanes::Reading::rows`] says). Also one group's path of
+/// the planar kernels' in-place product (`d` that group's). False, nothing written, where
+/// `conv_lanes::run` declines.
 #[allow(clippy::too_many_arguments)]
-fn padded(
+pub(super) fn padded(
     win: &Window,
     d: ConvDims,
     x: &[f32],
     (weight, bias): (&[f32], Option<&[f32]>),
-    p: &Conv,
+    activation: Activation,
     out: &mut [f32],
     (constant, (blocking, residual)): (bool, (Blocking, Residual<'_>)),
     lanes: usize,
@@ -281,7 +286,7 @@ fn padded(
         weight,
         d.oc,
         bias,
-        p.activation,
+        activation,
         out,
         constant,
         (blocking.output, residual),

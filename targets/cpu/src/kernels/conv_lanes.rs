@@ -218,11 +218,6 @@ pub(super) fn will_run(k: usize, channels: usize, plane: usize, strided: bool) -
     Isa::here().is_some_and(|isa| pays(k, channels, plane, strided, isa))
 }
 
-/// Whether [`run`] runs on this CPU (AVX2 and up).
-pub(super) fn available() -> bool {
-    Isa::here().is_some()
-}
-
 /// The block widths, in vectors, for `channels` output channels: the widest while that leaves
 /// no narrow remainder, then narrower (the last possibly partial).
 fn block_vectors(channels: usize, isa: Isa) -> impl Iterator<Item = usize> {
