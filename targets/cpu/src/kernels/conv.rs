@@ -369,6 +369,9 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bo
         activation,
         constant,
     } = job;
+    // Only the channel-lane path (x86-64) applies the activation or keeps packed weights.
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (activation, constant);
     use super::gemm::sgemm_rows;
     use core::cell::Cell;
     use std::vec::Vec;
