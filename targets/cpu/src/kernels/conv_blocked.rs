@@ -41,8 +41,9 @@ pub(crate) fn runs(p: &Conv, d: ConvDims, blocking: Blocking) -> bool {
         return false;
     }
     let [kh, kw] = win.kernel;
-    let k = d.c * kh * kw;
-    let plane = d.oh * d.ow;
+    // Saturating: a verified plan can still hold absurd geometry.
+    let k = d.c.saturating_mul(kh).saturating_mul(kw);
+    let plane = d.oh.saturating_mul(d.ow);
     let strided = win.kernel == [1, 1] && win.stride != [1, 1];
     blocking.output || super::conv_lanes::will_run(k, d.oc, plane, strided)
 }
