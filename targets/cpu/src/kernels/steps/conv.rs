@@ -262,3 +262,92 @@ fn constant_weights(step: &Step<'_>) -> bool {
     let weights = step.inputs.get(1).map(|t| t.location);
     matches!(weights, Some(ferrite_hal::Location::Weights(_)))
 }
+
+#[cfg(all(test, feature = "std"))]
+mod tests {
+    use super::*;
+    use crate::layout::{block, unblock, StepLayout};
+    use ferrite_hal::op::{Conv, Window};
+
+    /// A convolution whose blocked layouts the blocked kernels decline (two groups) changes
+    /// them around the planar kernels: the same values as the planar run, bit for bit, with
+    /// and without a fused residual Add (the residual its own bytes or another tensor's).
+    #[test]
+    fn declined_layouts_change_around_the_planar_kernels() {
+        // The blocks the program would plan with (none without the blocked kernels).
+        let Some(lanes) = crate::layout::block_lanes() else {
+            return;
+        };
+        let d = conv::ConvDims {
+            n: 1,
+            c: 16,
+            h: 5,
+            w: 6,
+            oc: 16,
+            oh: 5,
+            ow: 6,
+        };
+        let c = Conv {
+            window: Window {
+                kernel: [3, 3],
+                stride: [1, 1],
+                dilation: [1, 1],
+                pads: [1; 4],
+            },
+            group: 2,
+            activation: Activation::Relu,
+        };
+        let value = |i: usize| ((i * 7919 % 211) as f32 - 105.0) / 53.0;
+        let x: Vec<f32> = (0..16 * 30).map(value).collect();
+        let w: Vec<f32> = (0..16 * 8 * 9).map(|i| value(i + 5)).collect();
+        let b: Vec<f32> = (0..16).map(|i| value(i + 9)).collect();
+        let mut scratch = std::vec![0.0f32; 1 << 16];
+        let mut want = std::vec![0.0f32; 16 * 30];
+        if !conv::conv(&c, d, &x, &w, Some(&b), &mut want, &mut scratch, false) {
+            fused::<ALL_OPS>(c.activation, &mut want);
+        }
+        let mut xb = std::vec![0.0f32; x.len()];
+        block(&x, &mut xb, (16, 30), lanes);
+        let layout = StepLayout {
+            input: true,
+            output: true,
+        };
+        let mut got = std::vec![0.0f32; want.len()];
+        let operands = (&xb[..], &w[..], Some(&b[..]));
+        let ran = blocked_conv::<ALL_OPS>(&c, d, operands, &mut got, &mut scratch, false, layout);
+        assert!(ran.is_ok());
+        let mut planar = std::vec![0.0f32; got.len()];
+        unblock(&got, &mut planar, (16, 30), lanes);
+        let same = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same(&planar, &want));
+        // With a residual Add (Relu) after a convolution without activation.
+        let plain = Conv {
+            activation: Activation::None,
+            ..c
+        };
+        let r: Vec<f32> = (0..want.len()).map(|i| value(i + 3)).collect();
+        let mut sums = std::vec![0.0f32; want.len()];
+        if !conv::conv(&plain, d, &x, &w, Some(&b), &mut sums, &mut scratch, false) {
+            fused::<ALL_OPS>(plain.activation, &mut sums);
+        }
+        let want: Vec<f32> = sums.iter().zip(&r).map(|(s, r)| (s + r).max(0.0)).collect();
+        let mut rb = std::vec![0.0f32; r.len()];
+        block(&r, &mut rb, (16, 30), lanes);
+        for in_place in [false, true] {
+            let mut got = match in_place {
+                true => rb.clone(),
+                false => std::vec![0.0f32; want.len()],
+            };
+            let residual = match in_place {
+                true => Src::Output,
+                false => Src::Bytes(bytemuck::cast_slice(&rb)),
+            };
+            let job = (layout, residual, Activation::Relu);
+            let ran =
+                residual_conv::<ALL_OPS>(&plain, d, operands, &mut got, &mut scratch, false, job);
+            assert!(ran.is_ok());
+            unblock(&got, &mut planar, (16, 30), lanes);
+            assert!(same(&planar, &want), "in place: {in_place}");
+        }
+    }
+}
