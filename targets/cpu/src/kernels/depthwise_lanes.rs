@@ -363,7 +363,7 @@ unsafe fn direct<V: Lanes>(
 /// sums of a padded plane's zeros), written to the blocked output as it is; a row's outputs
 /// whose taps all lie inside run without bounds. At stride 2 a padded copy moves four input
 /// pixels an output, which cost more than the unaligned reads it saves (MobileNet's 48 × 48
-/// → 24 × 24 layer: 7.9 against 3.6 µs; at stride 1 the copy pays, 6.1 against 7.6 µs on its
+/// → 24 × 24 layer: 7.9 against 5.9 µs; at stride 1 the copy pays, 6.1 against 7.6 µs on its
 /// 24 × 24 layer).
 ///
 /// # Safety
