@@ -2,12 +2,16 @@
 //! chains of convolutions — a regular convolution of any kernel, stride and padding, a 3 × 3
 //! depthwise one at stride 1 or 2, a pointwise one, a residual Add, a padded 3 × 3 one, fused
 //! and separate Relu and Clip, now and then an in-place Flatten of a middle tensor as a second
-//! model output — run once with the tensors between convolutions channel-blocked and once all
-//! planar, which must give the same bits. Channel counts are whole blocks (8, 16, 32, 48), or
-//! not (then the tensor stays planar); planes from 1 × 1 up.
+//! model output — run with the tensors between convolutions channel-blocked (once with the
+//! direct kernels, once with Winograd's transform for the 3 × 3 stride-1 layers) and once all
+//! planar. Channel counts are whole blocks (8, 16, 32, 48), or not (then the tensor stays
+//! planar); planes from 1 × 1 up.
 //!
-//! Blocking changes where values lie, never which sums are formed or in what order, so any
-//! difference is a bug (a misplaced value, a layout the planner and a kernel disagree on).
+//! Blocking changes where values lie, never which sums are formed or in what order, so the
+//! direct run must give the planar run's bits (any difference is a bug: a misplaced value, a
+//! layout the planner and a kernel disagree on), or be within a few roundings where the planar
+//! run multiplied unfolded windows instead. Winograd's transform groups the terms differently:
+//! within [`WINOGRAD_TOLERANCE`] of the output's scale.
 
 pub use crate::geometry::Budget;
 use crate::geometry::{self, Values};
@@ -20,6 +24,10 @@ use ferrite_tools::pack::{pack, PackOptions};
 use ferrite_tools::runner::run_with;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
+
+/// How far a Winograd output may lie from the planar one, relative to 1 + the largest planar
+/// output: two layers of up to 48 × 9 terms each, each transform a few roundings.
+pub const WINOGRAD_TOLERANCE: f32 = 1e-5;
 
 /// What CI runs ([`Budget::CHAINS`]); `FERRITE_GEOMETRY_CASES` does not change it.
 impl Budget {
@@ -217,25 +225,37 @@ fn run_chain(c: &Chain) -> Result<bool, TestCaseError> {
     let blocked_device = CpuDevice::new();
     let blocked = blocked_device.program(&model).blocked_tensors() > 0;
     let fail = |e: ferrite_tools::runner::RunError| TestCaseError::fail(format!("run failed: {e}"));
-    let with_blocks = run_with(&model, &inputs, blocked_device).map_err(fail)?;
     let planar = run_with(
         &model,
         &inputs,
         CpuDevice::new().with_channel_blocking(false),
     )
     .map_err(fail)?;
-    if with_blocks.len() != planar.len() {
-        return Err(TestCaseError::fail("a different number of outputs"));
-    }
-    for (a, b) in with_blocks.iter().zip(&planar) {
-        let (a, b) = (crate::compare::floats(a), crate::compare::floats(b));
-        let scale = 1.0 + b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let close = a.len() == b.len()
-            && a.iter()
-                .zip(&b)
-                .all(|(x, y)| x.to_bits() == y.to_bits() || (x - y).abs() <= 1e-5 * scale);
-        if !close {
-            return Err(TestCaseError::fail("blocked and planar outputs differ"));
+    let direct = run_with(&model, &inputs, blocked_device.with_winograd(false)).map_err(fail)?;
+    let winograd = run_with(&model, &inputs, blocked_device).map_err(fail)?;
+    for (run, what, tolerance) in [
+        (&direct, "blocked (direct)", 1e-5),
+        (&winograd, "blocked (Winograd)", WINOGRAD_TOLERANCE),
+    ] {
+        if run.len() != planar.len() {
+            return Err(TestCaseError::fail("a different number of outputs"));
+        }
+        for (a, b) in run.iter().zip(&planar) {
+            let (a, b) = (crate::compare::floats(a), crate::compare::floats(b));
+            let scale = 1.0 + b.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let close = a.len() == b.len()
+                && a.iter()
+                    .zip(&b)
+                    .all(|(x, y)| x.to_bits() == y.to_bits() || (x - y).abs() <= tolerance * scale);
+            if !close {
+                let worst = a
+                    .iter()
+                    .zip(&b)
+                    .fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
+                return Err(TestCaseError::fail(format!(
+                    "{what} and planar outputs differ by up to {worst} (scale {scale})"
+                )));
+            }
         }
     }
     Ok(blocked)

@@ -66,8 +66,31 @@ impl Backend for Cpu {
     }
 }
 
+/// The CPU device with channel-blocked tensors but no Winograd transform (every convolution
+/// by the direct kernels); its outputs must equal [`CpuPlanar`]'s bit for bit.
+pub struct CpuDirect;
+
+impl Backend for CpuDirect {
+    const NAME: &'static str = "cpu (blocked, direct)";
+
+    fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
+        let device = ferrite_cpu::CpuDevice::new().with_winograd(false);
+        ferrite_tools::runner::run_with(model, inputs, device)
+    }
+
+    fn run_repeatedly(
+        model: &Model<'_>,
+        inputs: &[NpyArray],
+        runs: usize,
+    ) -> Result<Vec<Vec<NpyArray>>, RunError> {
+        let device = ferrite_cpu::CpuDevice::new().with_winograd(false);
+        ferrite_tools::runner::run_repeatedly_with(model, inputs, device, runs)
+    }
+}
+
 /// The CPU device with every tensor in the model's planar layout (no channel-blocked tensors
-/// between convolutions); its outputs must equal [`Cpu`]'s bit for bit.
+/// between convolutions, so no Winograd transform); its outputs must equal [`CpuDirect`]'s
+/// bit for bit.
 pub struct CpuPlanar;
 
 impl Backend for CpuPlanar {

@@ -48,6 +48,8 @@ std::thread_local! {
     static CURRENT: Cell<StepLayout> = const { Cell::new(Blocking { input: false, output: false }) };
     /// The activation of the residual Add fused into the running convolution, if one is.
     static RESIDUAL: Cell<Option<Activation>> = const { Cell::new(None) };
+    /// Whether the running step may take Winograd's transform (a program's choice).
+    static WINOGRAD: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The running step's layouts.
@@ -61,11 +63,20 @@ pub(crate) fn residual() -> Option<Activation> {
     RESIDUAL.get()
 }
 
-/// Runs `step` with `layout` as the running step's layouts and `residual` as its fused Add's
-/// activation.
+/// Whether the running step's 3 × 3 convolutions may take Winograd's transform
+/// (`kernels::winograd`: between blocked tensors, rounding differently from the direct
+/// kernels): a program's choice, off outside a prepared run.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn winograd() -> bool {
+    WINOGRAD.get()
+}
+
+/// Runs `step` with `layout` as the running step's layouts, `residual` as its fused Add's
+/// activation and `winograd` as whether it may take Winograd's transform.
 pub(crate) fn with<R>(
     layout: StepLayout,
     residual: Option<Activation>,
+    winograd: bool,
     step: impl FnOnce() -> R,
 ) -> R {
     /// Puts the planar layout back, also if the step unwinds.
@@ -74,10 +85,12 @@ pub(crate) fn with<R>(
         fn drop(&mut self) {
             CURRENT.set(Blocking::default());
             RESIDUAL.set(None);
+            WINOGRAD.set(false);
         }
     }
     CURRENT.set(layout);
     RESIDUAL.set(residual);
+    WINOGRAD.set(winograd);
     let _reset = Reset;
     step()
 }

@@ -47,6 +47,10 @@ pub struct CpuDevice<const OPS: Selection = ALL_OPS> {
     /// ([`layout`]; on by default).
     #[cfg(feature = "std")]
     blocking: bool,
+    /// Whether 3 × 3 convolutions between blocked tensors may take Winograd's transform
+    /// (on by default).
+    #[cfg(feature = "std")]
+    winograd: bool,
     _private: (),
 }
 
@@ -58,23 +62,36 @@ impl<const OPS: Selection> CpuDevice<OPS> {
             threads: 1,
             #[cfg(feature = "std")]
             blocking: true,
+            #[cfg(feature = "std")]
+            winograd: true,
             _private: (),
         }
     }
 
     /// The same device, its programs keeping tensors between convolutions channel-blocked
     /// (`true`, the default, where this CPU has the blocked kernels) or every tensor in the
-    /// model's planar layout (`false`). Results are bit-identical either way.
+    /// model's planar layout (`false`). Results are bit-identical either way, but for the
+    /// layers [`CpuDevice::with_winograd`] speaks of.
     #[cfg(feature = "std")]
     pub const fn with_channel_blocking(self, blocking: bool) -> Self {
         CpuDevice { blocking, ..self }
+    }
+
+    /// The same device, its programs running 3 × 3 stride-1 convolutions between
+    /// channel-blocked tensors by Winograd's transform F(2 × 2, 3 × 3) (`true`, the default,
+    /// unless `FERRITE_CPU_WINOGRAD=off`: 2.25 times fewer multiply-adds, outputs a few
+    /// roundings from the direct sums) or by the direct kernels (`false`: results bit-identical
+    /// to the planar layout's).
+    #[cfg(feature = "std")]
+    pub const fn with_winograd(self, winograd: bool) -> Self {
+        CpuDevice { winograd, ..self }
     }
 
     /// `plan` decoded once, as [`Device::prepare`] does: for a caller that runs its steps one
     /// by one ([`CpuDevice::run_prepared_step`]).
     #[cfg(feature = "std")]
     pub fn program(&self, plan: &dyn Plan) -> Prepared {
-        Prepared::with_layouts(plan, self.blocking)
+        Prepared::with_layouts(plan, self.blocking).with_winograd(self.winograd)
     }
 
     /// The same device, running the big kernels (matrix products, convolutions) on `threads`
@@ -139,9 +156,11 @@ impl<const OPS: Selection> CpuDevice<OPS> {
         // differ from the plan's).
         match program.kept(position) {
             Some((_, _, kept)) if kept.fused_away => Ok(()),
-            Some((own, memo, kept)) => layout::with(kept.layout, kept.residual, || {
-                memo::with(memo, || self.run_step(&own, arena, weights))
-            }),
+            Some((own, memo, kept)) => {
+                layout::with(kept.layout, kept.residual, kept.winograd, || {
+                    memo::with(memo, || self.run_step(&own, arena, weights))
+                })
+            }
             None => self.run_step(step, arena, weights),
         }
     }
@@ -294,7 +313,7 @@ fn run_steps<'p, const OPS: Selection>(
         if kept.fused_away {
             continue;
         }
-        layout::with(kept.layout, kept.residual, || {
+        layout::with(kept.layout, kept.residual, kept.winograd, || {
             memo::with(memo, || {
                 kernels::run_step_selected::<OPS>(&step, arena, weights)
             })

@@ -19,6 +19,8 @@ pub struct Prepared {
     steps: Vec<PreparedStep>,
     tensors: DescTable,
     complete: bool,
+    /// Whether 3 × 3 convolutions between blocked tensors may take Winograd's transform.
+    winograd: bool,
 }
 
 /// What a program planned for one step: its operands' layouts, a fused residual Add's
@@ -28,6 +30,8 @@ pub(crate) struct Kept {
     pub(crate) layout: StepLayout,
     pub(crate) residual: Option<Activation>,
     pub(crate) fused_away: bool,
+    /// Whether the step may take Winograd's transform ([`crate::layout::winograd`]).
+    pub(crate) winograd: bool,
 }
 
 /// One step: decoded, the state its kernels keep ([`crate::memo`]) and its operands'
@@ -88,6 +92,7 @@ impl Prepared {
             steps: Vec::new(),
             tensors: DescTable(table),
             complete: false,
+            winograd: false,
         };
         for index in 0..plan.len() {
             let Some(step) = plan.step(index) else {
@@ -159,6 +164,18 @@ impl Prepared {
             steps,
             tensors,
             complete: true,
+            winograd: blocking && std::env::var("FERRITE_CPU_WINOGRAD").as_deref() != Ok("off"),
+        }
+    }
+
+    /// The same program, its 3 × 3 convolutions between channel-blocked tensors by Winograd's
+    /// transform (`true`, the default with blocked tensors, unless `FERRITE_CPU_WINOGRAD=off`)
+    /// or by the direct kernels, whose results equal the planar layout's bit for bit
+    /// (`false`).
+    pub fn with_winograd(self, winograd: bool) -> Prepared {
+        Prepared {
+            winograd: winograd && self.winograd,
+            ..self
         }
     }
 
@@ -177,6 +194,7 @@ impl Prepared {
         plan: &dyn Plan,
     ) -> Option<impl Iterator<Item = (Step<'p>, &'p mut StepMemo, Kept)> + 'p> {
         let tensors = &self.tensors;
+        let winograd = self.winograd;
         (self.complete && self.steps.len() == plan.len()).then(|| {
             self.steps.iter_mut().map(move |s| {
                 let PreparedStep {
@@ -190,6 +208,7 @@ impl Prepared {
                     layout: *layout,
                     residual: *residual,
                     fused_away: *fused_away,
+                    winograd,
                 };
                 (decoded.step(tensors), memo, kept)
             })
@@ -210,11 +229,13 @@ impl Prepared {
             return None;
         }
         let tensors = &self.tensors;
+        let winograd = self.winograd;
         self.steps.get_mut(position).map(move |s| {
             let kept = Kept {
                 layout: s.layout,
                 residual: s.residual,
                 fused_away: s.fused_away,
+                winograd,
             };
             (s.decoded.step(tensors), &mut s.memo, kept)
         })

@@ -55,8 +55,9 @@ fn depthwise_shape(win: &Window) -> bool {
 }
 
 /// A convolution with `blocking` (see [`runs`]), adding `residual` to each sum before the
-/// activation (a fused Add; one group, blocked output only): `Some(whether the activation was
-/// applied)`, or `None` with nothing written where it does not run (the caller then changes
+/// activation (a fused Add; one group, blocked output only): a 3 × 3 stride-1 layer blocked on
+/// both sides by Winograd's transform where the program allows it ([`super::winograd`]),
+/// others by the channel-lane tiles. `Some(whether the activation was applied)`, or `None` with nothing written where it does not run (the caller then changes
 /// the layouts around the planar kernels).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv(
@@ -84,6 +85,21 @@ pub(crate) fn conv(
         return ran.then_some(fused);
     }
     let lanes = super::conv_lanes::lanes()?;
+    let winograd = blocking.input && blocking.output && crate::layout::winograd();
+    if winograd
+        && super::winograd::run(
+            win,
+            d,
+            x,
+            (weight, bias),
+            p.activation,
+            out,
+            constant,
+            residual,
+        )
+    {
+        return Some(fused);
+    }
     let ran = if win.kernel == [1, 1] && win.pads == [0; 4] {
         pointwise(
             win,

@@ -31,7 +31,7 @@ const PARALLEL_WORK: usize = 1 << 20;
 
 /// The vector instructions a packing and its tiles are for.
 #[derive(Clone, Copy, PartialEq, Debug)]
-enum Isa {
+pub(super) enum Isa {
     /// Sixteen lanes, up to three vectors a block: `8 × 3` accumulators, three weight vectors
     /// and the broadcast value take 28 of the 32 registers.
     Avx512,
@@ -43,7 +43,7 @@ enum Isa {
 
 impl Isa {
     /// The best this CPU runs (none without AVX2).
-    fn here() -> Option<Isa> {
+    pub(super) fn here() -> Option<Isa> {
         use super::simd::{level, Level};
         match level() {
             Level::Avx512 => Some(Isa::Avx512),
@@ -53,7 +53,7 @@ impl Isa {
     }
 
     /// Lanes of a vector.
-    const fn lanes(self) -> usize {
+    pub(super) const fn lanes(self) -> usize {
         match self {
             Isa::Avx512 => 16,
             Isa::Avx2 => 8,
@@ -69,7 +69,7 @@ impl Isa {
     }
 
     /// Pixels of a tile.
-    const fn pixels(self) -> usize {
+    pub(super) const fn pixels(self) -> usize {
         match self {
             Isa::Avx512 => 8,
             Isa::Avx2 => 6,
@@ -220,7 +220,7 @@ pub(super) fn will_run(k: usize, channels: usize, plane: usize, strided: bool) -
 
 /// The block widths, in vectors, for `channels` output channels: the widest while that leaves
 /// no narrow remainder, then narrower (the last possibly partial).
-fn block_vectors(channels: usize, isa: Isa) -> impl Iterator<Item = usize> {
+pub(super) fn block_vectors(channels: usize, isa: Isa) -> impl Iterator<Item = usize> {
     let mut left = channels.div_ceil(isa.lanes());
     let widest = isa.max_vectors();
     core::iter::from_fn(move || {

@@ -206,9 +206,10 @@ impl Geometry {
     }
 }
 
-/// A vector of channels: what [`direct`] does with one.
+/// A vector of channels: what [`direct`] (and `winograd`'s transforms and products) do with
+/// one.
 #[allow(unsafe_code)]
-trait Lanes: Copy {
+pub(super) trait Lanes: Copy {
     /// Floats in it.
     const WIDTH: usize;
     /// # Safety
@@ -222,6 +223,26 @@ trait Lanes: Copy {
     /// # Safety
     /// The instruction set's features.
     unsafe fn add_product(a: Self, w: Self, v: Self) -> Self;
+    /// `a + b`.
+    ///
+    /// # Safety
+    /// The instruction set's features.
+    unsafe fn add(a: Self, b: Self) -> Self;
+    /// `a − b`.
+    ///
+    /// # Safety
+    /// The instruction set's features.
+    unsafe fn sub(a: Self, b: Self) -> Self;
+    /// `a + w · v` rounded once (a fused multiply-add).
+    ///
+    /// # Safety
+    /// The instruction set's features.
+    unsafe fn fused(a: Self, w: Self, v: Self) -> Self;
+    /// `x` in every lane.
+    ///
+    /// # Safety
+    /// The instruction set's features.
+    unsafe fn splat(x: f32) -> Self;
     /// # Safety
     /// The instruction set's features.
     unsafe fn zero() -> Self;
@@ -253,6 +274,22 @@ impl Lanes for __m512 {
         _mm512_add_ps(a, _mm512_mul_ps(w, v))
     }
     #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        _mm512_add_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn sub(a: Self, b: Self) -> Self {
+        _mm512_sub_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn fused(a: Self, w: Self, v: Self) -> Self {
+        _mm512_fmadd_ps(w, v, a)
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        _mm512_set1_ps(x)
+    }
+    #[inline(always)]
     unsafe fn zero() -> Self {
         _mm512_setzero_ps()
     }
@@ -281,6 +318,22 @@ impl Lanes for __m256 {
     #[inline(always)]
     unsafe fn add_product(a: Self, w: Self, v: Self) -> Self {
         _mm256_add_ps(a, _mm256_mul_ps(w, v))
+    }
+    #[inline(always)]
+    unsafe fn add(a: Self, b: Self) -> Self {
+        _mm256_add_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn sub(a: Self, b: Self) -> Self {
+        _mm256_sub_ps(a, b)
+    }
+    #[inline(always)]
+    unsafe fn fused(a: Self, w: Self, v: Self) -> Self {
+        _mm256_fmadd_ps(w, v, a)
+    }
+    #[inline(always)]
+    unsafe fn splat(x: f32) -> Self {
+        _mm256_set1_ps(x)
     }
     #[inline(always)]
     unsafe fn zero() -> Self {

@@ -36,6 +36,8 @@ pub mod reduce;
 pub mod resample;
 mod steps;
 pub mod trees;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod winograd;
 
 use crate::memory::{carve, span, Readable};
 use crate::CpuError;
