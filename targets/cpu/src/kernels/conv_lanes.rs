@@ -744,28 +744,21 @@ pub(super) mod avx512 {
     ) {
         // A short tile (a plane's last pixels) sums only as many pixels as it has, rounded up
         // to 1, 2 or 4: MobileNet's 3 × 3 planes are a tile of eight and one of one.
+        if block.blocked {
+            match count {
+                0..=1 => blocked::<V, 1>(block, bases, out_at, count),
+                2 => blocked::<V, 2>(block, bases, out_at, count),
+                3..=4 => blocked::<V, 4>(block, bases, out_at, count),
+                _ => blocked::<V, PIXELS>(block, bases, out_at, count),
+            }
+            return;
+        }
         let acc = match count {
             0..=1 => sums::<V, 1>(block, bases),
             2 => sums::<V, 2>(block, bases),
             3..=4 => sums::<V, 4>(block, bases),
             _ => sums::<V, PIXELS>(block, bases),
         };
-        if block.blocked {
-            for j in 0..V {
-                let bias = _mm512_loadu_ps(block.bias.as_ptr().add(LANES * j));
-                let offset = (block.first / LANES + j) * block.plane * LANES;
-                let at = out_at.add(offset);
-                for (i, acc) in acc.iter().enumerate().take(count) {
-                    let mut v = _mm512_add_ps(bias, acc[j]);
-                    if !block.residual.is_null() {
-                        let r = _mm512_loadu_ps(block.residual.add(offset + i * LANES));
-                        v = _mm512_add_ps(v, r);
-                    }
-                    _mm512_storeu_ps(at.add(i * LANES), finish(block.finish, v));
-                }
-            }
-            return;
-        }
         let (count, mask) = (stored, pixel_mask(stored));
         #[allow(clippy::needless_range_loop)]
         for j in 0..V {
@@ -808,15 +801,62 @@ pub(super) mod avx512 {
         }
     }
 
+    /// A tile of a blocked output: [`accumulate`]'s sums for its first `P` pixels, then each
+    /// of its first `count` pixels' vectors plus the bias (plus the residual), the activation
+    /// applied, stored as they are. One function with the sums, its pixels a constant count,
+    /// so the sums stay in registers (returned from [`sums`], they went through memory: a
+    /// tenth of DS-CNN's pointwise layers).
+    ///
+    /// # Safety
+    /// As [`tile`]; `out_at` is pixel `p0`'s vector of the first block of channels.
+    #[target_feature(enable = "avx512f")]
+    #[inline(never)]
+    unsafe fn blocked<const V: usize, const P: usize>(
+        block: &Block<'_>,
+        bases: &[*const f32; PIXELS],
+        out_at: *mut f32,
+        count: usize,
+    ) {
+        let acc = accumulate::<V, P>(block, bases);
+        for j in 0..V {
+            let bias = _mm512_loadu_ps(block.bias.as_ptr().add(LANES * j));
+            let offset = (block.first / LANES + j) * block.plane * LANES;
+            let at = out_at.add(offset);
+            for (i, acc) in acc.iter().enumerate().take(P) {
+                if i >= count {
+                    break;
+                }
+                let mut v = _mm512_add_ps(bias, acc[j]);
+                if !block.residual.is_null() {
+                    let r = _mm512_loadu_ps(block.residual.add(offset + i * LANES));
+                    v = _mm512_add_ps(v, r);
+                }
+                _mm512_storeu_ps(at.add(i * LANES), finish(block.finish, v));
+            }
+        }
+    }
+
     /// The tile's sums over every tap for its first `P` pixels: `[pixel][vector]` (zero
-    /// past `P`). Out of line: inlined with the stores, whose loop indexes the sums, LLVM kept
-    /// them in memory and stored them at every tap.
+    /// past `P`). Out of line: inlined with the planar stores, whose loop indexes the sums,
+    /// LLVM kept them in memory and stored them at every tap.
     ///
     /// # Safety
     /// As [`tile`].
     #[target_feature(enable = "avx512f")]
     #[inline(never)]
     unsafe fn sums<const V: usize, const P: usize>(
+        block: &Block<'_>,
+        bases: &[*const f32; PIXELS],
+    ) -> [[__m512; V]; PIXELS] {
+        accumulate::<V, P>(block, bases)
+    }
+
+    /// [`sums`], inlined where it is called.
+    ///
+    /// # Safety
+    /// As [`tile`].
+    #[inline(always)]
+    unsafe fn accumulate<const V: usize, const P: usize>(
         block: &Block<'_>,
         bases: &[*const f32; PIXELS],
     ) -> [[__m512; V]; PIXELS] {
@@ -904,36 +944,20 @@ pub(super) mod avx2 {
         [count, stored]: [usize; 2],
     ) {
         // A short tile sums only 1 or 3 pixels where it has no more.
+        if block.blocked {
+            match count {
+                0..=1 => blocked::<V, 1>(block, bases, out_at, count),
+                2..=3 => blocked::<V, 3>(block, bases, out_at, count),
+                _ => blocked::<V, TILE>(block, bases, out_at, count),
+            }
+            return;
+        }
         let acc = match count {
             0..=1 => sums::<V, 1>(block, bases),
             2..=3 => sums::<V, 3>(block, bases),
             _ => sums::<V, TILE>(block, bases),
         };
-        let clip = match block.finish {
-            Finish::Clip(lo, hi) => Some(ClipBounds::new(lo, hi)),
-            _ => None,
-        };
-        let finish = |v: __m256| match (block.finish, clip) {
-            (Finish::Relu, _) => relu_lanes(v),
-            (_, Some(bounds)) => bounds.apply(v),
-            _ => v,
-        };
-        if block.blocked {
-            for j in 0..V {
-                let bias = _mm256_loadu_ps(block.bias.as_ptr().add(8 * j));
-                let offset = (block.first / 8 + j) * block.plane * 8;
-                let at = out_at.add(offset);
-                for (i, acc) in acc.iter().enumerate().take(count) {
-                    let mut v = _mm256_add_ps(bias, acc[j]);
-                    if !block.residual.is_null() {
-                        let r = _mm256_loadu_ps(block.residual.add(offset + i * 8));
-                        v = _mm256_add_ps(v, r);
-                    }
-                    _mm256_storeu_ps(at.add(i * 8), finish(v));
-                }
-            }
-            return;
-        }
+        let finish = Finisher::of(block.finish);
         let (count, mask) = (stored, pixel_mask(stored));
         let zero = _mm256_setzero_ps();
         #[allow(clippy::needless_range_loop)]
@@ -944,7 +968,7 @@ pub(super) mod avx2 {
                 if i >= TILE {
                     return zero;
                 }
-                finish(_mm256_add_ps(bias, acc[i][j]))
+                finish.apply(_mm256_add_ps(bias, acc[i][j]))
             }));
             for (c, row) in rows.iter().enumerate() {
                 let c = 8 * j + c;
@@ -952,6 +976,74 @@ pub(super) mod avx2 {
                     break;
                 }
                 block.store(c, *row, out_at, count, mask);
+            }
+        }
+    }
+
+    /// What applies a tile's [`Finish`] to a vector: Relu or Clip, or nothing.
+    #[derive(Clone, Copy)]
+    struct Finisher {
+        finish: Finish,
+        clip: Option<ClipBounds>,
+    }
+
+    impl Finisher {
+        /// The finisher of `finish`.
+        ///
+        /// # Safety
+        /// AVX2 and FMA.
+        #[inline(always)]
+        unsafe fn of(finish: Finish) -> Self {
+            let clip = match finish {
+                Finish::Clip(lo, hi) => Some(ClipBounds::new(lo, hi)),
+                _ => None,
+            };
+            Finisher { finish, clip }
+        }
+
+        /// `v` finished.
+        ///
+        /// # Safety
+        /// AVX2 and FMA.
+        #[inline(always)]
+        unsafe fn apply(self, v: __m256) -> __m256 {
+            match (self.finish, self.clip) {
+                (Finish::Relu, _) => relu_lanes(v),
+                (_, Some(bounds)) => bounds.apply(v),
+                _ => v,
+            }
+        }
+    }
+
+    /// A tile of a blocked output, as [`super::avx512`]'s `blocked`: the sums and the stores
+    /// in one function, the sums in registers.
+    ///
+    /// # Safety
+    /// As [`tile`]; `out_at` is pixel `p0`'s vector of the first block of channels.
+    #[target_feature(enable = "avx2,fma")]
+    #[inline(never)]
+    unsafe fn blocked<const V: usize, const P: usize>(
+        block: &Block<'_>,
+        bases: &[*const f32; PIXELS],
+        out_at: *mut f32,
+        count: usize,
+    ) {
+        let acc = accumulate::<V, P>(block, bases);
+        let finish = Finisher::of(block.finish);
+        for j in 0..V {
+            let bias = _mm256_loadu_ps(block.bias.as_ptr().add(8 * j));
+            let offset = (block.first / 8 + j) * block.plane * 8;
+            let at = out_at.add(offset);
+            for (i, acc) in acc.iter().enumerate().take(P) {
+                if i >= count {
+                    break;
+                }
+                let mut v = _mm256_add_ps(bias, acc[j]);
+                if !block.residual.is_null() {
+                    let r = _mm256_loadu_ps(block.residual.add(offset + i * 8));
+                    v = _mm256_add_ps(v, r);
+                }
+                _mm256_storeu_ps(at.add(i * 8), finish.apply(v));
             }
         }
     }
@@ -964,6 +1056,18 @@ pub(super) mod avx2 {
     #[target_feature(enable = "avx2,fma")]
     #[inline(never)]
     unsafe fn sums<const V: usize, const P: usize>(
+        block: &Block<'_>,
+        bases: &[*const f32; PIXELS],
+    ) -> [[__m256; V]; TILE] {
+        accumulate::<V, P>(block, bases)
+    }
+
+    /// [`sums`], inlined where it is called.
+    ///
+    /// # Safety
+    /// As [`tile`].
+    #[inline(always)]
+    unsafe fn accumulate<const V: usize, const P: usize>(
         block: &Block<'_>,
         bases: &[*const f32; PIXELS],
     ) -> [[__m256; V]; TILE] {

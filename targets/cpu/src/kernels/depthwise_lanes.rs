@@ -218,6 +218,12 @@ pub(super) trait Lanes: Copy {
     /// # Safety
     /// The instruction set's features; `WIDTH` floats writable at `p`.
     unsafe fn store(p: *mut f32, v: Self);
+    /// A store kept as one instruction: in a loop of them LLVM would otherwise call `memcpy`
+    /// or `memset`, whose call costs more than the few vectors of a short padded row.
+    ///
+    /// # Safety
+    /// The instruction set's features; `p` aligned to the vector's size and writable.
+    unsafe fn put(p: *mut f32, v: Self);
     /// `a + w · v`, the product rounded, then the sum (as the planar kernels do).
     ///
     /// # Safety
@@ -270,6 +276,10 @@ impl Lanes for __m512 {
         _mm512_storeu_ps(p, v)
     }
     #[inline(always)]
+    unsafe fn put(p: *mut f32, v: Self) {
+        core::ptr::write_volatile(p.cast::<__m512>(), v)
+    }
+    #[inline(always)]
     unsafe fn add_product(a: Self, w: Self, v: Self) -> Self {
         _mm512_add_ps(a, _mm512_mul_ps(w, v))
     }
@@ -314,6 +324,10 @@ impl Lanes for __m256 {
     #[inline(always)]
     unsafe fn store(p: *mut f32, v: Self) {
         _mm256_storeu_ps(p, v)
+    }
+    #[inline(always)]
+    unsafe fn put(p: *mut f32, v: Self) {
+        core::ptr::write_volatile(p.cast::<__m256>(), v)
     }
     #[inline(always)]
     unsafe fn add_product(a: Self, w: Self, v: Self) -> Self {
@@ -531,7 +545,8 @@ unsafe fn edge<V: Lanes>(
 /// each pixel the plane holds copied, the rest of the plane (the padding) zeroed.
 ///
 /// # Safety
-/// `block` holds the group's `h·w` pixels; `padded` the plane (`rows × cols × width`).
+/// `block` holds the group's `h·w` pixels; `padded` the plane (`rows × cols × width`), from
+/// a boundary of the vector's size.
 #[inline(always)]
 #[allow(unsafe_code)]
 unsafe fn pad_rows<V: Lanes>(g: &Geometry, block: *const f32, padded: &mut [f32]) {
@@ -544,19 +559,19 @@ unsafe fn pad_rows<V: Lanes>(g: &Geometry, block: *const f32, padded: &mut [f32]
         let line = at.add(r * g.cols * width);
         let Some(iy) = r.checked_sub(pt).filter(|&iy| iy < d.h) else {
             for c in 0..g.cols {
-                V::store(line.add(c * width), zero);
+                V::put(line.add(c * width), zero);
             }
             continue;
         };
         for c in 0..pl.min(g.cols) {
-            V::store(line.add(c * width), zero);
+            V::put(line.add(c * width), zero);
         }
         let from = block.add(iy * d.w * width);
         for c in 0..copied {
-            V::store(line.add((pl + c) * width), V::load(from.add(c * width)));
+            V::put(line.add((pl + c) * width), V::load(from.add(c * width)));
         }
         for c in (pl + copied).min(g.cols)..g.cols {
-            V::store(line.add(c * width), zero);
+            V::put(line.add(c * width), zero);
         }
     }
 }
