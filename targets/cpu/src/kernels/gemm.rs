@@ -639,6 +639,34 @@ macro_rules! simd_gemm {
                     }
                     j += NR;
                 }
+                if n - full == LANES {
+                    // One whole vector of columns (AVX-512's 16-wide attention products):
+                    // multiplied in place, as a panel one vector wide, twelve rows at a time
+                    // (twelve independent chains) — no packing, no dot products.
+                    let mut i = 0;
+                    while i < m {
+                        let target = &mut Target {
+                            c: &mut *c,
+                            ldc,
+                            row: i,
+                            col: full,
+                        };
+                        let (count, done) = match m - i {
+                            left if left >= 2 * MR => {
+                                (2 * MR, block::<{ 2 * MR }, TABLE, 1>(p, i, full, target))
+                            }
+                            left => (
+                                left.min(MR),
+                                rows::<TABLE, 1>(left.min(MR), p, i, full, target),
+                            ),
+                        };
+                        if !done {
+                            return false;
+                        }
+                        i += count;
+                    }
+                    return true;
+                }
                 full == n
                     || if !TABLE && n - full <= DOT_COLUMNS && p.k >= LANES {
                         tail_dots::<TABLE>(p, m, n, c, ldc, full)
@@ -1045,6 +1073,13 @@ mod tests {
             (14, 40, 5),
             (14, 56, 5),
             (25, 17, 3),
+            // Panels and then exactly one vector of columns, multiplied in place (4, 8 or 16
+            // lanes): attention's 16 × 16 products, 12-row blocks and the rest.
+            (16, 16, 16),
+            (13, 48, 20),
+            (25, 24, 9),
+            (3, 8, 17),
+            (14, 12, 5),
         ] {
             let a: [f32; 400] = core::array::from_fn(|i| ((i * 7 % 13) as f32 - 6.0) * 0.25);
             let b: [f32; 6000] = core::array::from_fn(|i| ((i * 5 % 11) as f32 - 5.0) * 0.5);
