@@ -80,6 +80,13 @@ struct State {
     packed: Packed,
     /// The zero-padded blocked input.
     padded: Vec<f32>,
+    /// Each part's buffers (one without threads).
+    scratch: Vec<Scratch>,
+}
+
+/// One part's buffers for its passes.
+#[derive(Default)]
+struct Scratch {
     /// A pass's transformed tiles, `[position][tile][input channel]`.
     transformed: Vec<f32>,
     /// A pass's products for one block of output channels, `[position][tile][vector]`.
@@ -240,8 +247,7 @@ fn compute(
     let build = || State {
         packed: Packed::new(weight, bias, [d.c, d.oc], isa),
         padded: Vec::new(),
-        transformed: Vec::new(),
-        products: Vec::new(),
+        scratch: Vec::new(),
     };
     let mut kept = memo::take(key, build);
     let state = kept.state();
@@ -268,12 +274,6 @@ fn compute(
         &unit,
         [rows, cols * lanes],
     );
-    state
-        .transformed
-        .resize(POSITIONS * MOST_TILES * d.c + 16, 0.0);
-    state
-        .products
-        .resize(POSITIONS * MOST_TILES * MOST_VECTORS * lanes, 0.0);
     let out_at = out.as_mut_ptr();
     let job = Job {
         d,
@@ -285,17 +285,59 @@ fn compute(
         residual: residual.map(|r| r.unwrap_or(out_at.cast_const())),
         activation,
     };
-    // SAFETY: the sizes above hold every read and write the passes make (see `Job`); the
-    // instructions are this CPU's (`Isa::here`).
-    #[allow(unsafe_code)]
-    unsafe {
-        match isa {
-            Isa::Avx512 => passes_avx512(&job, state),
-            Isa::Avx2 => passes_avx2(&job, state),
-        }
+    let parts = parts(tiles_high * tiles_wide, d, isa);
+    state.scratch.resize_with(parts.len(), Scratch::default);
+    for scratch in &mut state.scratch {
+        scratch
+            .transformed
+            .resize(POSITIONS * MOST_TILES * d.c + 16, 0.0);
+        scratch
+            .products
+            .resize(POSITIONS * MOST_TILES * MOST_VECTORS * lanes, 0.0);
     }
+    let shared = (&state.packed, &state.padded[..]);
+    let run_part = |(tiles, scratch): (core::ops::Range<usize>, &mut Scratch)| {
+        // SAFETY: the sizes above hold every read and write the passes make (see `Job`); the
+        // instructions are this CPU's (`Isa::here`); parts write disjoint tiles' outputs.
+        #[allow(unsafe_code)]
+        unsafe {
+            match isa {
+                Isa::Avx512 => passes_avx512(&job, shared, tiles, scratch),
+                Isa::Avx2 => passes_avx2(&job, shared, tiles, scratch),
+            }
+        }
+    };
+    let work: Vec<_> = parts.into_iter().zip(state.scratch.iter_mut()).collect();
+    #[cfg(feature = "threads")]
+    crate::parallel::for_each(work, run_part);
+    #[cfg(not(feature = "threads"))]
+    work.into_iter().for_each(run_part);
     memo::keep(kept);
     true
+}
+
+/// Multiply-adds of the direct layer below which it stays on one thread (as
+/// `conv_lanes`'s convolutions).
+#[cfg(feature = "threads")]
+const PARALLEL_WORK: usize = 1 << 20;
+
+/// The ranges of tiles the layer's parts take, each computed as one thread would (a tile's
+/// outputs do not depend on the others of its pass, so the results are the same): one part
+/// with one thread or little work, else one a thread, in whole passes.
+fn parts(tiles: usize, d: ConvDims, isa: Isa) -> Vec<core::ops::Range<usize>> {
+    #[cfg(feature = "threads")]
+    {
+        let threads = crate::parallel::threads();
+        let work =
+            d.oh.saturating_mul(d.ow)
+                .saturating_mul(d.c)
+                .saturating_mul(d.oc);
+        if threads > 1 && work.saturating_mul(9) >= PARALLEL_WORK {
+            return crate::parallel::ranges(tiles, threads, isa.pixels());
+        }
+    }
+    let _ = (d, isa);
+    std::vec![0..tiles]
 }
 
 /// One convolution as [`run`] checked it: the padded plane's rows and columns (pixels) hold
@@ -311,46 +353,63 @@ struct Job {
     activation: Activation,
 }
 
+// SAFETY: the parts of a threaded run write disjoint tiles' outputs through `out`, each
+// reading the residual only where it writes, and the run waits for all of them.
+#[allow(unsafe_code)]
+unsafe impl Sync for Job {}
+
 /// [`passes`] with AVX-512: eight tiles a pass.
 ///
 /// # Safety
-/// AVX-512F, AVX2 and FMA; `job` and `state` as [`run`] made them.
+/// AVX-512F, AVX2 and FMA; the operands as [`run`] made them.
 #[target_feature(enable = "avx512f,avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn passes_avx512(job: &Job, state: &mut State) {
-    passes::<__m512, 8, 4>(job, state)
+unsafe fn passes_avx512(
+    job: &Job,
+    shared: (&Packed, &[f32]),
+    tiles: core::ops::Range<usize>,
+    scratch: &mut Scratch,
+) {
+    passes::<__m512, 8, 4>(job, shared, tiles, scratch)
 }
 
 /// [`passes`] with AVX2: six tiles a pass.
 ///
 /// # Safety
-/// AVX2 and FMA; `job` and `state` as [`run`] made them.
+/// AVX2 and FMA; the operands as [`run`] made them.
 #[target_feature(enable = "avx2,fma")]
 #[allow(unsafe_code)]
-unsafe fn passes_avx2(job: &Job, state: &mut State) {
-    passes::<__m256, 6, 3>(job, state)
+unsafe fn passes_avx2(
+    job: &Job,
+    shared: (&Packed, &[f32]),
+    tiles: core::ops::Range<usize>,
+    scratch: &mut Scratch,
+) {
+    passes::<__m256, 6, 3>(job, shared, tiles, scratch)
 }
 
-/// Every tile, `P` at a time: their windows transformed, then per block of output channels
+/// The tiles of `tiles`, `P` at a time (in `scratch`'s buffers): their windows transformed, then per block of output channels
 /// the products at each position (of `H` = `P / 2` tiles where the pass has no more) and the
 /// outputs transformed back and stored.
 ///
 /// # Safety
-/// The instruction set of `L`; `job` and `state` as [`run`] made them.
+/// The instruction set of `L`; the operands as [`run`] made them.
 #[inline(always)]
 #[allow(unsafe_code)]
-unsafe fn passes<L: Lanes, const P: usize, const H: usize>(job: &Job, state: &mut State) {
-    let [tiles_high, tiles_wide] = job.tiles;
-    let tiles = tiles_high * tiles_wide;
+unsafe fn passes<L: Lanes, const P: usize, const H: usize>(
+    job: &Job,
+    (packed, padded): (&Packed, &[f32]),
+    tiles: core::ops::Range<usize>,
+    scratch: &mut Scratch,
+) {
     let finish = L::prepare(job.activation);
-    let transformed = state.transformed.as_mut_ptr();
-    let products = state.products.as_mut_ptr();
-    let packed = &state.packed;
+    let transformed = scratch.transformed.as_mut_ptr();
+    let products = scratch.products.as_mut_ptr();
     let values = packed.values.as_ptr().add(packed.offset);
-    let mut first_tile = 0;
-    while first_tile < tiles {
-        let count = (tiles - first_tile).min(P);
-        inputs::<L, P>(job, state.padded.as_ptr(), transformed, first_tile, count);
+    let mut first_tile = tiles.start;
+    while first_tile < tiles.end {
+        let count = (tiles.end - first_tile).min(P);
+        inputs::<L, P>(job, padded.as_ptr(), transformed, first_tile, count);
         for &(first, v, at) in &packed.blocks {
             let weights = values.add(at);
             let bias = packed.bias.as_ptr().add(first);
