@@ -1120,12 +1120,12 @@ pub(super) mod avx2 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use std::vec;
 
-    /// A small deterministic generator.
-    struct Lcg(u64);
+    /// A small deterministic generator (also `winograd`'s tests').
+    pub(in crate::kernels) struct Lcg(pub(in crate::kernels) u64);
 
     impl Lcg {
         fn next(&mut self) -> u64 {
@@ -1135,12 +1135,27 @@ mod tests {
                 .wrapping_add(1442695040888963407);
             self.0 >> 33
         }
-        fn below(&mut self, n: usize) -> usize {
+        /// A number below `n`.
+        pub(in crate::kernels) fn below(&mut self, n: usize) -> usize {
             (self.next() % n as u64) as usize
         }
-        fn value(&mut self) -> f32 {
+        /// A value in −4..=4, in steps of 1/250.
+        pub(in crate::kernels) fn value(&mut self) -> f32 {
             (self.below(2001) as f32 - 1000.0) / 250.0
         }
+    }
+
+    /// Every instruction set of the channel-lane kernels this CPU has.
+    pub(in crate::kernels) fn available() -> Vec<Isa> {
+        [Isa::Avx512, Isa::Avx2]
+            .into_iter()
+            .filter(|&isa| match isa {
+                Isa::Avx512 => std::is_x86_feature_detected!("avx512f"),
+                Isa::Avx2 => {
+                    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
+                }
+            })
+            .collect()
     }
 
     /// Every instruction set this CPU has, over random geometry (channels not a multiple of
@@ -1149,15 +1164,7 @@ mod tests {
     /// zero over the terms, one FMA each, plus the bias, then the activation.
     #[test]
     fn tiles_give_the_scalar_sums_bit_for_bit() {
-        let isas: Vec<Isa> = [Isa::Avx512, Isa::Avx2]
-            .into_iter()
-            .filter(|&isa| match isa {
-                Isa::Avx512 => std::is_x86_feature_detected!("avx512f"),
-                Isa::Avx2 => {
-                    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-                }
-            })
-            .collect();
+        let isas = available();
         let mut rng = Lcg(7);
         for case in 0..300 {
             // One case in three a whole number of vectors (a blocked output runs too).

@@ -635,8 +635,8 @@ unsafe fn outputs<L: Lanes, const V: usize, const P: usize>(
 
 #[cfg(test)]
 mod tests {
+    use super::super::conv_lanes::tests::{available, Lcg};
     use super::*;
-    use std::vec::Vec;
 
     /// `Bᵀ`, `Aᵀ` as the transforms above use them.
     const BT: [[f64; WINDOW]; WINDOW] = [
@@ -691,22 +691,6 @@ mod tests {
         }
     }
 
-    /// A small deterministic generator.
-    struct Lcg(u64);
-
-    impl Lcg {
-        fn below(&mut self, n: usize) -> usize {
-            self.0 = self
-                .0
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((self.0 >> 33) % n as u64) as usize
-        }
-        fn value(&mut self) -> f32 {
-            (self.below(2001) as f32 - 1000.0) / 500.0
-        }
-    }
-
     /// Every instruction set this CPU has, over random geometry (planes from 1 × 1 to
     /// 19 × 19, any padding up to 2 a side, one to three blocks of channels each side), with
     /// and without a bias, a residual (another tensor's or the output's own values) and Relu
@@ -714,15 +698,7 @@ mod tests {
     /// written where [`takes`] declines.
     #[test]
     fn random_layers_equal_the_direct_correlation() {
-        let isas: Vec<Isa> = [Isa::Avx512, Isa::Avx2]
-            .into_iter()
-            .filter(|&isa| match isa {
-                Isa::Avx512 => std::is_x86_feature_detected!("avx512f"),
-                Isa::Avx2 => {
-                    std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma")
-                }
-            })
-            .collect();
+        let isas = available();
         let mut rng = Lcg(11);
         let mut ran = 0;
         for case in 0..160 {
