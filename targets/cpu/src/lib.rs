@@ -78,8 +78,8 @@ impl<const OPS: Selection> CpuDevice<OPS> {
     }
 
     /// The same device, its programs running 3 × 3 stride-1 convolutions between
-    /// channel-blocked tensors by Winograd's transform F(2 × 2, 3 × 3) (`true`, the default,
-    /// unless `FERRITE_CPU_WINOGRAD=off`: 2.25 times fewer multiply-adds, outputs a few
+    /// channel-blocked tensors by Winograd's transform F(4 × 4, 3 × 3) (`true`, the default,
+    /// unless `FERRITE_CPU_WINOGRAD=off`: four times fewer multiply-adds, outputs a few
     /// roundings from the direct sums) or by the direct kernels (`false`: results bit-identical
     /// to the planar layout's).
     #[cfg(feature = "std")]

@@ -46,6 +46,18 @@ struct PreparedStep {
     fused_away: bool,
 }
 
+impl PreparedStep {
+    /// What the program planned for the step, Winograd's transform allowed where `winograd`.
+    fn kept(&self, winograd: bool) -> Kept {
+        Kept {
+            layout: self.layout,
+            residual: self.residual,
+            fused_away: self.fused_away,
+            winograd,
+        }
+    }
+}
+
 /// A decoded step: its operand lists as little-endian tensor indices (as in the model).
 struct DecodedStep {
     index: usize,
@@ -197,20 +209,8 @@ impl Prepared {
         let winograd = self.winograd;
         (self.complete && self.steps.len() == plan.len()).then(|| {
             self.steps.iter_mut().map(move |s| {
-                let PreparedStep {
-                    decoded,
-                    memo,
-                    layout,
-                    residual,
-                    fused_away,
-                } = s;
-                let kept = Kept {
-                    layout: *layout,
-                    residual: *residual,
-                    fused_away: *fused_away,
-                    winograd,
-                };
-                (decoded.step(tensors), memo, kept)
+                let kept = s.kept(winograd);
+                (s.decoded.step(tensors), &mut s.memo, kept)
             })
         })
     }
@@ -231,12 +231,7 @@ impl Prepared {
         let tensors = &self.tensors;
         let winograd = self.winograd;
         self.steps.get_mut(position).map(move |s| {
-            let kept = Kept {
-                layout: s.layout,
-                residual: s.residual,
-                fused_away: s.fused_away,
-                winograd,
-            };
+            let kept = s.kept(winograd);
             (s.decoded.step(tensors), &mut s.memo, kept)
         })
     }

@@ -57,8 +57,9 @@ fn depthwise_shape(win: &Window) -> bool {
 /// A convolution with `blocking` (see [`runs`]), adding `residual` to each sum before the
 /// activation (a fused Add; one group, blocked output only): a 3 × 3 stride-1 layer blocked on
 /// both sides by Winograd's transform where the program allows it ([`super::winograd`]),
-/// others by the channel-lane tiles. `Some(whether the activation was applied)`, or `None` with nothing written where it does not run (the caller then changes
-/// the layouts around the planar kernels).
+/// others by the channel-lane tiles. `Some(whether the activation was applied)`, or `None`
+/// with nothing written where it does not run (the caller then changes the layouts around the
+/// planar kernels).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv(
     p: &Conv,

@@ -15,6 +15,7 @@
 //! output is the same sum in the same order as the in-place product's (from zero over the taps,
 //! one FMA each, then the bias added), so the results are bit for bit those.
 
+use super::aligned::Aligned;
 use crate::memo;
 use core::arch::x86_64::*;
 use ferrite_hal::Activation;
@@ -130,10 +131,8 @@ struct Variant {
 pub(super) struct Packed {
     /// The instructions it is packed for.
     isa: Isa,
-    /// The packed values, from `offset` on.
-    values: Vec<f32>,
-    /// Where the first block starts in `values` (its 64-byte boundary).
-    offset: usize,
+    /// The packed values, from a 64-byte boundary.
+    values: Aligned,
     /// Each block: first output channel, vectors, start in the packed values.
     blocks: Vec<(usize, usize, usize)>,
     /// Output channels.
@@ -272,15 +271,15 @@ impl Packed {
             }
             starts.push(at);
         }
-        let mut values = std::vec![0.0f32; start + 16];
-        let offset = values.as_ptr().align_offset(64).min(15);
+        let mut aligned = Aligned::zeroed(start);
+        let values = aligned.as_mut_slice();
         for (terms, at) in core::iter::once(&all).chain(&kept).zip(&starts) {
             let mut first = 0;
             for (&v, &at) in widths.iter().zip(at) {
                 let width = lanes * v;
                 for (j, row) in weights.chunks_exact(k).skip(first).take(width).enumerate() {
                     for (i, &t) in terms.iter().enumerate() {
-                        values[offset + at + i * width + j] = row[t];
+                        values[at + i * width + j] = row[t];
                     }
                 }
                 first += width;
@@ -308,8 +307,7 @@ impl Packed {
             .collect();
         Packed {
             isa,
-            values,
-            offset,
+            values: aligned,
             blocks,
             channels,
             variants,
@@ -562,9 +560,9 @@ impl Job<'_> {
         if let Some(b) = self.bias.and_then(|b| b.get(first..first + channels)) {
             bias.iter_mut().zip(b).for_each(|(slot, &b)| *slot = b);
         }
-        let values = self.packed.values.as_ptr();
+        let values = self.packed.values.as_slice().as_ptr();
         #[allow(unsafe_code)]
-        let full = unsafe { values.add(self.packed.offset + at) };
+        let full = unsafe { values.add(at) };
         let mut block_at = Block {
             weights: full,
             taps: reading.taps,
@@ -608,7 +606,7 @@ impl Job<'_> {
                 #[allow(unsafe_code)]
                 Some(variant) => unsafe {
                     let at = variant.blocks.get(block).copied().unwrap_or(0);
-                    (values.add(self.packed.offset + at), &variant.taps[..])
+                    (values.add(at), &variant.taps[..])
                 },
                 None => (full, reading.taps),
             };

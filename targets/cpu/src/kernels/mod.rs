@@ -3,6 +3,8 @@
 
 #[cfg(feature = "quantized")]
 pub mod accumulate;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod aligned;
 pub mod conv;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 pub(crate) mod conv_blocked;

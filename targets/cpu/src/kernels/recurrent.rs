@@ -544,6 +544,7 @@ pub fn recurrent<const OPS: Selection>(
 #[allow(unsafe_code)]
 mod fma {
     use super::Operands;
+    use crate::kernels::aligned::Aligned;
     use crate::kernels::simd::{level, Level};
     use crate::memo::{self, Kept};
     use core::arch::x86_64::*;
@@ -561,9 +562,9 @@ mod fma {
     /// `W` and `R` in panels ([`pack`]), and the input's part of every step's gates.
     pub(super) struct Packed {
         /// `W`, packed.
-        w: Panels,
+        w: Aligned,
         /// `R`, packed.
-        r: Panels,
+        r: Aligned,
         /// The panels of the layer's rows ([`panels`]), and the same last to first.
         panels: Vec<(usize, usize)>,
         reversed: Vec<(usize, usize)>,
@@ -589,12 +590,15 @@ mod fma {
             r: at(r),
             sizes: [rows, input, hidden],
         };
-        Some(memo::take(key, || Packed {
-            w: pack(w, rows, input),
-            r: pack(r, rows, hidden),
-            panels: panels(rows).collect(),
-            reversed: panels(rows).collect::<Vec<_>>().into_iter().rev().collect(),
-            projected: Vec::new(),
+        Some(memo::take(key, || {
+            let panels: Vec<_> = panels(rows).collect();
+            Packed {
+                w: pack(w, rows, input),
+                r: pack(r, rows, hidden),
+                reversed: panels.iter().rev().copied().collect(),
+                panels,
+                projected: Vec::new(),
+            }
         }))
     }
 
@@ -611,7 +615,7 @@ mod fma {
             self.projected.resize(steps * rows, 0.0);
             product(
                 x,
-                self.w.values(),
+                self.w.as_slice(),
                 &self.panels,
                 bias,
                 [steps, rows, input],
@@ -636,7 +640,7 @@ mod fma {
                 true => &self.reversed,
                 false => &self.panels,
             };
-            product(h, self.r.values(), panels, bias, sizes, out);
+            product(h, self.r.as_slice(), panels, bias, sizes, out);
         }
 
         /// `len` values of the projected gates from `start` (`None` where
@@ -664,44 +668,25 @@ mod fma {
     }
 
     /// `m` (`[rows, k]`) in panels: each panel of `P` rows ([`panels`]) as `[k, P]`, one
-    /// after another, so a panel's products read one contiguous stream.
-    fn pack(m: &[f32], rows: usize, k: usize) -> Panels {
-        let len = rows.next_multiple_of(8) * k;
-        let mut packed: Vec<f32> = Vec::with_capacity(len + 16);
-        // From a 64-byte boundary, so that no vector of a panel straddles two cache lines
-        // (a 16-byte-aligned buffer had split every other load: the LSTM 50 → 74 µs,
-        // depending on where the allocator put it).
-        let offset = packed.as_ptr().align_offset(64).min(15);
-        packed.resize(offset, 0.0);
+    /// after another, so a panel's products read one contiguous stream; from a 64-byte
+    /// boundary, so that no vector of a panel straddles two cache lines.
+    fn pack(m: &[f32], rows: usize, k: usize) -> Aligned {
+        let mut packed = Aligned::zeroed(rows.next_multiple_of(8) * k);
+        let mut slots = packed.as_mut_slice().iter_mut();
         for (g, width) in panels(rows) {
             for j in 0..k {
                 for r in g..g + width {
-                    packed.push(
-                        m.get(r * k + j)
+                    if let Some(slot) = slots.next() {
+                        *slot = m
+                            .get(r * k + j)
                             .copied()
                             .filter(|_| r < rows)
-                            .unwrap_or(0.0),
-                    );
+                            .unwrap_or(0.0);
+                    }
                 }
             }
         }
-        Panels {
-            values: packed,
-            offset,
-        }
-    }
-
-    /// Packed panels ([`pack`]) from `offset` on in `values`, a 64-byte boundary.
-    pub(super) struct Panels {
-        values: Vec<f32>,
-        offset: usize,
-    }
-
-    impl Panels {
-        /// The packed values.
-        fn values(&self) -> &[f32] {
-            self.values.get(self.offset..).unwrap_or(&[])
-        }
+        packed
     }
 
     /// `out[b, g] = Σ_j a[b, j] · m[g, j] (+ bias[g])` for `b < batch` from `m` packed in

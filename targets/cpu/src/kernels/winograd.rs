@@ -19,6 +19,7 @@
 //! [`crate::CpuDevice::with_winograd`] (or `FERRITE_CPU_WINOGRAD=off`) turns it off where a
 //! run must equal the planar layout's exactly. onnxruntime's MLAS runs these layers directly.
 
+use super::aligned::Aligned;
 use super::conv::{split_phases, ConvDims};
 use super::conv_lanes::{block_vectors, Isa, Residual};
 use super::depthwise_lanes::Lanes;
@@ -65,10 +66,8 @@ pub(super) fn takes(win: &Window, d: ConvDims, lanes: usize) -> bool {
 /// The transformed kernels `U = G g Gᵀ` of every output and input channel, packed per block
 /// of output channels as `[position][input channel][lanes · V]` from a 64-byte boundary.
 struct Packed {
-    /// The packed values, from `offset` on.
-    values: Vec<f32>,
-    /// Where the first block starts in `values`.
-    offset: usize,
+    /// The packed values, from a 64-byte boundary.
+    values: Aligned,
     /// Each block: first output channel, vectors, start in the packed values.
     blocks: Vec<(usize, usize, usize)>,
     /// The bias of every output channel (zeros without one).
@@ -136,9 +135,8 @@ impl Packed {
     fn new(weights: &[f32], bias: Option<&[f32]>, [c, oc]: [usize; 2], isa: Isa) -> Packed {
         let lanes = isa.lanes();
         let widths: Vec<usize> = block_vectors(oc, isa).collect();
-        let total = POSITIONS * c * oc;
-        let mut values = std::vec![0.0f32; total + 16];
-        let offset = values.as_ptr().align_offset(64).min(15);
+        let mut aligned = Aligned::zeroed(POSITIONS * c * oc);
+        let values = aligned.as_mut_slice();
         let mut blocks = Vec::with_capacity(widths.len());
         let (mut first, mut at) = (0, 0);
         for &v in &widths {
@@ -149,7 +147,7 @@ impl Packed {
                     let start = ((first + o) * c + i) * 9;
                     let u = transformed_kernel(weights.get(start..start + 9).unwrap_or(&[]));
                     for (pos, value) in u.into_iter().enumerate() {
-                        values[offset + at + (pos * c + i) * width + o] = value;
+                        values[at + (pos * c + i) * width + o] = value;
                     }
                 }
             }
@@ -164,8 +162,7 @@ impl Packed {
                 .for_each(|(slot, &b)| *slot = b);
         }
         Packed {
-            values,
-            offset,
+            values: aligned,
             blocks,
             bias: lanes_bias,
         }
@@ -290,7 +287,7 @@ fn compute(
     for scratch in &mut state.scratch {
         scratch
             .transformed
-            .resize(POSITIONS * MOST_TILES * d.c + 16, 0.0);
+            .resize(POSITIONS * MOST_TILES * d.c, 0.0);
         scratch
             .products
             .resize(POSITIONS * MOST_TILES * MOST_VECTORS * lanes, 0.0);
@@ -405,7 +402,7 @@ unsafe fn passes<L: Lanes, const P: usize, const H: usize>(
     let finish = L::prepare(job.activation);
     let transformed = scratch.transformed.as_mut_ptr();
     let products = scratch.products.as_mut_ptr();
-    let values = packed.values.as_ptr().add(packed.offset);
+    let values = packed.values.as_slice().as_ptr();
     let mut first_tile = tiles.start;
     while first_tile < tiles.end {
         let count = (tiles.end - first_tile).min(P);
