@@ -20,12 +20,16 @@
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_gemm;
+#[cfg(target_arch = "x86_64")]
+mod avx2_wide;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 #[cfg(target_arch = "x86_64")]
 mod vnni;
 #[cfg(target_arch = "x86_64")]
 mod vnni_wide;
+#[cfg(target_arch = "x86_64")]
+mod wide;
 
 #[cfg(target_arch = "x86_64")]
 pub(in crate::kernels) use avx2::qadd_tables;
@@ -709,14 +713,20 @@ impl<I: Isa> Channels<I> {
     }
 
     /// Where channels `o..o + B`'s words start and how far apart they lie, `[per channel, per
-    /// unit]`: in [`Channels::eights`] for a whole group of eight from a multiple of eight,
-    /// else in [`Channels::words`] (`None` past the channels).
+    /// unit]`: in [`Channels::eights`] for eight or four channels within a whole group of
+    /// eight, else in [`Channels::words`] (`None` past the channels).
     #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))] // the x86-64 products read these
     fn lines<const B: usize>(&self, o: usize) -> Option<(*const i32, [usize; 2])> {
         let units = self.units;
-        if B == 8 && o.is_multiple_of(8) {
-            let group = self.eights.get(o * units..(o + 8) * units)?;
-            return Some((group.as_ptr(), [1, 8]));
+        if 8 % B == 0 && B > 1 && o.is_multiple_of(B) {
+            // Channels `o..o + B` within one whole group of eight (B of 8 or 4).
+            let group = o / 8;
+            let line = self
+                .eights
+                .get(group * 8 * units + o % 8..(group + 1) * 8 * units);
+            if let Some(line) = line {
+                return Some((line.as_ptr(), [1, 8]));
+            }
         }
         let first = self.words.get(o * units..(o + B) * units)?;
         Some((first.as_ptr(), [units, 1]))

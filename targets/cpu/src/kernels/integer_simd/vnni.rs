@@ -75,8 +75,7 @@ impl Isa for Vnni {
         unsafe { Avx2::lanes(scalar) }
     }
 
-    #[inline]
-    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    #[inline(always)]
     unsafe fn requantize(lanes: &Self::Lanes, scalar: &Requantizer, sums: [i32; 8]) -> [i32; 8] {
         // SAFETY: this CPU has AVX2.
         unsafe { Avx2::requantize(lanes, scalar, sums) }

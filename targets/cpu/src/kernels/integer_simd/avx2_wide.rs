@@ -1,0 +1,210 @@
+//! Pointwise integer convolutions sixteen output positions at a time with AVX2 ([`super::wide`]'s
+//! geometry): a unit holds two input channels of sixteen positions as int16 pairs in two
+//! vectors, each `vpmaddwd` sums the pairs of eight positions for one output channel, and four
+//! channels' thirty-two positions-by-channel sums stay in eight registers until they are
+//! requantized and narrowed there — no sums through memory, one sixteen-byte store per channel.
+//! Exact (`vpmaddubsw`'s saturating pair sums would not be): the products of int16-widened
+//! bytes and their pair sums fit int32, and the accumulation wraps as the portable sums do.
+//!
+//! A unit's vectors hold positions `0–3, 8–11` and `4–7, 12–15`: packing their two vectors'
+//! int32 sums to int16 (`vpackssdw`, per 128-bit lane) then lines the sixteen up in order.
+
+use super::super::conv::ConvDims;
+use super::super::quantize::QuantInt;
+use super::avx2::{self, Avx2};
+use super::wide::{self, Wide, WideState};
+use super::{Operands, StepKey};
+use core::arch::x86_64::*;
+use ferrite_hal::op::QConv;
+
+/// Pointwise convolution sixteen positions at a time ([`wide::pointwise`]).
+///
+/// # Safety
+/// The CPU has AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn pointwise<X: QuantInt, Y: QuantInt>(
+    key: StepKey,
+    ops: &Operands<'_>,
+    d: &ConvDims,
+    x: &[X],
+    y: &mut [Y],
+) -> Option<bool> {
+    wide::pointwise::<Avx2, X, Y>(key, ops, d, x, y)
+}
+
+/// Regular convolution on its unfolded windows ([`wide::unfolded`]), for sixteen output
+/// channels or more.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[target_feature(enable = "avx2")]
+pub(super) unsafe fn unfolded<X: QuantInt, Y: QuantInt>(
+    key: StepKey,
+    c: &QConv,
+    ops: &Operands<'_>,
+    d: &ConvDims,
+    x: &[X],
+    y: &mut [Y],
+) -> Option<bool> {
+    wide::unfolded::<Avx2, X, Y>(key, c, ops, d, x, y, 16)
+}
+
+impl Wide for Avx2 {
+    type Unit = [__m256i; 2];
+
+    const WIDTH: usize = 16;
+
+    const TILE: usize = 4;
+
+    fn empty() -> [__m256i; 2] {
+        // SAFETY: AVX (this type only runs where AVX2 is) zeroes a vector register.
+        unsafe { [_mm256_setzero_si256(); 2] }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn pack_block(
+        x: &[u8],
+        [k, plane, p0]: [usize; 3],
+        signed: bool,
+        units: &mut [[__m256i; 2]],
+    ) {
+        let at = x.as_ptr().wrapping_add(p0);
+        for (u, unit) in units.iter_mut().enumerate() {
+            // SAFETY: rows below `k` have bytes `p0..p0 + 16` within `x` (the caller's bound).
+            let [r0, r1] = unsafe { [row(at, [2 * u, k, plane]), row(at, [2 * u + 1, k, plane])] };
+            // Positions 0–7 and 8–15 of the two rows, byte pairs; then 0–3 with 8–11, 4–7
+            // with 12–15.
+            let (low, high) = (_mm_unpacklo_epi8(r0, r1), _mm_unpackhi_epi8(r0, r1));
+            let halves = [_mm_unpacklo_epi64(low, high), _mm_unpackhi_epi64(low, high)];
+            *unit = if signed {
+                [
+                    _mm256_cvtepi8_epi16(halves[0]),
+                    _mm256_cvtepi8_epi16(halves[1]),
+                ]
+            } else {
+                [
+                    _mm256_cvtepu8_epi16(halves[0]),
+                    _mm256_cvtepu8_epi16(halves[1]),
+                ]
+            };
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn channels<const B: usize, Y: QuantInt>(
+        state: &WideState<Avx2>,
+        o: usize,
+        [plane, p0]: [usize; 2],
+        y: &mut [Y],
+    ) {
+        let ch = &state.channels;
+        let Some((words, strides)) = ch.lines::<B>(o) else {
+            return;
+        };
+        // SAFETY: the channels' lines hold `ch.units ≥ units.len()` words (`Channels::lines`).
+        let sums = unsafe {
+            match strides {
+                // Constant strides: the broadcasts' addresses fold into their instructions.
+                [1, 8] => sums_of::<B>(words, [1, 8], &state.units),
+                _ => sums_of::<B>(words, strides, &state.units),
+            }
+        };
+        let signed_out = Y::MIN < 0;
+        for (j, [first, second]) in sums.into_iter().enumerate() {
+            let (Some(&base), Some(lanes), Some(scalar)) = (
+                ch.bases.get(o + j),
+                ch.lanes.get(o + j),
+                ch.scalar.get(o + j),
+            ) else {
+                return;
+            };
+            let base = _mm256_set1_epi32(base);
+            let [first, second] = [
+                _mm256_add_epi32(first, base),
+                _mm256_add_epi32(second, base),
+            ];
+            let [first, second] = match lanes {
+                // SAFETY: AVX2 code.
+                Some(lanes) => unsafe {
+                    [
+                        avx2::high_word(lanes, first),
+                        avx2::high_word(lanes, second),
+                    ]
+                },
+                None => [scalar_lanes(scalar, first), scalar_lanes(scalar, second)],
+            };
+            // In the output type's range (clamped): the saturating packs keep every value.
+            let words = _mm256_packs_epi32(first, second);
+            let bytes = if signed_out {
+                _mm256_packs_epi16(words, words)
+            } else {
+                _mm256_packus_epi16(words, words)
+            };
+            let ordered = _mm256_permute4x64_epi64::<0b1000>(bytes);
+            let row = (o + j) * plane + p0;
+            if let Some(slots) = y.get_mut(row..row + 16) {
+                // SAFETY: sixteen one-byte outputs from `row` (`Y` is 8-bit here).
+                unsafe {
+                    _mm_storeu_si128(slots.as_mut_ptr().cast(), _mm256_castsi256_si128(ordered))
+                };
+            }
+        }
+    }
+}
+
+/// Row `i` of `k` (`plane` bytes apart from `at`)'s sixteen bytes; zeros past `k`.
+///
+/// # Safety
+/// The CPU has AVX2; row `i < k`'s sixteen bytes from `at` are readable.
+#[inline(always)]
+unsafe fn row(at: *const u8, [i, k, plane]: [usize; 3]) -> __m128i {
+    if i >= k {
+        // SAFETY: SSE2.
+        return unsafe { _mm_setzero_si128() };
+    }
+    // SAFETY: the caller's bound.
+    unsafe { _mm_loadu_si128(at.add(i * plane).cast()) }
+}
+
+/// Eight sums requantized one lane at a time by the scalar requantizer (scales without the
+/// high-word form).
+#[inline]
+#[target_feature(enable = "avx2")]
+fn scalar_lanes(scalar: &super::super::integer::Requantizer, acc: __m256i) -> __m256i {
+    let mut lanes = [0i32; 8];
+    // SAFETY: `lanes` holds eight int32s.
+    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), acc) };
+    for lane in &mut lanes {
+        *lane = scalar.apply(*lane);
+    }
+    // SAFETY: as above.
+    unsafe { _mm256_loadu_si256(lanes.as_ptr().cast()) }
+}
+
+/// Channel `j`'s sums over the units (its word of unit `u` at `words[j·per_channel +
+/// u·per_unit]`), both vectors of each unit against the one broadcast word.
+///
+/// # Safety
+/// The CPU has AVX2; every such word for `j < B`, `u < units.len()` is readable.
+#[inline(always)]
+unsafe fn sums_of<const B: usize>(
+    words: *const i32,
+    [per_channel, per_unit]: [usize; 2],
+    units: &[[__m256i; 2]],
+) -> [[__m256i; 2]; B] {
+    // SAFETY: AVX2 (the caller's); the words are the caller's bound.
+    unsafe {
+        let mut acc = [[_mm256_setzero_si256(); 2]; B];
+        for (u, &[first, second]) in units.iter().enumerate() {
+            let line = words.add(u * per_unit);
+            for (j, [a, b]) in acc.iter_mut().enumerate() {
+                let word = _mm256_set1_epi32(*line.add(j * per_channel));
+                *a = _mm256_add_epi32(*a, _mm256_madd_epi16(first, word));
+                *b = _mm256_add_epi32(*b, _mm256_madd_epi16(second, word));
+            }
+        }
+        acc
+    }
+}

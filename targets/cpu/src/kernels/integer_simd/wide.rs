@@ -1,0 +1,266 @@
+//! Pointwise integer convolutions, and regular ones on their unfolded windows, a block of
+//! output positions at a time with each channel's requantization in registers: every block's
+//! rows packed once, then a few output channels' sums over it, offset, requantized and
+//! narrowed into their rows without leaving the vector registers. The geometry is here, shared;
+//! each instruction set ([`Wide`]) packs the rows and computes a tile of channels — 512-bit
+//! VNNI sixteen positions to a vector ([`super::vnni_wide`]), AVX2 sixteen positions in two
+//! vectors ([`super::avx2_wide`]). The sums and the rounding are the portable kernel's, bit for
+//! bit: wrapping int32 sums of exact products, then
+//! [`super::super::integer::HighWordRequantizer`]'s rounding lane by lane.
+
+use super::super::conv::ConvDims;
+use super::super::integer::Requantizer;
+use super::super::quantize::QuantInt;
+use super::{Channels, Isa, Operands, StepKey};
+use crate::memo;
+use ferrite_hal::op::QConv;
+use std::vec::Vec;
+
+/// What an instruction set supplies to the block geometry: its packed units and a tile of
+/// channels' products, requantized and stored.
+///
+/// # Safety
+/// Every method may only be called when the CPU has the instruction set's features.
+pub(super) trait Wide: Isa + Sized {
+    /// [`Isa::ROWS`] rows of [`Wide::WIDTH`] positions, packed for the products.
+    type Unit: Copy + Send + Sync + 'static;
+
+    /// Output positions per block.
+    const WIDTH: usize;
+
+    /// The most channels one [`Wide::channels`] call computes (8 or 4); fewer left over run
+    /// four, then one, at a time.
+    const TILE: usize;
+
+    /// A unit of zeros (what the units vector grows with before it is packed).
+    fn empty() -> Self::Unit;
+
+    /// Positions `p0..p0 + WIDTH` of `k` rows `plane` bytes apart packed `ROWS` rows to a unit
+    /// (int8 inputs as the products want them); rows past `k` read as zeros.
+    ///
+    /// # Safety
+    /// As the trait's; `x` holds `k` rows of `plane` bytes and `p0 + WIDTH ≤ plane`.
+    unsafe fn pack_block(x: &[u8], rows: [usize; 3], signed: bool, units: &mut [Self::Unit]);
+
+    /// Channels `o..o + B`'s sums over the packed units, offset by their bases, requantized
+    /// and narrowed into outputs `p0..p0 + WIDTH` of their rows (`plane` apart in `y`).
+    ///
+    /// # Safety
+    /// As the trait's; channels below `o + B` have `units.len()` words, bases and
+    /// requantizations; `y` holds their rows.
+    unsafe fn channels<const B: usize, Y: QuantInt>(
+        state: &WideState<Self>,
+        o: usize,
+        at: [usize; 2],
+        y: &mut [Y],
+    );
+}
+
+/// A product step's kept state: its channels' weight words and bases, their requantization as
+/// scalars for the lanes, and the block's packed rows.
+pub(super) struct WideState<I: Wide> {
+    pub(super) channels: Channels<I>,
+    pub(super) requant: Vec<WideRequant>,
+    pub(super) units: Vec<I::Unit>,
+}
+
+/// A channel's requantization: the high-word form's `[multiplier, half, mask, zero, min,
+/// max]`, shift and whether it has ties, or `None` (each lane by the scalar requantizer).
+pub(super) type WideRequant = Option<([i32; 6], u32, bool)>;
+
+impl<I: Wide> WideState<I> {
+    /// The state of a product of `k` rows into `oc` channels, for inputs of the signedness.
+    #[inline(always)]
+    fn new(ops: &Operands<'_>, k: usize, oc: usize, signed: bool) -> WideState<I> {
+        let channels = Channels::<I>::new(ops, k, oc, signed);
+        let requant = channels.scalar.iter().map(wide_requant).collect();
+        WideState {
+            channels,
+            requant,
+            units: Vec::new(),
+        }
+    }
+}
+
+/// A channel's [`WideRequant`].
+fn wide_requant(scalar: &Requantizer) -> WideRequant {
+    scalar.high_word().map(|h| {
+        let [multiplier, half, shift, mask, zero, min, max] = h.words();
+        (
+            [multiplier, half, mask, zero, min, max],
+            shift as u32,
+            h.has_ties(),
+        )
+    })
+}
+
+/// Pointwise convolution (`Y[o, p] = base[o] + Σ_i W[o, i]·X[i, p]`) a block of positions at a
+/// time ([`product_rows`]). `None` (the block-of-eight kernels run) for 16-bit activations or a
+/// plane smaller than a block; `Some(false)` when an operand is shorter than the sizes say.
+/// Inlined into each instruction set's entry point.
+#[inline(always)]
+pub(super) fn pointwise<I: Wide, X: QuantInt, Y: QuantInt>(
+    key: StepKey,
+    ops: &Operands<'_>,
+    d: &ConvDims,
+    x: &[X],
+    y: &mut [Y],
+) -> Option<bool> {
+    let (c, oc, plane) = (d.c, d.oc, d.h * d.w);
+    if X::WIDE || Y::WIDE || plane < I::WIDTH || c == 0 {
+        return None;
+    }
+    let bytes: &[u8] = bytemuck::cast_slice(x);
+    if !super::operands_fit(ops, d, c, [bytes.len(), y.len()]) {
+        return Some(false);
+    }
+    let signed = X::MIN < 0;
+    let mut kept = memo::take(key, || WideState::<I>::new(ops, c, oc, signed));
+    let mut done = true;
+    for b in 0..d.n {
+        let xb = &bytes[b * c * plane..(b + 1) * c * plane];
+        let yb = &mut y[b * oc * plane..(b + 1) * oc * plane];
+        done &= product_rows(kept.state(), xb, [c, plane, oc], signed, yb);
+    }
+    memo::keep(kept);
+    Some(done)
+}
+
+/// Regular convolution (one group) on its windows unfolded: each input channel padded with its
+/// zero point once ([`super::pad_interior`]), then row `(ci·kh + ky)·kw + kx` of a `[k,
+/// positions]` matrix gathered from it by a table of each position's first tap, and the
+/// product of [`pointwise`] over that matrix. For the convolutions whose taps the
+/// block-of-eight kernels cannot read in place (strides, rows narrower than a vector), whose
+/// matrix is small and that have at least `min_channels` output channels (few share too
+/// little of the gathering: VWW's first layer, eight channels, took 20 µs by the
+/// block-of-eight kernels, 30 µs so with VNNI); `None` for the others. Inlined into each
+/// instruction set's entry point.
+#[inline(always)]
+pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
+    key: StepKey,
+    c: &QConv,
+    ops: &Operands<'_>,
+    d: &ConvDims,
+    x: &[X],
+    y: &mut [Y],
+    min_channels: usize,
+) -> Option<bool> {
+    let [kh, kw] = c.window.kernel;
+    let [sh, sw] = c.window.stride;
+    let [dh, dw] = c.window.dilation;
+    let (k, positions) = (d.c * kh * kw, d.oh * d.ow);
+    if X::WIDE || Y::WIDE || c.group > 1 || positions < I::WIDTH || k == 0 || d.h * d.w == 0 {
+        return None;
+    }
+    // Stride 1 on rows of eight or more: the block-of-eight kernels read those taps in place.
+    let [ph, pw] = super::padded_extent(c, d, d.c)?;
+    let in_place = [sh, sw] == [1, 1] && (d.oh - 1) * pw + d.ow >= 8 && d.ow >= 8;
+    // Where the block-of-eight kernels would gather the matrix too.
+    let reading = super::reading_of(in_place, [k, positions, d.ow], 0);
+    if reading != super::Reading::Matrix || d.oc < min_channels {
+        return None;
+    }
+    let bytes: &[u8] = bytemuck::cast_slice(x);
+    if !super::operands_fit(ops, d, k, [bytes.len(), y.len()]) {
+        return Some(false);
+    }
+    let signed = X::MIN < 0;
+    let zero = c.requantize.input_zero as u8;
+    let build = || Unfolded {
+        wide: WideState::<I>::new(ops, k, d.oc, signed),
+        padded: std::vec![zero; d.c * ph * pw],
+        expansion: super::Expansion::new(d, c.window.pads, [ph, pw], zero),
+        firsts: super::first_taps([d.oh, d.ow], [sh, sw], pw),
+        taps: super::window_taps(d.c, [kh, kw], [dh, dw], [ph, pw]),
+        matrix: std::vec![0u8; k * positions],
+    };
+    let mut kept = memo::take(key, build);
+    let state = kept.state();
+    let mut done = true;
+    for b in 0..d.n {
+        let xb = &bytes[b * d.c * d.h * d.w..(b + 1) * d.c * d.h * d.w];
+        let planes = xb
+            .chunks_exact(d.h * d.w)
+            .zip(state.padded.chunks_exact_mut(ph * pw));
+        for (plane, padded) in planes {
+            let expansion = state.expansion.as_ref();
+            super::pad_interior::<I>(expansion, plane, d, c.window.pads, padded, pw, 0);
+        }
+        super::gather_matrix(
+            &mut state.matrix,
+            &state.padded,
+            &state.taps,
+            &state.firsts,
+            zero,
+        );
+        let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
+        let rows = [k, positions, d.oc];
+        done &= product_rows(&mut state.wide, &state.matrix, rows, signed, yb);
+    }
+    memo::keep(kept);
+    Some(done)
+}
+
+/// A regular convolution's kept state for [`unfolded`]: the product's, the padded input planes
+/// (their borders the zero point, written once) and padding shuffles, each position's first tap
+/// and each tap's offset in them, and the unfolded matrix.
+struct Unfolded<I: Wide> {
+    wide: WideState<I>,
+    padded: Vec<u8>,
+    expansion: Option<super::Expansion>,
+    firsts: Vec<usize>,
+    taps: Vec<usize>,
+    matrix: Vec<u8>,
+}
+
+/// `Y[o, p] = base[o] + Σ_i W[o, i]·X[i, p]` for `x` of `k` rows of `plane ≥ WIDTH` positions:
+/// each block of positions packed once ([`Wide::pack_block`]), then [`Wide::TILE`] channels at a
+/// time, four, then one; the last block overlaps the one before when the plane is not a
+/// multiple of the block (those outputs computed twice, identically). False (nothing written)
+/// when the state does not hold `oc` channels of `k` rows or an operand is short.
+#[inline(always)]
+fn product_rows<I: Wide, Y: QuantInt>(
+    state: &mut WideState<I>,
+    x: &[u8],
+    [k, plane, oc]: [usize; 3],
+    signed: bool,
+    y: &mut [Y],
+) -> bool {
+    let ch = &state.channels;
+    let units = ch.units;
+    let complete = units == k.div_ceil(I::ROWS)
+        && ch.words.len() >= oc * units
+        && ch.bases.len() >= oc
+        && state.requant.len() >= oc
+        && plane >= I::WIDTH
+        && x.len() >= k * plane
+        && y.len() >= oc * plane;
+    if !complete {
+        return false;
+    }
+    state.units.resize(units, I::empty());
+    for start in 0..plane.div_ceil(I::WIDTH) {
+        let p0 = (I::WIDTH * start).min(plane - I::WIDTH);
+        // SAFETY: `k` rows of `plane` bytes, `p0 + WIDTH ≤ plane`; only reached from an
+        // instruction set's entry point.
+        unsafe { I::pack_block(x, [k, plane, p0], signed, &mut state.units) };
+        let mut o = 0;
+        while o < oc {
+            let step = match oc - o {
+                left if left >= I::TILE => I::TILE,
+                4.. => 4,
+                _ => 1,
+            };
+            // SAFETY: channels below `oc` have `units` words each (`complete`).
+            unsafe {
+                match step {
+                    8 => I::channels::<8, Y>(state, o, [plane, p0], y),
+                    4 => I::channels::<4, Y>(state, o, [plane, p0], y),
+                    _ => I::channels::<1, Y>(state, o, [plane, p0], y),
+                }
+            }
+            o += step;
+        }
+    }
+    true
+}
