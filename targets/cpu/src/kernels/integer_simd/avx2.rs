@@ -8,8 +8,9 @@ use super::super::conv::ConvDims;
 use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::{
-    avx2_wide, depthwise_pass, group_blocks, qconv_with, scratch_needed, Block, ChannelPass,
-    Channels, Expansion, Gather, GroupBlocks, Isa, Operands, PairedGather, StepKey, TapPlan,
+    avx2_lanes, avx2_wide, depthwise_pass, group_blocks, qconv_with, scratch_needed, Block,
+    ChannelPass, Channels, Expansion, Gather, GroupBlocks, Isa, Operands, PairedGather, StepKey,
+    TapPlan,
 };
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
@@ -34,7 +35,12 @@ pub(super) unsafe fn qconv<X: QuantInt, Y: QuantInt>(
     let depthwise = d.c / c.group.max(1) == 1 && c.group > 1;
     // SAFETY (both): this CPU has AVX2 (the caller's).
     let wide = match (c.is_pointwise(), depthwise) {
-        (true, _) => unsafe { avx2_wide::pointwise(key, ops, d, x, y) },
+        (true, _) => unsafe {
+            match avx2_lanes::pointwise(key, ops, d, x, y) {
+                None => avx2_wide::pointwise(key, ops, d, x, y),
+                done => done,
+            }
+        },
         (false, false) if scratch.len() >= scratch_needed(c, d) => unsafe {
             avx2_wide::unfolded(key, c, ops, d, x, y)
         },

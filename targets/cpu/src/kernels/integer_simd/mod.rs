@@ -21,6 +21,8 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_gemm;
 #[cfg(target_arch = "x86_64")]
+mod avx2_lanes;
+#[cfg(target_arch = "x86_64")]
 mod avx2_wide;
 #[cfg(target_arch = "aarch64")]
 mod neon;
@@ -1788,8 +1790,9 @@ mod tests {
         y
     }
 
-    /// One random case of the geometry `shape` picks, on both activation types.
-    fn check_case(rng: &mut Rng, case: usize) -> Option<usize> {
+    /// One random case of the geometry `shape` picks, on both activation types; `pointwise`
+    /// forces a pointwise one of `[c, oc, h, w]`.
+    fn check_case(rng: &mut Rng, case: usize, pointwise: Option<[usize; 4]>) -> Option<usize> {
         let group_kind = rng.below(3); // 0: regular, 1: grouped, 2: depthwise
         let (kh, kw) = (1 + rng.below(4), 1 + rng.below(4));
         let stride = [1 + rng.below(2), 1 + rng.below(2)];
@@ -1809,6 +1812,11 @@ mod tests {
             _ => (1 + rng.below(12), 1, 1 + rng.below(2)),
         };
         let (h, w) = (1 + rng.below(14), 1 + rng.below(30));
+        let (group_kind, kh, kw, stride, pads, group, icg, ocg, h, w) = match pointwise {
+            Some([c, oc, h, w]) => (0, 1, 1, [1, 1], [0; 4], 1, c, oc, h, w),
+            None => (group_kind, kh, kw, stride, pads, group, icg, ocg, h, w),
+        };
+        let dilation = if pointwise.is_some() { 1 } else { dilation };
         let span = |size: usize, k: usize, pad: usize, stride: usize| {
             (size + pad)
                 .checked_sub((k - 1) * dilation + 1)
@@ -2141,7 +2149,7 @@ mod tests {
             let mut rng = Rng(0x2545_f491_4f6c_dd1d);
             let mut ran = [0; 5];
             for case in 0..1500 {
-                if let Some(kind) = check_case(&mut rng, case) {
+                if let Some(kind) = check_case(&mut rng, case, None) {
                     ran[kind] += 1;
                 }
             }
@@ -2151,6 +2159,32 @@ mod tests {
             std::println!(
                 "cases per kernel (pointwise, stride 1, strided, depthwise 1, 2): {ran:?}"
             );
+        }
+        AVX2_ONLY.set(false);
+    }
+
+    /// Pointwise convolutions of every width of output-channel run (the channel-lane kernel's
+    /// six, four, two and one groups of eight; and channels not in whole groups), odd and even
+    /// input channel counts and planes from one position to past a 16-position block equal the
+    /// definition bit for bit, on both instruction sets where the CPU has VNNI.
+    #[test]
+    fn simd_pointwise_convolutions_equal_the_definition() {
+        if !simd_runs() {
+            return;
+        }
+        for avx2_only in [false, true] {
+            AVX2_ONLY.set(avx2_only);
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+            for (case, oc) in [8, 16, 24, 32, 40, 48, 56, 64, 72, 104, 128, 20, 3]
+                .into_iter()
+                .enumerate()
+            {
+                for _ in 0..6 {
+                    let c = 1 + rng.below(40);
+                    let (h, w) = (1 + rng.below(9), 1 + rng.below(9));
+                    check_case(&mut rng, case, Some([c, oc, h, w]));
+                }
+            }
         }
         AVX2_ONLY.set(false);
     }
