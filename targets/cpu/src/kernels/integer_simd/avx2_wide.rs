@@ -46,7 +46,7 @@ pub(super) unsafe fn unfolded<X: QuantInt, Y: QuantInt>(
     x: &[X],
     y: &mut [Y],
 ) -> Option<bool> {
-    wide::unfolded::<Avx2, X, Y>(key, c, ops, d, x, y, 16)
+    wide::unfolded::<Avx2, X, Y>(key, c, ops, d, x, y, 8)
 }
 
 impl Wide for Avx2 {

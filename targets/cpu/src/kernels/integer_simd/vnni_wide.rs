@@ -43,7 +43,7 @@ pub(super) unsafe fn unfolded<X: QuantInt, Y: QuantInt>(
     x: &[X],
     y: &mut [Y],
 ) -> Option<bool> {
-    wide::unfolded::<Vnni, X, Y>(key, c, ops, d, x, y, 16)
+    wide::unfolded::<Vnni, X, Y>(key, c, ops, d, x, y, 8)
 }
 
 impl Wide for Vnni {

@@ -155,9 +155,12 @@ pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
     // Stride 1 on rows of eight or more: the block-of-eight kernels read those taps in place.
     let [ph, pw] = super::padded_extent(c, d, d.c)?;
     let in_place = [sh, sw] == [1, 1] && (d.oh - 1) * pw + d.ow >= 8 && d.ow >= 8;
-    // Where the block-of-eight kernels would gather the matrix too.
+    // Where the block-of-eight kernels would gather the matrix too, or strided rows whose
+    // matrix is within the bound (gathered a row run at a time, [`super::gather_matrix`]).
     let reading = super::reading_of(in_place, [k, positions, d.ow], 0);
-    if reading != super::Reading::Matrix || d.oc < min_channels {
+    let matrix = reading == super::Reading::Matrix
+        || (!in_place && d.ow >= 16 && k * positions <= super::MAX_UNFOLDED);
+    if !matrix || d.oc < min_channels {
         return None;
     }
     let bytes: &[u8] = bytemuck::cast_slice(x);
@@ -170,7 +173,7 @@ pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
         wide: WideState::<I>::new(ops, k, d.oc, signed),
         padded: std::vec![zero; d.c * ph * pw],
         expansion: super::Expansion::new(d, c.window.pads, [ph, pw], zero),
-        firsts: super::first_taps([d.oh, d.ow], [sh, sw], pw),
+        windows: super::Windows::new([d.oh, d.ow], [sh, sw], pw),
         taps: super::window_taps(d.c, [kh, kw], [dh, dw], [ph, pw]),
         matrix: std::vec![0u8; k * positions],
     };
@@ -190,7 +193,7 @@ pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
             &mut state.matrix,
             &state.padded,
             &state.taps,
-            &state.firsts,
+            &state.windows,
             zero,
         );
         let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
@@ -202,13 +205,13 @@ pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
 }
 
 /// A regular convolution's kept state for [`unfolded`]: the product's, the padded input planes
-/// (their borders the zero point, written once) and padding shuffles, each position's first tap
-/// and each tap's offset in them, and the unfolded matrix.
+/// (their borders the zero point, written once) and padding shuffles, where the windows and
+/// each tap lie in them, and the unfolded matrix.
 struct Unfolded<I: Wide> {
     wide: WideState<I>,
     padded: Vec<u8>,
     expansion: Option<super::Expansion>,
-    firsts: Vec<usize>,
+    windows: super::Windows,
     taps: Vec<usize>,
     matrix: Vec<u8>,
 }
