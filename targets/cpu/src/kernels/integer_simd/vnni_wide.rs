@@ -186,16 +186,16 @@ unsafe fn store<const B: usize, Y: QuantInt>(
     y: &mut [Y],
 ) {
     for (j, sum) in sums.into_iter().enumerate() {
-        let (Some(&base), Some(requant), Some(scalar)) = (
+        let (Some(&base), Some(lanes), Some(scalar)) = (
             state.channels.bases.get(o + j),
-            state.requant.get(o + j),
+            state.channels.lanes.get(o + j),
             state.channels.scalar.get(o + j),
         ) else {
             return;
         };
         let acc = _mm512_add_epi32(sum, _mm512_set1_epi32(base));
-        let out = match requant {
-            Some(form) => high_word(form, acc),
+        let out = match lanes {
+            Some(lanes) => high_word(lanes, acc),
             None => {
                 let mut lanes = [0i32; 16];
                 // SAFETY: `lanes` holds sixteen int32s.
@@ -216,33 +216,36 @@ unsafe fn store<const B: usize, Y: QuantInt>(
     }
 }
 
-/// [`super::super::integer::HighWordRequantizer::apply`] of sixteen accumulators.
+/// [`super::super::integer::HighWordRequantizer::apply`] of sixteen accumulators, from the
+/// channel's eight-lane constants (the AVX2 requantization's, [`super::Channels::lanes`]) each
+/// broadcast to both halves.
 #[inline]
 #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
-fn high_word(
-    &([multiplier, half, mask, zero, min, max], shift, ties): &([i32; 6], u32, bool),
-    acc: __m512i,
-) -> __m512i {
-    let multiplier = _mm512_set1_epi32(multiplier);
+fn high_word(&(words, shift, ties): &([__m256i; 6], __m128i, bool), acc: __m512i) -> __m512i {
+    // Written out, not `array::map`: its closure could be compiled without AVX-512.
+    let [multiplier, half, mask, zero, min, max] = [
+        _mm512_broadcast_i64x4(words[0]),
+        _mm512_broadcast_i64x4(words[1]),
+        _mm512_broadcast_i64x4(words[2]),
+        _mm512_broadcast_i64x4(words[3]),
+        _mm512_broadcast_i64x4(words[4]),
+        _mm512_broadcast_i64x4(words[5]),
+    ];
     // The 64-bit products of the even and the odd lanes, then their high words.
     let even = _mm512_mul_epi32(acc, multiplier);
     let odd = _mm512_mul_epi32(_mm512_srli_epi64::<32>(acc), multiplier);
     let high = _mm512_mask_blend_epi32(0xaaaa, _mm512_srli_epi64::<32>(even), odd);
-    let high = _mm512_add_epi32(high, _mm512_set1_epi32(half));
-    let count = _mm_cvtsi32_si128(shift as i32);
-    let mut rounded = _mm512_sra_epi32(high, count);
+    let high = _mm512_add_epi32(high, half);
+    let mut rounded = _mm512_sra_epi32(high, shift);
     if ties {
         // A tie: the low word and the bits the shift drops all clear; it goes to the even side
         // (the rounded-up value's lowest bit cleared).
         let low = _mm512_mask_blend_epi32(0xaaaa, even, _mm512_slli_epi64::<32>(odd));
-        let dropped = _mm512_or_si512(_mm512_and_si512(high, _mm512_set1_epi32(mask)), low);
+        let dropped = _mm512_or_si512(_mm512_and_si512(high, mask), low);
         let tie = _mm512_cmpeq_epi32_mask(dropped, _mm512_setzero_si512());
         rounded = _mm512_mask_and_epi32(rounded, tie, rounded, _mm512_set1_epi32(!1));
     }
     // |rounded| < 2^30 and the zero point is 16-bit: the sum cannot overflow.
-    let shifted = _mm512_add_epi32(rounded, _mm512_set1_epi32(zero));
-    _mm512_min_epi32(
-        _mm512_max_epi32(shifted, _mm512_set1_epi32(min)),
-        _mm512_set1_epi32(max),
-    )
+    let shifted = _mm512_add_epi32(rounded, zero);
+    _mm512_min_epi32(_mm512_max_epi32(shifted, min), max)
 }

@@ -9,7 +9,6 @@
 //! [`super::super::integer::HighWordRequantizer`]'s rounding lane by lane.
 
 use super::super::conv::ConvDims;
-use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::{Channels, Isa, Operands, StepKey};
 use crate::memo;
@@ -56,42 +55,22 @@ pub(super) trait Wide: Isa + Sized {
     );
 }
 
-/// A product step's kept state: its channels' weight words and bases, their requantization as
-/// scalars for the lanes, and the block's packed rows.
+/// A product step's kept state: its channels' weight words, bases and requantizations, and
+/// the block's packed rows.
 pub(super) struct WideState<I: Wide> {
     pub(super) channels: Channels<I>,
-    pub(super) requant: Vec<WideRequant>,
     pub(super) units: Vec<I::Unit>,
 }
-
-/// A channel's requantization: the high-word form's `[multiplier, half, mask, zero, min,
-/// max]`, shift and whether it has ties, or `None` (each lane by the scalar requantizer).
-pub(super) type WideRequant = Option<([i32; 6], u32, bool)>;
 
 impl<I: Wide> WideState<I> {
     /// The state of a product of `k` rows into `oc` channels, for inputs of the signedness.
     #[inline(always)]
     fn new(ops: &Operands<'_>, k: usize, oc: usize, signed: bool) -> WideState<I> {
-        let channels = Channels::<I>::new(ops, k, oc, signed);
-        let requant = channels.scalar.iter().map(wide_requant).collect();
         WideState {
-            channels,
-            requant,
+            channels: Channels::<I>::new(ops, k, oc, signed),
             units: Vec::new(),
         }
     }
-}
-
-/// A channel's [`WideRequant`].
-fn wide_requant(scalar: &Requantizer) -> WideRequant {
-    scalar.high_word().map(|h| {
-        let [multiplier, half, shift, mask, zero, min, max] = h.words();
-        (
-            [multiplier, half, mask, zero, min, max],
-            shift as u32,
-            h.has_ties(),
-        )
-    })
 }
 
 /// Pointwise convolution (`Y[o, p] = base[o] + Σ_i W[o, i]·X[i, p]`) a block of positions at a
@@ -234,7 +213,7 @@ fn product_rows<I: Wide, Y: QuantInt>(
     let complete = units == k.div_ceil(I::ROWS)
         && ch.words.len() >= oc * units
         && ch.bases.len() >= oc
-        && state.requant.len() >= oc
+        && ch.lanes.len() >= oc
         && plane >= I::WIDTH
         && x.len() >= k * plane
         && y.len() >= oc * plane;
