@@ -5,9 +5,14 @@ For each generated test model (and the int8 QDQ ones), alternates rounds of `fer
 (so both see the same machine noise) and prints two tables, float and int8, of the medians and
 their ratio ferrite / onnxruntime (< 1: Ferrite faster) with each table's geometric mean, and
 which SIMD build each side ran. Speed is only ever measured here, never asserted in tests.
-On an AVX-512 machine, `FERRITE_CPU_SIMD=avx2` measures Ferrite's AVX2 build.
+On an AVX-512 machine, `FERRITE_CPU_SIMD=avx2` measures Ferrite's AVX2 build against onnxruntime's
+AVX-512/VNNI kernels; `--avx2-host` instead makes the whole run an AVX2-only host: it reruns itself
+with benches/avx2_host.c preloaded, which hides the AVX-512, AVX-VNNI, AVX10 and AMX CPUID bits from
+the process and its children (CPUID faulting), so onnxruntime's MLAS and Ferrite both dispatch
+their AVX2 kernels and run them at native speed.
 
     python benches/side_by_side.py [--models target/test-models] [--rounds 5] [--runs 200]
+    python benches/side_by_side.py --avx2-host    # both sides as on an AVX2-only x86-64 host
     python benches/side_by_side.py --device cuda --provider cuda   # a GPU: Ferrite's CUDA device
                                                                      # vs onnxruntime-gpu's CUDA EP
 
@@ -64,7 +69,11 @@ def main():
     parser.add_argument("--ort-threads", type=int, default=None,
                         help="onnxruntime's intra-op threads (default: 1 on the CPU provider, its own "
                              "default on CUDA; 0: its own default)")
+    parser.add_argument("--avx2-host", action="store_true",
+                        help="hide AVX-512/VNNI from both sides (CPUID faulting; benches/avx2_host.c)")
     args = parser.parse_args()
+    if args.avx2_host:
+        enter_avx2_host()
     gpu = args.provider == "cuda"
     provider = "CUDAExecutionProvider" if gpu else "CPUExecutionProvider"
     if gpu and hasattr(ort, "preload_dlls"):
@@ -131,8 +140,12 @@ def main():
         f, o = float(np.median(ferrite_rounds)), float(np.median(ort_rounds))
         rows.append((name, f, o))
         print(f"  {name}: ferrite {f:.1f} us, onnxruntime {o:.1f} us", file=sys.stderr)
-    print(f"ferrite: {args.device} device, SIMD build {simd}; onnxruntime: its own dispatch "
-          f"on this CPU ({cpu_isa()}; it cannot be forced)")
+    if args.avx2_host:
+        ort_isa = (f"AVX2 dispatch (this CPU: {cpu_isa()[8:]}; AVX-512, AVX-VNNI, AVX10 and AMX "
+                   f"hidden from both sides by CPUID faulting)")
+    else:
+        ort_isa = f"its own dispatch on this CPU ({cpu_isa()}; it cannot be forced)"
+    print(f"ferrite: {args.device} device, SIMD build {simd}; onnxruntime: {ort_isa}")
     int8 = {name for name, entry in quantized.items()}
     for title, members in (("float", [r for r in rows if r[0] not in int8]),
                            ("int8 (QDQ)", [r for r in rows if r[0] in int8])):
@@ -145,6 +158,32 @@ def main():
         mean = float(np.exp(np.mean([np.log(f / o) for _, f, o in members])))
         print(f"| geometric mean | | | {mean:.2f} |")
     sys.stdout.flush()
+
+
+def enter_avx2_host():
+    """Reruns this script with benches/avx2_host.c preloaded (built into target/bench with gcc), or,
+    when already rerun, checks that the CPUID bits are hidden; exits with an error where the CPU
+    or kernel lacks CPUID faulting."""
+    import ctypes
+    if os.environ.get("FERRITE_AVX2_HOST") == "1":
+        try:
+            active = ctypes.CDLL(None).avx2_host_active()
+        except AttributeError:
+            active = 0
+        if not active:
+            sys.exit("error: --avx2-host: CPUID faulting is unavailable on this CPU or kernel "
+                     "(no cpuid_fault in /proc/cpuinfo); the AVX-512 features cannot be hidden")
+        return
+    source = os.path.join(os.path.dirname(os.path.abspath(__file__)), "avx2_host.c")
+    library = os.path.abspath(os.path.join("target/bench", "avx2_host.so"))
+    os.makedirs(os.path.dirname(library), exist_ok=True)
+    if not os.path.exists(library) or os.path.getmtime(library) < os.path.getmtime(source):
+        subprocess.run(["gcc", "-O2", "-shared", "-fPIC", "-o", library, source], check=True)
+    env = dict(os.environ, FERRITE_AVX2_HOST="1",
+               LD_PRELOAD=" ".join(filter(None, [library, os.environ.get("LD_PRELOAD")])))
+    env.pop("FERRITE_CPU_SIMD", None)  # Ferrite detects AVX2 itself, as on such a host
+    sys.stdout.flush()
+    os.execve(sys.executable, [sys.executable, *sys.argv], env)
 
 
 def cpu_isa():

@@ -72,6 +72,8 @@ awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed/) p += 
      /SKIPPED: / { s += 1; print }
      END { printf "tests: %d passed, %d failed, %d skipped\n", p - s, f, g + s }' "$LOG"
 rm -f "$LOG"
+stage "the AVX2-host benchmark shim hides AVX-512 from numpy and Ferrite (where the CPU has CPUID faulting)"
+bash scripts/avx2-host-check.sh target/debug/ferrite
 stage "footprint gate: each model's own firmware within 3 % of tests/expectations/footprint.txt"
 "$FERRITE_PYTHON" scripts/footprint_gate.py target/debug/ferrite
 stage "done"
