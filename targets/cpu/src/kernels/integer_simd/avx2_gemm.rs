@@ -54,104 +54,145 @@ pub(super) unsafe fn qgemm<X: QuantInt, Y: QuantInt>(
             *slot = (v.widen() - q.input_zero) as i16;
         }
         if blocked {
-            for (block, slots) in y_row.chunks_exact_mut(4).enumerate() {
-                // SAFETY: block `block` of `16·k/4` bytes lies within `b` (checked above);
-                // `row` holds `k` values.
-                let sums = unsafe { block_sums(&row, b, k, block) };
-                for (j, (slot, sum)) in slots.iter_mut().zip(sums).enumerate() {
-                    *slot = out(sum, 4 * block + j);
+            // Four blocks (sixteen columns) at a time share each broadcast of the row's values;
+            // the last few blocks go one by one.
+            let quads = n / 16;
+            for quad in 0..quads {
+                // SAFETY: blocks `4·quad .. 4·quad + 4`, of `16·k/4` bytes each, lie within `b`
+                // (checked above); `row` holds `k` values.
+                let sums = unsafe { block_sums::<4>(&row, b, k, 4 * quad) };
+                for (j, sum) in sums.into_iter().flatten().enumerate() {
+                    let col = 16 * quad + j;
+                    if let Some(slot) = y_row.get_mut(col) {
+                        *slot = out(sum, col);
+                    }
+                }
+            }
+            for block in 4 * quads..n / 4 {
+                // SAFETY: as above, for block `block`.
+                let [sums] = unsafe { block_sums::<1>(&row, b, k, block) };
+                for (j, sum) in sums.into_iter().enumerate() {
+                    let col = 4 * block + j;
+                    if let Some(slot) = y_row.get_mut(col) {
+                        *slot = out(sum, col);
+                    }
                 }
             }
         } else {
-            for (col, slot) in y_row.iter_mut().enumerate() {
-                // SAFETY: column `col`'s `k` weights lie within `b` (checked above).
-                let sum = unsafe { row_sum(&row, b, k, col) };
-                *slot = out(sum, col);
+            let quads = n / 4;
+            for quad in 0..quads {
+                // SAFETY: columns `4·quad .. 4·quad + 4`, of `k` weights each, lie within `b`
+                // (checked above).
+                let sums = unsafe { row_sums::<4>(&row, b, k, 4 * quad) };
+                for (j, sum) in sums.into_iter().enumerate() {
+                    let col = 4 * quad + j;
+                    if let Some(slot) = y_row.get_mut(col) {
+                        *slot = out(sum, col);
+                    }
+                }
+            }
+            for col in 4 * quads..n {
+                // SAFETY: as above, for column `col`.
+                let [sum] = unsafe { row_sums::<1>(&row, b, k, col) };
+                if let Some(slot) = y_row.get_mut(col) {
+                    *slot = out(sum, col);
+                }
             }
         }
     }
     true
 }
 
-/// `Σ row[i] · w[i]` over column `col`'s `k` weights (`[N, K]` layout), wrapping.
+/// `Σ row[i] · w[i]` over each of the `C` columns `first..first + C` (`[N, K]` layout),
+/// wrapping: each 16-value chunk of the row is loaded once for the `C` columns.
 ///
 /// # Safety
-/// The CPU has AVX2; `b` holds `(col + 1)·k` weights and `row` at least `k` values.
+/// The CPU has AVX2; `b` holds `(first + C)·k` weights and `row` at least `k` values.
 #[inline]
 #[target_feature(enable = "avx2")]
-unsafe fn row_sum(row: &[i16], b: &[i8], k: usize, col: usize) -> i32 {
-    let (Some(weights), Some(row)) = (b.get(col * k..(col + 1) * k), row.get(..k)) else {
-        return 0;
+unsafe fn row_sums<const C: usize>(row: &[i16], b: &[i8], k: usize, first: usize) -> [i32; C] {
+    let (Some(weights), Some(row)) = (b.get(first * k..(first + C) * k), row.get(..k)) else {
+        return [0; C];
     };
     let whole = k / 16 * 16;
-    let (mut even, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+    let mut sums = [_mm256_setzero_si256(); C];
     let mut i = 0;
     while i < whole {
-        // SAFETY: i + 16 <= k: sixteen weights and sixteen row values.
-        let (w, x) = unsafe {
-            (
-                _mm256_cvtepi8_epi16(_mm_loadu_si128(weights.as_ptr().add(i).cast())),
-                _mm256_loadu_si256(row.as_ptr().add(i).cast()),
-            )
-        };
-        // Two chains, alternating.
-        let product = _mm256_madd_epi16(x, w);
-        if (i / 16) % 2 == 0 {
-            even = _mm256_add_epi32(even, product);
-        } else {
-            odd = _mm256_add_epi32(odd, product);
+        // SAFETY: i + 16 <= k: sixteen row values, and sixteen weights of each column.
+        let x = unsafe { _mm256_loadu_si256(row.as_ptr().add(i).cast()) };
+        for (c, sum) in sums.iter_mut().enumerate() {
+            // SAFETY: as above.
+            let w = unsafe {
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(weights.as_ptr().add(c * k + i).cast()))
+            };
+            *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(x, w));
         }
         i += 16;
     }
-    let mut sum = horizontal(_mm256_add_epi32(even, odd));
-    for (x, w) in row.iter().zip(weights).skip(whole) {
-        sum = sum.wrapping_add(i32::from(*x) * i32::from(*w));
-    }
-    sum
-}
-
-/// The four columns of blocked weights' block `block` (`[N/4, K/4, 4, 4]`: for each group of
-/// four values, four weights of each column), each summed over the row, wrapping.
-///
-/// # Safety
-/// The CPU has AVX2; `b` holds `16·(k/4)·(block + 1)` weights and `row` at least `k` values.
-#[inline]
-#[target_feature(enable = "avx2")]
-unsafe fn block_sums(row: &[i16], b: &[i8], k: usize, block: usize) -> [i32; 4] {
-    let groups = k / 4;
-    let (Some(weights), Some(row)) = (
-        b.get(16 * groups * block..16 * groups * (block + 1)),
-        row.get(..4 * groups),
-    ) else {
-        return [0; 4];
-    };
-    // Lanes 2j, 2j + 1: column j's two pair sums of a group.
-    let (mut even, mut odd) = (_mm256_setzero_si256(), _mm256_setzero_si256());
-    for g in 0..groups {
-        // SAFETY: group g's four values and sixteen weights lie within `row` and `weights`.
-        let (x, w) = unsafe {
-            (
-                _mm256_set1_epi64x(row.as_ptr().add(4 * g).cast::<i64>().read_unaligned()),
-                _mm256_cvtepi8_epi16(_mm_loadu_si128(weights.as_ptr().add(16 * g).cast())),
-            )
-        };
-        let product = _mm256_madd_epi16(x, w);
-        if g % 2 == 0 {
-            even = _mm256_add_epi32(even, product);
-        } else {
-            odd = _mm256_add_epi32(odd, product);
+    let mut out = [0i32; C];
+    for (c, (slot, sum)) in out.iter_mut().zip(sums).enumerate() {
+        *slot = horizontal(sum);
+        let column = weights.get(c * k + whole..(c + 1) * k).unwrap_or(&[]);
+        for (x, w) in row.iter().skip(whole).zip(column) {
+            *slot = slot.wrapping_add(i32::from(*x) * i32::from(*w));
         }
     }
-    let mut lanes = [0i32; 8];
-    // SAFETY: `lanes` holds eight int32s.
-    unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), _mm256_add_epi32(even, odd)) };
-    let [l0, l1, l2, l3, l4, l5, l6, l7] = lanes;
-    [
-        l0.wrapping_add(l1),
-        l2.wrapping_add(l3),
-        l4.wrapping_add(l5),
-        l6.wrapping_add(l7),
-    ]
+    out
+}
+
+/// The four columns of each of the `B` blocks `first..first + B` of blocked weights
+/// (`[N/4, K/4, 4, 4]`: for each group of four values, four weights of each column), each
+/// summed over the row, wrapping: each group's four values are broadcast once for the `B`
+/// blocks.
+///
+/// # Safety
+/// The CPU has AVX2; `b` holds `16·(k/4)·(first + B)` weights and `row` at least `k` values.
+#[inline]
+#[target_feature(enable = "avx2")]
+unsafe fn block_sums<const B: usize>(
+    row: &[i16],
+    b: &[i8],
+    k: usize,
+    first: usize,
+) -> [[i32; 4]; B] {
+    let groups = k / 4;
+    let block_bytes = 16 * groups;
+    let (Some(weights), Some(row)) = (
+        b.get(block_bytes * first..block_bytes * (first + B)),
+        row.get(..4 * groups),
+    ) else {
+        return [[0; 4]; B];
+    };
+    // Lanes 2j, 2j + 1 of `sums[i]`: block i's column j's two pair sums.
+    let mut sums = [_mm256_setzero_si256(); B];
+    for g in 0..groups {
+        // SAFETY: group g's four values lie within `row`.
+        let x =
+            unsafe { _mm256_set1_epi64x(row.as_ptr().add(4 * g).cast::<i64>().read_unaligned()) };
+        for (i, sum) in sums.iter_mut().enumerate() {
+            // SAFETY: group g's sixteen weights of block i lie within `weights`.
+            let w = unsafe {
+                _mm256_cvtepi8_epi16(_mm_loadu_si128(
+                    weights.as_ptr().add(block_bytes * i + 16 * g).cast(),
+                ))
+            };
+            *sum = _mm256_add_epi32(*sum, _mm256_madd_epi16(x, w));
+        }
+    }
+    let mut out = [[0i32; 4]; B];
+    for (slot, sum) in out.iter_mut().zip(sums) {
+        let mut lanes = [0i32; 8];
+        // SAFETY: `lanes` holds eight int32s.
+        unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), sum) };
+        let [l0, l1, l2, l3, l4, l5, l6, l7] = lanes;
+        *slot = [
+            l0.wrapping_add(l1),
+            l2.wrapping_add(l3),
+            l4.wrapping_add(l5),
+            l6.wrapping_add(l7),
+        ];
+    }
+    out
 }
 
 /// The wrapping sum of eight int32 lanes.
