@@ -50,7 +50,7 @@ PY
 # ones on the portable kernels (FERRITE_CPU_SIMD=portable), which the NEON build bypasses. No Arm
 # hardware times them here.
 export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_RUNNER="qemu-aarch64 -L /usr/aarch64-linux-gnu"
-cargo test -q --profile cross --target "$TARGET" -p ferrite-cpu --features std,threads --lib
-FERRITE_CPU_SIMD=portable cargo test -q --profile cross --target "$TARGET" -p ferrite-cpu \
+cargo test -q --profile cross-test --target "$TARGET" -p ferrite-cpu --features std,threads --lib
+FERRITE_CPU_SIMD=portable cargo test -q --profile cross-test --target "$TARGET" -p ferrite-cpu \
     --features std --lib -- integer:: gemm
 echo "aarch64 (qemu-user): ferrite-cpu unit tests pass with the NEON kernels and the portable ones"
