@@ -10,7 +10,11 @@
  * and LD_PRELOAD sets it again in the child.
  *
  * Build: gcc -O2 -shared -fPIC -o avx2_host.so avx2_host.c  (benches/side_by_side.py --avx2-host
- * does it). Needs a CPU and kernel with CPUID faulting (`cpuid_fault` in /proc/cpuinfo).
+ * does it). Needs a CPU and kernel with CPUID faulting (`cpuid_fault` in /proc/cpuinfo). A
+ * program that installs a SIGSEGV handler of its own after this one (Python's faulthandler, a
+ * JVM) takes the CPUID traps itself and cannot run under it; Rust's std keeps a handler it
+ * finds in place. A fault that is not a CPUID restores the default action and faults again, so
+ * the process still dies of it.
  */
 #define _GNU_SOURCE
 #include <asm/prctl.h>
