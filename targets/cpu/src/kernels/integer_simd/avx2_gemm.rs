@@ -53,6 +53,14 @@ pub(super) unsafe fn qgemm<X: QuantInt, Y: QuantInt>(
         for (slot, v) in row.iter_mut().zip(a_row) {
             *slot = (v.widen() - q.input_zero) as i16;
         }
+        // Column `first + j`'s output from its sum `sums[j]`.
+        let mut put = |first: usize, sums: &[i32]| {
+            for (j, &sum) in sums.iter().enumerate() {
+                if let Some(slot) = y_row.get_mut(first + j) {
+                    *slot = out(sum, first + j);
+                }
+            }
+        };
         if blocked {
             // Four blocks (sixteen columns) at a time share each broadcast of the row's values;
             // the last few blocks go one by one.
@@ -61,42 +69,23 @@ pub(super) unsafe fn qgemm<X: QuantInt, Y: QuantInt>(
                 // SAFETY: blocks `4·quad .. 4·quad + 4`, of `16·k/4` bytes each, lie within `b`
                 // (checked above); `row` holds `k` values.
                 let sums = unsafe { block_sums::<4>(&row, b, k, 4 * quad) };
-                for (j, sum) in sums.into_iter().flatten().enumerate() {
-                    let col = 16 * quad + j;
-                    if let Some(slot) = y_row.get_mut(col) {
-                        *slot = out(sum, col);
-                    }
-                }
+                put(16 * quad, sums.as_flattened());
             }
             for block in 4 * quads..n / 4 {
                 // SAFETY: as above, for block `block`.
                 let [sums] = unsafe { block_sums::<1>(&row, b, k, block) };
-                for (j, sum) in sums.into_iter().enumerate() {
-                    let col = 4 * block + j;
-                    if let Some(slot) = y_row.get_mut(col) {
-                        *slot = out(sum, col);
-                    }
-                }
+                put(4 * block, &sums);
             }
         } else {
             let quads = n / 4;
             for quad in 0..quads {
                 // SAFETY: columns `4·quad .. 4·quad + 4`, of `k` weights each, lie within `b`
                 // (checked above).
-                let sums = unsafe { row_sums::<4>(&row, b, k, 4 * quad) };
-                for (j, sum) in sums.into_iter().enumerate() {
-                    let col = 4 * quad + j;
-                    if let Some(slot) = y_row.get_mut(col) {
-                        *slot = out(sum, col);
-                    }
-                }
+                put(4 * quad, &unsafe { row_sums::<4>(&row, b, k, 4 * quad) });
             }
             for col in 4 * quads..n {
                 // SAFETY: as above, for column `col`.
-                let [sum] = unsafe { row_sums::<1>(&row, b, k, col) };
-                if let Some(slot) = y_row.get_mut(col) {
-                    *slot = out(sum, col);
-                }
+                put(col, &unsafe { row_sums::<1>(&row, b, k, col) });
             }
         }
     }
