@@ -197,10 +197,98 @@ fn deinterleave_three(x: &[u8], out: &mut [u8]) {
     let b = out.len() / 3;
     let (first, rest) = out.split_at_mut(b);
     let (second, third) = rest.split_at_mut(b);
+    #[cfg(target_arch = "x86_64")]
+    let done = three_channels::deinterleave(x, [&mut *first, &mut *second, &mut *third]);
+    #[cfg(not(target_arch = "x86_64"))]
+    let done = 0;
+    let (x, first, second, third) = (
+        x.get(3 * done..).unwrap_or(&[]),
+        first.get_mut(done..).unwrap_or(&mut []),
+        second.get_mut(done..).unwrap_or(&mut []),
+        third.get_mut(done..).unwrap_or(&mut []),
+    );
     let pixels = x.chunks_exact(3).zip(first).zip(second).zip(third);
     for (((pixel, r), g), bl) in pixels {
         if let [v0, v1, v2] = *pixel {
             (*r, *g, *bl) = (v0, v1, v2);
+        }
+    }
+}
+
+/// [`deinterleave_three`] sixteen pixels at a time by byte shuffles (SSSE3): each output row's
+/// sixteen bytes gathered from the pixels' 48 by three `pshufb` and two ORs, where the byte
+/// loop took 17 µs of VWW's 320 (its 96 × 96 RGB input).
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[allow(unsafe_code)]
+mod three_channels {
+    use core::arch::x86_64::*;
+
+    /// The shuffle that picks channel `channel` of pixels `0..16` from bytes `16·part..16·part
+    /// + 16` of their 48 (`0x80`, a zero, where another part holds the byte).
+    const fn control(channel: usize, part: usize) -> [u8; 16] {
+        let mut control = [0x80u8; 16];
+        let mut j = 0;
+        while j < 16 {
+            let at = 3 * j + channel;
+            if at >= 16 * part && at < 16 * part + 16 {
+                control[j] = (at - 16 * part) as u8;
+            }
+            j += 1;
+        }
+        control
+    }
+
+    const CONTROLS: [[[u8; 16]; 3]; 3] = [
+        [control(0, 0), control(0, 1), control(0, 2)],
+        [control(1, 0), control(1, 1), control(1, 2)],
+        [control(2, 0), control(2, 1), control(2, 2)],
+    ];
+
+    /// The first multiple of sixteen pixels of `x` into the three channel rows; how many were
+    /// done (none without SSSE3).
+    pub(super) fn deinterleave(x: &[u8], rows: [&mut [u8]; 3]) -> usize {
+        if !std::is_x86_feature_detected!("ssse3") {
+            return 0;
+        }
+        let pixels = rows
+            .iter()
+            .map(|r| r.len())
+            .min()
+            .unwrap_or(0)
+            .min(x.len() / 3);
+        let whole = pixels / 16 * 16;
+        // SAFETY: the CPU has SSSE3; `whole` pixels' 3·whole bytes are within `x` and `whole`
+        // bytes within each row.
+        unsafe { deinterleave_ssse3(x, rows, whole) };
+        whole
+    }
+
+    /// # Safety
+    /// The CPU has SSSE3; `x` holds `3·pixels` bytes and each row `pixels`, a multiple of 16.
+    #[target_feature(enable = "ssse3")]
+    unsafe fn deinterleave_ssse3(x: &[u8], mut rows: [&mut [u8]; 3], pixels: usize) {
+        let controls = CONTROLS.map(|parts| {
+            parts.map(|c| {
+                // SAFETY: a control holds sixteen bytes.
+                unsafe { _mm_loadu_si128(c.as_ptr().cast()) }
+            })
+        });
+        for p in (0..pixels).step_by(16) {
+            // SAFETY: the caller's bounds: bytes 3p..3p + 48 of `x`, p..p + 16 of each row.
+            unsafe {
+                let from = x.as_ptr().add(3 * p);
+                let parts = [0, 16, 32].map(|o| _mm_loadu_si128(from.add(o).cast()));
+                for (row, [c0, c1, c2]) in rows.iter_mut().zip(controls) {
+                    let bytes = _mm_or_si128(
+                        _mm_or_si128(
+                            _mm_shuffle_epi8(parts[0], c0),
+                            _mm_shuffle_epi8(parts[1], c1),
+                        ),
+                        _mm_shuffle_epi8(parts[2], c2),
+                    );
+                    _mm_storeu_si128(row.as_mut_ptr().add(p).cast(), bytes);
+                }
+            }
         }
     }
 }
