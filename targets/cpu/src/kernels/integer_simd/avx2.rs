@@ -101,6 +101,19 @@ impl Isa for Avx2 {
         out
     }
 
+    #[inline(always)]
+    unsafe fn narrowed(lanes: &Lanes, scalar: &Requantizer, sums: [i32; 8]) -> u64 {
+        let Some(lanes) = lanes else {
+            let outputs = sums.map(|a| scalar.apply(a));
+            return outputs
+                .iter()
+                .rev()
+                .fold(0u64, |bytes, &v| (bytes << 8) | u64::from(v as u8));
+        };
+        // SAFETY: `sums` holds eight int32s; AVX2 (the caller's).
+        unsafe { low_bytes(high_word(lanes, _mm256_loadu_si256(sums.as_ptr().cast()))) }
+    }
+
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn pack<const SIGNED: bool>(block: &Block<'_>, units: &mut [[u8; 32]]) {
@@ -215,7 +228,7 @@ impl Isa for Avx2 {
     unsafe fn pass<const SIGNED: bool>(
         padded: &[u8],
         channel: &ChannelPass<'_, Avx2>,
-        out: &mut [i32],
+        out: &mut [u8],
     ) {
         // SAFETY: the caller's bounds; this function has the instruction set's features.
         unsafe { depthwise_pass::<Avx2, SIGNED>(padded, channel, out) }
@@ -388,6 +401,25 @@ pub(super) unsafe fn high_word(lanes: &([__m256i; 6], __m128i, bool), acc: __m25
         };
         // |rounded| < 2^30 and the zero point is 16-bit: the sum cannot overflow.
         _mm256_min_epi32(_mm256_max_epi32(_mm256_add_epi32(rounded, zero), min), max)
+    }
+}
+
+/// The low byte of each of eight int32 lanes, lane `t` in byte `t`: each 128-bit half's four
+/// picked into its first word by one byte shuffle, the two words joined by one permute.
+///
+/// # Safety
+/// The CPU has AVX2.
+#[inline(always)]
+pub(super) unsafe fn low_bytes(v: __m256i) -> u64 {
+    // SAFETY: the caller's.
+    unsafe {
+        let pick = _mm256_setr_epi8(
+            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, //
+            0, 4, 8, 12, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        );
+        let words = _mm256_shuffle_epi8(v, pick);
+        let joined = _mm256_permutevar8x32_epi32(words, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
+        _mm_cvtsi128_si64(_mm256_castsi256_si128(joined)) as u64
     }
 }
 

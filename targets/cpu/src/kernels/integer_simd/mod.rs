@@ -67,6 +67,20 @@ trait Isa: 'static {
     /// The output integers of eight sums: [`Requantizer::apply`] of each, bit for bit.
     unsafe fn requantize(lanes: &Self::Lanes, scalar: &Requantizer, sums: [i32; 8]) -> [i32; 8];
 
+    /// [`Isa::requantize`]'s eight outputs as bytes, output `t` in byte `t` (little-endian):
+    /// each output's low byte, which is the 8-bit output itself (an int8 output as its two's
+    /// complement). Kept in a register, not written as int32s and read back (a store the next
+    /// load waited on had been a fifth of a depthwise pass).
+    #[inline(always)]
+    unsafe fn narrowed(lanes: &Self::Lanes, scalar: &Requantizer, sums: [i32; 8]) -> u64 {
+        // SAFETY: the caller's.
+        let outputs = unsafe { Self::requantize(lanes, scalar, sums) };
+        outputs
+            .iter()
+            .rev()
+            .fold(0u64, |bytes, &v| (bytes << 8) | u64::from(v as u8))
+    }
+
     /// The block's rows `x[row(i) + at ..][..8]` (or the bytes its gather picks of sixteen)
     /// packed for [`Isa::product`], `ROWS` rows per 32-byte unit (rows past the block's as
     /// zeros), read once per block whatever the number of output channels.
@@ -116,7 +130,7 @@ trait Isa: 'static {
     unsafe fn pass<const SIGNED: bool>(
         padded: &[u8],
         channel: &ChannelPass<'_, Self>,
-        out: &mut [i32],
+        out: &mut [u8],
     ) where
         Self: Sized;
 
@@ -351,7 +365,7 @@ fn depthwise_gathers(oh: usize, ow: usize, [sh, sw]: [usize; 2], pw: usize) -> V
 unsafe fn depthwise_pass<I: Isa, const SIGNED: bool>(
     padded: &[u8],
     channel: &ChannelPass<'_, I>,
-    out: &mut [i32],
+    out: &mut [u8],
 ) {
     match channel.taps {
         // The depthwise kernel of nearly every network (3×3) with its taps unrolled.
@@ -366,18 +380,37 @@ unsafe fn depthwise_pass<I: Isa, const SIGNED: bool>(
             gathers,
             whole,
         } => match (offsets.len(), words.len(), whole) {
-            (3, 3, true) => {
-                paired_vectors::<I, true>(&offsets[..3], &words[..3], gathers, padded, channel, out)
-            }
-            (6, 6, true) => {
-                paired_vectors::<I, true>(&offsets[..6], &words[..6], gathers, padded, channel, out)
-            }
+            (3, 3, true) => paired_fixed::<I, 3>(offsets, words, gathers, padded, channel, out),
+            (6, 6, true) => paired_fixed::<I, 6>(offsets, words, gathers, padded, channel, out),
             (_, _, true) => {
                 paired_vectors::<I, true>(offsets, words, gathers, padded, channel, out)
             }
             _ => paired_vectors::<I, false>(offsets, words, gathers, padded, channel, out),
         },
     }
+}
+
+/// [`paired_vectors`] of `N` whole-window groups, their offsets and words copied into local
+/// arrays first: kept in registers across the vectors, where slices were read again for
+/// every vector (the output stores might have changed them).
+///
+/// # Safety
+/// As [`depthwise_pass`]'s.
+#[inline(always)]
+unsafe fn paired_fixed<I: Isa, const N: usize>(
+    offsets: &[usize],
+    words: &[i32],
+    gathers: &[PairedGather],
+    padded: &[u8],
+    channel: &ChannelPass<'_, I>,
+    out: &mut [u8],
+) {
+    let (Ok(offsets), Ok(words)) = (<[usize; N]>::try_from(offsets), <[i32; N]>::try_from(words))
+    else {
+        return;
+    };
+    // SAFETY: the caller's.
+    unsafe { paired_vectors::<I, true>(&offsets, &words, gathers, padded, channel, out) }
 }
 
 /// [`depthwise_pass`]'s loop over single-tap vectors.
@@ -390,7 +423,7 @@ unsafe fn vectors<I: Isa, const SIGNED: bool>(
     gathers: &[Gather],
     padded: &[u8],
     channel: &ChannelPass<'_, I>,
-    out: &mut [i32],
+    out: &mut [u8],
 ) {
     for gather in gathers {
         // SAFETY: the caller's bounds.
@@ -399,14 +432,14 @@ unsafe fn vectors<I: Isa, const SIGNED: bool>(
         // the instruction set (a call per eight outputs).
         offset_all(&mut sums, channel.first);
         // SAFETY: the caller's.
-        let results = unsafe { I::requantize(channel.lanes, channel.scalar, sums) };
-        // A whole vector as one store; a part of one lane by lane (a copy of a length not
+        let bytes = unsafe { I::narrowed(channel.lanes, channel.scalar, sums) }.to_le_bytes();
+        // A whole vector as one store; a part of one byte by byte (a copy of a length not
         // known here would be a library call).
         match out.get_mut(gather.to..gather.to + 8) {
-            Some(slots) if gather.len == 8 => slots.copy_from_slice(&results),
+            Some(slots) if gather.len == 8 => slots.copy_from_slice(&bytes),
             _ => {
                 let slots = out.iter_mut().skip(gather.to).take(gather.len);
-                for (slot, &r) in slots.zip(&results) {
+                for (slot, &r) in slots.zip(&bytes) {
                     *slot = r;
                 }
             }
@@ -425,22 +458,22 @@ unsafe fn paired_vectors<I: Isa, const WHOLE: bool>(
     gathers: &[PairedGather],
     padded: &[u8],
     channel: &ChannelPass<'_, I>,
-    out: &mut [i32],
+    out: &mut [u8],
 ) {
     for gather in gathers {
         // SAFETY: the caller's bounds.
         let mut sums = unsafe { I::grouped::<WHOLE>(offsets, words, padded, gather) };
         offset_all(&mut sums, channel.first);
         // SAFETY: the caller's.
-        let results = unsafe { I::requantize(channel.lanes, channel.scalar, sums) };
+        let bytes = unsafe { I::narrowed(channel.lanes, channel.scalar, sums) }.to_le_bytes();
         match out.get_mut(gather.to..gather.to + 8) {
-            Some(slots) if gather.lens == [4, 4] => slots.copy_from_slice(&results),
+            Some(slots) if gather.lens == [4, 4] => slots.copy_from_slice(&bytes),
             _ => {
                 let [low, high] = gather.lens;
-                let lanes = results
+                let lanes = bytes
                     .iter()
                     .take(low)
-                    .chain(results.iter().skip(4).take(high));
+                    .chain(bytes.iter().skip(4).take(high));
                 for (slot, &r) in out.iter_mut().skip(gather.to).zip(lanes) {
                     *slot = r;
                 }
@@ -1505,6 +1538,11 @@ fn depthwise_conv<I: Isa, Y: QuantInt>(
     if !fits {
         return Some(false);
     }
+    // The passes write the outputs' bytes: 8-bit outputs only (as every SIMD kernel).
+    if Y::WIDE {
+        return None;
+    }
+    let y_bytes: &mut [u8] = bytemuck::cast_slice_mut(y);
     let build = || DepthwiseState::<I>::new(c, ops, d, [ph, pw], signed);
     let mut kept = memo::take(key, build);
     'run: {
@@ -1512,7 +1550,6 @@ fn depthwise_conv<I: Isa, Y: QuantInt>(
             padded,
             flip,
             expansion,
-            results,
             offsets,
             single,
             paired,
@@ -1556,16 +1593,13 @@ fn depthwise_conv<I: Isa, Y: QuantInt>(
                     // within the last output's, (oh − 1)·sh·pw + (ow − 1)·sw, and the farthest
                     // tap (a group's first tap is one) ends the plane: every sixteen-byte load
                     // ends within its slack.
+                    let out = &mut y_bytes[(b * d.oc + o) * oh * ow..][..oh * ow];
                     unsafe {
                         if signed {
-                            I::pass::<true>(padded, &channel, results);
+                            I::pass::<true>(padded, &channel, out);
                         } else {
-                            I::pass::<false>(padded, &channel, results);
+                            I::pass::<false>(padded, &channel, out);
                         }
-                    }
-                    let out = &mut y[(b * d.oc + o) * oh * ow..][..oh * ow];
-                    for (slot, &r) in out.iter_mut().zip(results.iter()) {
-                        *slot = Y::narrow(r);
                     }
                 }
             }
@@ -1585,7 +1619,6 @@ struct DepthwiseState<I: Isa> {
     /// signed inputs as unsigned bytes (`x + 128`).
     flip: u8,
     expansion: Option<Expansion>,
-    results: Vec<i32>,
     offsets: Vec<usize>,
     single: Vec<Gather>,
     paired: Option<(Vec<PairedGather>, bool)>,
@@ -1662,7 +1695,6 @@ impl<I: Isa> DepthwiseState<I> {
             padded: std::vec![zx as u8 ^ flip; ph * pw + 16],
             flip,
             expansion: Expansion::new(d, win.pads, [ph, pw], zx as u8),
-            results: std::vec![0i32; oh * ow],
             offsets: tap_offsets([kh, kw], [dh, dw], pw),
             single,
             paired,

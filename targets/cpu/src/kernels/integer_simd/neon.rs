@@ -203,7 +203,7 @@ impl Isa for Neon {
     unsafe fn pass<const SIGNED: bool>(
         padded: &[u8],
         channel: &ChannelPass<'_, Neon>,
-        out: &mut [i32],
+        out: &mut [u8],
     ) {
         // SAFETY: the caller's bounds; this function has the instruction set's features.
         unsafe { depthwise_pass::<Neon, SIGNED>(padded, channel, out) }

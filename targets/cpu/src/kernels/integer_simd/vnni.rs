@@ -81,6 +81,12 @@ impl Isa for Vnni {
         unsafe { Avx2::requantize(lanes, scalar, sums) }
     }
 
+    #[inline(always)]
+    unsafe fn narrowed(lanes: &Self::Lanes, scalar: &Requantizer, sums: [i32; 8]) -> u64 {
+        // SAFETY: this CPU has AVX2.
+        unsafe { Avx2::narrowed(lanes, scalar, sums) }
+    }
+
     #[inline]
     #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
     unsafe fn pack<const SIGNED: bool>(block: &Block<'_>, units: &mut [[u8; 32]]) {
@@ -172,7 +178,7 @@ impl Isa for Vnni {
     unsafe fn pass<const SIGNED: bool>(
         padded: &[u8],
         channel: &ChannelPass<'_, Vnni>,
-        out: &mut [i32],
+        out: &mut [u8],
     ) {
         // SAFETY: the caller's bounds; this function has the instruction set's features.
         unsafe { depthwise_pass::<Vnni, SIGNED>(padded, channel, out) }
