@@ -12,7 +12,7 @@
 use super::super::conv::ConvDims;
 use super::super::quantize::QuantInt;
 use super::avx2::{self, Avx2};
-use super::wide::{self, Wide, WideState};
+use super::wide::{self, RowsAt, Wide, WideState};
 use super::{Operands, StepKey};
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
@@ -65,29 +65,23 @@ impl Wide for Avx2 {
     #[target_feature(enable = "avx2")]
     unsafe fn pack_block(
         x: &[u8],
-        [k, plane, p0]: [usize; 3],
+        rows: RowsAt<'_>,
+        [k, p0]: [usize; 2],
         signed: bool,
         units: &mut [[__m256i; 2]],
     ) {
-        let at = x.as_ptr().wrapping_add(p0);
-        for (u, unit) in units.iter_mut().enumerate() {
-            // SAFETY: rows below `k` have bytes `p0..p0 + 16` within `x` (the caller's bound).
-            let [r0, r1] = unsafe { [row(at, [2 * u, k, plane]), row(at, [2 * u + 1, k, plane])] };
-            // Positions 0–7 and 8–15 of the two rows, byte pairs; then 0–3 with 8–11, 4–7
-            // with 12–15.
-            let (low, high) = (_mm_unpacklo_epi8(r0, r1), _mm_unpackhi_epi8(r0, r1));
-            let halves = [_mm_unpacklo_epi64(low, high), _mm_unpackhi_epi64(low, high)];
-            *unit = if signed {
-                [
-                    _mm256_cvtepi8_epi16(halves[0]),
-                    _mm256_cvtepi8_epi16(halves[1]),
-                ]
-            } else {
-                [
-                    _mm256_cvtepu8_epi16(halves[0]),
-                    _mm256_cvtepu8_epi16(halves[1]),
-                ]
-            };
+        // SAFETY (both): the caller's bounds.
+        match rows {
+            RowsAt::Planes(plane) => unsafe { pack(x, |i| i * plane, [k, p0], signed, units) },
+            RowsAt::Taps(taps) => unsafe {
+                pack(
+                    x,
+                    |i| taps.get(i).copied().unwrap_or(0),
+                    [k, p0],
+                    signed,
+                    units,
+                )
+            },
         }
     }
 
@@ -154,18 +148,49 @@ impl Wide for Avx2 {
     }
 }
 
-/// Row `i` of `k` (`plane` bytes apart from `at`)'s sixteen bytes; zeros past `k`.
+/// [`Wide::pack_block`] with row `i` at `offset(i)`: two rows' sixteen positions to a unit.
 ///
 /// # Safety
-/// The CPU has AVX2; row `i < k`'s sixteen bytes from `at` are readable.
+/// The CPU has AVX2; every row `i < k` has bytes `offset(i) + p0..+ 16` within `x`.
 #[inline(always)]
-unsafe fn row(at: *const u8, [i, k, plane]: [usize; 3]) -> __m128i {
-    if i >= k {
-        // SAFETY: SSE2.
-        return unsafe { _mm_setzero_si128() };
+unsafe fn pack(
+    x: &[u8],
+    offset: impl Fn(usize) -> usize,
+    [k, p0]: [usize; 2],
+    signed: bool,
+    units: &mut [[__m256i; 2]],
+) {
+    let at = x.as_ptr().wrapping_add(p0);
+    // Row `i`'s sixteen bytes; zeros past `k`.
+    let row = |i: usize| {
+        if i >= k {
+            // SAFETY: SSE2.
+            return unsafe { _mm_setzero_si128() };
+        }
+        // SAFETY: the caller's bound.
+        unsafe { _mm_loadu_si128(at.add(offset(i)).cast()) }
+    };
+    for (u, unit) in units.iter_mut().enumerate() {
+        let [r0, r1] = [row(2 * u), row(2 * u + 1)];
+        // SAFETY (the conversions): AVX2, the caller's.
+        unsafe {
+            // Positions 0–7 and 8–15 of the two rows, byte pairs; then 0–3 with 8–11, 4–7
+            // with 12–15.
+            let (low, high) = (_mm_unpacklo_epi8(r0, r1), _mm_unpackhi_epi8(r0, r1));
+            let halves = [_mm_unpacklo_epi64(low, high), _mm_unpackhi_epi64(low, high)];
+            *unit = if signed {
+                [
+                    _mm256_cvtepi8_epi16(halves[0]),
+                    _mm256_cvtepi8_epi16(halves[1]),
+                ]
+            } else {
+                [
+                    _mm256_cvtepu8_epi16(halves[0]),
+                    _mm256_cvtepu8_epi16(halves[1]),
+                ]
+            };
+        }
     }
-    // SAFETY: the caller's bound.
-    unsafe { _mm_loadu_si128(at.add(i * plane).cast()) }
 }
 
 /// Eight sums requantized one lane at a time by the scalar requantizer (scales without the

@@ -9,7 +9,7 @@
 use super::super::conv::ConvDims;
 use super::super::quantize::QuantInt;
 use super::vnni::Vnni;
-use super::wide::{self, Wide, WideState};
+use super::wide::{self, RowsAt, Wide, WideState};
 use super::{Channels, Operands, StepKey};
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
@@ -60,9 +60,20 @@ impl Wide for Vnni {
 
     #[inline]
     #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
-    unsafe fn pack_block(x: &[u8], rows: [usize; 3], signed: bool, units: &mut [__m512i]) {
-        // SAFETY: the caller's bounds.
-        unsafe { pack(x, rows, signed, units) }
+    unsafe fn pack_block(
+        x: &[u8],
+        rows: RowsAt<'_>,
+        at: [usize; 2],
+        signed: bool,
+        units: &mut [__m512i],
+    ) {
+        // SAFETY (both): the caller's bounds.
+        match rows {
+            RowsAt::Planes(plane) => unsafe { pack(x, |i| i * plane, at, signed, units) },
+            RowsAt::Taps(taps) => unsafe {
+                pack(x, |i| taps.get(i).copied().unwrap_or(0), at, signed, units)
+            },
+        }
     }
 
     #[inline]
@@ -86,21 +97,26 @@ impl Wide for Vnni {
     }
 }
 
-/// Positions `p0..p0 + 16` of every input channel (rows of `plane` bytes) packed four channels
-/// to a 32-bit lane, position by position (int8 inputs flipped to `x + 128`); channels past
-/// `c` read as zeros.
+/// Positions `p0..p0 + 16` of `c` rows (row `i` at `offset(i)`) packed four rows to a 32-bit
+/// lane, position by position (int8 inputs flipped to `x + 128`); rows past `c` read as zeros.
 ///
 /// # Safety
-/// The CPU has AVX-512F; `x` holds `c` rows of `plane` bytes and `p0 + 16 ≤ plane`.
-#[inline]
-#[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
-unsafe fn pack(x: &[u8], [c, plane, p0]: [usize; 3], signed: bool, units: &mut [__m512i]) {
+/// The CPU has AVX-512F; every row `i < c` has bytes `offset(i) + p0..+ 16` within `x`.
+#[inline(always)]
+unsafe fn pack(
+    x: &[u8],
+    offset: impl Fn(usize) -> usize,
+    [c, p0]: [usize; 2],
+    signed: bool,
+    units: &mut [__m512i],
+) {
     let row = |i: usize| {
         if i >= c {
-            return _mm_setzero_si128();
+            // SAFETY: SSE2.
+            return unsafe { _mm_setzero_si128() };
         }
-        // SAFETY: row i's bytes p0..p0 + 16 are within `x` (the caller's bound).
-        unsafe { _mm_loadu_si128(x.as_ptr().add(i * plane + p0).cast()) }
+        // SAFETY: row i's bytes are within `x` (the caller's bound).
+        unsafe { _mm_loadu_si128(x.as_ptr().add(offset(i) + p0).cast()) }
     };
     let flip = _mm512_set1_epi8(if signed { -128 } else { 0 });
     for (u, unit) in units.iter_mut().enumerate() {

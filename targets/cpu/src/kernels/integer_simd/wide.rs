@@ -34,12 +34,18 @@ pub(super) trait Wide: Isa + Sized {
     /// A unit of zeros (what the units vector grows with before it is packed).
     fn empty() -> Self::Unit;
 
-    /// Positions `p0..p0 + WIDTH` of `k` rows `plane` bytes apart packed `ROWS` rows to a unit
+    /// Positions `p0..p0 + WIDTH` of `k` rows (where `rows` says) packed `ROWS` rows to a unit
     /// (int8 inputs as the products want them); rows past `k` read as zeros.
     ///
     /// # Safety
-    /// As the trait's; `x` holds `k` rows of `plane` bytes and `p0 + WIDTH ≤ plane`.
-    unsafe fn pack_block(x: &[u8], rows: [usize; 3], signed: bool, units: &mut [Self::Unit]);
+    /// As the trait's; every row `i < k` has bytes `p0..p0 + WIDTH` from its offset within `x`.
+    unsafe fn pack_block(
+        x: &[u8],
+        rows: RowsAt<'_>,
+        at: [usize; 2],
+        signed: bool,
+        units: &mut [Self::Unit],
+    );
 
     /// Channels `o..o + B`'s sums over the packed units, offset by their bases, requantized
     /// and narrowed into outputs `p0..p0 + WIDTH` of their rows (`plane` apart in `y`).
@@ -53,6 +59,15 @@ pub(super) trait Wide: Isa + Sized {
         at: [usize; 2],
         y: &mut [Y],
     );
+}
+
+/// Where a block's rows lie in its input: row `i` at `i·plane` (a pointwise convolution's
+/// input planes, or an unfolded matrix's rows), or at `taps[i]` (the taps of a stride-1
+/// convolution's windows in its padded planes, read in place); a block's positions from there.
+#[derive(Clone, Copy)]
+pub(super) enum RowsAt<'a> {
+    Planes(usize),
+    Taps(&'a [usize]),
 }
 
 /// A product step's kept state: its channels' weight words, bases and requantizations, and
@@ -134,6 +149,9 @@ pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
     // Stride 1 on rows of eight or more: the block-of-eight kernels read those taps in place.
     let [ph, pw] = super::padded_extent(c, d, d.c)?;
     let in_place = [sh, sw] == [1, 1] && (d.oh - 1) * pw + d.ow >= 8 && d.ow >= 8;
+    if in_place && d.ow >= I::WIDTH && d.oc >= min_channels {
+        return in_place_product::<I, X, Y>(key, c, ops, d, x, y, [ph, pw]);
+    }
     // Where the block-of-eight kernels would gather the matrix too, or strided rows whose
     // matrix is within the bound (gathered a row run at a time, [`super::gather_matrix`]).
     let reading = super::reading_of(in_place, [k, positions, d.ow], 0);
@@ -183,6 +201,100 @@ pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
     Some(done)
 }
 
+/// A stride-1 regular convolution whose output rows hold a block or more, its taps read in
+/// place: each input channel padded with its zero point once, then for each block of an
+/// output row (the last overlapping the one before where the row is not a multiple of the
+/// block), row `(ci·kh + ky)·kw + kx` of the block packed straight from the padded planes at
+/// that tap's offset ([`RowsAt::Taps`]), and every channel's outputs from it as [`pointwise`]'s.
+/// No unfolded matrix (ResNet-8's 32 × 32 layers would need 147 KB); the block-of-eight kernels
+/// read these taps in place too, but their sums go through memory before requantization.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+fn in_place_product<I: Wide, X: QuantInt, Y: QuantInt>(
+    key: StepKey,
+    c: &QConv,
+    ops: &Operands<'_>,
+    d: &ConvDims,
+    x: &[X],
+    y: &mut [Y],
+    [ph, pw]: [usize; 2],
+) -> Option<bool> {
+    let [kh, kw] = c.window.kernel;
+    let [dh, dw] = c.window.dilation;
+    let (k, positions) = (d.c * kh * kw, d.oh * d.ow);
+    let bytes: &[u8] = bytemuck::cast_slice(x);
+    if !super::operands_fit(ops, d, k, [bytes.len(), y.len()]) {
+        return Some(false);
+    }
+    let signed = X::MIN < 0;
+    let zero = c.requantize.input_zero as u8;
+    let build = || InPlace {
+        wide: WideState::<I>::new(ops, k, d.oc, signed),
+        padded: std::vec![zero; d.c * ph * pw],
+        expansion: super::Expansion::new(d, c.window.pads, [ph, pw], zero),
+        taps: super::window_taps(d.c, [kh, kw], [dh, dw], [ph, pw]),
+    };
+    let mut kept = memo::take(key, build);
+    let state = kept.state();
+    let ch = &state.wide.channels;
+    let units = ch.units;
+    // Every block's farthest byte: the last tap's offset, the last row's last block, a block.
+    let reach = state.taps.last().copied().unwrap_or(0) + (d.oh - 1) * pw + d.ow;
+    let complete = units == k.div_ceil(I::ROWS)
+        && state.taps.len() == k
+        && reach <= state.padded.len()
+        && ch.words.len() >= d.oc * units
+        && ch.bases.len() >= d.oc
+        && ch.lanes.len() >= d.oc;
+    if !complete {
+        memo::keep(kept);
+        return Some(false);
+    }
+    state.wide.units.resize(units, I::empty());
+    for b in 0..d.n {
+        let xb = &bytes[b * d.c * d.h * d.w..(b + 1) * d.c * d.h * d.w];
+        let planes = xb
+            .chunks_exact(d.h * d.w)
+            .zip(state.padded.chunks_exact_mut(ph * pw));
+        for (plane, padded) in planes {
+            let expansion = state.expansion.as_ref();
+            super::pad_interior::<I>(expansion, plane, d, c.window.pads, padded, pw, 0);
+        }
+        let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
+        for oy in 0..d.oh {
+            for start in 0..d.ow.div_ceil(I::WIDTH) {
+                let ox = (I::WIDTH * start).min(d.ow - I::WIDTH);
+                let rows = RowsAt::Taps(&state.taps);
+                // SAFETY: every tap's block from `oy·pw + ox` ends within `reach` (checked);
+                // only reached from an instruction set's entry point.
+                unsafe {
+                    I::pack_block(
+                        &state.padded,
+                        rows,
+                        [k, oy * pw + ox],
+                        signed,
+                        &mut state.wide.units,
+                    )
+                };
+                // SAFETY: `complete`; the channels' rows of `positions` outputs are within `yb`.
+                unsafe { channel_tiles(&state.wide, d.oc, [positions, oy * d.ow + ox], yb) };
+            }
+        }
+    }
+    memo::keep(kept);
+    Some(true)
+}
+
+/// A regular convolution's kept state for [`in_place_product`]: the product's, the padded input
+/// planes (their borders the zero point, written once) and padding shuffles, and each tap's
+/// offset in them.
+struct InPlace<I: Wide> {
+    wide: WideState<I>,
+    padded: Vec<u8>,
+    expansion: Option<super::Expansion>,
+    taps: Vec<usize>,
+}
+
 /// A regular convolution's kept state for [`unfolded`]: the product's, the padded input planes
 /// (their borders the zero point, written once) and padding shuffles, where the windows and
 /// each tap lie in them, and the unfolded matrix.
@@ -225,24 +337,41 @@ fn product_rows<I: Wide, Y: QuantInt>(
         let p0 = (I::WIDTH * start).min(plane - I::WIDTH);
         // SAFETY: `k` rows of `plane` bytes, `p0 + WIDTH ≤ plane`; only reached from an
         // instruction set's entry point.
-        unsafe { I::pack_block(x, [k, plane, p0], signed, &mut state.units) };
-        let mut o = 0;
-        while o < oc {
-            let step = match oc - o {
-                left if left >= I::TILE => I::TILE,
-                4.. => 4,
-                _ => 1,
-            };
-            // SAFETY: channels below `oc` have `units` words each (`complete`).
-            unsafe {
-                match step {
-                    8 => I::channels::<8, Y>(state, o, [plane, p0], y),
-                    4 => I::channels::<4, Y>(state, o, [plane, p0], y),
-                    _ => I::channels::<1, Y>(state, o, [plane, p0], y),
-                }
-            }
-            o += step;
-        }
+        unsafe { I::pack_block(x, RowsAt::Planes(plane), [k, p0], signed, &mut state.units) };
+        // SAFETY: channels below `oc` have `units` words each (`complete`), and their rows
+        // `plane` long are within `y`.
+        unsafe { channel_tiles(state, oc, [plane, p0], y) };
     }
     true
+}
+
+/// Every channel's outputs `p0..p0 + WIDTH` (rows `plane` apart in `y`) from the packed block:
+/// [`Wide::TILE`] channels at a time, then four, then one.
+///
+/// # Safety
+/// As [`Wide::channels`]' for every channel below `oc`.
+#[inline(always)]
+unsafe fn channel_tiles<I: Wide, Y: QuantInt>(
+    state: &WideState<I>,
+    oc: usize,
+    at: [usize; 2],
+    y: &mut [Y],
+) {
+    let mut o = 0;
+    while o < oc {
+        let step = match oc - o {
+            left if left >= I::TILE => I::TILE,
+            4.. => 4,
+            _ => 1,
+        };
+        // SAFETY: the caller's.
+        unsafe {
+            match step {
+                8 => I::channels::<8, Y>(state, o, at, y),
+                4 => I::channels::<4, Y>(state, o, at, y),
+                _ => I::channels::<1, Y>(state, o, at, y),
+            }
+        }
+        o += step;
+    }
 }
