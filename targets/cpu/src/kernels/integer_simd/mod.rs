@@ -34,7 +34,7 @@ mod vnni_wide;
 mod wide;
 
 #[cfg(target_arch = "x86_64")]
-pub(in crate::kernels) use avx2::qadd_tables;
+pub(in crate::kernels) use avx2::{qadd_computed, qadd_tables};
 
 use super::conv::ConvDims;
 use super::integer::Requantizer;
