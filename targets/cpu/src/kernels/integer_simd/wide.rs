@@ -141,7 +141,6 @@ pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
 ) -> Option<bool> {
     let [kh, kw] = c.window.kernel;
     let [sh, sw] = c.window.stride;
-    let [dh, dw] = c.window.dilation;
     let (k, positions) = (d.c * kh * kw, d.oh * d.ow);
     if X::WIDE || Y::WIDE || c.group > 1 || positions < I::WIDTH || k == 0 || d.h * d.w == 0 {
         return None;
@@ -167,35 +166,21 @@ pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
     let signed = X::MIN < 0;
     let zero = c.requantize.input_zero as u8;
     let build = || Unfolded {
-        wide: WideState::<I>::new(ops, k, d.oc, signed),
-        padded: std::vec![zero; d.c * ph * pw],
-        expansion: super::Expansion::new(d, c.window.pads, [ph, pw], zero),
+        input: PaddedInput::<I>::new(c, ops, d, [ph, pw], signed),
         windows: super::Windows::new([d.oh, d.ow], [sh, sw], pw),
-        taps: super::window_taps(d.c, [kh, kw], [dh, dw], [ph, pw]),
         matrix: std::vec![0u8; k * positions],
     };
     let mut kept = memo::take(key, build);
     let state = kept.state();
     let mut done = true;
     for b in 0..d.n {
-        let xb = &bytes[b * d.c * d.h * d.w..(b + 1) * d.c * d.h * d.w];
-        let planes = xb
-            .chunks_exact(d.h * d.w)
-            .zip(state.padded.chunks_exact_mut(ph * pw));
-        for (plane, padded) in planes {
-            let expansion = state.expansion.as_ref();
-            super::pad_interior::<I>(expansion, plane, d, c.window.pads, padded, pw, 0);
-        }
-        super::gather_matrix(
-            &mut state.matrix,
-            &state.padded,
-            &state.taps,
-            &state.windows,
-            zero,
-        );
+        let input = &mut state.input;
+        input.pad(c, d, bytes, b);
+        let (taps, windows) = (&input.taps, &state.windows);
+        super::gather_matrix(&mut state.matrix, &input.padded, taps, windows, zero);
         let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
         let rows = [k, positions, d.oc];
-        done &= product_rows(&mut state.wide, &state.matrix, rows, signed, yb);
+        done &= product_rows(&mut input.wide, &state.matrix, rows, signed, yb);
     }
     memo::keep(kept);
     Some(done)
@@ -220,20 +205,13 @@ fn in_place_product<I: Wide, X: QuantInt, Y: QuantInt>(
     [ph, pw]: [usize; 2],
 ) -> Option<bool> {
     let [kh, kw] = c.window.kernel;
-    let [dh, dw] = c.window.dilation;
     let (k, positions) = (d.c * kh * kw, d.oh * d.ow);
     let bytes: &[u8] = bytemuck::cast_slice(x);
     if !super::operands_fit(ops, d, k, [bytes.len(), y.len()]) {
         return Some(false);
     }
     let signed = X::MIN < 0;
-    let zero = c.requantize.input_zero as u8;
-    let build = || InPlace {
-        wide: WideState::<I>::new(ops, k, d.oc, signed),
-        padded: std::vec![zero; d.c * ph * pw],
-        expansion: super::Expansion::new(d, c.window.pads, [ph, pw], zero),
-        taps: super::window_taps(d.c, [kh, kw], [dh, dw], [ph, pw]),
-    };
+    let build = || PaddedInput::<I>::new(c, ops, d, [ph, pw], signed);
     let mut kept = memo::take(key, build);
     let state = kept.state();
     let ch = &state.wide.channels;
@@ -252,14 +230,7 @@ fn in_place_product<I: Wide, X: QuantInt, Y: QuantInt>(
     }
     state.wide.units.resize(units, I::empty());
     for b in 0..d.n {
-        let xb = &bytes[b * d.c * d.h * d.w..(b + 1) * d.c * d.h * d.w];
-        let planes = xb
-            .chunks_exact(d.h * d.w)
-            .zip(state.padded.chunks_exact_mut(ph * pw));
-        for (plane, padded) in planes {
-            let expansion = state.expansion.as_ref();
-            super::pad_interior::<I>(expansion, plane, d, c.window.pads, padded, pw, 0);
-        }
+        state.pad(c, d, bytes, b);
         let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
         for oy in 0..d.oh {
             for start in 0..d.ow.div_ceil(I::WIDTH) {
@@ -285,25 +256,60 @@ fn in_place_product<I: Wide, X: QuantInt, Y: QuantInt>(
     Some(true)
 }
 
-/// A regular convolution's kept state for [`in_place_product`]: the product's, the padded input
-/// planes (their borders the zero point, written once) and padding shuffles, and each tap's
-/// offset in them.
-struct InPlace<I: Wide> {
+/// A regular convolution's kept state for [`in_place_product`] (all of it) and [`unfolded`]:
+/// the product's, the padded input planes (their borders the zero point, written once) and
+/// padding shuffles, and each tap's offset in them.
+struct PaddedInput<I: Wide> {
     wide: WideState<I>,
+    /// `[ph, pw]`: a padded plane's rows and row length.
+    extent: [usize; 2],
     padded: Vec<u8>,
     expansion: Option<super::Expansion>,
     taps: Vec<usize>,
 }
 
-/// A regular convolution's kept state for [`unfolded`]: the product's, the padded input planes
-/// (their borders the zero point, written once) and padding shuffles, where the windows and
-/// each tap lie in them, and the unfolded matrix.
+impl<I: Wide> PaddedInput<I> {
+    /// The state of a regular convolution on `[ph, pw]` padded planes (its operands checked).
+    #[inline(always)]
+    fn new(
+        c: &QConv,
+        ops: &Operands<'_>,
+        d: &ConvDims,
+        [ph, pw]: [usize; 2],
+        signed: bool,
+    ) -> PaddedInput<I> {
+        let [kh, kw] = c.window.kernel;
+        let zero = c.requantize.input_zero as u8;
+        PaddedInput {
+            wide: WideState::<I>::new(ops, d.c * kh * kw, d.oc, signed),
+            extent: [ph, pw],
+            padded: std::vec![zero; d.c * ph * pw],
+            expansion: super::Expansion::new(d, c.window.pads, [ph, pw], zero),
+            taps: super::window_taps(d.c, [kh, kw], c.window.dilation, [ph, pw]),
+        }
+    }
+
+    /// Batch `b`'s input planes (of `x`, every batch's) into the padded planes' interiors.
+    #[inline(always)]
+    fn pad(&mut self, c: &QConv, d: &ConvDims, x: &[u8], b: usize) {
+        let plane = d.h * d.w;
+        let [ph, pw] = self.extent;
+        let xb = x.get(b * d.c * plane..(b + 1) * d.c * plane).unwrap_or(&[]);
+        let planes = xb
+            .chunks_exact(plane.max(1))
+            .zip(self.padded.chunks_exact_mut((ph * pw).max(1)));
+        for (input, padded) in planes {
+            let expansion = self.expansion.as_ref();
+            super::pad_interior::<I>(expansion, input, d, c.window.pads, padded, pw, 0);
+        }
+    }
+}
+
+/// A regular convolution's kept state for [`unfolded`]: the padded input's, where the windows
+/// lie in it, and the unfolded matrix.
 struct Unfolded<I: Wide> {
-    wide: WideState<I>,
-    padded: Vec<u8>,
-    expansion: Option<super::Expansion>,
+    input: PaddedInput<I>,
     windows: super::Windows,
-    taps: Vec<usize>,
     matrix: Vec<u8>,
 }
 
