@@ -8,9 +8,9 @@ use super::super::conv::ConvDims;
 use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::{
-    avx2_lanes, avx2_wide, depthwise_pass, group_blocks, qconv_with, scratch_needed, Block,
-    ChannelPass, Channels, Expansion, Gather, GroupBlocks, Isa, Operands, PairedGather, StepKey,
-    TapPlan,
+    avx2_lanes, avx2_wide, depthwise_pass, group_blocks, low_bytes_of, qconv_with, scratch_needed,
+    Block, ChannelPass, Channels, Expansion, Gather, GroupBlocks, Isa, Operands, PairedGather,
+    StepKey, TapPlan,
 };
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
@@ -104,11 +104,7 @@ impl Isa for Avx2 {
     #[inline(always)]
     unsafe fn narrowed(lanes: &Lanes, scalar: &Requantizer, sums: [i32; 8]) -> u64 {
         let Some(lanes) = lanes else {
-            let outputs = sums.map(|a| scalar.apply(a));
-            return outputs
-                .iter()
-                .rev()
-                .fold(0u64, |bytes, &v| (bytes << 8) | u64::from(v as u8));
+            return low_bytes_of(sums.map(|a| scalar.apply(a)));
         };
         // SAFETY: `sums` holds eight int32s; AVX2 (the caller's).
         unsafe { low_bytes(high_word(lanes, _mm256_loadu_si256(sums.as_ptr().cast()))) }

@@ -74,11 +74,7 @@ trait Isa: 'static {
     #[inline(always)]
     unsafe fn narrowed(lanes: &Self::Lanes, scalar: &Requantizer, sums: [i32; 8]) -> u64 {
         // SAFETY: the caller's.
-        let outputs = unsafe { Self::requantize(lanes, scalar, sums) };
-        outputs
-            .iter()
-            .rev()
-            .fold(0u64, |bytes, &v| (bytes << 8) | u64::from(v as u8))
+        low_bytes_of(unsafe { Self::requantize(lanes, scalar, sums) })
     }
 
     /// The block's rows `x[row(i) + at ..][..8]` (or the bytes its gather picks of sixteen)
@@ -169,6 +165,14 @@ trait Isa: 'static {
     ) -> [i32; 8] {
         grouped_definition(Self::ROWS, offsets, words, padded, gather)
     }
+}
+
+/// Each of eight outputs' low byte, output `t` in byte `t` ([`Isa::narrowed`]'s scalar form).
+fn low_bytes_of(outputs: [i32; 8]) -> u64 {
+    outputs
+        .iter()
+        .rev()
+        .fold(0u64, |bytes, &v| (bytes << 8) | u64::from(v as u8))
 }
 
 /// A depthwise output channel's offset and requantization, and its vectors.

@@ -86,6 +86,23 @@ impl<I: Wide> WideState<I> {
             units: Vec::new(),
         }
     }
+
+    /// Whether the state holds `oc` channels of `k` rows (their weight words, bases and
+    /// requantizations) — what [`Wide::channels`] reads — and, if so, sizes the packed block
+    /// for them.
+    #[inline(always)]
+    fn ready(&mut self, k: usize, oc: usize) -> bool {
+        let ch = &self.channels;
+        let units = ch.units;
+        let holds = units == k.div_ceil(I::ROWS)
+            && ch.words.len() >= oc * units
+            && ch.bases.len() >= oc
+            && ch.lanes.len() >= oc;
+        if holds {
+            self.units.resize(units, I::empty());
+        }
+        holds
+    }
 }
 
 /// Pointwise convolution (`Y[o, p] = base[o] + Σ_i W[o, i]·X[i, p]`) a block of positions at a
@@ -214,21 +231,14 @@ fn in_place_product<I: Wide, X: QuantInt, Y: QuantInt>(
     let build = || PaddedInput::<I>::new(c, ops, d, [ph, pw], signed);
     let mut kept = memo::take(key, build);
     let state = kept.state();
-    let ch = &state.wide.channels;
-    let units = ch.units;
     // Every block's farthest byte: the last tap's offset, the last row's last block, a block.
     let reach = state.taps.last().copied().unwrap_or(0) + (d.oh - 1) * pw + d.ow;
-    let complete = units == k.div_ceil(I::ROWS)
-        && state.taps.len() == k
-        && reach <= state.padded.len()
-        && ch.words.len() >= d.oc * units
-        && ch.bases.len() >= d.oc
-        && ch.lanes.len() >= d.oc;
+    let complete =
+        state.taps.len() == k && reach <= state.padded.len() && state.wide.ready(k, d.oc);
     if !complete {
         memo::keep(kept);
         return Some(false);
     }
-    state.wide.units.resize(units, I::empty());
     for b in 0..d.n {
         state.pad(c, d, bytes, b);
         let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
@@ -326,19 +336,11 @@ fn product_rows<I: Wide, Y: QuantInt>(
     signed: bool,
     y: &mut [Y],
 ) -> bool {
-    let ch = &state.channels;
-    let units = ch.units;
-    let complete = units == k.div_ceil(I::ROWS)
-        && ch.words.len() >= oc * units
-        && ch.bases.len() >= oc
-        && ch.lanes.len() >= oc
-        && plane >= I::WIDTH
-        && x.len() >= k * plane
-        && y.len() >= oc * plane;
+    let complete =
+        plane >= I::WIDTH && x.len() >= k * plane && y.len() >= oc * plane && state.ready(k, oc);
     if !complete {
         return false;
     }
-    state.units.resize(units, I::empty());
     for start in 0..plane.div_ceil(I::WIDTH) {
         let p0 = (I::WIDTH * start).min(plane - I::WIDTH);
         // SAFETY: `k` rows of `plane` bytes, `p0 + WIDTH ≤ plane`; only reached from an
