@@ -818,17 +818,19 @@ pub(super) mod avx512 {
     pub(in crate::kernels) fn finish(finish: Finish, v: __m512) -> __m512 {
         match finish {
             Finish::Plain => v,
-            Finish::Relu => {
-                _mm512_maskz_mov_ps(_mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, _mm512_setzero_ps()), v)
-            }
+            // `v > 0 ? v : +0`.
+            Finish::Relu => _mm512_max_ps(v, _mm512_setzero_ps()),
+            // `vmaxps(v, lo)` is `v > lo ? v : lo`, `vminps(t, hi)` `t < hi ? t : hi`, as
+            // `ClipBounds::apply`.
             Finish::Clip(lo, hi) => {
-                let (l, h) = (_mm512_set1_ps(lo), _mm512_set1_ps(hi));
-                let keep =
-                    _mm512_cmp_ps_mask::<_CMP_GT_OQ>(v, l) | if lo.is_nan() { 0xFFFF } else { 0 };
-                let t = _mm512_mask_blend_ps(keep, l, v);
-                let keep =
-                    _mm512_cmp_ps_mask::<_CMP_LT_OQ>(t, h) | if hi.is_nan() { 0xFFFF } else { 0 };
-                _mm512_mask_blend_ps(keep, h, t)
+                let t = match lo.is_nan() {
+                    true => v,
+                    false => _mm512_max_ps(v, _mm512_set1_ps(lo)),
+                };
+                match hi.is_nan() {
+                    true => t,
+                    false => _mm512_min_ps(t, _mm512_set1_ps(hi)),
+                }
             }
         }
     }

@@ -93,11 +93,12 @@ pub(crate) mod avx2 {
         each(xs, |v| relu_lanes(v))
     }
 
-    /// [`relu`] of one vector (also a convolution's store, `conv_lanes`).
+    /// [`relu`] of one vector (also a convolution's store, `conv_lanes`): `vmaxps(v, +0)` is
+    /// `v > 0 ? v : +0`, so −0 and NaN give +0.
     #[target_feature(enable = "avx2,fma")]
     #[inline]
     pub(crate) fn relu_lanes(v: __m256) -> __m256 {
-        _mm256_and_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(v, _mm256_setzero_ps()), v)
+        _mm256_max_ps(v, _mm256_setzero_ps())
     }
 
     /// `x` where `x >= 0`, else `x · alpha` (NaN times alpha).
@@ -122,31 +123,39 @@ pub(crate) mod avx2 {
     pub(crate) struct ClipBounds {
         l: __m256,
         h: __m256,
-        l_nan: __m256,
-        h_nan: __m256,
+        l_nan: bool,
+        h_nan: bool,
     }
 
     impl ClipBounds {
         /// The bounds `lo` and `hi`.
         #[target_feature(enable = "avx2,fma")]
         pub(crate) fn new(lo: f32, hi: f32) -> Self {
-            let (l, h) = (_mm256_set1_ps(lo), _mm256_set1_ps(hi));
             ClipBounds {
-                l,
-                h,
-                l_nan: _mm256_cmp_ps::<_CMP_UNORD_Q>(l, l),
-                h_nan: _mm256_cmp_ps::<_CMP_UNORD_Q>(h, h),
+                l: _mm256_set1_ps(lo),
+                h: _mm256_set1_ps(hi),
+                l_nan: lo.is_nan(),
+                h_nan: hi.is_nan(),
             }
         }
 
-        /// [`clip`] of one vector (also a convolution's store, `conv_lanes`).
+        /// [`clip`] of one vector (also a convolution's store, `conv_lanes`): `vmaxps(v, lo)`
+        /// is `v > lo ? v : lo` and `vminps(t, hi)` is `t < hi ? t : hi` — [`crate::math::max`]
+        /// and [`crate::math::min`] exactly, a NaN `v` and signed zeros included — with a NaN
+        /// bound's step left out.
         #[target_feature(enable = "avx2,fma")]
         #[inline]
         pub(crate) fn apply(self, v: __m256) -> __m256 {
-            let keep = _mm256_or_ps(_mm256_cmp_ps::<_CMP_GT_OQ>(v, self.l), self.l_nan);
-            let t = _mm256_blendv_ps(self.l, v, keep);
-            let keep = _mm256_or_ps(_mm256_cmp_ps::<_CMP_LT_OQ>(t, self.h), self.h_nan);
-            _mm256_blendv_ps(self.h, t, keep)
+            let t = if self.l_nan {
+                v
+            } else {
+                _mm256_max_ps(v, self.l)
+            };
+            if self.h_nan {
+                t
+            } else {
+                _mm256_min_ps(t, self.h)
+            }
         }
     }
 }
