@@ -56,8 +56,10 @@ pub fn tanh(x: f32) -> f32 {
 /// written so that LLVM vectorises the loops (selects instead of branches, no library calls),
 /// where libm's `expf` and `tanhf` are a call per element — most of a GRU's or LSTM's time. The
 /// same algorithms as Cephes' `expf`/`tanhf` (a degree-7 polynomial of the reduced argument,
-/// scaled by `2^n`; an odd polynomial below |x| = 0.625), within a few ulp of the exact result
-/// (the unit tests measure it against f64). Microcontroller builds keep libm.
+/// scaled by `2^n`; an odd polynomial below |x| = 0.625), each polynomial by Horner's rule in
+/// fused multiply-adds (half the operations of a multiply and an add a degree: LSTM 57 → 52 µs,
+/// a transformer's Erf 2.05 → 1.46 µs on Zen 3), within a few ulp of the exact result (the unit
+/// tests measure it against f64). Microcontroller builds keep libm.
 #[cfg(any(test, feature = "std"))]
 pub mod vector {
     /// `$all(xs)` in the widest build this CPU runs: compiled with AVX2 (eight lanes) where
@@ -77,8 +79,8 @@ pub mod vector {
                 unsafe fn wide(xs: &mut [f32]) {
                     $all(xs)
                 }
-                /// `$all` with AVX2.
-                #[target_feature(enable = "avx2")]
+                /// `$all` with AVX2 and FMA.
+                #[target_feature(enable = "avx2,fma")]
                 #[allow(unsafe_code)]
                 unsafe fn narrow(xs: &mut [f32]) {
                     $all(xs)
@@ -121,17 +123,21 @@ pub mod vector {
     /// the remainder (`c` within `EXP_LO..=EXP_HI`).
     #[inline(always)]
     fn exp_parts(c: f32) -> (f32, f32) {
-        let n = (c * core::f32::consts::LOG2_E + ROUND) - ROUND;
-        let r = (c - n * LN2_HI) - n * LN2_LO;
-        let p = (((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r
-            + 4.166_579_6e-2)
-            * r
-            + 1.666_666_5e-1)
-            * r
-            + 0.5)
-            * (r * r)
-            + r
-            + 1.0;
+        let n = c.mul_add(core::f32::consts::LOG2_E, ROUND) - ROUND;
+        let r = (-n).mul_add(LN2_HI, c);
+        let r = (-n).mul_add(LN2_LO, r);
+        let q = horner(
+            r,
+            [
+                1.987_569_1e-4,
+                1.398_199_9e-3,
+                8.333_452e-3,
+                4.166_579_6e-2,
+                1.666_666_5e-1,
+                0.5,
+            ],
+        );
+        let p = q.mul_add(r * r, r) + 1.0;
         (n, p)
     }
 
@@ -183,13 +189,17 @@ pub mod vector {
     pub fn tanh(x: f32) -> f32 {
         let a = x.abs();
         let z = x * x;
-        let small = ((((-5.704_988_7e-3 * z + 2.063_909e-2) * z - 5.373_971_6e-2) * z
-            + 1.333_144_2e-1)
-            * z
-            - 3.333_328e-1)
-            * z
-            * x
-            + x;
+        let q = horner(
+            z,
+            [
+                -5.704_988_7e-3,
+                2.063_909e-2,
+                -5.373_971_6e-2,
+                1.333_144_2e-1,
+                -3.333_328e-1,
+            ],
+        );
+        let small = (q * z).mul_add(x, x);
         let big = 1.0 - 2.0 / (exp_in_range(2.0 * a.min(9.1)) + 1.0);
         let big = f32::from_bits(big.to_bits() | (x.to_bits() & 0x8000_0000));
         // Below 2^-12, tanh(x) rounds to x (which also keeps −0 and NaN as they are). Selects,
@@ -203,6 +213,14 @@ pub mod vector {
         }
     }
 
+    /// The polynomial with coefficients `c` (highest degree first) at `t`, by Horner's rule
+    /// in fused multiply-adds (one rounding a degree).
+    #[inline(always)]
+    fn horner<const N: usize>(t: f32, c: [f32; N]) -> f32 {
+        let (first, rest) = c.split_first().map_or((0.0, &[][..]), |(f, r)| (*f, r));
+        rest.iter().fold(first, |acc, &c| acc.mul_add(t, c))
+    }
+
     /// The error function, within 2 ulp: `x + x·P(x²)` below |x| = 0.921875; above,
     /// `1 − e^{−x²}·Q(1/|x|)` with the sign of `x` (Q approximating `erfc(x)·e^{x²}`, which
     /// varies slowly); ±1 from |x| = 3.92, where erf rounds to ±1. P (degree 5) and Q (degree
@@ -213,26 +231,34 @@ pub mod vector {
         const ONE: f32 = 3.92;
         let a = x.abs();
         let z = x * x;
-        let p = ((((-6.008_739_6e-4 * z + 4.997_014e-3) * z - 2.676_95e-2) * z + 1.128_190_5e-1)
-            * z
-            - 3.761_250_4e-1)
-            * z
-            + 1.283_791_5e-1;
-        let small = x + x * p;
+        let p = horner(
+            z,
+            [
+                -6.008_739_6e-4,
+                4.997_014e-3,
+                -2.676_95e-2,
+                1.128_190_5e-1,
+                -3.761_250_4e-1,
+                1.283_791_5e-1,
+            ],
+        );
+        let small = x.mul_add(p, x);
         let t = 1.0 / a;
-        let q = (((((((-1.845_518_8e-3 * t - 9.048_634e-3) * t + 1.029_929_3e-1) * t
-            - 3.346_943_6e-1)
-            * t
-            + 5.628_576e-1)
-            * t
-            - 5.006_481_4e-1)
-            * t
-            + 4.971_569_4e-2)
-            * t
-            + 5.579_139e-1)
-            * t
-            + 3.400_557e-4;
-        let big = 1.0 - exp(-z) * q;
+        let q = horner(
+            t,
+            [
+                -1.845_518_8e-3,
+                -9.048_634e-3,
+                1.029_929_3e-1,
+                -3.346_943_6e-1,
+                5.628_576e-1,
+                -5.006_481_4e-1,
+                4.971_569_4e-2,
+                5.579_139e-1,
+                3.400_557e-4,
+            ],
+        );
+        let big = (-exp(-z)).mul_add(q, 1.0);
         // Selects, not branches, so that each lane of a vector picks its own; NaN takes the
         // last one's `big` (NaN).
         let y = if a >= ONE { 1.0 } else { big };
