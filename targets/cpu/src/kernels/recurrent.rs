@@ -710,60 +710,182 @@ mod fma {
         if !fits {
             return;
         }
+        // Sixteen-lane vectors where the CPU runs the AVX-512 build: half the instructions.
+        let wide = level() == Level::Avx512;
         for b in 0..batch {
             let x = &a[b * k..(b + 1) * k];
             let y = &mut out[b * rows..(b + 1) * rows];
             for &(g, width) in panels {
                 let weights = &packed[g * k..(g + width) * k];
                 let y = &mut y[g..rows.min(g + width)];
-                // SAFETY: `packed` checked that the CPU has AVX2 and FMA; the panel holds
-                // `k·width` values.
+                // SAFETY: `packed` checked that the CPU has AVX2 and FMA, and `wide` that it
+                // has AVX-512F; the panel holds `k·width` values.
                 unsafe {
-                    match width {
-                        64 => panel_sums::<8, 1>(x, weights, bias, g, y),
-                        32 => panel_sums::<4, 2>(x, weights, bias, g, y),
-                        16 => panel_sums::<2, 4>(x, weights, bias, g, y),
-                        _ => panel_sums::<1, 8>(x, weights, bias, g, y),
+                    match (width, wide) {
+                        (64, true) => panel_sums_avx512::<4, 2>(x, weights, bias, g, y),
+                        (32, true) => panel_sums_avx512::<2, 4>(x, weights, bias, g, y),
+                        (16, true) => panel_sums_avx512::<1, 8>(x, weights, bias, g, y),
+                        (64, _) => panel_sums_avx2::<8, 1>(x, weights, bias, g, y),
+                        (32, _) => panel_sums_avx2::<4, 2>(x, weights, bias, g, y),
+                        (16, _) => panel_sums_avx2::<2, 4>(x, weights, bias, g, y),
+                        _ => panel_sums_avx2::<1, 8>(x, weights, bias, g, y),
                     }
                 }
             }
         }
     }
 
-    /// The sums of one panel of `8·T` rows (`[k, 8·T]`) into `y` (the first `y.len()` ≤ 8·T
-    /// of them: the last panel's rows past the layer's are padding), biases from row `g` on:
-    /// eight vectors of sums in flight, `U` interleaved partial sums of each of the `T` where
-    /// the panel is narrower than eight vectors (one chain of fused multiply-adds would wait
-    /// on itself).
+    /// A vector of `f32` lanes, as [`panel_sums`] uses one.
+    trait Vector: Copy {
+        /// Its lanes.
+        const LANES: usize;
+        /// # Safety
+        /// The instruction set's features.
+        unsafe fn zero() -> Self;
+        /// # Safety
+        /// The instruction set's features; `LANES` floats readable at `p`.
+        unsafe fn load(p: *const f32) -> Self;
+        /// # Safety
+        /// The instruction set's features; `LANES` floats writable at `p`.
+        unsafe fn store(p: *mut f32, v: Self);
+        /// `x` in every lane.
+        ///
+        /// # Safety
+        /// The instruction set's features.
+        unsafe fn splat(x: f32) -> Self;
+        /// `x · w + acc`, rounded once.
+        ///
+        /// # Safety
+        /// The instruction set's features.
+        unsafe fn fmadd(x: Self, w: Self, acc: Self) -> Self;
+        /// # Safety
+        /// The instruction set's features.
+        unsafe fn add(a: Self, b: Self) -> Self;
+    }
+
+    impl Vector for __m256 {
+        const LANES: usize = 8;
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            _mm256_setzero_ps()
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            _mm256_loadu_ps(p)
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f32, v: Self) {
+            _mm256_storeu_ps(p, v)
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            _mm256_set1_ps(x)
+        }
+        #[inline(always)]
+        unsafe fn fmadd(x: Self, w: Self, acc: Self) -> Self {
+            _mm256_fmadd_ps(x, w, acc)
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self, b: Self) -> Self {
+            _mm256_add_ps(a, b)
+        }
+    }
+
+    impl Vector for __m512 {
+        const LANES: usize = 16;
+        #[inline(always)]
+        unsafe fn zero() -> Self {
+            _mm512_setzero_ps()
+        }
+        #[inline(always)]
+        unsafe fn load(p: *const f32) -> Self {
+            _mm512_loadu_ps(p)
+        }
+        #[inline(always)]
+        unsafe fn store(p: *mut f32, v: Self) {
+            _mm512_storeu_ps(p, v)
+        }
+        #[inline(always)]
+        unsafe fn splat(x: f32) -> Self {
+            _mm512_set1_ps(x)
+        }
+        #[inline(always)]
+        unsafe fn fmadd(x: Self, w: Self, acc: Self) -> Self {
+            _mm512_fmadd_ps(x, w, acc)
+        }
+        #[inline(always)]
+        unsafe fn add(a: Self, b: Self) -> Self {
+            _mm512_add_ps(a, b)
+        }
+    }
+
+    /// [`panel_sums`] with eight-lane vectors.
     ///
     /// # Safety
-    /// The CPU has AVX2 and FMA; `panel` holds `k·8·T` values; `T·U` is 8.
+    /// The CPU has AVX2 and FMA; as [`panel_sums`].
     #[inline]
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn panel_sums<const T: usize, const U: usize>(
+    unsafe fn panel_sums_avx2<const T: usize, const U: usize>(
         x: &[f32],
         panel: &[f32],
         bias: Option<&[f32]>,
         g: usize,
         y: &mut [f32],
     ) {
-        let mut acc = [[_mm256_setzero_ps(); T]; U];
+        panel_sums::<__m256, T, U>(x, panel, bias, g, y)
+    }
+
+    /// [`panel_sums`] with sixteen-lane vectors.
+    ///
+    /// # Safety
+    /// The CPU has AVX-512F; as [`panel_sums`].
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    unsafe fn panel_sums_avx512<const T: usize, const U: usize>(
+        x: &[f32],
+        panel: &[f32],
+        bias: Option<&[f32]>,
+        g: usize,
+        y: &mut [f32],
+    ) {
+        panel_sums::<__m512, T, U>(x, panel, bias, g, y)
+    }
+
+    /// The sums of one panel of `L·T` rows (`[k, L·T]`, `L` the vector's lanes) into `y` (the
+    /// first `y.len()` ≤ L·T of them: the last panel's rows past the layer's are padding),
+    /// biases from row `g` on: eight vectors of sums in flight, `U` interleaved partial sums
+    /// of each of the `T` where the panel is narrower than eight vectors (one chain of fused
+    /// multiply-adds would wait on itself).
+    ///
+    /// # Safety
+    /// The instruction set of `V`; `panel` holds `k·L·T` ≤ `64·k` values; `T·U` is 8.
+    #[inline(always)]
+    unsafe fn panel_sums<V: Vector, const T: usize, const U: usize>(
+        x: &[f32],
+        panel: &[f32],
+        bias: Option<&[f32]>,
+        g: usize,
+        y: &mut [f32],
+    ) {
+        let lanes_of = V::LANES;
+        let width = lanes_of * T;
+        let mut acc = [[V::zero(); T]; U];
         let mut lanes = [0.0f32; 64];
-        match bias.and_then(|v| v.get(g..g + 8 * T)) {
+        match bias.and_then(|v| v.get(g..g + width)) {
             Some(v) => {
                 for (t, acc) in acc[0].iter_mut().enumerate() {
-                    // SAFETY: `v` holds 8·T values.
-                    *acc = unsafe { _mm256_loadu_ps(v.as_ptr().add(8 * t)) };
+                    // SAFETY: `v` holds L·T values.
+                    *acc = unsafe { V::load(v.as_ptr().add(lanes_of * t)) };
                 }
             }
             None => {
-                // No bias, or the last panel's, short of 8·T rows: lane by lane.
-                for (l, lane) in lanes.iter_mut().enumerate().take(8 * T) {
+                // No bias, or the last panel's, short of L·T rows: lane by lane.
+                for (l, lane) in lanes.iter_mut().enumerate().take(width) {
                     *lane = bias.and_then(|v| v.get(g + l)).copied().unwrap_or(0.0);
                 }
                 for (t, acc) in acc[0].iter_mut().enumerate() {
-                    // SAFETY: `lanes` holds 64 ≥ 8·T values.
-                    *acc = unsafe { _mm256_loadu_ps(lanes.as_ptr().add(8 * t)) };
+                    // SAFETY: `lanes` holds 64 ≥ L·T values.
+                    *acc = unsafe { V::load(lanes.as_ptr().add(lanes_of * t)) };
                 }
             }
         }
@@ -771,33 +893,33 @@ mod fma {
         let (groups, rest) = x.as_chunks::<U>();
         for (group, &xs) in groups.iter().enumerate() {
             for (u, (acc, &xj)) in acc.iter_mut().zip(xs.iter()).enumerate() {
-                let xv = _mm256_set1_ps(xj);
-                // SAFETY: row `U·group + u` of the panel holds 8·T values (the caller's bound).
-                let row = unsafe { m.add((U * group + u) * 8 * T) };
+                let xv = V::splat(xj);
+                // SAFETY: row `U·group + u` of the panel holds L·T values (the caller's bound).
+                let row = unsafe { m.add((U * group + u) * width) };
                 for (t, acc) in acc.iter_mut().enumerate() {
-                    *acc = _mm256_fmadd_ps(xv, unsafe { _mm256_loadu_ps(row.add(8 * t)) }, *acc);
+                    *acc = V::fmadd(xv, unsafe { V::load(row.add(lanes_of * t)) }, *acc);
                 }
             }
         }
         for (j, &xj) in rest.iter().enumerate() {
-            let xv = _mm256_set1_ps(xj);
+            let xv = V::splat(xj);
             // SAFETY: as above, for the rows after the last full group.
-            let row = unsafe { m.add((U * groups.len() + j) * 8 * T) };
+            let row = unsafe { m.add((U * groups.len() + j) * width) };
             for (t, acc) in acc[0].iter_mut().enumerate() {
-                *acc = _mm256_fmadd_ps(xv, unsafe { _mm256_loadu_ps(row.add(8 * t)) }, *acc);
+                *acc = V::fmadd(xv, unsafe { V::load(row.add(lanes_of * t)) }, *acc);
             }
         }
-        let whole = y.len() == 8 * T;
+        let whole = y.len() == width;
         for t in 0..T {
             let mut sum = acc[0][t];
             for partial in &acc[1..] {
-                sum = _mm256_add_ps(sum, partial[t]);
+                sum = V::add(sum, partial[t]);
             }
-            // SAFETY: `y` holds 8·T values where it is whole; `lanes` 64 ≥ 8·T.
+            // SAFETY: `y` holds L·T values where it is whole; `lanes` 64 ≥ L·T.
             unsafe {
                 match whole {
-                    true => _mm256_storeu_ps(y.as_mut_ptr().add(8 * t), sum),
-                    false => _mm256_storeu_ps(lanes.as_mut_ptr().add(8 * t), sum),
+                    true => V::store(y.as_mut_ptr().add(lanes_of * t), sum),
+                    false => V::store(lanes.as_mut_ptr().add(lanes_of * t), sum),
                 }
             }
         }
