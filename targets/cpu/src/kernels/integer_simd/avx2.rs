@@ -8,9 +8,9 @@ use super::super::conv::ConvDims;
 use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::{
-    avx2_lanes, avx2_wide, depthwise_pass, group_blocks, low_bytes_of, qconv_with, scratch_needed,
-    Block, ChannelPass, Channels, Expansion, Gather, GroupBlocks, Isa, Operands, PairedGather,
-    StepKey, TapPlan,
+    avx2_lanes, avx2_wide, depthwise_pass, depthwise_passes, group_blocks, low_bytes_of,
+    qconv_with, scratch_needed, Block, ChannelPass, Channels, DepthwiseInput, DepthwiseState,
+    Expansion, Gather, GroupBlocks, Isa, Operands, PairedGather, StepKey, TapPlan,
 };
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
@@ -217,6 +217,17 @@ impl Isa for Avx2 {
         y: &mut [Y],
     ) {
         group_blocks::<Avx2, READING, Y>(group, units, unfolded, y)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn passes<const SIGNED: bool>(
+        state: &mut DepthwiseState<Avx2>,
+        input: &DepthwiseInput<'_>,
+        y: &mut [u8],
+    ) {
+        // SAFETY: the caller's bounds; this function has the instruction set's features.
+        unsafe { depthwise_passes::<Avx2, SIGNED>(state, input, y) }
     }
 
     #[inline]

@@ -119,7 +119,20 @@ trait Isa: 'static {
     /// `expansion.end`.
     unsafe fn expand(expansion: &Expansion, plane: &[u8], padded: &mut [u8], flip: u8);
 
-    /// A depthwise channel's outputs: [`depthwise_pass`] compiled with the instruction set.
+    /// A depthwise step's outputs: [`depthwise_passes`] compiled with the instruction set.
+    ///
+    /// # Safety
+    /// As the trait's, and [`depthwise_passes`]'s.
+    unsafe fn passes<const SIGNED: bool>(
+        state: &mut DepthwiseState<Self>,
+        input: &DepthwiseInput<'_>,
+        y: &mut [u8],
+    ) where
+        Self: Sized;
+
+    /// A depthwise channel's outputs: [`depthwise_pass`] compiled with the instruction set, out
+    /// of line (for planes of many vectors, whose loop inlined into [`depthwise_passes`] ran
+    /// slower: VWW's 48 × 48 layer 14.0 → 15.1 µs).
     ///
     /// # Safety
     /// As the trait's, and [`depthwise_pass`]'s.
@@ -1549,68 +1562,139 @@ fn depthwise_conv<I: Isa, Y: QuantInt>(
     let y_bytes: &mut [u8] = bytemuck::cast_slice_mut(y);
     let build = || DepthwiseState::<I>::new(c, ops, d, [ph, pw], signed);
     let mut kept = memo::take(key, build);
-    'run: {
-        let DepthwiseState {
-            padded,
-            flip,
-            expansion,
-            offsets,
-            single,
-            paired,
-            group_offsets,
-            words,
-            channels,
-        } = kept.state();
-        let groups = group_offsets.len();
-        for b in 0..d.n {
-            for ch in 0..d.c {
-                let plane = &x[(b * d.c + ch) * d.h * d.w..][..d.h * d.w];
-                let interior = &mut padded[..ph * pw];
-                pad_interior::<I>(expansion.as_ref(), plane, d, win.pads, interior, pw, *flip);
-                for m in 0..multiplier {
-                    let o = ch * multiplier + m;
-                    let Some(channel) = channels.get(o) else {
-                        break 'run;
-                    };
-                    let taps = match paired {
-                        Some((gathers, whole)) => DepthwiseTaps::Grouped {
-                            offsets: group_offsets,
-                            words: words.get(o * groups..(o + 1) * groups).unwrap_or(&[]),
-                            gathers,
-                            whole: *whole,
-                        },
-                        None => DepthwiseTaps::Single {
-                            plan: TapPlan {
-                                weights: &ops.w[o * kh * kw..(o + 1) * kh * kw],
-                                offsets,
-                            },
-                            gathers: single,
-                        },
-                    };
-                    let channel = ChannelPass {
-                        first: channel.first,
-                        scalar: &channel.scalar,
-                        lanes: &channel.lanes,
-                        taps,
-                    };
-                    // SAFETY: an instruction set's entry point; a vector's first taps lie
-                    // within the last output's, (oh − 1)·sh·pw + (ow − 1)·sw, and the farthest
-                    // tap (a group's first tap is one) ends the plane: every sixteen-byte load
-                    // ends within its slack.
-                    let out = &mut y_bytes[(b * d.oc + o) * oh * ow..][..oh * ow];
-                    unsafe {
-                        if signed {
-                            I::pass::<true>(padded, &channel, out);
-                        } else {
-                            I::pass::<false>(padded, &channel, out);
-                        }
-                    }
-                }
-            }
+    let input = DepthwiseInput {
+        x,
+        d,
+        pads: win.pads,
+        extent: [ph, pw],
+        multiplier,
+        weights: ops.w,
+        kernel: [kh, kw],
+    };
+    // SAFETY: an instruction set's entry point; the sizes checked above.
+    unsafe {
+        if signed {
+            I::passes::<true>(kept.state(), &input, y_bytes);
+        } else {
+            I::passes::<false>(kept.state(), &input, y_bytes);
         }
     }
     memo::keep(kept);
     Some(true)
+}
+
+/// What a depthwise step's passes read ([`depthwise_passes`]): the input and its sizes, the
+/// padding and the padded plane's extent, the output channels per input channel, the weights
+/// and the kernel (all checked by [`depthwise_conv`]).
+struct DepthwiseInput<'a> {
+    x: &'a [u8],
+    d: &'a ConvDims,
+    pads: [usize; 4],
+    extent: [usize; 2],
+    multiplier: usize,
+    weights: &'a [i8],
+    kernel: [usize; 2],
+}
+
+/// Vectors per channel up to which [`depthwise_passes`] inlines a channel's pass.
+const INLINED_VECTORS: usize = 8;
+
+/// Every image's and channel's depthwise outputs (`y`, a byte each): each input plane padded
+/// into the state's plane, then each of its output channels' [`depthwise_pass`]. Each
+/// instruction set's [`Isa::passes`] inlines this, so one call runs the whole step with the
+/// padding and the passes inlined: a call of each per channel, with its set-up, had cost more
+/// than a small plane's few vectors (VWW's 6 × 6 layers, 128 channels of five vectors).
+///
+/// # Safety
+/// The CPU has `I`'s features; the operands are as [`depthwise_conv`] checked them.
+#[inline(always)]
+unsafe fn depthwise_passes<I: Isa, const SIGNED: bool>(
+    state: &mut DepthwiseState<I>,
+    input: &DepthwiseInput<'_>,
+    y: &mut [u8],
+) {
+    let DepthwiseState {
+        padded,
+        flip,
+        expansion,
+        offsets,
+        single,
+        paired,
+        group_offsets,
+        words,
+        channels,
+    } = state;
+    let d = input.d;
+    let [ph, pw] = input.extent;
+    let [kh, kw] = input.kernel;
+    let (oh, ow) = (d.oh, d.ow);
+    let groups = group_offsets.len();
+    let vectors = paired
+        .as_ref()
+        .map_or(single.len(), |(gathers, _)| gathers.len());
+    for b in 0..d.n {
+        for ch in 0..d.c {
+            let first = (b * d.c + ch) * d.h * d.w;
+            let Some(plane) = input.x.get(first..first + d.h * d.w) else {
+                return;
+            };
+            let Some(interior) = padded.get_mut(..ph * pw) else {
+                return;
+            };
+            pad_interior::<I>(
+                expansion.as_ref(),
+                plane,
+                d,
+                input.pads,
+                interior,
+                pw,
+                *flip,
+            );
+            for m in 0..input.multiplier {
+                let o = ch * input.multiplier + m;
+                let (Some(channel), Some(out)) = (
+                    channels.get(o),
+                    y.get_mut((b * d.oc + o) * oh * ow..(b * d.oc + o + 1) * oh * ow),
+                ) else {
+                    return;
+                };
+                let taps = match paired {
+                    Some((gathers, whole)) => DepthwiseTaps::Grouped {
+                        offsets: group_offsets,
+                        words: words.get(o * groups..(o + 1) * groups).unwrap_or(&[]),
+                        gathers,
+                        whole: *whole,
+                    },
+                    None => DepthwiseTaps::Single {
+                        plan: TapPlan {
+                            weights: input
+                                .weights
+                                .get(o * kh * kw..(o + 1) * kh * kw)
+                                .unwrap_or(&[]),
+                            offsets,
+                        },
+                        gathers: single,
+                    },
+                };
+                let channel = ChannelPass {
+                    first: channel.first,
+                    scalar: &channel.scalar,
+                    lanes: &channel.lanes,
+                    taps,
+                };
+                // SAFETY: the caller's features; a vector's first taps lie within the last
+                // output's, (oh − 1)·sh·pw + (ow − 1)·sw, and the farthest tap (a group's
+                // first tap is one) ends the plane: every sixteen-byte load ends within its
+                // slack.
+                unsafe {
+                    match vectors <= INLINED_VECTORS {
+                        true => depthwise_pass::<I, SIGNED>(padded, &channel, out),
+                        false => I::pass::<SIGNED>(padded, &channel, out),
+                    }
+                };
+            }
+        }
+    }
 }
 
 /// A depthwise step's kept state: its padded plane (the border the zero point, written once)
@@ -1829,7 +1913,9 @@ fn pad_interior<I: Isa>(
 /// One input plane into a zero-point-padded plane (`pw` wide) whose border already holds the
 /// zero point, each byte XORed with `flip`: only the interior is written (the border is the
 /// same for every plane of a step, so the callers fill it once). Rows are copied element by
-/// element: they are short, and a library call per row would cost more.
+/// element: they are short, and a library call per row would cost more. Out of line: inlined
+/// into an instruction set's [`depthwise_passes`], its loops had run slower.
+#[inline(never)]
 fn copy_interior(
     plane: &[u8],
     d: &ConvDims,

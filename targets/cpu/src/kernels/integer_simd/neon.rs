@@ -9,8 +9,8 @@ use super::super::conv::ConvDims;
 use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::{
-    depthwise_pass, group_blocks, qconv_with, Block, ChannelPass, Channels, Expansion, Gather,
-    GroupBlocks, Isa, Operands, TapPlan,
+    depthwise_pass, depthwise_passes, group_blocks, qconv_with, Block, ChannelPass, Channels,
+    DepthwiseInput, DepthwiseState, Expansion, Gather, GroupBlocks, Isa, Operands, TapPlan,
 };
 use core::arch::aarch64::*;
 use ferrite_hal::op::QConv;
@@ -196,6 +196,17 @@ impl Isa for Neon {
         y: &mut [Y],
     ) {
         group_blocks::<Neon, READING, Y>(group, units, unfolded, y)
+    }
+
+    #[inline]
+    #[target_feature(enable = "neon")]
+    unsafe fn passes<const SIGNED: bool>(
+        state: &mut DepthwiseState<Neon>,
+        input: &DepthwiseInput<'_>,
+        y: &mut [u8],
+    ) {
+        // SAFETY: the caller's bounds; this function has the instruction set's features.
+        unsafe { depthwise_passes::<Neon, SIGNED>(state, input, y) }
     }
 
     #[inline]

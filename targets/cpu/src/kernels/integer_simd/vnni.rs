@@ -12,8 +12,9 @@ use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::avx2::{self, Avx2};
 use super::{
-    depthwise_pass, group_blocks, qconv_with, scratch_needed, vnni_wide, Block, ChannelPass,
-    Channels, Expansion, Gather, GroupBlocks, Isa, Operands, PairedGather, StepKey, TapPlan,
+    depthwise_pass, depthwise_passes, group_blocks, qconv_with, scratch_needed, vnni_wide, Block,
+    ChannelPass, Channels, DepthwiseInput, DepthwiseState, Expansion, Gather, GroupBlocks, Isa,
+    Operands, PairedGather, StepKey, TapPlan,
 };
 use core::arch::x86_64::*;
 use ferrite_hal::op::{QConv, QGemmWeights, Requantize};
@@ -171,6 +172,17 @@ impl Isa for Vnni {
         y: &mut [Y],
     ) {
         group_blocks::<Vnni, READING, Y>(group, units, unfolded, y)
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+    unsafe fn passes<const SIGNED: bool>(
+        state: &mut DepthwiseState<Vnni>,
+        input: &DepthwiseInput<'_>,
+        y: &mut [u8],
+    ) {
+        // SAFETY: the caller's bounds; this function has the instruction set's features.
+        unsafe { depthwise_passes::<Vnni, SIGNED>(state, input, y) }
     }
 
     #[inline]
