@@ -471,6 +471,9 @@ fn compute(
     true
 }
 
+/// A block's packed weights (from its first) and the offsets of the terms they are for.
+type Packing<'a> = (*const f32, &'a [usize]);
+
 /// The output's first value, shared by the parts of a threaded run, which write disjoint
 /// outputs (each a block of channels over a range of pixels).
 #[derive(Clone, Copy)]
@@ -507,16 +510,31 @@ unsafe impl Send for Input {}
 #[allow(unsafe_code)]
 unsafe impl Sync for Input {}
 
-impl Job<'_> {
+impl<'a> Job<'a> {
     /// The packing of the tile whose pixels lie in output rows `first..=last`: the variant
     /// of their kernel-row set where they share one that leaves rows out.
-    fn variant(&self, first: usize, last: usize) -> Option<&Variant> {
+    fn variant(&self, first: usize, last: usize) -> Option<&'a Variant> {
         let rows = self.reading.rows.get(first..=last)?;
         let (&set, rest) = rows.split_first()?;
         if rest.iter().any(|&r| r != set) {
             return None;
         }
         self.packed.variants.iter().find(|v| v.rows == set)
+    }
+
+    /// Block `block`'s packed weights and taps for a tile whose pixels lie in output rows
+    /// `[first, last]`: its [`Job::variant`]'s, else the full packing's (`full`).
+    fn packing(&self, block: usize, full: *const f32, [first, last]: [usize; 2]) -> Packing<'a> {
+        match self.variant(first, last) {
+            // SAFETY: the variant's blocks are where `Packed::new` put them, in the values.
+            #[allow(unsafe_code)]
+            Some(variant) => unsafe {
+                let at = variant.blocks.get(block).copied().unwrap_or(0);
+                let values = self.packed.values.as_slice().as_ptr();
+                (values.add(at), &variant.taps[..])
+            },
+            None => (full, self.reading.taps),
+        }
     }
 
     /// With threads and work enough, each block's pixels split in whole tiles among them (a
@@ -582,15 +600,7 @@ impl Job<'_> {
         let runs = isa == Isa::Avx2 && v == 1 && self.blocked && matches!(reading.step, 1 | 2);
         while p0 < pixels.end {
             if runs && ox + avx2::RUN <= ow && p0 + avx2::RUN <= pixels.end {
-                (block_at.weights, block_at.taps) = match self.variant(oy, oy) {
-                    // SAFETY: as below.
-                    #[allow(unsafe_code)]
-                    Some(variant) => unsafe {
-                        let at = variant.blocks.get(block).copied().unwrap_or(0);
-                        (values.add(at), &variant.taps[..])
-                    },
-                    None => (full, reading.taps),
-                };
+                (block_at.weights, block_at.taps) = self.packing(block, full, [oy, oy]);
                 // SAFETY: the run's pixels are `ox..ox + RUN` of row `oy`, inside the plane,
                 // so every read is one `run` checked; the CPU has AVX2 and FMA (`Isa::here`).
                 #[allow(unsafe_code)]
@@ -634,16 +644,7 @@ impl Job<'_> {
             debug_assert!(oy <= oh);
             // The tile's rows: from the first pixel's to the last's (the walk is past it).
             let last_row = if ox == 0 { oy.saturating_sub(1) } else { oy };
-            let variant = self.variant(first_row, last_row);
-            (block_at.weights, block_at.taps) = match variant {
-                // SAFETY: as above; the variant's blocks are where `Packed::new` put them.
-                #[allow(unsafe_code)]
-                Some(variant) => unsafe {
-                    let at = variant.blocks.get(block).copied().unwrap_or(0);
-                    (values.add(at), &variant.taps[..])
-                },
-                None => (full, reading.taps),
-            };
+            (block_at.weights, block_at.taps) = self.packing(block, full, [first_row, last_row]);
             #[allow(unsafe_code)]
             unsafe {
                 // A blocked output's pixel p0 is a vector of lanes apart.

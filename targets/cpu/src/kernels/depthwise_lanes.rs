@@ -206,8 +206,8 @@ impl Geometry {
     }
 }
 
-/// A vector of channels: what [`direct`] (and `winograd`'s transforms and products) do with
-/// one.
+/// A vector of channels: what [`direct`] (and `winograd`'s transforms and products, and the
+/// recurrent layers' panel products) do with one.
 #[allow(unsafe_code)]
 pub(super) trait Lanes: Copy {
     /// Floats in it.

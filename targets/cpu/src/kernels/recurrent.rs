@@ -545,6 +545,7 @@ pub fn recurrent<const OPS: Selection>(
 mod fma {
     use super::Operands;
     use crate::kernels::aligned::Aligned;
+    use crate::kernels::depthwise_lanes::Lanes;
     use crate::kernels::simd::{level, Level};
     use crate::memo::{self, Kept};
     use core::arch::x86_64::*;
@@ -735,90 +736,6 @@ mod fma {
         }
     }
 
-    /// A vector of `f32` lanes, as [`panel_sums`] uses one.
-    trait Vector: Copy {
-        /// Its lanes.
-        const LANES: usize;
-        /// # Safety
-        /// The instruction set's features.
-        unsafe fn zero() -> Self;
-        /// # Safety
-        /// The instruction set's features; `LANES` floats readable at `p`.
-        unsafe fn load(p: *const f32) -> Self;
-        /// # Safety
-        /// The instruction set's features; `LANES` floats writable at `p`.
-        unsafe fn store(p: *mut f32, v: Self);
-        /// `x` in every lane.
-        ///
-        /// # Safety
-        /// The instruction set's features.
-        unsafe fn splat(x: f32) -> Self;
-        /// `x · w + acc`, rounded once.
-        ///
-        /// # Safety
-        /// The instruction set's features.
-        unsafe fn fmadd(x: Self, w: Self, acc: Self) -> Self;
-        /// # Safety
-        /// The instruction set's features.
-        unsafe fn add(a: Self, b: Self) -> Self;
-    }
-
-    impl Vector for __m256 {
-        const LANES: usize = 8;
-        #[inline(always)]
-        unsafe fn zero() -> Self {
-            _mm256_setzero_ps()
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self {
-            _mm256_loadu_ps(p)
-        }
-        #[inline(always)]
-        unsafe fn store(p: *mut f32, v: Self) {
-            _mm256_storeu_ps(p, v)
-        }
-        #[inline(always)]
-        unsafe fn splat(x: f32) -> Self {
-            _mm256_set1_ps(x)
-        }
-        #[inline(always)]
-        unsafe fn fmadd(x: Self, w: Self, acc: Self) -> Self {
-            _mm256_fmadd_ps(x, w, acc)
-        }
-        #[inline(always)]
-        unsafe fn add(a: Self, b: Self) -> Self {
-            _mm256_add_ps(a, b)
-        }
-    }
-
-    impl Vector for __m512 {
-        const LANES: usize = 16;
-        #[inline(always)]
-        unsafe fn zero() -> Self {
-            _mm512_setzero_ps()
-        }
-        #[inline(always)]
-        unsafe fn load(p: *const f32) -> Self {
-            _mm512_loadu_ps(p)
-        }
-        #[inline(always)]
-        unsafe fn store(p: *mut f32, v: Self) {
-            _mm512_storeu_ps(p, v)
-        }
-        #[inline(always)]
-        unsafe fn splat(x: f32) -> Self {
-            _mm512_set1_ps(x)
-        }
-        #[inline(always)]
-        unsafe fn fmadd(x: Self, w: Self, acc: Self) -> Self {
-            _mm512_fmadd_ps(x, w, acc)
-        }
-        #[inline(always)]
-        unsafe fn add(a: Self, b: Self) -> Self {
-            _mm512_add_ps(a, b)
-        }
-    }
-
     /// [`panel_sums`] with eight-lane vectors.
     ///
     /// # Safety
@@ -860,14 +777,14 @@ mod fma {
     /// # Safety
     /// The instruction set of `V`; `panel` holds `k·L·T` ≤ `64·k` values; `T·U` is 8.
     #[inline(always)]
-    unsafe fn panel_sums<V: Vector, const T: usize, const U: usize>(
+    unsafe fn panel_sums<V: Lanes, const T: usize, const U: usize>(
         x: &[f32],
         panel: &[f32],
         bias: Option<&[f32]>,
         g: usize,
         y: &mut [f32],
     ) {
-        let lanes_of = V::LANES;
+        let lanes_of = V::WIDTH;
         let width = lanes_of * T;
         let mut acc = [[V::zero(); T]; U];
         let mut lanes = [0.0f32; 64];
@@ -897,7 +814,7 @@ mod fma {
                 // SAFETY: row `U·group + u` of the panel holds L·T values (the caller's bound).
                 let row = unsafe { m.add((U * group + u) * width) };
                 for (t, acc) in acc.iter_mut().enumerate() {
-                    *acc = V::fmadd(xv, unsafe { V::load(row.add(lanes_of * t)) }, *acc);
+                    *acc = V::fused(*acc, xv, unsafe { V::load(row.add(lanes_of * t)) });
                 }
             }
         }
@@ -906,7 +823,7 @@ mod fma {
             // SAFETY: as above, for the rows after the last full group.
             let row = unsafe { m.add((U * groups.len() + j) * width) };
             for (t, acc) in acc[0].iter_mut().enumerate() {
-                *acc = V::fmadd(xv, unsafe { V::load(row.add(lanes_of * t)) }, *acc);
+                *acc = V::fused(*acc, xv, unsafe { V::load(row.add(lanes_of * t)) });
             }
         }
         let whole = y.len() == width;
