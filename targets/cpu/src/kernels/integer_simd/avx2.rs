@@ -8,9 +8,9 @@ use super::super::conv::ConvDims;
 use super::super::integer::Requantizer;
 use super::super::quantize::QuantInt;
 use super::{
-    avx2_lanes, avx2_wide, depthwise_pass, depthwise_passes, group_blocks, low_bytes_of,
-    qconv_with, scratch_needed, Block, ChannelPass, Channels, DepthwiseInput, DepthwiseState,
-    Expansion, Gather, GroupBlocks, Isa, Operands, PairedGather, StepKey, TapPlan,
+    avx2_depthwise, avx2_lanes, avx2_wide, depthwise_pass, depthwise_passes, group_blocks,
+    low_bytes_of, qconv_with, scratch_needed, Block, ChannelPass, Channels, DepthwiseInput,
+    DepthwiseState, Expansion, Gather, GroupBlocks, Isa, Operands, PairedGather, StepKey, TapPlan,
 };
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
@@ -43,6 +43,9 @@ pub(super) unsafe fn qconv<X: QuantInt, Y: QuantInt>(
         },
         (false, false) if scratch.len() >= scratch_needed(c, d) => unsafe {
             avx2_wide::unfolded(key, c, ops, d, x, y)
+        },
+        (false, true) if scratch.len() >= scratch_needed(c, d) => unsafe {
+            avx2_depthwise::depthwise(key, c, ops, d, x, y)
         },
         _ => None,
     };

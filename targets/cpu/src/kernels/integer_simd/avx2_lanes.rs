@@ -81,18 +81,18 @@ struct LaneState {
 /// some channel's scale has no high-word form (the group is then requantized lane by lane by
 /// the scalar requantizers).
 #[derive(Clone, Copy)]
-struct GroupRequant {
-    base: __m256i,
-    multiplier: __m256i,
-    half: __m256i,
-    shift: __m256i,
-    mask: __m256i,
-    zero: __m256i,
-    min: __m256i,
-    max: __m256i,
+pub(super) struct GroupRequant {
+    pub(super) base: __m256i,
+    pub(super) multiplier: __m256i,
+    pub(super) half: __m256i,
+    pub(super) shift: __m256i,
+    pub(super) mask: __m256i,
+    pub(super) zero: __m256i,
+    pub(super) min: __m256i,
+    pub(super) max: __m256i,
     /// Whether some lane's channel has ties ([`super::super::integer::HighWordRequantizer::has_ties`]).
-    ties: bool,
-    exact: bool,
+    pub(super) ties: bool,
+    pub(super) exact: bool,
 }
 
 // SAFETY: plain integer vectors.
@@ -116,7 +116,7 @@ impl LaneState {
 }
 
 /// Group `g`'s [`GroupRequant`].
-fn group_requant(channels: &Channels<Avx2>, g: usize) -> GroupRequant {
+pub(super) fn group_requant(channels: &Channels<Avx2>, g: usize) -> GroupRequant {
     let mut words = [[0i32; 8]; 8];
     let (mut ties, mut exact) = (false, true);
     for j in 0..8 {
@@ -326,7 +326,7 @@ unsafe fn store<Y: QuantInt>(
             *out = if rq.exact {
                 high_word(rq, acc)
             } else {
-                scalar_lanes(state, g, acc)
+                scalar_lanes(&state.channels, g, acc)
             };
         }
         // Within the output type's range: the saturating packs keep every value. Bytes of
@@ -367,7 +367,7 @@ unsafe fn store<Y: QuantInt>(
 /// # Safety
 /// The CPU has AVX2.
 #[inline(always)]
-unsafe fn high_word(rq: &GroupRequant, acc: __m256i) -> __m256i {
+pub(super) unsafe fn high_word(rq: &GroupRequant, acc: __m256i) -> __m256i {
     // SAFETY: the caller's.
     unsafe {
         // The 64-bit products of the even and the odd lanes, then their high words.
@@ -400,12 +400,12 @@ unsafe fn high_word(rq: &GroupRequant, acc: __m256i) -> __m256i {
 /// # Safety
 /// The CPU has AVX2.
 #[inline(always)]
-unsafe fn scalar_lanes(state: &LaneState, g: usize, acc: __m256i) -> __m256i {
+pub(super) unsafe fn scalar_lanes(channels: &Channels<Avx2>, g: usize, acc: __m256i) -> __m256i {
     let mut lanes = [0i32; 8];
     // SAFETY: `lanes` holds eight int32s; AVX2 (the caller's).
     unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), acc) };
     for (j, lane) in lanes.iter_mut().enumerate() {
-        if let Some(scalar) = state.channels.scalar.get(8 * g + j) {
+        if let Some(scalar) = channels.scalar.get(8 * g + j) {
             *lane = scalar.apply(*lane);
         }
     }

@@ -19,6 +19,8 @@
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
+mod avx2_depthwise;
+#[cfg(target_arch = "x86_64")]
 mod avx2_gemm;
 #[cfg(target_arch = "x86_64")]
 mod avx2_lanes;
@@ -1993,9 +1995,19 @@ mod tests {
         y
     }
 
+    /// A case's geometry: drawn at random, or a pointwise one of the given sizes
+    /// (`[c, oc, h, w]`), or a 3 × 3 depthwise one of the given channels and stride (padding
+    /// and plane drawn at random).
+    #[derive(Clone, Copy)]
+    enum Shape {
+        Random,
+        Pointwise([usize; 4]),
+        Depthwise { channels: usize, stride: usize },
+    }
+
     /// One random case of the geometry `shape` picks, on both activation types; `pointwise`
     /// forces a pointwise one of `[c, oc, h, w]`.
-    fn check_case(rng: &mut Rng, case: usize, pointwise: Option<[usize; 4]>) -> Option<usize> {
+    fn check_case(rng: &mut Rng, case: usize, shape: Shape) -> Option<usize> {
         let group_kind = rng.below(3); // 0: regular, 1: grouped, 2: depthwise
         let (kh, kw) = (1 + rng.below(4), 1 + rng.below(4));
         let stride = [1 + rng.below(2), 1 + rng.below(2)];
@@ -2015,11 +2027,18 @@ mod tests {
             _ => (1 + rng.below(12), 1, 1 + rng.below(2)),
         };
         let (h, w) = (1 + rng.below(14), 1 + rng.below(30));
-        let (group_kind, kh, kw, stride, pads, group, icg, ocg, h, w) = match pointwise {
-            Some([c, oc, h, w]) => (0, 1, 1, [1, 1], [0; 4], 1, c, oc, h, w),
-            None => (group_kind, kh, kw, stride, pads, group, icg, ocg, h, w),
+        let (group_kind, kh, kw, stride, pads, group, icg, ocg, h, w) = match shape {
+            Shape::Pointwise([c, oc, h, w]) => (0, 1, 1, [1, 1], [0; 4], 1, c, oc, h, w),
+            Shape::Depthwise { channels, stride } => {
+                let w = 1 + rng.below(16);
+                (2, 3, 3, [stride; 2], pads, channels, 1, 1, h, w)
+            }
+            Shape::Random => (group_kind, kh, kw, stride, pads, group, icg, ocg, h, w),
         };
-        let dilation = if pointwise.is_some() { 1 } else { dilation };
+        let dilation = match shape {
+            Shape::Random => dilation,
+            _ => 1,
+        };
         let span = |size: usize, k: usize, pad: usize, stride: usize| {
             (size + pad)
                 .checked_sub((k - 1) * dilation + 1)
@@ -2352,7 +2371,7 @@ mod tests {
             let mut rng = Rng(0x2545_f491_4f6c_dd1d);
             let mut ran = [0; 5];
             for case in 0..1500 {
-                if let Some(kind) = check_case(&mut rng, case, None) {
+                if let Some(kind) = check_case(&mut rng, case, Shape::Random) {
                     ran[kind] += 1;
                 }
             }
@@ -2393,6 +2412,27 @@ mod tests {
         }
     }
 
+    /// 3 × 3 depthwise convolutions of whole groups of eight channels (the AVX2 channel-lane
+    /// kernel's domain, and past it: planes of one to 14 × 16, strides 1 and 2, random
+    /// padding, one or two images, scales with and without ties or a high-word form) equal the
+    /// definition bit for bit, on both instruction sets where the CPU has VNNI.
+    #[test]
+    fn simd_depthwise_convolutions_equal_the_definition() {
+        if !simd_runs() {
+            return;
+        }
+        for avx2_only in [false, true] {
+            AVX2_ONLY.set(avx2_only);
+            let mut rng = Rng(0x51ed_2701_a3c4_9b65);
+            for case in 0..240 {
+                let channels = [8, 16, 24, 64][case % 4];
+                let stride = 1 + case / 4 % 2;
+                check_case(&mut rng, 1 + case, Shape::Depthwise { channels, stride });
+            }
+        }
+        AVX2_ONLY.set(false);
+    }
+
     /// Pointwise convolutions of every width of output-channel run (the channel-lane kernel's
     /// six, four, two and one groups of eight; and channels not in whole groups), odd and even
     /// input channel counts and planes from one position to past a 16-position block equal the
@@ -2412,7 +2452,7 @@ mod tests {
                 for _ in 0..6 {
                     let c = 1 + rng.below(40);
                     let (h, w) = (1 + rng.below(9), 1 + rng.below(9));
-                    check_case(&mut rng, case, Some([c, oc, h, w]));
+                    check_case(&mut rng, case, Shape::Pointwise([c, oc, h, w]));
                 }
             }
         }
