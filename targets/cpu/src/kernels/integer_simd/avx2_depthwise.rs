@@ -246,7 +246,7 @@ unsafe fn pack_neighbours(
                             None => {
                                 let mut tail = [0u8; 16];
                                 let bytes = x.get(start..start + g.w).unwrap_or(&[]);
-                                tail[..bytes.len()].copy_from_slice(bytes);
+                                tail.iter_mut().zip(bytes).for_each(|(t, &b)| *t = b);
                                 _mm_loadu_si128(tail.as_ptr().cast())
                             }
                         };
