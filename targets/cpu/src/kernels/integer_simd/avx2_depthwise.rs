@@ -86,7 +86,7 @@ struct Geometry {
     c: usize,
     h: usize,
     w: usize,
-    /// Output plane: height, width, positions.
+    /// The output plane's width and positions, and the stride.
     ow: usize,
     plane: usize,
     stride: usize,
