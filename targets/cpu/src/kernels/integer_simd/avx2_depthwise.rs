@@ -172,11 +172,14 @@ impl LaneState {
         let pair = |a: i8, b: i8| (a as i16 as u16 as u32 | (b as i16 as u16 as u32) << 16) as i32;
         let mut lines = std::vec![0i32; g.c / 8 * 48];
         for (o, taps) in ops.w.chunks_exact(9).take(g.c).enumerate() {
-            for ky in 0..3 {
-                let t = &taps[3 * ky..3 * ky + 3];
+            for (ky, &[w0, w1, w2]) in taps.as_chunks::<3>().0.iter().enumerate() {
                 let at = (o / 8 * 6 + 2 * ky) * 8 + o % 8;
-                lines[at] = pair(t[0], t[1]);
-                lines[at + 8] = pair(t[2], 0);
+                if let Some(slot) = lines.get_mut(at) {
+                    *slot = pair(w0, w1);
+                }
+                if let Some(slot) = lines.get_mut(at + 8) {
+                    *slot = pair(w2, 0);
+                }
             }
         }
         let (s, cols) = (g.stride, g.cols);
@@ -186,10 +189,10 @@ impl LaneState {
         let zero = ops.q.input_zero as u8;
         let mut control = [0x80u8; 16];
         let mut fill = [zero; 16];
-        for px in 0..16usize {
+        for (px, (control, fill)) in control.iter_mut().zip(&mut fill).enumerate() {
             if let Some(ix) = px.checked_sub(g.left).filter(|&ix| ix < g.w) {
-                control[px] = ix as u8;
-                fill[px] = 0;
+                *control = ix as u8;
+                *fill = 0;
             }
         }
         LaneState {
