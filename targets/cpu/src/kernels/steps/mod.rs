@@ -279,13 +279,17 @@ pub(crate) fn run_step_inline<const OPS: Selection, const COVERED_INT8: Selectio
     weights: &[u8],
 ) -> Result<(), CpuError> {
     let covered_int8 = COVERED_INT8;
-    /// `$run($args)`, in a frame of its own where [`out_of_line`] says so.
+    /// `$body` with `$args` bound to `$pattern`, in a frame of its own where [`out_of_line`]
+    /// says so. Otherwise written in place, not called as a closure: a closure is a function
+    /// of its own, built without the instruction set of the SIMD build it is called from (the
+    /// kernels behind it had run as baseline SSE2 code in the AVX2 build).
     macro_rules! call {
-        ($run:expr, $args:expr) => {
+        (|$pattern:pat_param| $body:expr, $args:expr) => {
             if const { out_of_line(OPS) } {
-                in_own_frame($run, $args)
+                in_own_frame(|$pattern| $body, $args)
             } else {
-                ($run)($args)
+                let $pattern = $args;
+                $body
             }
         };
     }
