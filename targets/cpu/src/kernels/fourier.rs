@@ -29,6 +29,25 @@ pub fn dft(
     scratch: &mut [f32],
 ) -> bool {
     let n = op.length;
+    if !op.inverse && g.complex_in == 1 && n.is_power_of_two() && n >= 8 {
+        return real_frames(op, g, v, y, scratch);
+    }
+    complex_frames(op, g, v, y, scratch)
+}
+
+/// [`dft`] for complex or inverse transforms, and real ones of other lengths: each frame's
+/// complex transform in the scratch. Inlined on a host (into each SIMD build); out of line on
+/// a microcontroller, as [`real_frames`], so that the deepest stack is either's, not both's.
+#[cfg_attr(feature = "std", inline(always))]
+#[cfg_attr(not(feature = "std"), inline(never))]
+fn complex_frames(
+    op: &Dft,
+    g: &DftGeometry,
+    v: &Operands<'_>,
+    y: &mut [f32],
+    scratch: &mut [f32],
+) -> bool {
+    let n = op.length;
     let input_len = g.outer * g.signal * g.inner * g.complex_in;
     let output_len = g.outer * g.frames * g.bins * g.inner * g.complex_out;
     let window_ok = v.window.is_none_or(|w| w.len() >= n);
@@ -45,9 +64,6 @@ pub fn dft(
     };
     // Past the checks above every access is in bounds; each goes through `get` all the same
     // (no panic path), reading zero or writing nothing where one were not.
-    if !op.inverse && g.complex_in == 1 && n.is_power_of_two() && n >= 8 {
-        return real_frames(op, g, v, y, scratch);
-    }
     let scale = if op.inverse { 1.0 / n as f32 } else { 1.0 };
     let half_spectrum = op.inverse && op.onesided;
     for o in 0..g.outer {
@@ -113,8 +129,10 @@ pub fn dft(
 /// complex transform. The FFT runs on split real and imaginary parts (`scratch`'s first `n`
 /// values), packed in bit-reversed order so that its result comes out in order, its stages'
 /// twiddles contiguous (the rest of `scratch`): each butterfly loop and the split step run in
-/// vectors. Returns `false`, writing nothing, where a slice is shorter than `g` says.
-#[inline(always)]
+/// vectors. Returns `false`, writing nothing, where a slice is shorter than `g` says. Inlined
+/// on a host (into each SIMD build); out of line on a microcontroller, as [`complex_frames`].
+#[cfg_attr(feature = "std", inline(always))]
+#[cfg_attr(not(feature = "std"), inline(never))]
 fn real_frames(
     op: &Dft,
     g: &DftGeometry,
@@ -126,18 +144,24 @@ fn real_frames(
     let (Some(scratch), Some(table)) = (scratch.get_mut(..2 * n), v.twiddles.get(..2 * n)) else {
         return false;
     };
-    let (data, twiddles) = scratch.split_at_mut(n);
-    let (re, im) = data.split_at_mut(m);
-    let (twr, twi) = twiddles.split_at_mut(m);
+    let Some((data, twiddles)) = scratch.split_at_mut_checked(n) else {
+        return false;
+    };
+    let (Some((re, im)), Some((twr, twi))) = (
+        data.split_at_mut_checked(m),
+        twiddles.split_at_mut_checked(m),
+    ) else {
+        return false;
+    };
     // Stage `h` (butterflies `h` apart, `h` from 4 to m/2) twiddle `k`: e^(−2πik/2h), table entry
     // `k·n/2h`, kept at `h + k`.
-    let mut h = 4;
+    let (mut h, mut step) = (4, m / 4);
     while h < m {
         let stage = twr.iter_mut().zip(twi.iter_mut()).skip(h).take(h);
         for (k, (wr, wi)) in stage.enumerate() {
-            (*wr, *wi) = twiddle(table, k * (m / h), false);
+            (*wr, *wi) = twiddle(table, k * step, false);
         }
-        h *= 2;
+        (h, step) = (2 * h, step / 2);
     }
     let out = Spectrum {
         bins: g.bins,
@@ -188,7 +212,7 @@ impl Frame<'_> {
     fn pack_reversed(&self, re: &mut [f32], im: &mut [f32]) {
         let m = re.len();
         let bits = m.trailing_zeros();
-        let whole = self.stride == 1 && self.length == 2 * m && m >= 16;
+        let whole = VECTORS && self.stride == 1 && self.length == 2 * m && m >= 16;
         if let (true, Some(x)) = (whole, self.x.get(..2 * m)) {
             let pairs = x.as_chunks::<2>().0;
             let weights = self
@@ -232,31 +256,45 @@ impl Frame<'_> {
 /// twiddles (`twr`, `twi` at `h..2h`).
 #[inline(always)]
 fn butterflies(re: &mut [f32], im: &mut [f32], twr: &[f32], twi: &[f32]) {
-    for (r, i) in re.chunks_exact_mut(4).zip(im.chunks_exact_mut(4)) {
-        if let ([r0, r1, r2, r3], [i0, i1, i2, i3]) = (r, i) {
-            let (ar0, ai0, ar1, ai1) = (*r0 + *r1, *i0 + *i1, *r0 - *r1, *i0 - *i1);
-            let (ar2, ai2, ar3, ai3) = (*r2 + *r3, *i2 + *i3, *r2 - *r3, *i2 - *i3);
-            (*r0, *i0, *r2, *i2) = (ar0 + ar2, ai0 + ai2, ar0 - ar2, ai0 - ai2);
-            // The second pair's odd term times −i.
-            (*r1, *i1, *r3, *i3) = (ar1 + ai3, ai1 - ar3, ar1 - ai3, ai1 + ar3);
-        }
+    let quads = re.as_chunks_mut::<4>().0.iter_mut();
+    for ([r0, r1, r2, r3], [i0, i1, i2, i3]) in quads.zip(im.as_chunks_mut::<4>().0) {
+        let (ar0, ai0, ar1, ai1) = (*r0 + *r1, *i0 + *i1, *r0 - *r1, *i0 - *i1);
+        let (ar2, ai2, ar3, ai3) = (*r2 + *r3, *i2 + *i3, *r2 - *r3, *i2 - *i3);
+        (*r0, *i0, *r2, *i2) = (ar0 + ar2, ai0 + ai2, ar0 - ar2, ai0 - ai2);
+        // The second pair's odd term times −i.
+        (*r1, *i1, *r3, *i3) = (ar1 + ai3, ai1 - ar3, ar1 - ai3, ai1 + ar3);
     }
     let m = re.len();
     let mut h = 4;
     while h < m {
-        let (Some(wr), Some(wi)) = (twr.get(h..2 * h), twi.get(h..2 * h)) else {
+        let (Some(wr), Some(wi), block @ 1..) = (twr.get(h..2 * h), twi.get(h..2 * h), 2 * h)
+        else {
             return;
         };
-        for (r, i) in re.chunks_exact_mut(2 * h).zip(im.chunks_exact_mut(2 * h)) {
-            let ((ar, br), (ai, bi)) = (r.split_at_mut(h), i.split_at_mut(h));
-            match h {
-                4 => radix2::<4>([ar, ai, br, bi], [wr, wi]),
-                _ => radix2::<8>([ar, ai, br, bi], [wr, wi]),
+        let mut start = 0;
+        while let (Some(r), Some(i)) = (
+            re.get_mut(start..start + block),
+            im.get_mut(start..start + block),
+        ) {
+            start += block;
+            let (Some((ar, br)), Some((ai, bi))) =
+                (r.split_at_mut_checked(h), i.split_at_mut_checked(h))
+            else {
+                return;
+            };
+            match (VECTORS, h) {
+                (false, _) => radix2::<1>([ar, ai, br, bi], [wr, wi]),
+                (true, 4) => radix2::<4>([ar, ai, br, bi], [wr, wi]),
+                (true, _) => radix2::<8>([ar, ai, br, bi], [wr, wi]),
             }
         }
         h *= 2;
     }
 }
+
+/// Whether the transform's loops run several values at a time in fixed-size arrays (hosts,
+/// where they become vectors), not one at a time (microcontrollers: less code and stack).
+const VECTORS: bool = cfg!(feature = "std");
 
 /// One decimation-in-time radix-2 pass over a block: `a ± w·b` for the lower half `a` (real,
 /// imaginary parts) and the upper half `b`, `L` butterflies at a time (the block's half is a
@@ -307,7 +345,7 @@ impl Spectrum {
         const L: usize = SPLIT_LANES;
         let m = re.len();
         let mut k = 1;
-        while k + L <= m / 2 {
+        while VECTORS && k + L <= m / 2 {
             // `Z[m−k−l]` for `l` in `0..L`: the `L` values ending at `m − k`, reversed.
             let (Some(zr), Some(zi), Some(cr), Some(ci), Some(w)) = (
                 re.get(k..k + L).and_then(|s| s.first_chunk::<L>()),
@@ -331,7 +369,9 @@ impl Spectrum {
             self.put_lanes(y, k, [lr, li], [hr, hi], m);
             k += L;
         }
-        for k in (k..=m / 2).chain(0..1) {
+        // The rest, then `k = 0` (`m/2 + 1` wrapped round).
+        for k in k..=m / 2 + 1 {
+            let k = if k > m / 2 { 0 } else { k };
             let at = |k: usize| {
                 let k = if k == m { 0 } else { k };
                 (

@@ -35,29 +35,31 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
             out.copy_from_slice(x);
         }
     } else {
-        // The op chosen once, outside the loops (each combine then inlines into its own).
-        match op {
-            ReduceOp::Max => fold(x, shape, axes, &out_strides, out, |acc, v| {
-                if v > acc || v.is_nan() {
-                    v
-                } else {
-                    acc
+        // On a host the op is chosen once, outside the loops (each arm inlines its own copy of
+        // them); a microcontroller keeps one copy, choosing per value.
+        let combine = |acc: f32, v: f32| match op {
+            ReduceOp::Max => max(acc, v),
+            ReduceOp::Min => min(acc, v),
+            ReduceOp::Prod => acc * v,
+            ReduceOp::L1 => acc + v.abs(),
+            ReduceOp::L2 | ReduceOp::SumSquare => acc + v * v,
+            ReduceOp::Mean | ReduceOp::Sum | ReduceOp::LogSum => acc + v,
+        };
+        if !cfg!(feature = "std") {
+            fold(x, shape, axes, &out_strides, out, combine);
+        } else {
+            let strides = &out_strides;
+            match op {
+                ReduceOp::Max => fold(x, shape, axes, strides, out, max),
+                ReduceOp::Min => fold(x, shape, axes, strides, out, min),
+                ReduceOp::Prod => fold(x, shape, axes, strides, out, |acc, v| acc * v),
+                ReduceOp::L1 => fold(x, shape, axes, strides, out, |acc, v| acc + v.abs()),
+                ReduceOp::L2 | ReduceOp::SumSquare => {
+                    fold(x, shape, axes, strides, out, |acc, v| acc + v * v)
                 }
-            }),
-            ReduceOp::Min => fold(x, shape, axes, &out_strides, out, |acc, v| {
-                if v < acc || v.is_nan() {
-                    v
-                } else {
-                    acc
+                ReduceOp::Mean | ReduceOp::Sum | ReduceOp::LogSum => {
+                    fold(x, shape, axes, strides, out, |acc, v| acc + v)
                 }
-            }),
-            ReduceOp::Prod => fold(x, shape, axes, &out_strides, out, |acc, v| acc * v),
-            ReduceOp::L1 => fold(x, shape, axes, &out_strides, out, |acc, v| acc + v.abs()),
-            ReduceOp::L2 | ReduceOp::SumSquare => {
-                fold(x, shape, axes, &out_strides, out, |acc, v| acc + v * v)
-            }
-            ReduceOp::Mean | ReduceOp::Sum | ReduceOp::LogSum => {
-                fold(x, shape, axes, &out_strides, out, |acc, v| acc + v)
             }
         }
     }
@@ -76,10 +78,30 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
     }
 }
 
+/// The larger of `acc` and `v`, NaN winning (as numpy).
+#[inline(always)]
+fn max(acc: f32, v: f32) -> f32 {
+    if v > acc || v.is_nan() {
+        v
+    } else {
+        acc
+    }
+}
+
+/// The smaller of `acc` and `v`, NaN winning (as numpy).
+#[inline(always)]
+fn min(acc: f32, v: f32) -> f32 {
+    if v < acc || v.is_nan() {
+        v
+    } else {
+        acc
+    }
+}
+
 /// Folds `x` (of `shape`) into `out` by `combine`, over the axes in the bit mask `axes`
 /// (`out_strides`: the output's strides over the input's axes, 0 on reduced ones), each output
-/// from its initial value in input order. Where the reduced axes are the last ones, each output
-/// folds one contiguous row; otherwise rows of the innermost axis, folded into one output when
+/// from its initial value in input order. Where the reduced axes are the last ones, on a host,
+/// each output folds one contiguous row; otherwise rows of the innermost axis, folded into one output when
 /// that axis is reduced, combined elementwise with an output row otherwise.
 #[inline(always)]
 fn fold(
@@ -93,7 +115,10 @@ fn fold(
     let rank = shape.rank();
     let dims = shape.dims();
     let lowest = axes.trailing_zeros() as usize;
-    let suffix = lowest < rank && axes == (u32::MAX >> (32 - rank)) & (u32::MAX << lowest);
+    // (A host's path: a microcontroller keeps the one loop below, for its flash.)
+    let suffix = cfg!(feature = "std")
+        && lowest < rank
+        && axes == (u32::MAX >> (32 - rank)) & (u32::MAX << lowest);
     if suffix {
         let len: usize = dims.get(lowest..).unwrap_or(&[]).iter().product();
         match len {
