@@ -222,7 +222,11 @@ impl Frame<'_> {
             let quarter = m / 16;
             let rows = re.as_chunks_mut::<16>().0.iter_mut();
             for (a, (r, i)) in rows.zip(im.as_chunks_mut::<16>().0).enumerate() {
-                let low = a.reverse_bits() >> (usize::BITS - (bits - 4));
+                // `a`'s `bits − 4` bits reversed (none when `m` is 16).
+                let low = a
+                    .reverse_bits()
+                    .checked_shr(usize::BITS + 4 - bits)
+                    .unwrap_or(0);
                 for b in 0..16 {
                     let p = REVERSED_NIBBLES[b] as usize * quarter + low;
                     let [x0, x1] = pairs.get(p).copied().unwrap_or([0.0; 2]);
