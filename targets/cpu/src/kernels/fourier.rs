@@ -29,25 +29,6 @@ pub fn dft(
     scratch: &mut [f32],
 ) -> bool {
     let n = op.length;
-    if !op.inverse && g.complex_in == 1 && n.is_power_of_two() && n >= 8 {
-        return real_frames(op, g, v, y, scratch);
-    }
-    complex_frames(op, g, v, y, scratch)
-}
-
-/// [`dft`] for complex or inverse transforms, and real ones of other lengths: each frame's
-/// complex transform in the scratch. Inlined on a host (into each SIMD build); out of line on
-/// a microcontroller, as [`real_frames`], so that the deepest stack is either's, not both's.
-#[cfg_attr(feature = "std", inline(always))]
-#[cfg_attr(not(feature = "std"), inline(never))]
-fn complex_frames(
-    op: &Dft,
-    g: &DftGeometry,
-    v: &Operands<'_>,
-    y: &mut [f32],
-    scratch: &mut [f32],
-) -> bool {
-    let n = op.length;
     let input_len = g.outer * g.signal * g.inner * g.complex_in;
     let output_len = g.outer * g.frames * g.bins * g.inner * g.complex_out;
     let window_ok = v.window.is_none_or(|w| w.len() >= n);
@@ -59,11 +40,30 @@ fn complex_frames(
     {
         return false;
     }
+    // Past these checks every access is in bounds; each goes through `get` all the same (no
+    // panic path), reading zero or writing nothing where one were not.
+    if !op.inverse && g.complex_in == 1 && n.is_power_of_two() && n >= 8 {
+        return real_frames(op, g, v, y, scratch);
+    }
+    complex_frames(op, g, v, y, scratch)
+}
+
+/// [`dft`] (past its checks) for complex or inverse transforms, and real ones of other
+/// lengths: each frame's complex transform in the scratch. Inlined on a host (into each SIMD build); out of line on
+/// a microcontroller, as [`real_frames`], so that the deepest stack is either's, not both's.
+#[cfg_attr(feature = "std", inline(always))]
+#[cfg_attr(not(feature = "std"), inline(never))]
+fn complex_frames(
+    op: &Dft,
+    g: &DftGeometry,
+    v: &Operands<'_>,
+    y: &mut [f32],
+    scratch: &mut [f32],
+) -> bool {
+    let n = op.length;
     let (Some(buf), Some(twiddles)) = (scratch.get_mut(..2 * n), v.twiddles.get(..2 * n)) else {
         return false;
     };
-    // Past the checks above every access is in bounds; each goes through `get` all the same
-    // (no panic path), reading zero or writing nothing where one were not.
     let scale = if op.inverse { 1.0 / n as f32 } else { 1.0 };
     let half_spectrum = op.inverse && op.onesided;
     for o in 0..g.outer {
@@ -129,8 +129,8 @@ fn complex_frames(
 /// complex transform. The FFT runs on split real and imaginary parts (`scratch`'s first `n`
 /// values), packed in bit-reversed order so that its result comes out in order, its stages'
 /// twiddles contiguous (the rest of `scratch`): each butterfly loop and the split step run in
-/// vectors. Returns `false`, writing nothing, where a slice is shorter than `g` says. Inlined
-/// on a host (into each SIMD build); out of line on a microcontroller, as [`complex_frames`].
+/// vectors. Past [`dft`]'s checks; returns `false`, writing nothing, where the scratch or the
+/// twiddle table is short. Inlined on a host (into each SIMD build); out of line on a microcontroller, as [`complex_frames`].
 #[cfg_attr(feature = "std", inline(always))]
 #[cfg_attr(not(feature = "std"), inline(never))]
 fn real_frames(
@@ -616,6 +616,15 @@ mod tests {
                 };
                 let mut y = vec![f32::NAN; g.outer * g.frames * g.bins * g.inner * 2];
                 let mut s = vec![0.0; 2 * n];
+                // A short output, window or scratch: refused, nothing written.
+                let mut short = vec![f32::NAN; y.len() - 1];
+                assert!(!dft(&op, &g, &v, &mut short, &mut s));
+                assert!(short.iter().all(|v| v.is_nan()));
+                let cut = window.map(|w| &w[..n - 1]);
+                let clipped = Operands { window: cut, ..v };
+                assert!(window.is_none() || !dft(&op, &g, &clipped, &mut y, &mut s));
+                assert!(!dft(&op, &g, &v, &mut y, &mut s[..2 * n - 1]));
+                assert!(y.iter().all(|v| v.is_nan()));
                 assert!(dft(&op, &g, &v, &mut y, &mut s));
                 for o in 0..g.outer {
                     for f in 0..g.frames {
