@@ -2,7 +2,7 @@
 //! lengths, a direct transform for any other, both on a twiddle table computed at pack time
 //! (no trigonometry at run time), one transform at a time in a `2·length` scratch. Real
 //! forward transforms of a power-of-two length (an STFT of audio) take half the work
-//! ([`real_frames`]).
+//! (`real_frames`).
 
 use ferrite_hal::geometry::DftGeometry;
 use ferrite_hal::op::Dft;
