@@ -49,8 +49,9 @@ pub fn dft(
 }
 
 /// [`dft`] (past its checks) for complex or inverse transforms, and real ones of other
-/// lengths: each frame's complex transform in the scratch. Inlined on a host (into each SIMD build); out of line on
-/// a microcontroller, as [`real_frames`], so that the deepest stack is either's, not both's.
+/// lengths: each frame's complex transform in the scratch. Inlined on a host (into each SIMD
+/// build); out of line on a microcontroller, as [`real_frames`], so that the deepest stack is
+/// either's, not both's.
 #[cfg_attr(feature = "std", inline(always))]
 #[cfg_attr(not(feature = "std"), inline(never))]
 fn complex_frames(
@@ -130,7 +131,8 @@ fn complex_frames(
 /// values), packed in bit-reversed order so that its result comes out in order, its stages'
 /// twiddles contiguous (the rest of `scratch`): each butterfly loop and the split step run in
 /// vectors. Past [`dft`]'s checks; returns `false`, writing nothing, where the scratch or the
-/// twiddle table is short. Inlined on a host (into each SIMD build); out of line on a microcontroller, as [`complex_frames`].
+/// twiddle table is short. Inlined on a host (into each SIMD build); out of line on a
+/// microcontroller, as [`complex_frames`].
 #[cfg_attr(feature = "std", inline(always))]
 #[cfg_attr(not(feature = "std"), inline(never))]
 fn real_frames(
@@ -153,8 +155,8 @@ fn real_frames(
     ) else {
         return false;
     };
-    // Stage `h` (butterflies `h` apart, `h` from 4 to m/2) twiddle `k`: e^(−2πik/2h), table entry
-    // `k·n/2h`, kept at `h + k`.
+    // Stage `h` (butterflies `h` apart, `h` from 4 to m/2) twiddle `k`: e^(−2πik/2h), table
+    // entry `k·n/2h`, kept at `h + k`.
     let (mut h, mut step) = (4, m / 4);
     while h < m {
         let stage = twr.iter_mut().zip(twi.iter_mut()).skip(h).take(h);

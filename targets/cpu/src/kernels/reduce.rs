@@ -37,28 +37,28 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
     } else {
         // On a host the op is chosen once, outside the loops (each arm inlines its own copy of
         // them); a microcontroller keeps one copy, choosing per value.
-        let combine = |acc: f32, v: f32| match op {
-            ReduceOp::Max => max(acc, v),
-            ReduceOp::Min => min(acc, v),
-            ReduceOp::Prod => acc * v,
-            ReduceOp::L1 => acc + v.abs(),
-            ReduceOp::L2 | ReduceOp::SumSquare => acc + v * v,
-            ReduceOp::Mean | ReduceOp::Sum | ReduceOp::LogSum => acc + v,
-        };
+        let strides = &out_strides;
         if !cfg!(feature = "std") {
-            fold(x, shape, axes, &out_strides, out, combine);
+            let combine = |acc: f32, v: f32| match op {
+                ReduceOp::Max => max(acc, v),
+                ReduceOp::Min => min(acc, v),
+                ReduceOp::Prod => product(acc, v),
+                ReduceOp::L1 => abs_sum(acc, v),
+                ReduceOp::L2 | ReduceOp::SumSquare => square_sum(acc, v),
+                ReduceOp::Mean | ReduceOp::Sum | ReduceOp::LogSum => sum(acc, v),
+            };
+            fold(x, shape, axes, strides, out, combine);
         } else {
-            let strides = &out_strides;
             match op {
                 ReduceOp::Max => fold(x, shape, axes, strides, out, max),
                 ReduceOp::Min => fold(x, shape, axes, strides, out, min),
-                ReduceOp::Prod => fold(x, shape, axes, strides, out, |acc, v| acc * v),
-                ReduceOp::L1 => fold(x, shape, axes, strides, out, |acc, v| acc + v.abs()),
+                ReduceOp::Prod => fold(x, shape, axes, strides, out, product),
+                ReduceOp::L1 => fold(x, shape, axes, strides, out, abs_sum),
                 ReduceOp::L2 | ReduceOp::SumSquare => {
-                    fold(x, shape, axes, strides, out, |acc, v| acc + v * v)
+                    fold(x, shape, axes, strides, out, square_sum)
                 }
                 ReduceOp::Mean | ReduceOp::Sum | ReduceOp::LogSum => {
-                    fold(x, shape, axes, strides, out, |acc, v| acc + v)
+                    fold(x, shape, axes, strides, out, sum)
                 }
             }
         }
@@ -98,11 +98,35 @@ fn min(acc: f32, v: f32) -> f32 {
     }
 }
 
+/// `acc · v` (ReduceProd).
+#[inline(always)]
+fn product(acc: f32, v: f32) -> f32 {
+    acc * v
+}
+
+/// `acc + |v|` (ReduceL1).
+#[inline(always)]
+fn abs_sum(acc: f32, v: f32) -> f32 {
+    acc + v.abs()
+}
+
+/// `acc + v²` (ReduceL2, ReduceSumSquare).
+#[inline(always)]
+fn square_sum(acc: f32, v: f32) -> f32 {
+    acc + v * v
+}
+
+/// `acc + v` (ReduceSum, ReduceMean, ReduceLogSum).
+#[inline(always)]
+fn sum(acc: f32, v: f32) -> f32 {
+    acc + v
+}
+
 /// Folds `x` (of `shape`) into `out` by `combine`, over the axes in the bit mask `axes`
 /// (`out_strides`: the output's strides over the input's axes, 0 on reduced ones), each output
 /// from its initial value in input order. Where the reduced axes are the last ones, on a host,
-/// each output folds one contiguous row; otherwise rows of the innermost axis, folded into one output when
-/// that axis is reduced, combined elementwise with an output row otherwise.
+/// each output folds one contiguous row; otherwise rows of the innermost axis, folded into one
+/// output when that axis is reduced, combined elementwise with an output row otherwise.
 #[inline(always)]
 fn fold(
     x: &[f32],
