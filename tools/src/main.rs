@@ -616,8 +616,8 @@ fn cmd_pack(
     }
     let p = &r.passes;
     println!(
-        "  passes:       {} batch norms folded, {} MatMul+Add -> Gemm, {} activations fused, {} QDQ patterns -> integer ops, {} dead ops removed",
-        p.batch_norms_folded, p.matmul_add_fused, p.activations_fused, p.integer_ops, p.dead_ops_removed
+        "  passes:       {} batch norms folded, {} MatMul+Add -> Gemm, {} GELUs -> Gelu, {} activations fused, {} QDQ patterns -> integer ops, {} dead ops removed",
+        p.batch_norms_folded, p.matmul_add_fused, p.gelus_fused, p.activations_fused, p.integer_ops, p.dead_ops_removed
     );
     if let Some(report) = &quantization_report {
         print_quantization(report);

@@ -167,6 +167,7 @@ impl PackReport {
             "passes": {
                 "batch_norms_folded": p.batch_norms_folded,
                 "matmul_add_fused": p.matmul_add_fused,
+                "gelus_fused": p.gelus_fused,
                 "activations_fused": p.activations_fused,
                 "integer_ops": p.integer_ops,
                 "dead_ops_removed": p.dead_ops_removed,

@@ -1,5 +1,6 @@
 //! Graph passes on the plan IR: fold batch norms into convolutions and Gemms, turn
-//! MatMul + Add into Gemm, fuse activations into their producers, and drop dead ops.
+//! MatMul + Add into Gemm, a written-out GELU into one step, fuse activations into their
+//! producers, and drop dead ops.
 
 use crate::ir::{PlanGraph, TensorId};
 use crate::tensor::HostTensor;
@@ -13,6 +14,8 @@ pub struct PassStats {
     pub batch_norms_folded: usize,
     /// MatMul + Add pairs turned into Gemm.
     pub matmul_add_fused: usize,
+    /// GELUs written out as Div, Erf, Add and Muls turned into one Gelu step.
+    pub gelus_fused: usize,
     /// Activations fused into their producer.
     pub activations_fused: usize,
     /// Ops removed because nothing used their results.
@@ -29,6 +32,7 @@ pub fn optimize(g: &mut PlanGraph) -> PassStats {
     };
     stats.batch_norms_folded = fold_batch_norms(g);
     stats.matmul_add_fused = fuse_matmul_add(g);
+    stats.gelus_fused = fuse_gelus(g);
     stats.activations_fused = fuse_activations(g);
     stats.integer_ops = crate::quantize::fuse_integer_ops(g);
     stats.dead_ops_removed += remove_dead(g);
@@ -191,6 +195,10 @@ fn fuse_matmul_add(g: &mut PlanGraph) -> usize {
     fused
 }
 
+/// Turns MatMul `mm` by a constant 2-D matrix, followed by the Add of a constant row, into a
+/// Gemm with that row as its bias. An input of more than two axes (`[…, M, K]`, a transformer's
+/// tokens) is multiplied as the `[… · M, K]` matrix it is in memory, a view of it, and the Add's
+/// output becomes a view of the Gemm's `[… · M, N]` one.
 fn try_matmul_add(g: &mut PlanGraph, mm: usize) -> Option<()> {
     let Op::MatMul {
         activation: Activation::None,
@@ -199,10 +207,8 @@ fn try_matmul_add(g: &mut PlanGraph, mm: usize) -> Option<()> {
         return None;
     };
     let (a, b) = (g.ops[mm].inputs[0]?, g.ops[mm].inputs[1]?);
-    if g.tensors[a].shape.len() != 2
-        || g.tensors[b].shape.len() != 2
-        || g.tensors[b].value.is_none()
-    {
+    let a_shape = g.tensors[a].shape.clone();
+    if a_shape.len() < 2 || g.tensors[b].shape.len() != 2 || g.tensors[b].value.is_none() {
         return None;
     }
     let t = g.ops[mm].outputs[0];
@@ -226,6 +232,30 @@ fn try_matmul_add(g: &mut PlanGraph, mm: usize) -> Option<()> {
         return None;
     }
     let y = g.ops[add].outputs[0];
+    // The Add must not broadcast the product to more than it is.
+    if g.tensors[y].shape != g.tensors[t].shape {
+        return None;
+    }
+    let (a, y) = match a_shape.len() {
+        2 => (a, y),
+        _ => {
+            let k = *a_shape.last()?;
+            let rows: usize = a_shape.iter().product::<usize>() / k.max(1);
+            let dtype = g.tensors[y].dtype;
+            let name = g.ops[mm].name.clone();
+            let a2 = g.add_tensor(format!("{name}:rows"), g.tensors[a].dtype, vec![rows, k]);
+            g.tensors[a2].alias_of = Some(g.root(a));
+            let y2 = g.add_tensor(format!("{name}:product"), dtype, vec![rows, n]);
+            // `y` and every view of it now use the Gemm's bytes.
+            for tensor in g.tensors.iter_mut() {
+                if tensor.alias_of == Some(y) {
+                    tensor.alias_of = Some(y2);
+                }
+            }
+            g.tensors[y].alias_of = Some(y2);
+            (a2, y2)
+        }
+    };
     g.ops[mm].op = Op::Gemm(ferrite_hal::op::Gemm {
         alpha: 1.0,
         beta: 1.0,
@@ -234,6 +264,127 @@ fn try_matmul_add(g: &mut PlanGraph, mm: usize) -> Option<()> {
     g.ops[mm].inputs = vec![Some(a), Some(b), Some(other)];
     g.ops[mm].outputs = vec![y];
     g.ops.remove(add);
+    Some(())
+}
+
+/// The value of `t` if it is a constant of one element.
+fn scalar(g: &PlanGraph, t: TensorId) -> Option<f32> {
+    match constant(g, Some(t))?.as_slice() {
+        [v] => Some(*v),
+        _ => None,
+    }
+}
+
+/// Whether `v` is `want` to within a few of its last bits (exporters write √2 and 1/√2 in
+/// float or double, rounded either way).
+fn near(v: f32, want: f32) -> bool {
+    (v - want).abs() <= want.abs() * 4.0 * f32::EPSILON
+}
+
+/// Op `i`'s operands if it is the Binary `op` with no fused activation.
+fn binary_operands(g: &PlanGraph, i: usize, op: BinaryOp) -> Option<(TensorId, TensorId)> {
+    match g.ops[i].op {
+        Op::Binary {
+            op: o,
+            activation: Activation::None,
+        } if o == op => Some((
+            g.ops[i].inputs.first()?.to_owned()?,
+            g.ops[i].inputs.get(1)?.to_owned()?,
+        )),
+        _ => None,
+    }
+}
+
+/// Of op `i`'s two operands (a Binary `op`), the one that is not the constant `value`.
+fn with_constant(g: &PlanGraph, i: usize, op: BinaryOp, value: f32) -> Option<TensorId> {
+    let (a, b) = binary_operands(g, i, op)?;
+    match (scalar(g, a), scalar(g, b)) {
+        (_, Some(v)) if near(v, value) => Some(a),
+        (Some(v), _) if near(v, value) && op != BinaryOp::Div => Some(b),
+        _ => None,
+    }
+}
+
+/// Of op `i`'s two operands (a Mul), the other one than `t`.
+fn times(g: &PlanGraph, i: usize, t: TensorId) -> Option<TensorId> {
+    match binary_operands(g, i, BinaryOp::Mul)? {
+        (a, b) if a == t => Some(b),
+        (a, b) if b == t => Some(a),
+        _ => None,
+    }
+}
+
+fn fuse_gelus(g: &mut PlanGraph) -> usize {
+    let mut fused = 0;
+    let mut i = 0;
+    while i < g.ops.len() {
+        match try_gelu(g, i) {
+            Some(()) => fused += 1,
+            None => i += 1,
+        }
+    }
+    fused
+}
+
+/// Turns the exact GELU as exporters write it, `x · 0.5 · (1 + erf(x / √2))` — a Div by √2 (or a
+/// Mul by 1/√2), the Erf (op `erf`), an Add of 1 and two Muls grouping `x`, 0.5 and the sum in
+/// any order — into one Gelu step where the last Mul was. Every value in between must have no
+/// other reader.
+fn try_gelu(g: &mut PlanGraph, erf: usize) -> Option<()> {
+    if g.ops[erf].op != Op::Unary(Activation::Erf) {
+        return None;
+    }
+    let scaled = g.ops[erf].inputs.first().copied().flatten()?;
+    let divide = g
+        .producer(scaled)
+        .filter(|_| sole_reader(g, scaled) == Some(erf))?;
+    let x = with_constant(g, divide, BinaryOp::Div, core::f32::consts::SQRT_2)
+        .or_else(|| with_constant(g, divide, BinaryOp::Mul, core::f32::consts::FRAC_1_SQRT_2))?;
+    let e = *g.ops[erf].outputs.first()?;
+    let add = sole_reader(g, e)?;
+    if with_constant(g, add, BinaryOp::Add, 1.0)? != e {
+        return None;
+    }
+    let sum = *g.ops[add].outputs.first()?;
+    let first = sole_reader(g, sum)?;
+    let other = times(g, first, sum)?;
+    let first_out = *g.ops[first].outputs.first()?;
+    // (x · 0.5) · sum, or (sum · 0.5) · x, or (sum · x) · 0.5.
+    let (last, half) = if other == x || scalar(g, other).is_some_and(|v| v == 0.5) {
+        let last = sole_reader(g, first_out)?;
+        let rest = times(g, last, first_out)?;
+        let fits = match other == x {
+            true => scalar(g, rest) == Some(0.5),
+            false => rest == x,
+        };
+        (fits.then_some(last)?, None)
+    } else {
+        let half = g
+            .producer(other)
+            .filter(|_| sole_reader(g, other) == Some(first))?;
+        (
+            first,
+            (with_constant(g, half, BinaryOp::Mul, 0.5)? == x).then_some(half),
+        )
+    };
+    let y = *g.ops[last].outputs.first()?;
+    let f32_shape = |t: TensorId| {
+        (g.tensors[t].dtype == ferrite_hal::DType::F32).then_some(&g.tensors[t].shape)
+    };
+    if f32_shape(x)? != f32_shape(y)? {
+        return None;
+    }
+    g.ops[last].op = Op::Unary(Activation::Gelu { tanh: false });
+    g.ops[last].inputs = vec![Some(x)];
+    let mut gone = vec![divide, erf, add];
+    gone.extend(half);
+    if last != first {
+        gone.push(first);
+    }
+    gone.sort_unstable();
+    for op in gone.into_iter().rev() {
+        g.ops.remove(op);
+    }
     Some(())
 }
 

@@ -4,6 +4,7 @@
 use ferrite_tools::onnx::build::{attr_float, attr_int, attr_ints, ModelBuilder, D};
 use ferrite_tools::onnx::proto::data_type::FLOAT;
 use ferrite_tools::pack::{op_label, pack, PackOptions};
+use prost::Message;
 
 fn labels(onnx: &[u8]) -> (Vec<String>, ferrite_tools::passes::PassStats) {
     let packed = pack(onnx, &PackOptions::default()).expect("packs");
@@ -144,4 +145,159 @@ fn elementwise_ops_overwrite_a_dying_input() {
         let want = (1.0 / (1.0 + (-x[i]).exp()) + y[i]) * y[i];
         assert!((got - want).abs() < 1e-6, "{i}: {got} vs {want}");
     }
+}
+
+/// Runs a packed model on one f32 input on the CPU device; its first output's values.
+fn run_f32(packed: &ferrite_tools::pack::Packed, shape: &[usize], x: &[f32]) -> Vec<f32> {
+    let bytes = ferrite_tools::aligned::AlignedBytes::from(&packed.bytes[..]);
+    let model = ferrite_core::Model::load(bytes.as_bytes()).unwrap();
+    let input = ferrite_tools::npy::NpyArray {
+        dtype: ferrite_hal::DType::F32,
+        shape: shape.to_vec(),
+        bytes: x.iter().flat_map(|f| f.to_le_bytes()).collect(),
+    };
+    let out = ferrite_tools::runner::run_cpu(&model, &[input]).unwrap();
+    out[0]
+        .bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+#[test]
+fn matmul_of_token_rows_and_add_become_gemm() {
+    // A transformer's projection: [batch, tokens, K] × [K, N] + bias, and a view of it read
+    // on; the Gemm multiplies the tokens as rows and writes the Add's bytes.
+    let (k, n) = (6, 4);
+    let w: Vec<f32> = (0..k * n).map(|i| (i as f32 * 0.37).sin()).collect();
+    let b = [0.5, -1.0, 2.0, 0.25];
+    let model = ModelBuilder::new(13)
+        .input("x", FLOAT, &[D::N(2), D::N(3), D::N(k as i64)])
+        .init_f32("w", &[k as i64, n as i64], &w)
+        .init_f32("b", &[n as i64], &b)
+        .init_i64("flat", &[2], &[6, 4])
+        .node("MatMul", "mm", &["x", "w"], &["m"], vec![])
+        .node("Add", "add", &["m", "b"], &["a"], vec![])
+        .node("Reshape", "view", &["a", "flat"], &["v"], vec![])
+        .node("Relu", "relu", &["v"], &["y"], vec![])
+        .output("y")
+        .encode();
+    let packed = pack(&model, &PackOptions::default()).expect("packs");
+    let ops: Vec<String> = packed.graph.ops.iter().map(|o| op_label(&o.op)).collect();
+    assert_eq!(ops, ["Gemm", "Relu"]);
+    assert_eq!(packed.report.passes.matmul_add_fused, 1);
+    let x: Vec<f32> = (0..2 * 3 * k).map(|i| i as f32 * 0.1 - 1.5).collect();
+    let y = run_f32(&packed, &[2, 3, k], &x);
+    for (i, got) in y.iter().enumerate() {
+        let (row, col) = (i / n, i % n);
+        let sum: f32 = (0..k).map(|j| x[row * k + j] * w[j * n + col]).sum::<f32>() + b[col];
+        assert!((got - sum.max(0.0)).abs() < 1e-5, "{i}: {got} vs {sum}");
+    }
+    // A bias that broadcasts the product larger stays an Add.
+    let model = ModelBuilder::new(13)
+        .input("x", FLOAT, &[D::N(3), D::N(k as i64)])
+        .init_f32("w", &[k as i64, n as i64], &w)
+        .init_f32("b", &[2, 1, n as i64], &[0.0; 8])
+        .node("MatMul", "mm", &["x", "w"], &["m"], vec![])
+        .node("Add", "add", &["m", "b"], &["y"], vec![])
+        .output("y")
+        .encode();
+    assert_eq!(labels(&model).0, ["MatMul", "Add"]);
+}
+
+/// GELU written out as exporters do, its last two Muls grouped as `order` says: 0 `(x · ½) ·
+/// s`, 1 `(s · ½) · x`, 2 `(x · s) · ½`; `by_inverse` divides by √2 as a Mul by 1/√2.
+fn written_out_gelu(order: u8, by_inverse: bool) -> Vec<u8> {
+    let mut m = ModelBuilder::new(13)
+        .input("x", FLOAT, &[D::N(2), D::N(5)])
+        .init_f32("sqrt2", &[], &[std::f32::consts::SQRT_2])
+        .init_f32("inv_sqrt2", &[], &[std::f32::consts::FRAC_1_SQRT_2])
+        .init_f32("one", &[], &[1.0])
+        .init_f32("half", &[], &[0.5]);
+    m = match by_inverse {
+        false => m.node("Div", "div", &["x", "sqrt2"], &["d"], vec![]),
+        true => m.node("Mul", "div", &["inv_sqrt2", "x"], &["d"], vec![]),
+    };
+    m = m.node("Erf", "erf", &["d"], &["e"], vec![]).node(
+        "Add",
+        "add",
+        &["one", "e"],
+        &["s"],
+        vec![],
+    );
+    m = match order {
+        0 => m.node("Mul", "m1", &["x", "half"], &["h"], vec![]).node(
+            "Mul",
+            "m2",
+            &["h", "s"],
+            &["y"],
+            vec![],
+        ),
+        1 => m.node("Mul", "m1", &["s", "half"], &["h"], vec![]).node(
+            "Mul",
+            "m2",
+            &["x", "h"],
+            &["y"],
+            vec![],
+        ),
+        _ => m.node("Mul", "m1", &["s", "x"], &["h"], vec![]).node(
+            "Mul",
+            "m2",
+            &["h", "half"],
+            &["y"],
+            vec![],
+        ),
+    };
+    m.output("y").encode()
+}
+
+#[test]
+fn written_out_gelu_becomes_one_step() {
+    let x: Vec<f32> = (0..10).map(|i| i as f32 * 0.7 - 3.2).collect();
+    for order in 0..3 {
+        for by_inverse in [false, true] {
+            let packed = pack(
+                &written_out_gelu(order, by_inverse),
+                &PackOptions::default(),
+            )
+            .expect("packs");
+            let ops: Vec<String> = packed.graph.ops.iter().map(|o| op_label(&o.op)).collect();
+            assert_eq!(ops, ["Gelu"], "order {order}");
+            assert_eq!(packed.report.passes.gelus_fused, 1);
+            for (&v, got) in x.iter().zip(run_f32(&packed, &[2, 5], &x)) {
+                let want = 0.5 * v as f64 * (1.0 + libm::erf(v as f64 / 2f64.sqrt()));
+                assert!((got as f64 - want).abs() < 1e-6, "{v}: {got} vs {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_gelu_whose_parts_are_read_elsewhere_stays_written_out() {
+    // The Erf's output is a second model output: nothing is fused.
+    let mut onnx = ferrite_tools::onnx::proto::ModelProto::decode(&written_out_gelu(0, false)[..])
+        .expect("decodes");
+    let graph = onnx.graph.as_mut().expect("graph");
+    let mut erf_output = graph.output[0].clone();
+    erf_output.name = "e".into();
+    graph.output.push(erf_output);
+    let (ops, stats) = labels(&onnx.encode_to_vec());
+    assert_eq!(stats.gelus_fused, 0);
+    assert_eq!(ops, ["Div", "Erf", "Add", "Mul", "Mul"]);
+    // A Div by another constant is not GELU.
+    let other = written_out_gelu(0, false);
+    let text = std::f32::consts::SQRT_2.to_le_bytes();
+    let changed = replace_bytes(&other, &text, &1.5f32.to_le_bytes());
+    assert_eq!(labels(&changed).1.gelus_fused, 0);
+}
+
+/// `bytes` with the first occurrence of `from` replaced by `to`.
+fn replace_bytes(bytes: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from)
+        .expect("present");
+    let mut out = bytes.to_vec();
+    out[at..at + from.len()].copy_from_slice(to);
+    out
 }
