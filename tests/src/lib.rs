@@ -12,6 +12,7 @@ pub mod geometry;
 pub mod layout_chains;
 pub mod models;
 pub mod node_tests;
+pub mod normalization_chains;
 pub mod ptq;
 pub mod quantized;
 pub mod sklearn;
@@ -108,6 +109,19 @@ impl Backend for CpuPlanar {
     ) -> Result<Vec<Vec<NpyArray>>, RunError> {
         let device = ferrite_cpu::CpuDevice::new().with_channel_blocking(false);
         ferrite_tools::runner::run_repeatedly_with(model, inputs, device, runs)
+    }
+}
+
+/// The CPU device running every step as the plan has it (no chain fused into one step); its
+/// outputs must equal [`Cpu`]'s bit for bit.
+pub struct CpuUnfused;
+
+impl Backend for CpuUnfused {
+    const NAME: &'static str = "cpu (unfused)";
+
+    fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
+        let device = ferrite_cpu::CpuDevice::new().with_fusion(false);
+        ferrite_tools::runner::run_with(model, inputs, device)
     }
 }
 

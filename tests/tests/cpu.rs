@@ -103,6 +103,18 @@ fn every_model_is_deterministic_on_cpu() {
 }
 
 #[test]
+fn fused_normalizations_equal_their_steps_on_cpu() {
+    // Every test model bit for bit with and without chains fused into one step (the
+    // transformer's two LayerNormalizations), then random normalizations.
+    let compared =
+        ferrite_tests::determinism::identical::<ferrite_tests::Cpu, ferrite_tests::CpuUnfused>()
+            .unwrap_or_else(|e| panic!("{e}"));
+    assert!(compared >= 21, "{compared} models");
+    ferrite_tests::normalization_chains::run(ferrite_tests::normalization_chains::CASES)
+        .unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
 fn channel_blocked_tensors_equal_planar_ones_on_cpu() {
     // Every test model bit for bit (the blocked run without Winograd's transform, which
     // rounds differently: the conformance suites hold it to the references), then random

@@ -20,6 +20,8 @@ mod math;
 #[cfg(feature = "std")]
 mod memo;
 mod memory;
+#[cfg(feature = "std")]
+mod normalization;
 #[cfg(feature = "threads")]
 mod parallel;
 #[cfg(feature = "std")]
@@ -51,6 +53,9 @@ pub struct CpuDevice<const OPS: Selection = ALL_OPS> {
     /// (on by default).
     #[cfg(feature = "std")]
     winograd: bool,
+    /// Whether a program runs a composed normalization as one step (on by default).
+    #[cfg(feature = "std")]
+    fusion: bool,
     _private: (),
 }
 
@@ -64,6 +69,8 @@ impl<const OPS: Selection> CpuDevice<OPS> {
             blocking: true,
             #[cfg(feature = "std")]
             winograd: true,
+            #[cfg(feature = "std")]
+            fusion: true,
             _private: (),
         }
     }
@@ -87,11 +94,20 @@ impl<const OPS: Selection> CpuDevice<OPS> {
         CpuDevice { winograd, ..self }
     }
 
+    /// The same device, its programs running the steps `ferrite pack` composes a
+    /// LayerNormalization or InstanceNormalization of as one step (`true`, the default: one
+    /// pass over the tensor where there were ten) or step by step (`false`). Results are
+    /// bit-identical either way.
+    #[cfg(feature = "std")]
+    pub const fn with_fusion(self, fusion: bool) -> Self {
+        CpuDevice { fusion, ..self }
+    }
+
     /// `plan` decoded once, as [`Device::prepare`] does: for a caller that runs its steps one
     /// by one ([`CpuDevice::run_prepared_step`]).
     #[cfg(feature = "std")]
     pub fn program(&self, plan: &dyn Plan) -> Prepared {
-        Prepared::with_layouts(plan, self.blocking).with_winograd(self.winograd)
+        Prepared::build(plan, self.blocking, self.fusion).with_winograd(self.winograd)
     }
 
     /// The same device, running the big kernels (matrix products, convolutions) on `threads`
@@ -156,6 +172,9 @@ impl<const OPS: Selection> CpuDevice<OPS> {
         // differ from the plan's).
         match program.kept(position) {
             Some((_, _, kept)) if kept.fused_away => Ok(()),
+            Some((own, _, kept)) if kept.normalization.is_some() => {
+                normalization::run_kept(&own, kept, arena, weights)
+            }
             Some((own, memo, kept)) => {
                 layout::with(kept.layout, kept.residual, kept.winograd, || {
                     memo::with(memo, || self.run_step(&own, arena, weights))
@@ -284,9 +303,15 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
         plan: &dyn Plan,
         arena: &mut [u8],
     ) -> Result<(), CpuError> {
-        let mut run = |arena: &mut [u8]| match program.steps_kept(plan) {
-            Some(steps) => run_steps::<OPS>(steps, plan.weights(), arena),
-            None => run_plan::<OPS>(plan, arena),
+        let mut run = |arena: &mut [u8]| {
+            let weights = plan.weights();
+            let each = |step: &ferrite_hal::Step<'_>, memo: &mut StepMemo, kept| {
+                run_kept_step::<OPS>(step, memo, kept, arena, weights)
+            };
+            match program.run_each(plan, each) {
+                Some(result) => result,
+                None => run_plan::<OPS>(plan, arena),
+            }
         };
         #[cfg(feature = "threads")]
         if self.threads > 1 {
@@ -301,25 +326,28 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
     }
 }
 
-/// Steps decoded beforehand ([`Prepared`]), in order, on this thread's kernels, each with
-/// the state its kernels keep.
+/// A step decoded beforehand ([`Prepared`]) on this thread's kernels, with the state its
+/// kernels keep and what the program planned for it: nothing for a step fused into one before
+/// it, one kernel for a chain it begins.
 #[cfg(feature = "std")]
-fn run_steps<'p, const OPS: Selection>(
-    steps: impl Iterator<Item = (ferrite_hal::Step<'p>, &'p mut StepMemo, prepared::Kept)>,
-    weights: &[u8],
+fn run_kept_step<const OPS: Selection>(
+    step: &ferrite_hal::Step<'_>,
+    memo: &mut StepMemo,
+    kept: prepared::Kept,
     arena: &mut [u8],
+    weights: &[u8],
 ) -> Result<(), CpuError> {
-    for (step, memo, kept) in steps {
-        if kept.fused_away {
-            continue;
-        }
-        layout::with(kept.layout, kept.residual, kept.winograd, || {
-            memo::with(memo, || {
-                kernels::run_step_selected::<OPS>(&step, arena, weights)
-            })
-        })?;
+    if kept.fused_away {
+        return Ok(());
     }
-    Ok(())
+    if kept.normalization.is_some() {
+        return normalization::run_kept(step, kept, arena, weights);
+    }
+    layout::with(kept.layout, kept.residual, kept.winograd, || {
+        memo::with(memo, || {
+            kernels::run_step_selected::<OPS>(step, arena, weights)
+        })
+    })
 }
 
 /// Every step of `plan`, in order, on this thread's kernels (inlined into `execute`, whose loop

@@ -5,6 +5,7 @@
 
 use crate::layout::StepLayout;
 use crate::memo::StepMemo;
+use crate::normalization::{self, Normalization};
 use ferrite_hal::device::ABSENT;
 use ferrite_hal::{Activation, Op, Plan, Step, TensorDesc, TensorList, Tensors};
 use std::vec::Vec;
@@ -32,6 +33,8 @@ pub(crate) struct Kept {
     pub(crate) fused_away: bool,
     /// Whether the step may take Winograd's transform ([`crate::layout::winograd`]).
     pub(crate) winograd: bool,
+    /// The normalization the step runs for the chain it begins ([`crate::normalization`]).
+    pub(crate) normalization: Option<Normalization>,
 }
 
 /// One step: decoded, the state its kernels keep ([`crate::memo`]) and its operands'
@@ -42,8 +45,10 @@ struct PreparedStep {
     layout: StepLayout,
     /// The activation of a residual Add fused into this convolution ([`crate::layout::Fusion`]).
     residual: Option<Activation>,
-    /// Whether the step was fused into the one before it (it then runs nothing).
+    /// Whether the step was fused into one before it (it then runs nothing).
     fused_away: bool,
+    /// The normalization the step runs for the chain it begins ([`crate::normalization`]).
+    normalization: Option<Normalization>,
 }
 
 impl PreparedStep {
@@ -54,6 +59,7 @@ impl PreparedStep {
             residual: self.residual,
             fused_away: self.fused_away,
             winograd,
+            normalization: self.normalization,
         }
     }
 }
@@ -80,6 +86,13 @@ impl DecodedStep {
     }
 }
 
+/// The tensor indices of a list (absent ones left out).
+fn list(tensors: &TensorList<'_>) -> Vec<u32> {
+    (0..tensors.len())
+        .filter_map(|i| tensors.index(i))
+        .collect()
+}
+
 /// The decoded tensors, by index.
 struct DescTable(Vec<Option<TensorDesc>>);
 
@@ -98,6 +111,12 @@ impl Prepared {
 
     /// [`Prepared::new`], with channel-blocked tensors only where `blocking` allows them.
     pub fn with_layouts(plan: &dyn Plan, blocking: bool) -> Prepared {
+        Prepared::build(plan, blocking, true)
+    }
+
+    /// [`Prepared::with_layouts`], with composed normalizations run as one step where
+    /// `fusing` ([`crate::normalization`]).
+    pub(crate) fn build(plan: &dyn Plan, blocking: bool, fusing: bool) -> Prepared {
         let mut table: Vec<Option<TensorDesc>> = Vec::new();
         let mut steps = Vec::with_capacity(plan.len());
         let incomplete = |table| Prepared {
@@ -139,6 +158,7 @@ impl Prepared {
                 layout: StepLayout::default(),
                 residual: None,
                 fused_away: false,
+                normalization: None,
             });
         }
         let tensors = DescTable(table);
@@ -151,7 +171,33 @@ impl Prepared {
             true => crate::layout::residual_fusions(&views, &layouts, &plan.outputs()),
             false => Vec::new(),
         };
+        let normalizations = match fusing {
+            true => normalization::fusions(
+                &views,
+                &list(&plan.outputs()),
+                |i| layouts.get(i) == Some(&StepLayout::default()),
+                |desc| normalization::constant(desc, plan.weights()),
+            ),
+            false => Vec::new(),
+        };
         drop(views);
+        for fusion in normalizations {
+            let ([x, scale, bias], output) = (fusion.inputs, fusion.output);
+            let Some(first) = steps.get_mut(fusion.first) else {
+                continue;
+            };
+            first.decoded.inputs = [x, scale, bias]
+                .iter()
+                .flat_map(|t| t.to_le_bytes())
+                .collect();
+            first.decoded.outputs = output.to_le_bytes().to_vec();
+            first.normalization = Some(fusion.normalization);
+            for &i in &fusion.rest {
+                if let Some(step) = steps.get_mut(i) {
+                    step.fused_away = true;
+                }
+            }
+        }
         for (step, layout) in steps.iter_mut().zip(layouts) {
             step.layout = layout;
         }
@@ -198,21 +244,27 @@ impl Prepared {
             .then(|| self.steps.iter().map(|s| s.decoded.step(&self.tensors)))
     }
 
-    /// [`Prepared::steps`], each with its kept kernel state (which names operands by address:
-    /// a program runs with the plan it was prepared from, whose weights do not move) and its
-    /// layouts.
-    pub(crate) fn steps_kept<'p>(
-        &'p mut self,
+    /// Calls `run` on each of [`Prepared::steps`] in turn, with its kept kernel state (which
+    /// names operands by address: a program runs with the plan it was prepared from, whose
+    /// weights do not move) and its layouts, until one fails; `None` (nothing run) where the
+    /// steps are not `plan`'s. Each step is formed in place and lent: an iterator's item had
+    /// been moved three times (a step holds its op, 240 bytes), a copy call each.
+    pub(crate) fn run_each<E>(
+        &mut self,
         plan: &dyn Plan,
-    ) -> Option<impl Iterator<Item = (Step<'p>, &'p mut StepMemo, Kept)> + 'p> {
+        mut run: impl FnMut(&Step<'_>, &mut StepMemo, Kept) -> Result<(), E>,
+    ) -> Option<Result<(), E>> {
+        if !(self.complete && self.steps.len() == plan.len()) {
+            return None;
+        }
         let tensors = &self.tensors;
-        let winograd = self.winograd;
-        (self.complete && self.steps.len() == plan.len()).then(|| {
-            self.steps.iter_mut().map(move |s| {
-                let kept = s.kept(winograd);
-                (s.decoded.step(tensors), &mut s.memo, kept)
-            })
-        })
+        for s in self.steps.iter_mut() {
+            let kept = s.kept(self.winograd);
+            if let Err(e) = run(&s.decoded.step(tensors), &mut s.memo, kept) {
+                return Some(Err(e));
+            }
+        }
+        Some(Ok(()))
     }
 
     /// Step `position`'s kept kernel state, or `None` past the end.
@@ -234,6 +286,15 @@ impl Prepared {
             let kept = s.kept(winograd);
             (s.decoded.step(tensors), &mut s.memo, kept)
         })
+    }
+
+    /// How many chains of steps the program runs as one normalization (see
+    /// [`crate::CpuDevice::with_fusion`]).
+    pub fn fused_normalizations(&self) -> usize {
+        self.steps
+            .iter()
+            .filter(|s| s.normalization.is_some())
+            .count()
     }
 
     /// How many tensors the program keeps channel-blocked between steps (outputs of steps
