@@ -76,12 +76,17 @@ pub fn transpose(
     // No indexing that can panic: the shapes are verified, but a kernel stays total.
     let rank = in_shape.rank();
     #[cfg(feature = "std")]
-    if let Some(sizes) = batched_swap(in_shape, perm) {
-        let done = match size {
+    if let Some((sizes, element)) = batched_swap(in_shape, perm, size) {
+        let done = match element {
             1 => swap_blocks::<1>(x, sizes, out),
             2 => swap_blocks::<2>(x, sizes, out),
             4 => swap_blocks::<4>(x, sizes, out),
             8 => swap_blocks::<8>(x, sizes, out),
+            16 => swap_blocks::<16>(x, sizes, out),
+            32 => swap_blocks::<32>(x, sizes, out),
+            64 => swap_blocks::<64>(x, sizes, out),
+            128 => swap_blocks::<128>(x, sizes, out),
+            256 => swap_blocks::<256>(x, sizes, out),
             _ => false,
         };
         if done {
@@ -110,10 +115,27 @@ pub fn transpose(
 
 /// `[a, b, c]` where `perm` keeps the first axes and swaps the two runs of axes after them (as
 /// NHWC to NCHW: `[n, h·w, c]` to `[n, c, h·w]`): the input viewed as `a` matrices of `b × c`
-/// elements, the output as their transposes. `None` for any other permutation.
+/// elements, the output as their transposes; with the size in bytes of those elements, which
+/// take in the last axes where `perm` keeps them too (a transformer's heads, `[1, t, h, d]` to
+/// `[1, h, t, d]`: `t × h` elements of `d` values, where each run of `d` had been a copy call).
+/// `None` for any other permutation.
 #[cfg(feature = "std")]
-fn batched_swap(in_shape: &Shape, perm: &[usize; MAX_RANK]) -> Option<[usize; 3]> {
-    let rank = in_shape.rank();
+fn batched_swap(
+    in_shape: &Shape,
+    perm: &[usize; MAX_RANK],
+    size: usize,
+) -> Option<([usize; 3], usize)> {
+    let full = in_shape.rank();
+    let perm = perm.get(..full)?;
+    // The last axes that stay in place (all but one at most: the rest must move).
+    let kept = perm
+        .iter()
+        .enumerate()
+        .rev()
+        .take_while(|&(i, &p)| i == p)
+        .count();
+    let rank = full - kept.min(full);
+    let element = size.checked_mul(in_shape.product(rank..full))?;
     let perm = perm.get(..rank)?;
     // Kept: axes 0..k; then the run j..rank; then the run k..j.
     let k = perm
@@ -130,11 +152,12 @@ fn batched_swap(in_shape: &Shape, perm: &[usize; MAX_RANK]) -> Option<[usize; 3]
     let runs = second.iter().enumerate().all(|(i, &p)| p == j + i)
         && first.iter().enumerate().all(|(i, &p)| p == k + i);
     runs.then(|| {
-        [
+        let sizes = [
             in_shape.product(0..k),
             in_shape.product(k..j),
             in_shape.product(j..rank),
-        ]
+        ];
+        (sizes, element)
     })
 }
 
@@ -686,20 +709,29 @@ mod tests {
     #[cfg(feature = "std")]
     #[test]
     fn batched_swaps_match_the_definition() {
-        let cases: [(&[usize], &[usize]); 6] = [
+        let cases: [(&[usize], &[usize]); 10] = [
             (&[2, 37, 19], &[0, 2, 1]),
             (&[1, 5, 33, 3], &[0, 3, 1, 2]),
             (&[1, 3, 5, 33], &[0, 2, 3, 1]),
             (&[40, 17], &[1, 0]),
             (&[3, 2, 16, 32], &[0, 1, 3, 2]),
             (&[1, 96, 96, 3], &[0, 3, 1, 2]),
+            // Kept last axes: elements of several values (a transformer's heads, 8 values;
+            // 2 × 4; 5, a size with no kernel of its own).
+            (&[1, 16, 4, 8], &[0, 2, 1, 3]),
+            (&[2, 17, 3, 2, 4], &[0, 2, 1, 3, 4]),
+            (&[3, 4, 5], &[1, 0, 2]),
+            (&[2, 3, 20, 4, 2], &[0, 3, 1, 2, 4]),
         ];
         for (dims, axes) in cases {
             let rank = dims.len();
             let mut perm = [0usize; MAX_RANK];
             perm[..rank].copy_from_slice(axes);
             let shape = Shape::new(dims).unwrap();
-            assert!(batched_swap(&shape, &perm).is_some(), "{dims:?} {axes:?}");
+            assert!(
+                batched_swap(&shape, &perm, 4).is_some(),
+                "{dims:?} {axes:?}"
+            );
             let count: usize = dims.iter().product();
             let ids: Vec<usize> = (0..count).map(|v| (v * 7 + 3) % 256).collect();
             let expected = transposed(&ids, dims, &perm[..rank]);
@@ -712,9 +744,17 @@ mod tests {
             perm[..3].copy_from_slice(&axes);
             perm
         };
-        assert_eq!(batched_swap(&shape, &perm_of([1, 2, 0])), Some([1, 2, 12]));
-        assert_eq!(batched_swap(&shape, &perm_of([2, 1, 0])), None);
-        assert_eq!(batched_swap(&shape, &perm_of([0, 1, 2])), None);
+        assert_eq!(
+            batched_swap(&shape, &perm_of([1, 2, 0]), 4),
+            Some(([1, 2, 12], 4))
+        );
+        assert_eq!(batched_swap(&shape, &perm_of([2, 1, 0]), 4), None);
+        assert_eq!(batched_swap(&shape, &perm_of([0, 1, 2]), 4), None);
+        // The kept last axis joins the element: [2, 3] matrices of 4-value elements.
+        assert_eq!(
+            batched_swap(&shape, &perm_of([1, 0, 2]), 2),
+            Some(([1, 2, 3], 8))
+        );
     }
 
     /// Transpose, Slice (negative steps too) and Expand over random shapes, at element sizes
