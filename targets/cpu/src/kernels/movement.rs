@@ -77,19 +77,7 @@ pub fn transpose(
     let rank = in_shape.rank();
     #[cfg(feature = "std")]
     if let Some((sizes, element)) = batched_swap(in_shape, perm, size) {
-        let done = match element {
-            1 => swap_blocks::<1>(x, sizes, out),
-            2 => swap_blocks::<2>(x, sizes, out),
-            4 => swap_blocks::<4>(x, sizes, out),
-            8 => swap_blocks::<8>(x, sizes, out),
-            16 => swap_blocks::<16>(x, sizes, out),
-            32 => swap_blocks::<32>(x, sizes, out),
-            64 => swap_blocks::<64>(x, sizes, out),
-            128 => swap_blocks::<128>(x, sizes, out),
-            256 => swap_blocks::<256>(x, sizes, out),
-            _ => false,
-        };
-        if done {
+        if swap_elements(x, sizes, element, out) {
             return;
         }
     }
@@ -159,6 +147,26 @@ fn batched_swap(
         ];
         (sizes, element)
     })
+}
+
+/// [`swap_blocks`] for elements of `element` bytes, false (nothing written) for a size without
+/// a copy of its own. Out of line: nine copies of the tile loop (plain moves, which need no
+/// wider instruction set) kept out of every SIMD build's step dispatch.
+#[cfg(feature = "std")]
+#[inline(never)]
+fn swap_elements(x: &[u8], sizes: [usize; 3], element: usize, out: &mut [u8]) -> bool {
+    match element {
+        1 => swap_blocks::<1>(x, sizes, out),
+        2 => swap_blocks::<2>(x, sizes, out),
+        4 => swap_blocks::<4>(x, sizes, out),
+        8 => swap_blocks::<8>(x, sizes, out),
+        16 => swap_blocks::<16>(x, sizes, out),
+        32 => swap_blocks::<32>(x, sizes, out),
+        64 => swap_blocks::<64>(x, sizes, out),
+        128 => swap_blocks::<128>(x, sizes, out),
+        256 => swap_blocks::<256>(x, sizes, out),
+        _ => false,
+    }
 }
 
 /// `out[a][ci][bi] = x[a][bi][ci]` for elements of `N` bytes, in tiles of 16 × 16 (rows of
