@@ -17,7 +17,7 @@ use crate::memory::{carve, f32s, f32s_mut, span, Span, Src};
 use crate::CpuError;
 use ferrite_hal::geometry::broadcast_strides;
 use ferrite_hal::op::{BinaryOp, ReduceOp};
-use ferrite_hal::{Activation, DType, Location, Op, Shape, Step, TensorDesc, MAX_RANK};
+use ferrite_hal::{Activation, DType, Location, Op, Shape, Step, TensorDesc, TensorList, MAX_RANK};
 use std::vec::Vec;
 
 /// A fused normalization's constants: the first normalized axis (the rest follow it) and the
@@ -82,12 +82,13 @@ fn trailing(from: usize, rank: usize) -> u32 {
 
 /// The chains in `steps` that a program runs as one normalization: ten consecutive steps (nine
 /// without a bias) as `ferrite pack` composes a normalization, every value between them read
-/// by the chain alone and no model output, each step planar, the input and the output either
-/// the same bytes or apart, and the scale and bias in the weights or apart from the output.
+/// by the chain alone (also through no view) and no model output, each step planar, the input
+/// and the output either the same bytes or apart, and the scale and bias in the weights or
+/// apart from the output.
 /// `epsilon` reads a constant's value from the weights.
 pub(crate) fn fusions(
     steps: &[Step<'_>],
-    outputs: &[u32],
+    outputs: &TensorList<'_>,
     planar: impl Fn(usize) -> bool,
     epsilon: impl Fn(&TensorDesc) -> Option<f32>,
 ) -> Vec<Fusion> {
@@ -118,7 +119,7 @@ fn chain(
     steps: &[Step<'_>],
     at: usize,
     reads: &std::collections::BTreeMap<u32, usize>,
-    outputs: &[u32],
+    outputs: &TensorList<'_>,
     planar: &impl Fn(usize) -> bool,
     epsilon: &impl Fn(&TensorDesc) -> Option<f32>,
 ) -> Option<Fusion> {
@@ -210,9 +211,10 @@ fn chain(
     if bias.is_some() {
         internal.push((scaled, 1));
     }
+    let model_outputs: Vec<u32> = list(outputs).map(|(t, _)| t).collect();
     let private = internal
         .iter()
-        .all(|&(t, n)| reads.get(&t) == Some(&n) && !outputs.contains(&t));
+        .all(|&(t, n)| reads.get(&t) == Some(&n) && !model_outputs.contains(&t));
     // The chain's own shapes: the per-row values keep the normalized axes as 1s, the others
     // are the input's shape (a scale or bias that broadcast the result larger is left alone).
     let shape_of = |i: usize| step(i).and_then(|s| s.outputs.get(0)).map(|d| d.shape);
@@ -246,7 +248,23 @@ fn chain(
             .flatten()
             .all(|d| apart(&d));
     let layouts = (0..=last).all(|i| planar(at + i));
-    if !(links.iter().all(|&l| l) && private && shapes && spreads && memory && layouts) {
+    // The values the fused step does not form, in the arena: none may be read on through a
+    // view (another tensor on the same bytes), nor be the scale's or the bias's bytes.
+    // (Bytes the output covers are formed: those of a value the output was placed on.)
+    let mut values: Vec<u32> = internal.iter().map(|&(t, _)| t).collect();
+    values.push(y);
+    let spans: Vec<Span> = (0..last)
+        .filter_map(|i| step(i)?.outputs.get(0).as_ref().and_then(span))
+        .flat_map(|(start, end)| [(start, end.min(out_span.0)), (start.max(out_span.1), end)])
+        .filter(|&(start, end)| start < end)
+        .collect();
+    let viewed = read_through_views(steps, at + last, &values, &spans, outputs)
+        || [Some(scale_desc), bias_desc]
+            .into_iter()
+            .flatten()
+            .filter_map(|d| span(&d))
+            .any(|s| spans.iter().any(|&v| !disjoint(v, s)));
+    if !(links.iter().all(|&l| l) && private && shapes && spreads && memory && layouts && !viewed) {
         return None;
     }
     Some(Fusion {
@@ -256,6 +274,40 @@ fn chain(
         output: y,
         normalization: Normalization { from, epsilon },
     })
+}
+
+/// Whether bytes of a chain's values (`spans`) are read after its last step `end` under another
+/// tensor than `values` — a view, sharing their bytes — by a later step or as a model output.
+/// Bytes that a step after the chain writes before the read hold another value by then (the
+/// arena reused), not the chain's.
+fn read_through_views(
+    steps: &[Step<'_>],
+    end: usize,
+    values: &[u32],
+    spans: &[Span],
+    outputs: &TensorList<'_>,
+) -> bool {
+    let overlaps = |s: Span| spans.iter().any(|&v| !disjoint(v, s));
+    // Whether a step after the chain and before step `before` writes bytes of `s`.
+    let rewritten = |s: Span, before: usize| {
+        steps
+            .get(end + 1..before)
+            .unwrap_or(&[])
+            .iter()
+            .any(|p| list(&p.outputs).any(|(_, d)| span(&d).is_some_and(|o| !disjoint(o, s))))
+    };
+    let read = |tensors: &TensorList<'_>, before: usize| {
+        list(tensors).any(|(t, d)| {
+            !values.contains(&t) && span(&d).is_some_and(|s| overlaps(s) && !rewritten(s, before))
+        })
+    };
+    let later = steps.iter().enumerate().skip(end + 1);
+    later.into_iter().any(|(at, step)| read(&step.inputs, at)) || read(outputs, steps.len())
+}
+
+/// The tensors of a list, with their indices (absent ones left out).
+fn list<'a>(tensors: &'a TensorList<'_>) -> impl Iterator<Item = (u32, TensorDesc)> + 'a {
+    (0..tensors.len()).filter_map(|i| Some((tensors.index(i)?, tensors.get(i)?)))
 }
 
 /// Whether two byte ranges share no byte.

@@ -86,13 +86,6 @@ impl DecodedStep {
     }
 }
 
-/// The tensor indices of a list (absent ones left out).
-fn list(tensors: &TensorList<'_>) -> Vec<u32> {
-    (0..tensors.len())
-        .filter_map(|i| tensors.index(i))
-        .collect()
-}
-
 /// The decoded tensors, by index.
 struct DescTable(Vec<Option<TensorDesc>>);
 
@@ -174,7 +167,7 @@ impl Prepared {
         let normalizations = match fusing {
             true => normalization::fusions(
                 &views,
-                &list(&plan.outputs()),
+                &plan.outputs(),
                 |i| layouts.get(i) == Some(&StepLayout::default()),
                 |desc| normalization::constant(desc, plan.weights()),
             ),
