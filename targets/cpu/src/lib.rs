@@ -170,18 +170,16 @@ impl<const OPS: Selection> CpuDevice<OPS> {
     ) -> Result<(), CpuError> {
         // The program's own form of the step where it has one (a fused convolution's operands
         // differ from the plan's).
-        match program.kept(position) {
-            Some((_, _, kept)) if kept.fused_away => Ok(()),
-            Some((own, _, kept)) if kept.normalization.is_some() => {
-                normalization::run_kept(&own, kept, arena, weights)
-            }
-            Some((own, memo, kept)) => {
-                layout::with(kept.layout, kept.residual, kept.winograd, || {
-                    memo::with(memo, || self.run_step(&own, arena, weights))
-                })
-            }
-            None => self.run_step(step, arena, weights),
+        let Some((own, memo, kept)) = program.kept(position) else {
+            return self.run_step(step, arena, weights);
+        };
+        #[cfg(feature = "threads")]
+        if self.threads > 1 && !kept.fused_away {
+            return parallel::run(self.threads, || {
+                run_kept_step::<OPS>(&own, memo, kept, arena, weights)
+            });
         }
+        run_kept_step::<OPS>(&own, memo, kept, arena, weights)
     }
 }
 
@@ -340,8 +338,8 @@ fn run_kept_step<const OPS: Selection>(
     if kept.fused_away {
         return Ok(());
     }
-    if kept.normalization.is_some() {
-        return normalization::run_kept(step, kept, arena, weights);
+    if let Some(normalization) = kept.normalization {
+        return normalization::run(step, normalization, arena, weights);
     }
     layout::with(kept.layout, kept.residual, kept.winograd, || {
         memo::with(memo, || {

@@ -326,20 +326,6 @@ pub(crate) fn constant(desc: &TensorDesc, weights: &[u8]) -> Option<f32> {
     }
 }
 
-/// Runs step `step` as the program kept it, where it begins a fused normalization (else
-/// nothing).
-pub(crate) fn run_kept(
-    step: &Step<'_>,
-    kept: crate::prepared::Kept,
-    arena: &mut [u8],
-    weights: &[u8],
-) -> Result<(), CpuError> {
-    match kept.normalization {
-        Some(normalization) => run(step, normalization, arena, weights),
-        None => Ok(()),
-    }
-}
-
 /// Runs a fused normalization: `step`'s inputs are the normalized tensor, the scale and the
 /// bias (absent: none), its output the result.
 pub(crate) fn run(
