@@ -211,6 +211,27 @@ impl Isa for Avx2 {
         }
     }
 
+    const QUADS: bool = true;
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    unsafe fn quads<const WHOLE: bool>(
+        offsets: &[usize],
+        words: &[i32],
+        padded: &[u8],
+        gather: &PairedGather,
+    ) -> [i32; 8] {
+        // SAFETY: the caller's bounds. The pairs' int16 sums do not saturate for the words
+        // `quad_word` makes; their sums in fours fit int32.
+        unsafe {
+            let ones = _mm256_set1_epi16(1);
+            grouped_sums::<WHOLE>(offsets, words, padded, gather, |acc, values, word| {
+                let pairs = _mm256_maddubs_epi16(values, word);
+                _mm256_add_epi32(acc, _mm256_madd_epi16(pairs, ones))
+            })
+        }
+    }
+
     #[inline(never)]
     #[target_feature(enable = "avx2")]
     unsafe fn blocks<const READING: u8, Y: QuantInt>(
