@@ -2251,7 +2251,7 @@ mod tests {
                 let r = rng.next();
                 w.push(match kind {
                     0 => r as i8,
-                    1 => (r % 129) as i8 - 64,
+                    1 => ((r % 129) as i32 - 64) as i8,
                     2 => sign * (100 + (r % 28) as i8),
                     _ => [127, -128, 0, 1][(r % 4) as usize],
                 });
@@ -2635,7 +2635,7 @@ mod tests {
         for case in 0..200_000 {
             let row: [i8; 3] = match case % 3 {
                 0 => [0; 3].map(|_: i8| rng.next() as i8),
-                1 => [0; 3].map(|_: i8| (rng.next() % 129) as i8 - 64),
+                1 => [0; 3].map(|_: i8| ((rng.next() % 129) as i32 - 64) as i8),
                 _ => [0; 3].map(|_: i8| [127, -128, -1, 0][(rng.next() % 4) as usize]),
             };
             let Some(word) = quad_word(row) else {
