@@ -113,6 +113,23 @@ impl Isa for Avx2 {
         unsafe { low_bytes(high_word(lanes, _mm256_loadu_si256(sums.as_ptr().cast()))) }
     }
 
+    #[inline(always)]
+    unsafe fn narrowed_two(
+        lanes: &Lanes,
+        scalar: &Requantizer,
+        [first, second]: [[i32; 8]; 2],
+    ) -> [u8; 16] {
+        let Some(lanes) = lanes else {
+            let [low, high] = [first, second].map(|s| low_bytes_of(s.map(|a| scalar.apply(a))));
+            return (u128::from(low) | u128::from(high) << 64).to_le_bytes();
+        };
+        // SAFETY: `first` and `second` hold eight int32s; AVX2 (the caller's).
+        unsafe {
+            let [first, second] = [first, second].map(|s| _mm256_loadu_si256(s.as_ptr().cast()));
+            low_bytes_two(high_word(lanes, first), high_word(lanes, second))
+        }
+    }
+
     #[inline]
     #[target_feature(enable = "avx2")]
     unsafe fn pack<const SIGNED: bool>(block: &Block<'_>, units: &mut [[u8; 32]]) {
@@ -451,6 +468,27 @@ pub(super) unsafe fn low_bytes(v: __m256i) -> u64 {
         let words = _mm256_shuffle_epi8(v, pick);
         let joined = _mm256_permutevar8x32_epi32(words, _mm256_setr_epi32(0, 4, 0, 0, 0, 0, 0, 0));
         _mm_cvtsi128_si64(_mm256_castsi256_si128(joined)) as u64
+    }
+}
+
+/// The low byte of each int32 lane of `first`, then of `second` (sixteen bytes in order): the
+/// lanes, clamped outputs of 8-bit types, packed to int16 exactly, masked to their low bytes,
+/// packed to bytes and the four words put in order by one permute.
+///
+/// # Safety
+/// The CPU has AVX2; every lane is within int16.
+#[inline(always)]
+pub(super) unsafe fn low_bytes_two(first: __m256i, second: __m256i) -> [u8; 16] {
+    // SAFETY: the caller's.
+    unsafe {
+        // Per 128-bit half: first's four, second's four (int16).
+        let words = _mm256_packs_epi32(first, second);
+        let low = _mm256_and_si256(words, _mm256_set1_epi16(0xff));
+        let bytes = _mm256_packus_epi16(low, low);
+        let ordered = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 0, 0, 0, 0));
+        let mut out = [0u8; 16];
+        _mm_storeu_si128(out.as_mut_ptr().cast(), _mm256_castsi256_si128(ordered));
+        out
     }
 }
 

@@ -79,6 +79,24 @@ trait Isa: 'static {
         low_bytes_of(unsafe { Self::requantize(lanes, scalar, sums) })
     }
 
+    /// [`Isa::narrowed`] of two vectors' sums: the first's eight output bytes, then the
+    /// second's (one sixteen-byte store, the narrowing shared).
+    #[inline(always)]
+    unsafe fn narrowed_two(
+        lanes: &Self::Lanes,
+        scalar: &Requantizer,
+        [first, second]: [[i32; 8]; 2],
+    ) -> [u8; 16] {
+        // SAFETY: the caller's.
+        let [low, high] = unsafe {
+            [
+                Self::narrowed(lanes, scalar, first),
+                Self::narrowed(lanes, scalar, second),
+            ]
+        };
+        (u128::from(low) | u128::from(high) << 64).to_le_bytes()
+    }
+
     /// The block's rows `x[row(i) + at ..][..8]` (or the bytes its gather picks of sixteen)
     /// packed for [`Isa::product`], `ROWS` rows per 32-byte unit (rows past the block's as
     /// zeros), read once per block whatever the number of output channels.
@@ -527,31 +545,76 @@ unsafe fn paired_vectors<I: Isa, const WHOLE: bool, const QUADS: bool>(
     channel: &ChannelPass<'_, I>,
     out: &mut [u8],
 ) {
-    for gather in gathers {
-        // SAFETY: the caller's bounds.
-        let mut sums = unsafe {
-            match QUADS {
-                true => I::quads::<WHOLE>(offsets, words, padded, gather),
-                false => I::grouped::<WHOLE>(offsets, words, padded, gather),
-            }
-        };
-        offset_all(&mut sums, channel.first);
-        // SAFETY: the caller's.
-        let bytes = unsafe { I::narrowed(channel.lanes, channel.scalar, sums) }.to_le_bytes();
-        match out.get_mut(gather.to..gather.to + 8) {
-            Some(slots) if gather.lens == [4, 4] => slots.copy_from_slice(&bytes),
-            _ => {
-                let [low, high] = gather.lens;
-                let lanes = bytes
-                    .iter()
-                    .take(low)
-                    .chain(bytes.iter().skip(4).take(high));
-                for (slot, &r) in out.iter_mut().skip(gather.to).zip(lanes) {
-                    *slot = r;
+    let mut rest = gathers;
+    loop {
+        match rest {
+            // Two whole vectors of consecutive outputs: narrowed together, one store.
+            [first, second, tail @ ..]
+                if first.lens == [4, 4] && second.lens == [4, 4] && second.to == first.to + 8 =>
+            {
+                // SAFETY: the caller's (both).
+                let sums = unsafe {
+                    [
+                        paired_sums::<I, WHOLE, QUADS>(offsets, words, padded, channel, first),
+                        paired_sums::<I, WHOLE, QUADS>(offsets, words, padded, channel, second),
+                    ]
+                };
+                // SAFETY: the caller's.
+                let bytes = unsafe { I::narrowed_two(channel.lanes, channel.scalar, sums) };
+                if let Some(slots) = out.get_mut(first.to..first.to + 16) {
+                    slots.copy_from_slice(&bytes);
                 }
+                rest = tail;
             }
+            [gather, tail @ ..] => {
+                // SAFETY: the caller's (both).
+                let sums = unsafe {
+                    paired_sums::<I, WHOLE, QUADS>(offsets, words, padded, channel, gather)
+                };
+                let bytes =
+                    unsafe { I::narrowed(channel.lanes, channel.scalar, sums) }.to_le_bytes();
+                match out.get_mut(gather.to..gather.to + 8) {
+                    Some(slots) if gather.lens == [4, 4] => slots.copy_from_slice(&bytes),
+                    _ => {
+                        let [low, high] = gather.lens;
+                        let lanes = bytes
+                            .iter()
+                            .take(low)
+                            .chain(bytes.iter().skip(4).take(high));
+                        for (slot, &r) in out.iter_mut().skip(gather.to).zip(lanes) {
+                            *slot = r;
+                        }
+                    }
+                }
+                rest = tail;
+            }
+            [] => break,
         }
     }
+}
+
+/// A grouped vector's sums ([`Isa::quads`] with `QUADS`, else [`Isa::grouped`]) plus its
+/// channel's offset.
+///
+/// # Safety
+/// As [`depthwise_pass`]'s.
+#[inline(always)]
+unsafe fn paired_sums<I: Isa, const WHOLE: bool, const QUADS: bool>(
+    offsets: &[usize],
+    words: &[i32],
+    padded: &[u8],
+    channel: &ChannelPass<'_, I>,
+    gather: &PairedGather,
+) -> [i32; 8] {
+    // SAFETY: the caller's bounds.
+    let mut sums = unsafe {
+        match QUADS {
+            true => I::quads::<WHOLE>(offsets, words, padded, gather),
+            false => I::grouped::<WHOLE>(offsets, words, padded, gather),
+        }
+    };
+    offset_all(&mut sums, channel.first);
+    sums
 }
 
 /// [`super::integer::qconv`] with a SIMD kernel, when the build runs them and one fits the step:

@@ -88,6 +88,16 @@ impl Isa for Vnni {
         unsafe { Avx2::narrowed(lanes, scalar, sums) }
     }
 
+    #[inline(always)]
+    unsafe fn narrowed_two(
+        lanes: &Self::Lanes,
+        scalar: &Requantizer,
+        sums: [[i32; 8]; 2],
+    ) -> [u8; 16] {
+        // SAFETY: this CPU has AVX2.
+        unsafe { Avx2::narrowed_two(lanes, scalar, sums) }
+    }
+
     #[inline]
     #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
     unsafe fn pack<const SIGNED: bool>(block: &Block<'_>, units: &mut [[u8; 32]]) {
