@@ -1,8 +1,10 @@
 //! The hot kernels in isolation: the matrix product behind Conv/Gemm/MatMul and the
-//! convolutions, at the shapes the test models use, next to this core's measured peak (`peak`:
-//! independent FMA chains in registers, nothing loaded). Throughput is in floating-point
-//! operations (a multiply-add counts two) for `peak` and `sgemm`, in multiply-adds for `conv`:
-//! criterion's "elem/s" is FLOP/s for the first two and MAC/s (half the FLOP/s) for `conv`.
+//! convolutions, float and int8, at the shapes the test models use, next to this core's
+//! measured peaks (`peak`: independent FMA chains in registers, nothing loaded; `peak_int8`: the
+//! exact int8 multiply-add of each build — AVX2's `vpmaddwd` and its `vpaddd`, AVX-512 VNNI's
+//! `vpdpbusd`). Throughput is in floating-point operations (a multiply-add counts two) for
+//! `peak` and `sgemm`, in multiply-adds for `conv`, `peak_int8` and `qconv`: criterion's
+//! "elem/s" is FLOP/s for the first two and MAC/s for the others.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferrite_cpu::kernels::gemm::{sgemm, Mat};
@@ -172,5 +174,227 @@ fn peak(c: &mut Criterion) {
 #[cfg(not(target_arch = "x86_64"))]
 fn peak(_: &mut Criterion) {}
 
-criterion_group!(benches, peak, gemm, conv);
+/// The int8 convolutions (`QConv`, int8 activations, per-channel scales) at the test models'
+/// shapes, each run as a prepared program runs it: its kept state (packed weights, gathers,
+/// requantization lanes) built at the first call ([`ferrite_cpu::memo::with`]). The 3 × 3
+/// depthwise layer twice: with weights whose rows AVX2 sums as byte fours (small, as trained
+/// ones mostly are) and with weights it cannot (three large ones of one sign a row).
+fn qconv(c: &mut Criterion) {
+    use ferrite_cpu::kernels::conv::ConvDims;
+    use ferrite_cpu::kernels::integer::qconv;
+    use ferrite_hal::op::{QConv, Requantize, Window};
+    let mut group = c.benchmark_group("qconv");
+    let small = |i: usize| ((i * 37) % 97) as i8 - 48;
+    let large = |_: usize| 100i8;
+    let layer =
+        |name, [ci, co]: [usize; 2], size, kernel, [stride, pad, groups]: [usize; 3], weight| {
+            Layer {
+                name,
+                channels: [ci, co],
+                size,
+                kernel,
+                stride,
+                pad,
+                groups,
+                weight,
+            }
+        };
+    let layers = [
+        layer(
+            "dscnn_first_1to64_49x10_k10x4_s2",
+            [1, 64],
+            [49, 10],
+            [10, 4],
+            [2, 1, 1],
+            small,
+        ),
+        layer(
+            "dscnn_pointwise_64to64_25x5",
+            [64, 64],
+            [25, 5],
+            [1, 1],
+            [1, 0, 1],
+            small,
+        ),
+        layer(
+            "dscnn_depthwise_64_25x5_quads",
+            [64, 64],
+            [25, 5],
+            [3, 3],
+            [1, 1, 64],
+            small,
+        ),
+        layer(
+            "dscnn_depthwise_64_25x5_pairs",
+            [64, 64],
+            [25, 5],
+            [3, 3],
+            [1, 1, 64],
+            large,
+        ),
+        layer(
+            "vww_pointwise_8to16_48x48",
+            [8, 16],
+            [48, 48],
+            [1, 1],
+            [1, 0, 1],
+            small,
+        ),
+        layer(
+            "resnet8_16to16_32x32_k3",
+            [16, 16],
+            [32, 32],
+            [3, 3],
+            [1, 1, 1],
+            small,
+        ),
+    ];
+    for Layer {
+        name,
+        channels: [ci, co],
+        size: [h, w],
+        kernel: [kh, kw],
+        stride,
+        pad,
+        groups: g,
+        weight,
+    } in layers
+    {
+        let out = |size: usize, k: usize| (size + 2 * pad - k) / stride + 1;
+        let (oh, ow) = (out(h, kh), out(w, kw));
+        let q = Requantize {
+            input_zero: -3,
+            output_zero: 5,
+            min: -128,
+            max: 127,
+        };
+        let p = QConv {
+            window: Window {
+                kernel: [kh, kw],
+                stride: [stride; 2],
+                dilation: [1, 1],
+                pads: [pad; 4],
+            },
+            group: g,
+            requantize: q,
+        };
+        let d = ConvDims {
+            n: 1,
+            c: ci,
+            h,
+            w,
+            oc: co,
+            oh,
+            ow,
+        };
+        let k = ci / g * kh * kw;
+        let x: Vec<i8> = (0..ci * h * w).map(|i| ((i * 13) % 255) as i8).collect();
+        let weights: Vec<i8> = (0..co * k).map(weight).collect();
+        let bias: Vec<i32> = (0..co).map(|o| o as i32 * 17 - 300).collect();
+        let requant: Vec<i32> = (0..co)
+            .flat_map(|o| [(1 << 30) + (o as i32) * 12_345, -9])
+            .collect();
+        let mut y = vec![0i8; co * oh * ow];
+        let scratch_len =
+            ferrite_hal::geometry::qconv_scratch_elements(&p, ci / g, oh, ow).unwrap_or(0);
+        let mut scratch = vec![0u8; 4 * (scratch_len + 4)];
+        let mut memo = ferrite_cpu::memo::StepMemo::default();
+        group.throughput(Throughput::Elements((co * oh * ow * k) as u64));
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                ferrite_cpu::memo::with(&mut memo, || {
+                    qconv(&p, d, &x, &weights, &bias, &requant, &mut y, &mut scratch)
+                })
+            })
+        });
+    }
+    group.finish();
+}
+
+/// A [`qconv`] case: a layer's geometry and how its weights are drawn.
+struct Layer {
+    name: &'static str,
+    channels: [usize; 2],
+    size: [usize; 2],
+    kernel: [usize; 2],
+    stride: usize,
+    pad: usize,
+    groups: usize,
+    weight: fn(usize) -> i8,
+}
+
+/// The exact int8 multiply-add's single-thread peak: `CHAINS` independent chains on registers.
+#[cfg(target_arch = "x86_64")]
+mod peak_int8 {
+    use core::arch::x86_64::*;
+
+    /// Independent accumulators.
+    const CHAINS: usize = 12;
+    /// Multiply-adds (instructions) per chain per call.
+    const STEPS: usize = 1024;
+
+    /// Multiply-adds per call of a kernel whose instruction does `per` of them.
+    pub fn macs(per: usize) -> u64 {
+        (CHAINS * STEPS * per) as u64
+    }
+
+    /// AVX2: `vpmaddwd` (sixteen int16 products summed in pairs) and the `vpaddd` that
+    /// accumulates it, each chain's next product taken of its own sum (so neither is hoisted).
+    #[target_feature(enable = "avx2")]
+    pub fn avx2(seed: i32) -> i32 {
+        let w = _mm256_set1_epi32(0x0003_0005);
+        let mut acc = [_mm256_set1_epi32(seed); CHAINS];
+        for _ in 0..STEPS {
+            for c in acc.iter_mut() {
+                *c = _mm256_add_epi32(*c, _mm256_madd_epi16(*c, w));
+            }
+        }
+        let sum = acc
+            .iter()
+            .fold(_mm256_setzero_si256(), |s, c| _mm256_add_epi32(s, *c));
+        _mm256_extract_epi32::<0>(sum)
+    }
+
+    /// AVX-512 VNNI: `vpdpbusd` on 512-bit vectors (64 byte products summed in fours, added).
+    #[target_feature(enable = "avx512f,avx512vnni")]
+    pub fn vnni(seed: i32) -> i32 {
+        let (a, b) = (_mm512_set1_epi32(seed), _mm512_set1_epi32(0x0102_0304));
+        let mut acc = [_mm512_setzero_si512(); CHAINS];
+        for _ in 0..STEPS {
+            for c in acc.iter_mut() {
+                *c = _mm512_dpbusd_epi32(*c, a, b);
+            }
+        }
+        let sum = acc
+            .iter()
+            .fold(_mm512_setzero_si512(), |s, c| _mm512_add_epi32(s, *c));
+        _mm512_reduce_add_epi32(sum)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+fn peak_int8(c: &mut Criterion) {
+    use std::hint::black_box;
+    let mut group = c.benchmark_group("peak_int8");
+    if is_x86_feature_detected!("avx2") {
+        group.throughput(Throughput::Elements(peak_int8::macs(16)));
+        // SAFETY: the CPU has AVX2 (checked above).
+        group.bench_function("avx2_vpmaddwd_vpaddd", |b| {
+            b.iter(|| unsafe { peak_int8::avx2(black_box(5)) })
+        });
+    }
+    if is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni") {
+        group.throughput(Throughput::Elements(peak_int8::macs(64)));
+        // SAFETY: the CPU has AVX-512F and VNNI (checked above).
+        group.bench_function("avx512_vpdpbusd", |b| {
+            b.iter(|| unsafe { peak_int8::vnni(black_box(5)) })
+        });
+    }
+    group.finish();
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn peak_int8(_: &mut Criterion) {}
+
+criterion_group!(benches, peak, peak_int8, gemm, conv, qconv);
 criterion_main!(benches);

@@ -18,7 +18,7 @@ pub mod kernels;
 pub mod layout;
 mod math;
 #[cfg(feature = "std")]
-mod memo;
+pub mod memo;
 mod memory;
 #[cfg(feature = "std")]
 mod normalization;

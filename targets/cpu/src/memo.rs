@@ -5,8 +5,8 @@
 //! weights at session creation in the same spirit; here the first inference pays instead.
 //!
 //! The state travels by a thread-local slot: the run loop moves the step's state in before
-//! the step and back after it ([`with`]), and the kernel takes it by a key ([`take`], then
-//! [`keep`]) that names everything the state was built from (geometry, operand addresses and lengths): a
+//! the step and back after it ([`with`]), and the kernel takes it by a key (`take`, then
+//! `keep`) that names everything the state was built from (geometry, operand addresses and lengths): a
 //! different key rebuilds it. Outside a prepared run (a lone `run_step`) nothing is kept.
 
 use core::cell::{Cell, RefCell};
@@ -44,8 +44,10 @@ impl Drop for Running<'_> {
     }
 }
 
-/// Runs `step` (one step's kernels) with `memo` as its kept state.
-pub(crate) fn with<R>(memo: &mut StepMemo, step: impl FnOnce() -> R) -> R {
+/// Runs `step` (one step's kernels) with `memo` as its kept state: a prepared program's run
+/// loop does this for every step; benchmarks and tests of a lone kernel call do it to run the
+/// kernel as a program does (its state built at the first call, then reused).
+pub fn with<R>(memo: &mut StepMemo, step: impl FnOnce() -> R) -> R {
     CURRENT.set(memo.0.take());
     ACTIVE.set(true);
     let _running = Running(memo);
