@@ -106,14 +106,25 @@ impl Wide for Avx2 {
             }
         };
         let signed_out = Y::MIN < 0;
-        for (j, [first, second]) in sums.into_iter().enumerate() {
-            let (Some(&base), Some(lanes), Some(scalar)) = (
-                ch.bases.get(o + j),
-                ch.lanes.get(o + j),
-                ch.scalar.get(o + j),
-            ) else {
-                return;
-            };
+        // The tile's channels' constants and output rows, bounds checked once for the tile.
+        let (Some(bases), Some(lanes), Some(scalars)) = (
+            ch.bases.get(o..o + B),
+            ch.lanes.get(o..o + B),
+            ch.scalar.get(o..o + B),
+        ) else {
+            return;
+        };
+        let last = (o + B - 1) * plane + p0 + 16;
+        if B == 0 || y.len() < last {
+            return;
+        }
+        let rows = y.as_mut_ptr().wrapping_add(o * plane + p0);
+        for (j, (([first, second], &base), (lanes, scalar))) in sums
+            .into_iter()
+            .zip(bases)
+            .zip(lanes.iter().zip(scalars))
+            .enumerate()
+        {
             let base = _mm256_set1_epi32(base);
             let [first, second] = [
                 _mm256_add_epi32(first, base),
@@ -137,13 +148,11 @@ impl Wide for Avx2 {
                 _mm256_packus_epi16(words, words)
             };
             let ordered = _mm256_permute4x64_epi64::<0b1000>(bytes);
-            let row = (o + j) * plane + p0;
-            if let Some(slots) = y.get_mut(row..row + 16) {
-                // SAFETY: sixteen one-byte outputs from `row` (`Y` is 8-bit here).
-                unsafe {
-                    _mm_storeu_si128(slots.as_mut_ptr().cast(), _mm256_castsi256_si128(ordered))
-                };
-            }
+            // SAFETY: sixteen one-byte outputs (`Y` is 8-bit here) from row `o + j`'s
+            // position `p0`, which end by `last ≤ y.len()`.
+            unsafe {
+                _mm_storeu_si128(rows.add(j * plane).cast(), _mm256_castsi256_si128(ordered))
+            };
         }
     }
 }
