@@ -9,7 +9,8 @@
 #      be installed, else against onnxruntime's CPU provider on every core;
 #   3. with --from: the Vulkan suites on the same GPU (tests/tests/vulkan.rs, the validation
 #      layer included) and its latency table, and the CPU side by side (one thread each) on that
-#      machine's processor.
+#      machine's processor — and, where it has AVX-512 and CPUID faulting, again as an AVX2-only
+#      host (`side_by_side.py --avx2-host`, both sides' AVX-512 hidden: issue 21's two tables).
 # Results go to $GPU_CHECK_OUT (default target/gpu-check).
 #
 # Usage:
@@ -20,7 +21,7 @@
 #                                           # device tool's): python3 with numpy and onnxruntime
 # --from reads DIR and the repository it runs in (tests/expectations, benches); each section's
 # time limit: GPU_CHECK_LIMIT_S (default 300); which sections: GPU_CHECK_ONLY (default
-# "cuda cuda-latency vulkan vulkan-latency cpu-latency").
+# "cuda cuda-latency vulkan vulkan-latency cpu-latency cpu-avx2-host").
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MODE="${1:-}"
@@ -49,6 +50,8 @@ if [ "$MODE" = "--bundle" ]; then
     copy_test_program vulkan "$BUNDLE/vulkan-tests"
     cargo build --release -q -p ferrite-tools
     cp target/release/ferrite "$BUNDLE/ferrite" && strip "$BUNDLE/ferrite"
+    # The AVX2-host shim, prebuilt: the GPU machine may have no compiler.
+    gcc -O2 -shared -fPIC -o "$BUNDLE/avx2_host.so" benches/avx2_host.c
     NODE="$("$FERRITE_PYTHON" -c 'import onnx, os; print(os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data"))')"
     tar czf "$BUNDLE/node.tar.gz" -C "$NODE" node
     tar czf "$BUNDLE/test-models.tar.gz" -C target test-models
@@ -101,7 +104,7 @@ export FERRITE_ROOT="$ROOT"
 OUT="${GPU_CHECK_OUT:-$ROOT/target/gpu-check}"
 LIMIT="${GPU_CHECK_LIMIT_S:-300}"
 PYTHON="${FERRITE_PYTHON:-python3}"
-ONLY=" ${GPU_CHECK_ONLY:-cuda cuda-latency vulkan vulkan-latency cpu-latency} "
+ONLY=" ${GPU_CHECK_ONLY:-cuda cuda-latency vulkan vulkan-latency cpu-latency cpu-avx2-host} "
 mkdir -p "$OUT"
 failed=""
 section() { echo; echo "== $1 ($(date +%T))"; }
@@ -190,7 +193,19 @@ run_logged vulkan-latency "$OUT/vulkan-latency.txt" "$PYTHON" benches/side_by_si
 
 section "4. CPU side by side on this machine (one thread each)"
 run_logged cpu-latency "$OUT/cpu-latency.txt" "$PYTHON" benches/side_by_side.py --ferrite "$BUNDLE/ferrite" \
-    --models "$FERRITE_TEST_MODELS" --rounds 3 --runs 100
+    --models "$FERRITE_TEST_MODELS" --rounds 7 --runs 100
+
+# The same machine as an AVX2-only host: AVX-512 and VNNI hidden from both sides by CPUID
+# faulting (the bundle's prebuilt shim in the place side_by_side.py looks for it).
+section "5. CPU side by side as an AVX2-only host (--avx2-host)"
+if grep -qw avx512f /proc/cpuinfo && grep -qw cpuid_fault /proc/cpuinfo && [ -f "$BUNDLE/avx2_host.so" ]; then
+    mkdir -p target/bench && cp "$BUNDLE/avx2_host.so" target/bench/avx2_host.so
+    touch target/bench/avx2_host.so # newer than benches/avx2_host.c: not rebuilt
+    run_logged cpu-avx2-host "$OUT/cpu-avx2-host.txt" "$PYTHON" benches/side_by_side.py \
+        --ferrite "$BUNDLE/ferrite" --models "$FERRITE_TEST_MODELS" --rounds 7 --runs 100 --avx2-host
+else
+    echo "(skipped: the CPU has no AVX-512, no CPUID faulting, or the bundle no avx2_host.so)"
+fi
 
 section "done"
 if [ -n "$failed" ]; then
