@@ -1213,11 +1213,56 @@ pub fn qglobal_avg_pool<X: QuantInt, Y: QuantInt>(
     let r = &q.requantize;
     let rq = rescaler(q.rescale, r);
     for (out, xs) in y.iter_mut().zip(x.chunks_exact(plane.max(1))) {
-        let sum = xs
-            .iter()
-            .fold(0i32, |acc, v| acc.wrapping_add(v.widen() - r.input_zero));
+        // `Σ x − n·zx` in wrapping int32: `Σ (x − zx)` as the fold over the plane takes it.
+        let offset = r.input_zero.wrapping_mul(xs.len() as i32);
+        let sum = plane_sum(xs).wrapping_sub(offset);
         *out = Y::narrow(rq.apply(sum));
     }
+}
+
+/// `Σ x` over a plane in wrapping int32: on x86-64, 8-bit values sixteen at a time by
+/// `psadbw` (SSE2, every x86-64 CPU; DS-CNN's 64 planes of 125 bytes: the step 1.6 → 0.8 µs),
+/// else a fold.
+#[inline(always)]
+fn plane_sum<X: QuantInt>(xs: &[X]) -> i32 {
+    #[cfg(target_arch = "x86_64")]
+    if !X::WIDE {
+        return byte_sum(bytemuck::cast_slice(xs), X::MIN < 0);
+    }
+    xs.iter().fold(0i32, |acc, v| acc.wrapping_add(v.widen()))
+}
+
+/// The sum of `bytes` read as `i8` (`signed`) or `u8`, in wrapping int32: each sixteen bytes'
+/// `psadbw` against zero (two exact 64-bit sums of eight), signed bytes first flipped to
+/// `x + 128` and the 128s taken off after, the tail added one by one. Exact: every partial sum
+/// fits 64 bits, so its low 32 bits are the wrapping sum's.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+fn byte_sum(bytes: &[u8], signed: bool) -> i32 {
+    use core::arch::x86_64::*;
+    let chunks = bytes.chunks_exact(16);
+    let tail = chunks.remainder();
+    let whole = (bytes.len() - tail.len()) as i64;
+    // SAFETY: SSE2 is part of x86-64; each chunk holds the sixteen bytes loaded.
+    let flipped = unsafe {
+        let flip = _mm_set1_epi8(if signed { i8::MIN } else { 0 });
+        let mut acc = _mm_setzero_si128();
+        for chunk in chunks {
+            let v = _mm_xor_si128(_mm_loadu_si128(chunk.as_ptr().cast()), flip);
+            acc = _mm_add_epi64(acc, _mm_sad_epu8(v, _mm_setzero_si128()));
+        }
+        _mm_cvtsi128_si64(_mm_add_epi64(acc, _mm_unpackhi_epi64(acc, acc)))
+    };
+    let body = if signed {
+        flipped - 128 * whole
+    } else {
+        flipped
+    };
+    let rest: i64 = tail
+        .iter()
+        .map(|&b| if signed { b as i8 as i64 } else { b as i64 })
+        .sum();
+    (body + rest) as i32
 }
 
 /// `round(x / (count · 2^right))`, ties to even (as QuantizeLinear rounds), exact in 64-bit
@@ -2128,6 +2173,36 @@ mod tests {
             }
             assert!(checked > 4000, "{checked}");
         }
+    }
+
+    #[test]
+    fn plane_sums_equal_the_wrapping_fold() {
+        let mut seed = 11u64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as u32
+        };
+        for case in 0..2000 {
+            let len = (next() % 300) as usize;
+            // Uniform bytes, or runs of the extremes (where a wrong offset or sign shows).
+            let bytes: Vec<u8> = (0..len)
+                .map(|_| match case % 3 {
+                    0 => next() as u8,
+                    1 => [0u8, 127, 128, 255][(next() % 4) as usize],
+                    _ => 255,
+                })
+                .collect();
+            let signed: Vec<i8> = bytes.iter().map(|&b| b as i8).collect();
+            let fold_u = bytes.iter().fold(0i32, |a, &v| a.wrapping_add(v as i32));
+            let fold_i = signed.iter().fold(0i32, |a, &v| a.wrapping_add(v as i32));
+            assert_eq!(plane_sum(&bytes), fold_u, "u8 case {case}, {len} bytes");
+            assert_eq!(plane_sum(&signed), fold_i, "i8 case {case}, {len} bytes");
+        }
+        let wide: Vec<i16> = (0..100).map(|i| (i * 977 % 65536 - 32768) as i16).collect();
+        let fold = wide.iter().fold(0i32, |a, &v| a.wrapping_add(v as i32));
+        assert_eq!(plane_sum(&wide), fold);
     }
 
     #[test]
