@@ -184,23 +184,11 @@ fn qconv(c: &mut Criterion) {
     use ferrite_cpu::kernels::integer::qconv;
     use ferrite_hal::op::{QConv, Requantize, Window};
     let mut group = c.benchmark_group("qconv");
-    let small = |i: usize| ((i * 37) % 97) as i8 - 48;
-    let large = |_: usize| 100i8;
-    let layer =
-        |name, [ci, co]: [usize; 2], size, kernel, [stride, pad, groups]: [usize; 3], weight| {
-            Layer {
-                name,
-                channels: [ci, co],
-                size,
-                kernel,
-                stride,
-                pad,
-                groups,
-                weight,
-            }
-        };
+    let small: fn(usize) -> i8 = |i| ((i * 37) % 97) as i8 - 48;
+    let large: fn(usize) -> i8 = |_| 100;
+    // (name, [channels in, out], [height, width], kernel, [stride, padding, groups], weights)
     let layers = [
-        layer(
+        (
             "dscnn_first_1to64_49x10_k10x4_s2",
             [1, 64],
             [49, 10],
@@ -208,7 +196,7 @@ fn qconv(c: &mut Criterion) {
             [2, 1, 1],
             small,
         ),
-        layer(
+        (
             "dscnn_pointwise_64to64_25x5",
             [64, 64],
             [25, 5],
@@ -216,7 +204,7 @@ fn qconv(c: &mut Criterion) {
             [1, 0, 1],
             small,
         ),
-        layer(
+        (
             "dscnn_depthwise_64_25x5_quads",
             [64, 64],
             [25, 5],
@@ -224,7 +212,7 @@ fn qconv(c: &mut Criterion) {
             [1, 1, 64],
             small,
         ),
-        layer(
+        (
             "dscnn_depthwise_64_25x5_pairs",
             [64, 64],
             [25, 5],
@@ -232,7 +220,7 @@ fn qconv(c: &mut Criterion) {
             [1, 1, 64],
             large,
         ),
-        layer(
+        (
             "vww_pointwise_8to16_48x48",
             [8, 16],
             [48, 48],
@@ -240,7 +228,7 @@ fn qconv(c: &mut Criterion) {
             [1, 0, 1],
             small,
         ),
-        layer(
+        (
             "resnet8_16to16_32x32_k3",
             [16, 16],
             [32, 32],
@@ -249,18 +237,10 @@ fn qconv(c: &mut Criterion) {
             small,
         ),
     ];
-    for Layer {
-        name,
-        channels: [ci, co],
-        size: [h, w],
-        kernel: [kh, kw],
-        stride,
-        pad,
-        groups: g,
-        weight,
-    } in layers
-    {
-        let out = |size: usize, k: usize| (size + 2 * pad - k) / stride + 1;
+    for (name, [ci, co], [h, w], [kh, kw], [stride, pad, g], weight) in layers {
+        let out = |size: usize, k: usize| {
+            ferrite_hal::geometry::conv_out(size, k, stride, 1, pad, pad).unwrap_or(1)
+        };
         let (oh, ow) = (out(h, kh), out(w, kw));
         let q = Requantize {
             input_zero: -3,
@@ -309,18 +289,6 @@ fn qconv(c: &mut Criterion) {
         });
     }
     group.finish();
-}
-
-/// A [`qconv`] case: a layer's geometry and how its weights are drawn.
-struct Layer {
-    name: &'static str,
-    channels: [usize; 2],
-    size: [usize; 2],
-    kernel: [usize; 2],
-    stride: usize,
-    pad: usize,
-    groups: usize,
-    weight: fn(usize) -> i8,
 }
 
 /// The exact int8 multiply-add's single-thread peak: `CHAINS` independent chains on registers.

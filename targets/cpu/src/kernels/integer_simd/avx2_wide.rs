@@ -114,8 +114,13 @@ impl Wide for Avx2 {
         ) else {
             return;
         };
-        let last = (o + B - 1) * plane + p0 + 16;
-        if B == 0 || y.len() < last {
+        // The last channel's sixteen outputs end by `last`, in checked arithmetic (the stores
+        // below are unchecked).
+        let last = (o + B)
+            .checked_sub(1)
+            .and_then(|row| row.checked_mul(plane))
+            .and_then(|at| at.checked_add(p0 + 16));
+        if B == 0 || last.is_none_or(|last| last > y.len()) {
             return;
         }
         let rows = y.as_mut_ptr().wrapping_add(o * plane + p0);
