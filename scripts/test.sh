@@ -7,6 +7,10 @@ cd "$FERRITE_ROOT"
 # Each stage's name, with the seconds since the start (CI must stay under 40 minutes).
 stage() { echo "== $1 [${SECONDS} s]"; }
 
+stage "module graph: no new import cycle, layer break or long function (scripts/layers.py)"
+python3 scripts/layers.py --self-test
+python3 scripts/layers.py
+
 stage "generate the test models and their onnxruntime references"
 "$FERRITE_PYTHON" tests/models/generate.py target/test-models
 export FERRITE_TEST_MODELS="$FERRITE_ROOT/target/test-models"
