@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Writes tools/src/onnx/since.rs: the opset in which each default-domain ONNX operator first
+"""Writes tools/src/compile/onnx/since.rs: the opset in which each default-domain ONNX operator first
 appeared, from the onnx package's schemas (run with the pinned onnx of scripts/requirements.txt).
 
-    python scripts/gen_op_since.py > tools/src/onnx/since.rs
+    python scripts/gen_op_since.py > tools/src/compile/onnx/since.rs
 """
 import onnx
 import onnx.defs

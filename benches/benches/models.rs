@@ -5,7 +5,7 @@ use criterion::{criterion_group, criterion_main, Criterion};
 use ferrite_benches::{model, packed_test_models};
 use ferrite_core::Session;
 use ferrite_cpu::CpuDevice;
-use ferrite_tools::runner::{arena_for, synthetic_inputs};
+use ferrite_tools::host::runner::{arena_for, synthetic_inputs};
 
 fn models(c: &mut Criterion) {
     let packed = packed_test_models();

@@ -6,7 +6,7 @@
 
 use ferrite_core::Model;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::compile::pack::{pack, PackOptions};
 use std::path::PathBuf;
 
 /// The generated test models (`$FERRITE_TEST_MODELS`, default `target/test-models`), packed.
@@ -38,7 +38,7 @@ pub fn packed_test_models() -> Vec<(String, AlignedBytes)> {
         let Ok(onnx) = std::fs::read(dir.join(format!("{name}.onnx"))) else {
             continue;
         };
-        let shape = ferrite_tools::npy::read(&dir.join(format!("{name}.input_0.npy")))
+        let shape = ferrite_tools::host::npy::read(&dir.join(format!("{name}.input_0.npy")))
             .map(|a| a.shape)
             .unwrap_or_default();
         let options = PackOptions {

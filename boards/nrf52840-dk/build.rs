@@ -28,11 +28,13 @@ fn main() {
     std::fs::write(out.join("digits.frt"), &packed.bytes).expect("write digits.frt");
     let aligned = ferrite_tools::aligned::AlignedBytes::from(&packed.bytes[..]);
     let model = ferrite_core::Model::load(aligned.as_bytes()).expect("the packed model loads");
-    let module = ferrite_tools::emit::rust_module(&model, "digits.frt", "digits.onnx");
+    let module = ferrite_tools::compile::emit::rust_module(&model, "digits.frt", "digits.onnx");
     std::fs::write(out.join("digits.rs"), module).expect("write digits.rs");
 
-    let images = ferrite_tools::npy::read(&root.join("demo/digits_test_x.npy")).expect("images");
-    let labels = ferrite_tools::npy::read(&root.join("demo/digits_test_y.npy")).expect("labels");
+    let images =
+        ferrite_tools::host::npy::read(&root.join("demo/digits_test_x.npy")).expect("images");
+    let labels =
+        ferrite_tools::host::npy::read(&root.join("demo/digits_test_y.npy")).expect("labels");
     let pixels: Vec<String> = images.bytes[..64 * 4]
         .chunks_exact(4)
         .map(|c| format!("{:?}", f32::from_le_bytes([c[0], c[1], c[2], c[3]])))

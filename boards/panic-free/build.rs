@@ -15,7 +15,7 @@ fn main() {
         .expect("the demo model packs");
     let aligned = ferrite_tools::aligned::AlignedBytes::from(&packed.bytes[..]);
     let model = ferrite_core::Model::load(aligned.as_bytes()).expect("the packed model loads");
-    let module = ferrite_tools::emit::rust_module(&model, "digits.frt", "digits.onnx");
+    let module = ferrite_tools::compile::emit::rust_module(&model, "digits.frt", "digits.onnx");
     std::fs::write(out.join("digits.rs"), module).expect("write digits.rs");
     std::fs::write(out.join("digits.frt"), &packed.bytes).expect("write digits.frt");
 }

@@ -16,6 +16,6 @@ fn main() {
     std::fs::write(out.join("digits.frt"), &packed.bytes).expect("write digits.frt");
     let aligned = ferrite_tools::aligned::AlignedBytes::from(&packed.bytes[..]);
     let model = ferrite_core::Model::load(aligned.as_bytes()).expect("the packed model loads");
-    let module = ferrite_tools::emit::rust_module(&model, "digits.frt", "digits.onnx");
+    let module = ferrite_tools::compile::emit::rust_module(&model, "digits.frt", "digits.onnx");
     std::fs::write(out.join("digits.rs"), module).expect("write digits.rs");
 }

@@ -5,8 +5,8 @@
 use ferrite_c::ferrite_status::*;
 use ferrite_c::*;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::onnx::build::tiny_mlp;
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::compile::onnx::build::tiny_mlp;
+use ferrite_tools::compile::pack::{pack, PackOptions};
 use std::ffi::CStr;
 use std::mem::MaybeUninit;
 use std::ptr::{null, null_mut};

@@ -96,7 +96,8 @@ fn the_host_c_examples_classify_the_digits_like_rust() {
     );
 
     // The model compiled in: `--emit c`'s digits.h and digits.c.
-    let (header, source) = ferrite_tools::emit::c_module(&digits.model(), "digits", "digits.onnx");
+    let (header, source) =
+        ferrite_tools::compile::emit::c_module(&digits.model(), "digits", "digits.onnx");
     std::fs::write(dir.join("digits.h"), header).unwrap();
     std::fs::write(dir.join("digits.c"), source).unwrap();
     let embedded = [root().join("c/examples/embedded.c"), dir.join("digits.c")];

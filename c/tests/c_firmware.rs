@@ -42,7 +42,7 @@ fn the_c_firmware_classifies_the_digits_on_qemu_like_rust() {
     // The firmware's generated sources: the model, the images.
     let build = std::env::temp_dir().join(format!("ferrite-c-firmware-{}", std::process::id()));
     std::fs::create_dir_all(&build).unwrap();
-    let (header, source) = ferrite_tools::emit::c_module(&model, "digits", "digits.onnx");
+    let (header, source) = ferrite_tools::compile::emit::c_module(&model, "digits", "digits.onnx");
     std::fs::write(build.join("digits.h"), header).unwrap();
     std::fs::write(build.join("digits.c"), source).unwrap();
     let n = labels.len();
@@ -72,7 +72,10 @@ fn the_c_firmware_classifies_the_digits_on_qemu_like_rust() {
     c += "};\n";
     std::fs::write(build.join("images.c"), c).unwrap();
 
-    let ops = format!("{:#x}", ferrite_tools::emit::model_selection(&model));
+    let ops = format!(
+        "{:#x}",
+        ferrite_tools::compile::emit::model_selection(&model)
+    );
     let want = digits.expected();
     // The library with every op, and built for this model alone (`FERRITE_OPS`, the header's
     // `DIGITS_OPS`): the same classifications, in less flash.

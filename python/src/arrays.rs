@@ -4,7 +4,7 @@
 
 use crate::errors::InputError;
 use ferrite_hal::DType;
-use ferrite_tools::npy::{self, NpyArray};
+use ferrite_tools::host::npy::{self, NpyArray};
 use pyo3::prelude::*;
 use pyo3::types::PyTuple;
 

@@ -5,9 +5,9 @@
 use ferrite_core::{Model, Session};
 use ferrite_cpu::CpuDevice;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::qemu::Board;
-use ferrite_tools::runner::{self, DeviceSpec, RunError};
+use ferrite_tools::host::npy::NpyArray;
+use ferrite_tools::host::qemu::Board;
+use ferrite_tools::host::runner::{self, DeviceSpec, RunError};
 use ferrite_vulkan::VulkanDevice;
 use std::ptr::NonNull;
 

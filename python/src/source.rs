@@ -3,10 +3,10 @@
 
 use crate::arrays;
 use crate::errors::{from_run_error, PackError};
-use ferrite_tools::files;
-use ferrite_tools::pack::{parse_input_shape, Constant, PackOptions};
-use ferrite_tools::runner::RunError;
-use ferrite_tools::tensor::HostTensor;
+use ferrite_tools::compile::pack::{parse_input_shape, Constant, PackOptions};
+use ferrite_tools::compile::tensor::HostTensor;
+use ferrite_tools::host::files;
+use ferrite_tools::host::runner::RunError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyMemoryView, PyString};
 use std::path::PathBuf;

@@ -1,8 +1,8 @@
 //! Output comparison with stated tolerances.
 
 use ferrite_hal::DType;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::tensor::HostTensor;
+use ferrite_tools::compile::tensor::HostTensor;
+use ferrite_tools::host::npy::NpyArray;
 
 /// `max |a - b| / max |b|` over two float arrays (0 when both are all zero).
 pub fn relative_error(actual: &[f32], expected: &[f32]) -> f32 {

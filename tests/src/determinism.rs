@@ -7,8 +7,8 @@ use crate::models::expected_unsupported;
 use crate::{test_models_dir, Backend};
 use ferrite_core::Model;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy;
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::host::npy;
 
 /// Runs per model.
 pub const RUNS: usize = 100;
@@ -62,7 +62,7 @@ pub fn run_all<B: Backend>(runs: usize) -> Result<usize, String> {
                 Ok(r) => r,
                 // A device that lacks an op of this model (the suites list which) has nothing
                 // to repeat.
-                Err(ferrite_tools::runner::RunError::Session {
+                Err(ferrite_tools::host::runner::RunError::Session {
                     kind: ferrite_hal::ErrorKind::Unsupported,
                     ..
                 }) => return Ok(()),

@@ -1,12 +1,12 @@
 //! Small models and arrays the device test files share.
 
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy::NpyArray;
-pub use ferrite_tools::onnx::build::gather_model;
-use ferrite_tools::onnx::build::{attr_int, ModelBuilder, D};
-use ferrite_tools::onnx::proto::data_type;
-use ferrite_tools::pack::{pack, PackOptions};
-use ferrite_tools::tensor::MAX_CONSTANT_ELEMENTS;
+pub use ferrite_tools::compile::onnx::build::gather_model;
+use ferrite_tools::compile::onnx::build::{attr_int, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::data_type;
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::compile::tensor::MAX_CONSTANT_ELEMENTS;
+use ferrite_tools::host::npy::NpyArray;
 
 /// `onnx` packed with default options, in aligned memory.
 pub fn packed(onnx: &[u8]) -> AlignedBytes {

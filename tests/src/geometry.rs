@@ -17,10 +17,12 @@
 use crate::Backend;
 use ferrite_core::Model;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::onnx::build::{attr_float, attr_int, attr_ints, attr_string, ModelBuilder, D};
-use ferrite_tools::onnx::proto::{data_type, TensorProto};
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::compile::onnx::build::{
+    attr_float, attr_int, attr_ints, attr_string, ModelBuilder, D,
+};
+use ferrite_tools::compile::onnx::proto::{data_type, TensorProto};
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::host::npy::NpyArray;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
 use std::collections::BTreeMap;
@@ -368,7 +370,7 @@ impl ConvCase {
             )?,
         ])
     }
-    fn attrs(&self) -> Vec<ferrite_tools::onnx::proto::AttributeProto> {
+    fn attrs(&self) -> Vec<ferrite_tools::compile::onnx::proto::AttributeProto> {
         let [pt, pl, pb, pr] = self.pads;
         vec![
             attr_ints("kernel_shape", &i64s(&self.kernel)),

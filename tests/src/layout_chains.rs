@@ -18,10 +18,10 @@ use crate::geometry::{self, Values};
 use ferrite_core::Model;
 use ferrite_cpu::CpuDevice;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::onnx::build::{attr_int, attr_ints, ModelBuilder};
-use ferrite_tools::onnx::proto::data_type;
-use ferrite_tools::pack::{pack, PackOptions};
-use ferrite_tools::runner::run_with;
+use ferrite_tools::compile::onnx::build::{attr_int, attr_ints, ModelBuilder};
+use ferrite_tools::compile::onnx::proto::data_type;
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::host::runner::run_with;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -224,7 +224,8 @@ fn run_chain(c: &Chain) -> Result<bool, TestCaseError> {
     let inputs = [geometry::f32_array(&shape, &x)];
     let blocked_device = CpuDevice::new();
     let blocked = blocked_device.program(&model).blocked_tensors() > 0;
-    let fail = |e: ferrite_tools::runner::RunError| TestCaseError::fail(format!("run failed: {e}"));
+    let fail =
+        |e: ferrite_tools::host::runner::RunError| TestCaseError::fail(format!("run failed: {e}"));
     let planar = run_with(
         &model,
         &inputs,

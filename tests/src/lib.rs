@@ -18,8 +18,8 @@ pub mod quantized;
 pub mod sklearn;
 
 use ferrite_core::{Model, Session};
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::runner::RunError;
+use ferrite_tools::host::npy::NpyArray;
+use ferrite_tools::host::runner::RunError;
 use std::cell::RefCell;
 use std::path::PathBuf;
 
@@ -54,7 +54,7 @@ impl Backend for Cpu {
     const NAME: &'static str = "cpu";
 
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
-        ferrite_tools::runner::run_cpu(model, inputs)
+        ferrite_tools::host::runner::run_cpu(model, inputs)
     }
 
     fn run_repeatedly(
@@ -63,7 +63,7 @@ impl Backend for Cpu {
         runs: usize,
     ) -> Result<Vec<Vec<NpyArray>>, RunError> {
         let device = ferrite_cpu::CpuDevice::new();
-        ferrite_tools::runner::run_repeatedly_with(model, inputs, device, runs)
+        ferrite_tools::host::runner::run_repeatedly_with(model, inputs, device, runs)
     }
 }
 
@@ -76,7 +76,7 @@ impl Backend for CpuDirect {
 
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
         let device = ferrite_cpu::CpuDevice::new().with_winograd(false);
-        ferrite_tools::runner::run_with(model, inputs, device)
+        ferrite_tools::host::runner::run_with(model, inputs, device)
     }
 
     fn run_repeatedly(
@@ -85,7 +85,7 @@ impl Backend for CpuDirect {
         runs: usize,
     ) -> Result<Vec<Vec<NpyArray>>, RunError> {
         let device = ferrite_cpu::CpuDevice::new().with_winograd(false);
-        ferrite_tools::runner::run_repeatedly_with(model, inputs, device, runs)
+        ferrite_tools::host::runner::run_repeatedly_with(model, inputs, device, runs)
     }
 }
 
@@ -99,7 +99,7 @@ impl Backend for CpuPlanar {
 
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
         let device = ferrite_cpu::CpuDevice::new().with_channel_blocking(false);
-        ferrite_tools::runner::run_with(model, inputs, device)
+        ferrite_tools::host::runner::run_with(model, inputs, device)
     }
 
     fn run_repeatedly(
@@ -108,7 +108,7 @@ impl Backend for CpuPlanar {
         runs: usize,
     ) -> Result<Vec<Vec<NpyArray>>, RunError> {
         let device = ferrite_cpu::CpuDevice::new().with_channel_blocking(false);
-        ferrite_tools::runner::run_repeatedly_with(model, inputs, device, runs)
+        ferrite_tools::host::runner::run_repeatedly_with(model, inputs, device, runs)
     }
 }
 
@@ -121,7 +121,7 @@ impl Backend for CpuUnfused {
 
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
         let device = ferrite_cpu::CpuDevice::new().with_fusion(false);
-        ferrite_tools::runner::run_with(model, inputs, device)
+        ferrite_tools::host::runner::run_with(model, inputs, device)
     }
 }
 
@@ -138,8 +138,8 @@ impl Backend for CpuThreads {
     const NAME: &'static str = "cpu";
 
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
-        let device = ferrite_tools::runner::cpu_device(Self::THREADS);
-        ferrite_tools::runner::run_with(model, inputs, device)
+        let device = ferrite_tools::host::runner::cpu_device(Self::THREADS);
+        ferrite_tools::host::runner::run_with(model, inputs, device)
     }
 
     fn run_repeatedly(
@@ -147,8 +147,8 @@ impl Backend for CpuThreads {
         inputs: &[NpyArray],
         runs: usize,
     ) -> Result<Vec<Vec<NpyArray>>, RunError> {
-        let device = ferrite_tools::runner::cpu_device(Self::THREADS);
-        ferrite_tools::runner::run_repeatedly_with(model, inputs, device, runs)
+        let device = ferrite_tools::host::runner::cpu_device(Self::THREADS);
+        ferrite_tools::host::runner::run_repeatedly_with(model, inputs, device, runs)
     }
 }
 
@@ -182,7 +182,7 @@ impl Backend for Vulkan {
     }
 
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
-        Vulkan::with(|d| ferrite_tools::runner::run_with(model, inputs, d))
+        Vulkan::with(|d| ferrite_tools::host::runner::run_with(model, inputs, d))
             .map_err(RunError::Device)?
     }
 
@@ -191,7 +191,7 @@ impl Backend for Vulkan {
         inputs: &[NpyArray],
         runs: usize,
     ) -> Result<Vec<Vec<NpyArray>>, RunError> {
-        Vulkan::with(|d| ferrite_tools::runner::run_repeatedly_with(model, inputs, d, runs))
+        Vulkan::with(|d| ferrite_tools::host::runner::run_repeatedly_with(model, inputs, d, runs))
             .map_err(RunError::Device)?
     }
 }
@@ -225,7 +225,7 @@ impl Backend for Cuda {
     }
 
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
-        Cuda::with(|d| ferrite_tools::runner::run_with(model, inputs, d))
+        Cuda::with(|d| ferrite_tools::host::runner::run_with(model, inputs, d))
             .map_err(RunError::Device)?
     }
 }
@@ -239,7 +239,7 @@ impl Backend for CudaEmulated {
 
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
         let mut device = ferrite_cuda::CudaDevice::emulated();
-        ferrite_tools::runner::run_with(model, inputs, &mut device)
+        ferrite_tools::host::runner::run_with(model, inputs, &mut device)
     }
 
     fn run_repeatedly(
@@ -248,7 +248,7 @@ impl Backend for CudaEmulated {
         runs: usize,
     ) -> Result<Vec<Vec<NpyArray>>, RunError> {
         let mut device = ferrite_cuda::CudaDevice::emulated();
-        ferrite_tools::runner::run_repeatedly_with(model, inputs, &mut device, runs)
+        ferrite_tools::host::runner::run_repeatedly_with(model, inputs, &mut device, runs)
     }
 }
 
@@ -259,15 +259,15 @@ impl Backend for QemuM4 {
     const NAME: &'static str = "qemu-m4";
 
     fn available() -> Result<(), String> {
-        match ferrite_tools::qemu::Board::M4.unavailable() {
+        match ferrite_tools::host::qemu::Board::M4.unavailable() {
             None => Ok(()),
             Some(why) => Err(why),
         }
     }
 
     fn run(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, RunError> {
-        let board = ferrite_tools::qemu::Board::M4;
-        Ok(ferrite_tools::qemu::run(board, model.as_bytes(), model, inputs, 1)?.outputs)
+        let board = ferrite_tools::host::qemu::Board::M4;
+        Ok(ferrite_tools::host::qemu::run(board, model.as_bytes(), model, inputs, 1)?.outputs)
     }
 
     /// The firmware runs the model `runs` times in one QEMU process and reports the last
@@ -278,9 +278,9 @@ impl Backend for QemuM4 {
         inputs: &[NpyArray],
         runs: usize,
     ) -> Result<Vec<Vec<NpyArray>>, RunError> {
-        let board = ferrite_tools::qemu::Board::M4;
-        let once = ferrite_tools::qemu::run(board, model.as_bytes(), model, inputs, 1)?;
-        let many = ferrite_tools::qemu::run(board, model.as_bytes(), model, inputs, runs)?;
+        let board = ferrite_tools::host::qemu::Board::M4;
+        let once = ferrite_tools::host::qemu::run(board, model.as_bytes(), model, inputs, 1)?;
+        let many = ferrite_tools::host::qemu::run(board, model.as_bytes(), model, inputs, runs)?;
         if many.instructions.windows(2).any(|w| w[0] != w[1]) {
             return Err(RunError::Input(format!(
                 "instruction counts differ between runs: {:?}",
@@ -322,7 +322,7 @@ pub fn unless_missing<B: Backend>(suite: &str, run: impl FnOnce()) {
 
 /// Runs through the core's session API directly (used by tests of the API itself).
 pub fn run_with_session(model: &Model<'_>, inputs: &[NpyArray]) -> Result<Vec<NpyArray>, String> {
-    let mut arena = ferrite_tools::runner::arena_for(model);
+    let mut arena = ferrite_tools::host::runner::arena_for(model);
     let mut session = Session::new(model, ferrite_cpu::CpuDevice::new(), arena.as_mut_bytes())
         .map_err(|e| e.to_string())?;
     for (i, a) in inputs.iter().enumerate() {

@@ -5,9 +5,9 @@ use crate::compare::{floats, relative_error};
 use crate::{test_models_dir, Backend};
 use ferrite_core::Model;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::ir::PlanGraph;
-use ferrite_tools::npy;
-use ferrite_tools::pack::{pack, PackOptions, Packed};
+use ferrite_tools::compile::ir::PlanGraph;
+use ferrite_tools::compile::pack::{pack, PackOptions, Packed};
+use ferrite_tools::host::npy;
 use std::path::Path;
 
 /// Largest accepted `max |ferrite - onnxruntime| / max |onnxruntime|`.
@@ -146,7 +146,7 @@ pub fn run_model<B: Backend>(
         npy::read(&dir.join(format!("{name}.output_0.npy"))).map_err(|e| e.to_string())?;
     let outputs = match B::run(&model, std::slice::from_ref(&input)) {
         Ok(o) => o,
-        Err(ferrite_tools::runner::RunError::Session {
+        Err(ferrite_tools::host::runner::RunError::Session {
             kind: ferrite_hal::ErrorKind::Unsupported,
             ..
         }) => return Err(format!("{name}: {UNSUPPORTED}")),

@@ -13,11 +13,11 @@ use crate::Backend;
 use ferrite_core::Model;
 use ferrite_hal::DType;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::onnx::proto::{ModelProto, TensorProto};
-use ferrite_tools::pack::{pack, PackOptions};
-use ferrite_tools::runner::RunError;
-use ferrite_tools::tensor::HostTensor;
+use ferrite_tools::compile::onnx::proto::{ModelProto, TensorProto};
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::compile::tensor::HostTensor;
+use ferrite_tools::host::npy::NpyArray;
+use ferrite_tools::host::runner::RunError;
 use ferrite_tools::PackError;
 use prost::Message;
 use std::collections::BTreeMap;
@@ -162,9 +162,10 @@ pub fn run_test<B: Backend>(dir: &Path) -> (Outcome, String) {
                             &value.bytes,
                         );
                         if let Some(t) = t {
-                            options
-                                .constants
-                                .push((name.clone(), ferrite_tools::pack::Constant::Array(t)));
+                            options.constants.push((
+                                name.clone(),
+                                ferrite_tools::compile::pack::Constant::Array(t),
+                            ));
                         }
                     }
                 }

@@ -15,10 +15,10 @@ use crate::geometry::{self, Values};
 use ferrite_core::Model;
 use ferrite_cpu::CpuDevice;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::onnx::build::{attr_float, attr_int, ModelBuilder};
-use ferrite_tools::onnx::proto::data_type;
-use ferrite_tools::pack::{pack, PackOptions};
-use ferrite_tools::runner::run_with;
+use ferrite_tools::compile::onnx::build::{attr_float, attr_int, ModelBuilder};
+use ferrite_tools::compile::onnx::proto::data_type;
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::host::runner::run_with;
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
 
@@ -219,7 +219,8 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
         )));
     }
     let inputs = [geometry::f32_array(&c.shape, &x)];
-    let fail = |e: ferrite_tools::runner::RunError| TestCaseError::fail(format!("run failed: {e}"));
+    let fail =
+        |e: ferrite_tools::host::runner::RunError| TestCaseError::fail(format!("run failed: {e}"));
     let one_step = run_with(&model, &inputs, CpuDevice::new()).map_err(fail)?;
     let by_steps = run_with(&model, &inputs, CpuDevice::new().with_fusion(false)).map_err(fail)?;
     if one_step != by_steps {

@@ -12,9 +12,9 @@ use crate::models::check_no_overlap;
 use crate::{test_models_dir, Backend};
 use ferrite_core::Model;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy;
-use ferrite_tools::pack::PackOptions;
-use ferrite_tools::ptq::{self, Settings};
+use ferrite_tools::compile::pack::PackOptions;
+use ferrite_tools::compile::ptq::{self, Settings};
+use ferrite_tools::host::npy;
 
 /// Least accepted SQNR of an int8 model's output against the float model's, in dB.
 pub const MIN_SQNR_DB: f64 = 25.0;

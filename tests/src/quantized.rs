@@ -29,8 +29,8 @@ use crate::models::check_no_overlap;
 use crate::{test_models_dir, Backend};
 use ferrite_core::Model;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy;
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::host::npy;
 
 /// Fraction of output elements that must be within one quantization step.
 pub const WITHIN_ONE_STEP: f64 = 0.99;

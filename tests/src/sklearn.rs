@@ -6,8 +6,8 @@ use crate::compare::allclose;
 use crate::{test_models_dir, Backend};
 use ferrite_core::Model;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy;
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::host::npy;
 
 /// Elementwise bound on probabilities and regression values (`atol + RTOL·|expected|`).
 pub const RTOL: f32 = 1e-5;

@@ -64,7 +64,7 @@ fn each_int8_layer_matches_the_definition_on_cpu() {
 #[test]
 fn quantized_by_ferrite_tracks_float_on_cpu() {
     use ferrite_tests::ptq::{run_all, FLOAT_MODELS};
-    use ferrite_tools::ptq::Method;
+    use ferrite_tools::compile::ptq::Method;
     match run_all::<Cpu>(&FLOAT_MODELS, Method::MinMax) {
         Ok(results) => assert_eq!(results.len(), FLOAT_MODELS.len()),
         Err(e) => panic!("{e}"),
@@ -76,7 +76,7 @@ fn quantized_by_ferrite_tracks_float_on_cpu() {
         }
     }
     // Bias correction, on every model (the same bounds, on the held-out input).
-    let settings = ferrite_tools::ptq::Settings {
+    let settings = ferrite_tools::compile::ptq::Settings {
         method: Method::MinMax,
         bias_correction: true,
     };

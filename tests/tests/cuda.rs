@@ -16,8 +16,8 @@ use ferrite_tests::{
     models, node_tests, unless_missing, workspace_root, Backend, Cpu, Cuda, CudaEmulated,
 };
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::pack::pack;
+use ferrite_tools::compile::pack::pack;
+use ferrite_tools::host::npy::NpyArray;
 use std::time::Duration;
 
 #[test]
@@ -85,7 +85,7 @@ fn onnx_node_tests_on_a_gpu() {
 fn a_gather_index_out_of_range_is_invalid_input_and_the_session_recovers(device: CudaDevice) {
     let bytes = packed(&gather_model());
     let model = Model::load(bytes.as_bytes()).expect("load");
-    let mut arena = ferrite_tools::runner::arena_for(&model);
+    let mut arena = ferrite_tools::host::runner::arena_for(&model);
     let mut session = Session::new(&model, device, arena.as_mut_bytes()).expect("session");
     for bad in [4i64, -5, i64::MAX, 1 << 32] {
         session.set_input(0, &i64_array(&[0, bad]).bytes).unwrap();
@@ -118,7 +118,7 @@ fn gpu_gather_index_out_of_range() {
 
 #[test]
 fn a_host_arena_shorter_than_the_plan_is_refused() {
-    let bytes = packed(&ferrite_tools::onnx::build::tiny_mlp());
+    let bytes = packed(&ferrite_tools::compile::onnx::build::tiny_mlp());
     let model = Model::load(bytes.as_bytes()).expect("load");
     let mut device = CudaDevice::emulated();
     let mut program = device.prepare(&model).expect("prepare");
@@ -134,7 +134,7 @@ fn a_model_with_ops_the_device_lacks_is_refused_naming_every_one() {
     let onnx = byte_movement_model();
     let bytes = packed(&onnx);
     let model = Model::load(bytes.as_bytes()).expect("load");
-    let mut arena = ferrite_tools::runner::arena_for(&model);
+    let mut arena = ferrite_tools::host::runner::arena_for(&model);
     match Session::new(&model, CudaDevice::emulated(), arena.as_mut_bytes()) {
         Err(e) => {
             assert_eq!(e.kind(), ErrorKind::Unsupported);
@@ -148,11 +148,11 @@ fn a_model_with_ops_the_device_lacks_is_refused_naming_every_one() {
 
 #[test]
 fn a_session_replays_with_new_inputs() {
-    let bytes = packed(&ferrite_tools::onnx::build::tiny_mlp());
+    let bytes = packed(&ferrite_tools::compile::onnx::build::tiny_mlp());
     let model = Model::load(bytes.as_bytes()).expect("load");
     let info = model.input(0).unwrap();
     let shape = info.desc.shape.dims().to_vec();
-    let mut arena = ferrite_tools::runner::arena_for(&model);
+    let mut arena = ferrite_tools::host::runner::arena_for(&model);
     let mut session =
         Session::new(&model, CudaDevice::emulated(), arena.as_mut_bytes()).expect("session");
     for seed in 0..5 {
@@ -206,9 +206,10 @@ fn a_gpu_timeout_is_reported_and_the_next_run_recovers() {
         let onnx = std::fs::read(dir.join(format!("{name}.onnx"))).expect("model");
         let bytes = AlignedBytes::from(&pack(&onnx, &options).expect("pack").bytes[..]);
         let model = Model::load(bytes.as_bytes()).expect("load");
-        let input = ferrite_tools::npy::read(&dir.join(format!("{name}.input_0.npy"))).unwrap();
+        let input =
+            ferrite_tools::host::npy::read(&dir.join(format!("{name}.input_0.npy"))).unwrap();
         let expected = Cpu::run(&model, std::slice::from_ref(&input)).expect("cpu");
-        let mut arena = ferrite_tools::runner::arena_for(&model);
+        let mut arena = ferrite_tools::host::runner::arena_for(&model);
         let device = CudaDevice::new().expect("device");
         let mut session = Session::new(&model, device, arena.as_mut_bytes()).expect("session");
         session.device_mut().set_timeout(Duration::ZERO);

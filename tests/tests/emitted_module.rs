@@ -66,8 +66,8 @@ fn a_device_selected_by_the_emitted_ops_runs_its_model_and_refuses_others() {
         scores::<{ ferrite_hal::ALL_OPS }>(&model, &image)
     );
 
-    use ferrite_tools::onnx::build::{ModelBuilder, D};
-    use ferrite_tools::onnx::proto::data_type;
+    use ferrite_tools::compile::onnx::build::{ModelBuilder, D};
+    use ferrite_tools::compile::onnx::proto::data_type;
     let onnx = ModelBuilder::new(13)
         .input("x", data_type::FLOAT, &[D::N(1), D::N(1), D::N(4), D::N(4)])
         .init_f32("w", &[1, 1, 3, 3], &[0.5; 9])

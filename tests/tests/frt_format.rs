@@ -6,8 +6,8 @@ use ferrite_core::{Error, FormatErrorKind as K, Model, Session};
 use ferrite_cpu::CpuDevice;
 use ferrite_hal::{Capabilities, DType, Device, ErrorKind, Location, OpKind, OpSet, Plan};
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::onnx::build::{border_quantized_model, tiny_mlp};
-use ferrite_tools::pack::{pack, PackOptions, Packed};
+use ferrite_tools::compile::onnx::build::{border_quantized_model, tiny_mlp};
+use ferrite_tools::compile::pack::{pack, PackOptions, Packed};
 
 fn packed() -> Packed {
     pack(&tiny_mlp(), &PackOptions::default()).expect("tiny model packs")
@@ -374,8 +374,8 @@ fn include_model_is_aligned() {
 /// A small model touching many kernels: Conv (im2col and depthwise), MaxPool, Pad, Slice,
 /// Transpose, Concat, Gather, ReduceMean, Gemm.
 fn many_ops_model() -> Vec<u8> {
-    use ferrite_tools::onnx::build::{attr_int, attr_ints, attr_string, ModelBuilder, D};
-    use ferrite_tools::onnx::proto::data_type::FLOAT;
+    use ferrite_tools::compile::onnx::build::{attr_int, attr_ints, attr_string, ModelBuilder, D};
+    use ferrite_tools::compile::onnx::proto::data_type::FLOAT;
     let w: Vec<f32> = (0..4 * 2 * 9).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect();
     let dw: Vec<f32> = (0..4 * 9).map(|i| (i % 5) as f32 * 0.2 - 0.4).collect();
     ModelBuilder::new(18)
@@ -463,8 +463,8 @@ fn many_ops_model() -> Vec<u8> {
 /// A model of the issue-6 ops with run-time data in their indices: LSTM, Resize, Cast,
 /// integer Mod, GatherElements and ScatterND on a run-time index input, TopK, CumSum, Einsum.
 fn breadth_ops_model() -> Vec<u8> {
-    use ferrite_tools::onnx::build::{attr_int, attr_string, ModelBuilder, D};
-    use ferrite_tools::onnx::proto::data_type::{FLOAT, INT64};
+    use ferrite_tools::compile::onnx::build::{attr_int, attr_string, ModelBuilder, D};
+    use ferrite_tools::compile::onnx::proto::data_type::{FLOAT, INT64};
     let w: Vec<f32> = (0..8 * 3).map(|i| (i % 5) as f32 * 0.1 - 0.2).collect();
     let r: Vec<f32> = (0..8 * 2).map(|i| (i % 3) as f32 * 0.1 - 0.1).collect();
     ModelBuilder::new(17)
@@ -610,9 +610,9 @@ fn many_ops_model_runs_and_survives_every_byte_corruption() {
 
 /// A 3×3 convolution quantized to int8 by post-training quantization: one QConv step.
 fn quantized_conv() -> Packed {
-    use ferrite_tools::npy::NpyArray;
-    use ferrite_tools::onnx::build::{attr_ints, ModelBuilder, D};
-    use ferrite_tools::onnx::proto::data_type;
+    use ferrite_tools::compile::onnx::build::{attr_ints, ModelBuilder, D};
+    use ferrite_tools::compile::onnx::proto::data_type;
+    use ferrite_tools::host::npy::NpyArray;
     let w: Vec<f32> = (0..4 * 2 * 9).map(|i| (i % 7) as f32 * 0.1 - 0.3).collect();
     let onnx = ModelBuilder::new(13)
         .input("x", data_type::FLOAT, &[D::N(1), D::N(2), D::N(6), D::N(6)])
@@ -626,7 +626,8 @@ fn quantized_conv() -> Packed {
         )
         .output("y")
         .encode();
-    let (plan, passes) = ferrite_tools::pack::to_plan(&onnx, &PackOptions::default()).unwrap();
+    let (plan, passes) =
+        ferrite_tools::compile::pack::to_plan(&onnx, &PackOptions::default()).unwrap();
     let sample = NpyArray {
         dtype: DType::F32,
         shape: vec![1, 2, 6, 6],
@@ -634,10 +635,15 @@ fn quantized_conv() -> Packed {
             .flat_map(|i| (i as f32 * 0.05 - 1.0).to_le_bytes())
             .collect(),
     };
-    let method = ferrite_tools::ptq::Method::MinMax;
-    let (int8, _) =
-        ferrite_tools::ptq::quantize_plan(plan, passes, &[vec![sample]], method, &mut |_, _, _| {})
-            .unwrap();
+    let method = ferrite_tools::compile::ptq::Method::MinMax;
+    let (int8, _) = ferrite_tools::compile::ptq::quantize_plan(
+        plan,
+        passes,
+        &[vec![sample]],
+        method,
+        &mut |_, _, _| {},
+    )
+    .unwrap();
     assert!(
         int8.report.ops.contains_key("QConv"),
         "{:?}",
@@ -706,8 +712,8 @@ fn an_int8_step_with_sixteen_bit_zero_points_is_refused() {
 /// B's type) is refused at load: the kernel indexes zero points by row and column.
 #[test]
 fn an_integer_matmul_with_swapped_zero_points_is_refused() {
-    use ferrite_tools::onnx::build::{ModelBuilder, D};
-    use ferrite_tools::onnx::proto::{data_type, TensorProto};
+    use ferrite_tools::compile::onnx::build::{ModelBuilder, D};
+    use ferrite_tools::compile::onnx::proto::{data_type, TensorProto};
     let onnx = ModelBuilder::new(13)
         .input("a", data_type::UINT8, &[D::N(2), D::N(3)])
         .input("za", data_type::UINT8, &[])
@@ -756,8 +762,8 @@ fn an_integer_matmul_with_swapped_zero_points_is_refused() {
 /// refused at load: kernels inline only the fusable activations.
 #[test]
 fn an_unfusable_fused_activation_is_refused() {
-    use ferrite_tools::onnx::build::{ModelBuilder, D};
-    use ferrite_tools::onnx::proto::data_type;
+    use ferrite_tools::compile::onnx::build::{ModelBuilder, D};
+    use ferrite_tools::compile::onnx::proto::data_type;
     let onnx = ModelBuilder::new(13)
         .input("x", data_type::FLOAT, &[D::N(1), D::N(1), D::N(4), D::N(4)])
         .init_f32("w", &[2, 1, 3, 3], &[0.25; 18])
@@ -789,8 +795,8 @@ fn an_unfusable_fused_activation_is_refused() {
 fn a_build_selecting_other_binary_ops_refuses_the_model() {
     use ferrite_hal::op::BinaryOp;
     use ferrite_hal::{op_mask, selection, with_binary_ops, Selection};
-    use ferrite_tools::onnx::build::{ModelBuilder, D};
-    use ferrite_tools::onnx::proto::data_type::FLOAT;
+    use ferrite_tools::compile::onnx::build::{ModelBuilder, D};
+    use ferrite_tools::compile::onnx::proto::data_type::FLOAT;
     let onnx = ModelBuilder::new(13)
         .input("a", FLOAT, &[D::N(2), D::N(3)])
         .input("b", FLOAT, &[D::N(1), D::N(3)])

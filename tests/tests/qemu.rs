@@ -12,11 +12,11 @@ use ferrite_core::Model;
 use ferrite_tests::compare::relative_error;
 use ferrite_tests::{models, node_tests, unless_missing, workspace_root, Backend, Cpu, QemuM4};
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::onnx::build::{tiny_mlp, ModelBuilder, D};
-use ferrite_tools::onnx::proto::data_type;
-use ferrite_tools::pack::{pack, PackOptions};
-use ferrite_tools::qemu::{self, Board};
+use ferrite_tools::compile::onnx::build::{tiny_mlp, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::data_type;
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::host::npy::NpyArray;
+use ferrite_tools::host::qemu::{self, Board};
 
 fn floats(a: &NpyArray) -> Vec<f32> {
     ferrite_tests::compare::floats(a)
@@ -259,7 +259,7 @@ fn the_m0_firmware_refuses_a_model_other_than_its_own() {
 fn per_model_matches_every_kernel(bytes: &AlignedBytes, input: NpyArray) -> qemu::QemuRun {
     let model = Model::load(bytes.as_bytes()).expect("load");
     let inputs = [input];
-    let elf = ferrite_tools::firmware::model_firmware(bytes.as_bytes(), &model)
+    let elf = ferrite_tools::host::firmware::model_firmware(bytes.as_bytes(), &model)
         .unwrap_or_else(|e| panic!("{e}"));
     let own = qemu::run_firmware(Board::M4, &elf, bytes.as_bytes(), &model, &inputs, 2)
         .unwrap_or_else(|e| panic!("per-model firmware: {e}"));
@@ -289,8 +289,8 @@ fn a_per_model_firmware_runs_its_model_as_the_every_kernel_one_does() {
         let int8_model = Model::load(int8.as_bytes()).expect("load");
         per_model_matches_every_kernel(&int8, f32_input(&int8_model));
         // It runs its own model only.
-        let elf =
-            ferrite_tools::firmware::model_firmware(digits.as_bytes(), &model).expect("built");
+        let elf = ferrite_tools::host::firmware::model_firmware(digits.as_bytes(), &model)
+            .expect("built");
         let other = packed(&tiny_mlp());
         let other_model = Model::load(other.as_bytes()).expect("load");
         let err = qemu::run_firmware(
@@ -364,7 +364,7 @@ fn each_int8_layer_matches_the_definition_on_qemu_m4() {
 fn quantized_by_ferrite_tracks_float_on_qemu_m4() {
     use ferrite_tests::ptq::{run_all, FLOAT_MODELS};
     unless_missing::<QemuM4>("qemu-m4 --quantize int8 models", || {
-        match run_all::<QemuM4>(&FLOAT_MODELS, ferrite_tools::ptq::Method::MinMax) {
+        match run_all::<QemuM4>(&FLOAT_MODELS, ferrite_tools::compile::ptq::Method::MinMax) {
             Ok(results) => assert_eq!(results.len(), FLOAT_MODELS.len()),
             Err(e) => panic!("{e}"),
         }
@@ -408,8 +408,8 @@ enum Output {
 /// Quantize → Dequantize with `n` outputs: everything but the integer op is elementwise and
 /// exact, so any difference between devices would come from its kernel.
 fn int8_model(op: IntegerOp, n: usize, output: Output) -> Vec<u8> {
-    use ferrite_tools::onnx::build::{attr_int, attr_ints};
-    use ferrite_tools::onnx::proto::TensorProto;
+    use ferrite_tools::compile::onnx::build::{attr_int, attr_ints};
+    use ferrite_tools::compile::onnx::proto::TensorProto;
     let ints = |name: &str, dtype: i32, dims: &[i64], values: Vec<i32>| TensorProto {
         name: name.into(),
         dims: dims.to_vec(),

@@ -4,8 +4,8 @@
 
 use ferrite_core::{include_model, Arena, Model, Session};
 use ferrite_cpu::{CpuDevice, CpuError};
-use ferrite_tools::npy;
-use ferrite_tools::tensor::HostTensor;
+use ferrite_tools::compile::tensor::HostTensor;
+use ferrite_tools::host::npy;
 
 fn classify(image: &[f32; 64]) -> Result<usize, ferrite_core::Error<CpuError>> {
     let model = Model::load(include_model!(concat!(env!("OUT_DIR"), "/digits.frt")))?;

@@ -12,8 +12,8 @@ use ferrite_tests::fixtures::{
 };
 use ferrite_tests::{models, node_tests, unless_missing, workspace_root, Backend, Cpu, Vulkan};
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::pack::pack;
+use ferrite_tools::compile::pack::pack;
+use ferrite_tools::host::npy::NpyArray;
 use ferrite_vulkan::{Options, VulkanDevice, VulkanError};
 use std::time::Duration;
 
@@ -135,10 +135,11 @@ fn a_fence_timeout_is_reported_and_the_next_run_recovers() {
         let onnx = std::fs::read(dir.join(format!("{name}.onnx"))).expect("model");
         let bytes = AlignedBytes::from(&pack(&onnx, &options).expect("pack").bytes[..]);
         let model = Model::load(bytes.as_bytes()).expect("load");
-        let input = ferrite_tools::npy::read(&dir.join(format!("{name}.input_0.npy"))).unwrap();
+        let input =
+            ferrite_tools::host::npy::read(&dir.join(format!("{name}.input_0.npy"))).unwrap();
         let expected = Cpu::run(&model, std::slice::from_ref(&input)).expect("cpu");
 
-        let mut arena = ferrite_tools::runner::arena_for(&model);
+        let mut arena = ferrite_tools::host::runner::arena_for(&model);
         let device = VulkanDevice::new().expect("device");
         let mut session = Session::new(&model, device, arena.as_mut_bytes()).expect("session");
         // ResNet-8 takes milliseconds on lavapipe; a zero timeout expires before it finishes.
@@ -160,7 +161,7 @@ fn a_gather_index_out_of_range_is_invalid_input_and_the_session_recovers() {
     unless_missing::<Vulkan>("gather index", || {
         let bytes = packed(&gather_model());
         let model = Model::load(bytes.as_bytes()).expect("load");
-        let mut arena = ferrite_tools::runner::arena_for(&model);
+        let mut arena = ferrite_tools::host::runner::arena_for(&model);
         let device = VulkanDevice::new().expect("device");
         let mut session = Session::new(&model, device, arena.as_mut_bytes()).expect("session");
         for bad in [4i64, -5, i64::MAX, 1 << 32] {
@@ -186,7 +187,7 @@ fn a_model_with_ops_the_device_lacks_is_refused_naming_every_one() {
         let onnx = byte_movement_model();
         let bytes = packed(&onnx);
         let model = Model::load(bytes.as_bytes()).expect("load");
-        let mut arena = ferrite_tools::runner::arena_for(&model);
+        let mut arena = ferrite_tools::host::runner::arena_for(&model);
         let device = VulkanDevice::new().expect("device");
         match Session::new(&model, device, arena.as_mut_bytes()) {
             Err(e) => {
@@ -219,11 +220,11 @@ fn a_model_with_ops_the_device_lacks_is_refused_naming_every_one() {
 #[test]
 fn a_session_replays_with_new_inputs() {
     unless_missing::<Vulkan>("replay", || {
-        let bytes = packed(&ferrite_tools::onnx::build::tiny_mlp());
+        let bytes = packed(&ferrite_tools::compile::onnx::build::tiny_mlp());
         let model = Model::load(bytes.as_bytes()).expect("load");
         let info = model.input(0).unwrap();
         let shape = info.desc.shape.dims().to_vec();
-        let mut arena = ferrite_tools::runner::arena_for(&model);
+        let mut arena = ferrite_tools::host::runner::arena_for(&model);
         let device = VulkanDevice::new().expect("device");
         let mut session = Session::new(&model, device, arena.as_mut_bytes()).expect("session");
         let stats = session.program().stats();
@@ -267,15 +268,20 @@ fn the_validation_layer_reports_nothing() {
             let onnx = std::fs::read(dir.join(format!("{name}.onnx"))).expect("model");
             let bytes = AlignedBytes::from(&pack(&onnx, &options).expect("pack").bytes[..]);
             let model = Model::load(bytes.as_bytes()).expect("load");
-            let input = ferrite_tools::npy::read(&dir.join(format!("{name}.input_0.npy"))).unwrap();
+            let input =
+                ferrite_tools::host::npy::read(&dir.join(format!("{name}.input_0.npy"))).unwrap();
             for _ in 0..2 {
-                ferrite_tools::runner::run_with(&model, std::slice::from_ref(&input), &mut device)
-                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                ferrite_tools::host::runner::run_with(
+                    &model,
+                    std::slice::from_ref(&input),
+                    &mut device,
+                )
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
             }
         }
         let bytes = packed(&gather_model());
         let model = Model::load(bytes.as_bytes()).expect("load");
-        let _ = ferrite_tools::runner::run_with(&model, &[i64_array(&[7, 1])], &mut device);
+        let _ = ferrite_tools::host::runner::run_with(&model, &[i64_array(&[7, 1])], &mut device);
         let log = device.validation_log();
         let messages = device.validation_messages();
         assert!(

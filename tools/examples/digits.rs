@@ -8,9 +8,9 @@ use ferrite_core::{Model, Session};
 use ferrite_cpu::CpuDevice;
 use ferrite_hal::Device;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy;
-use ferrite_tools::runner::DeviceSpec;
-use ferrite_tools::tensor::HostTensor;
+use ferrite_tools::compile::tensor::HostTensor;
+use ferrite_tools::host::npy;
+use ferrite_tools::host::runner::DeviceSpec;
 use std::path::Path;
 use std::time::Instant;
 
@@ -53,11 +53,11 @@ fn main() -> Result<(), String> {
         DeviceSpec::Cpu { threads } => classify(&args, CpuDevice::new().with_threads(threads)),
         DeviceSpec::Vulkan(i) => classify(
             &args,
-            ferrite_tools::runner::open_vulkan(i).map_err(|e| e.to_string())?,
+            ferrite_tools::host::runner::open_vulkan(i).map_err(|e| e.to_string())?,
         ),
         DeviceSpec::Cuda(i) => classify(
             &args,
-            ferrite_tools::runner::open_cuda(i).map_err(|e| e.to_string())?,
+            ferrite_tools::host::runner::open_cuda(i).map_err(|e| e.to_string())?,
         ),
         DeviceSpec::Qemu(board) => classify_on_qemu(&args, board, bytes.as_bytes()),
     }
@@ -67,18 +67,18 @@ fn main() -> Result<(), String> {
 /// reports instructions per inference instead of latency.
 fn classify_on_qemu(
     a: &Classify<'_>,
-    board: ferrite_tools::qemu::Board,
+    board: ferrite_tools::host::qemu::Board,
     bytes: &[u8],
 ) -> Result<(), String> {
     let info = a.model.input(0).ok_or("model has no input")?;
     let (mut correct, mut agree, mut instructions) = (0, 0, 0);
     for (i, image) in a.images.chunks_exact(a.image_bytes).enumerate() {
-        let input = ferrite_tools::npy::NpyArray {
+        let input = ferrite_tools::host::npy::NpyArray {
             dtype: info.desc.dtype,
             shape: info.desc.shape.dims().to_vec(),
             bytes: image.to_vec(),
         };
-        let run = ferrite_tools::qemu::run(board, bytes, a.model, &[input], 1)
+        let run = ferrite_tools::host::qemu::run(board, bytes, a.model, &[input], 1)
             .map_err(|e| e.to_string())?;
         instructions = run.instructions.first().copied().unwrap_or(0);
         let scores: Vec<f32> = run.outputs[0]

@@ -52,9 +52,9 @@ fn run_bounded(model: &Model<'_>) {
 /// ONNX bytes: import, check and pack with default options; a packed model is loaded and run as
 /// [`frt`] does.
 pub fn onnx(data: &[u8]) {
-    let options = crate::pack::PackOptions::default();
-    let _ = crate::pack::check(data, &options);
-    let Ok(packed) = crate::pack::pack(data, &options) else {
+    let options = crate::compile::pack::PackOptions::default();
+    let _ = crate::compile::pack::check(data, &options);
+    let Ok(packed) = crate::compile::pack::pack(data, &options) else {
         return;
     };
     let bytes = AlignedBytes::from(&packed.bytes[..]);
@@ -67,10 +67,10 @@ pub fn onnx(data: &[u8]) {
 
 /// `.npy` bytes: parse; a parsed array is written back and parsed again to the same array.
 pub fn npy(data: &[u8]) {
-    let Ok(array) = crate::npy::from_bytes(data, "fuzz.npy") else {
+    let Ok(array) = crate::host::npy::from_bytes(data, "fuzz.npy") else {
         return;
     };
-    let again = crate::npy::from_bytes(&crate::npy::to_bytes(&array), "again.npy");
+    let again = crate::host::npy::from_bytes(&crate::host::npy::to_bytes(&array), "again.npy");
     match again {
         Ok(a) if a == array => {}
         // bfloat16 has no numpy name of its own: written as raw 2-byte values, read back as such.

@@ -1,35 +1,18 @@
 //! # ferrite-tools
 //!
-//! Everything Ferrite does on the desktop, before a model reaches a device: ONNX import
-//! ([`onnx`]), lowering with shape inference and constant folding ([`lower`]), graph passes
-//! ([`passes`]), memory planning ([`planner`]), the `.frt` writer ([`writer`]), and the helpers
-//! behind the `ferrite` CLI (running, `.npy` I/O).
+//! Everything Ferrite does on the desktop, in two layers: [`compile`] turns an ONNX model into a
+//! `.frt` (import, lowering with shape inference and constant folding, graph passes,
+//! quantization, memory planning, the writer and the emitted Rust/C modules), and [`host`] runs
+//! packed models on this machine's devices and QEMU firmware (runner, benchmarks, per-model
+//! firmware, `.npy` and file I/O, the plan's view). The `ferrite` CLI (`src/main.rs` and
+//! `src/cli/`) parses arguments and calls them; Python and C call the same functions.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod aligned;
-pub mod bench;
-pub mod emit;
-pub mod error;
-pub mod files;
-pub mod firmware;
-pub mod fold;
+pub mod compile;
 pub mod fuzzing;
-pub mod ir;
-pub mod lower;
-pub mod npy;
-pub mod onnx;
-pub mod pack;
-pub mod passes;
-pub mod plan_view;
-pub mod planner;
-pub mod ptq;
-pub mod qemu;
-pub mod quantize;
-pub mod runner;
-pub mod strip;
-pub mod tensor;
-pub mod writer;
+pub mod host;
 
-pub use error::PackError;
-pub use pack::{pack, PackOptions, Packed};
+pub use compile::error::PackError;
+pub use compile::pack::{pack, PackOptions, Packed};

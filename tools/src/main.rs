@@ -7,12 +7,12 @@ use clap::{Parser, Subcommand};
 use ferrite_core::Model;
 use ferrite_hal::{Location, Plan};
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::files;
-use ferrite_tools::npy::{self, NpyArray};
-use ferrite_tools::pack::{self, op_label, parse_input_shape, Constant, PackOptions};
-use ferrite_tools::plan_view;
-use ferrite_tools::ptq;
-use ferrite_tools::runner::{self, DeviceSpec, RunError};
+use ferrite_tools::compile::pack::{self, op_label, parse_input_shape, Constant, PackOptions};
+use ferrite_tools::compile::ptq;
+use ferrite_tools::host::files;
+use ferrite_tools::host::npy::{self, NpyArray};
+use ferrite_tools::host::plan_view;
+use ferrite_tools::host::runner::{self, DeviceSpec, RunError};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -187,8 +187,10 @@ impl PlanArgs {
             })?;
             let value = Constant::parse(text, |file| {
                 let a = npy::read(Path::new(file)).map_err(|e| e.to_string())?;
-                ferrite_tools::tensor::HostTensor::from_le_bytes(a.dtype, a.shape, &a.bytes)
-                    .ok_or_else(|| format!("{file}: the array is too large"))
+                ferrite_tools::compile::tensor::HostTensor::from_le_bytes(
+                    a.dtype, a.shape, &a.bytes,
+                )
+                .ok_or_else(|| format!("{file}: the array is too large"))
             })?;
             constants.push((name.to_string(), value));
         }
@@ -334,7 +336,7 @@ fn cmd_devices() -> CliResult {
         }
         Err(e) => println!("cuda       unavailable: {e}"),
     }
-    for board in ferrite_tools::qemu::Board::ALL {
+    for board in ferrite_tools::host::qemu::Board::ALL {
         match board.unavailable() {
             None => println!(
                 "{:<10} Ferrite firmware on {}{}",
@@ -477,7 +479,7 @@ fn cmd_pack(
     // `--emit rust`: OUT's stem as a Rust module name (`my-model.v2.frt` -> `my_model_v2.rs`).
     let rust_module = output.with_file_name(format!(
         "{}.rs",
-        ferrite_tools::emit::c_identifier(
+        ferrite_tools::compile::emit::c_identifier(
             &output.file_stem().unwrap_or_default().to_string_lossy()
         )
         .to_ascii_lowercase()
@@ -487,7 +489,7 @@ fn cmd_pack(
     }
     // `--emit c`: the C identifier the files and symbols take, and the two files beside OUT.
     let c_files = emit_c.then(|| {
-        let id = ferrite_tools::emit::c_identifier(
+        let id = ferrite_tools::compile::emit::c_identifier(
             &output.file_stem().unwrap_or_default().to_string_lossy(),
         );
         let dir = output.parent().unwrap_or(Path::new(""));
@@ -497,7 +499,7 @@ fn cmd_pack(
     for path in c_files.iter().flat_map(|(_, paths)| paths) {
         files::check_not_input(path, &[input]).map_err(|e| e.to_string())?;
     }
-    let names_file = ferrite_tools::strip::side_file(output);
+    let names_file = ferrite_tools::compile::strip::side_file(output);
     if strip_names {
         files::check_not_input(&names_file, &[input]).map_err(|e| e.to_string())?;
     }
@@ -529,7 +531,7 @@ fn cmd_pack(
     let named_bytes = packed.bytes.len();
     if strip_names {
         let (stripped, names) =
-            ferrite_tools::strip::strip_names(&packed.bytes).map_err(|e| e.to_string())?;
+            ferrite_tools::compile::strip::strip_names(&packed.bytes).map_err(|e| e.to_string())?;
         let json =
             serde_json::to_vec_pretty(&names.to_json(&stripped)).map_err(|e| e.to_string())?;
         files::write_atomic(&names_file, &json, &[input]).map_err(|e| e.to_string())?;
@@ -546,7 +548,7 @@ fn cmd_pack(
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default()
         };
-        let text = ferrite_tools::emit::rust_module(&model, &name(output), &name(input));
+        let text = ferrite_tools::compile::emit::rust_module(&model, &name(output), &name(input));
         files::write_atomic(&module, text.as_bytes(), &[input, output])
             .map_err(|e| e.to_string())?;
         println!(
@@ -562,7 +564,7 @@ fn cmd_pack(
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let (header, code) = ferrite_tools::emit::c_module(&model, id, &source);
+        let (header, code) = ferrite_tools::compile::emit::c_module(&model, id, &source);
         for (path, text) in [(h_path, header), (c_path, code)] {
             files::write_atomic(path, text.as_bytes(), &[input, output])
                 .map_err(|e| e.to_string())?;
@@ -723,7 +725,7 @@ fn shapes_from_arrays(
     options: &mut PackOptions,
     args: &[String],
 ) -> Result<(), String> {
-    let graph = ferrite_tools::onnx::import(onnx).map_err(|e| e.to_string())?;
+    let graph = ferrite_tools::compile::onnx::import(onnx).map_err(|e| e.to_string())?;
     let names: Vec<&str> = graph
         .inputs
         .iter()
@@ -830,15 +832,15 @@ fn cmd_run(
 /// The names `inspect` shows: the file's own, else those of a `--strip-names` side file that
 /// belongs to this model, else `#INDEX`.
 struct ShownNames {
-    side: Option<ferrite_tools::strip::Names>,
+    side: Option<ferrite_tools::compile::strip::Names>,
 }
 
 impl ShownNames {
     fn for_model(model_path: &Path, bytes: &[u8]) -> ShownNames {
-        let side = std::fs::read(ferrite_tools::strip::side_file(model_path))
+        let side = std::fs::read(ferrite_tools::compile::strip::side_file(model_path))
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
-            .and_then(|json| ferrite_tools::strip::Names::from_json(&json, bytes));
+            .and_then(|json| ferrite_tools::compile::strip::Names::from_json(&json, bytes));
         ShownNames { side }
     }
 
@@ -855,7 +857,7 @@ impl ShownNames {
     fn pick(
         &self,
         stored: &str,
-        side: impl Fn(&ferrite_tools::strip::Names) -> Option<&String>,
+        side: impl Fn(&ferrite_tools::compile::strip::Names) -> Option<&String>,
     ) -> Option<String> {
         if !stored.is_empty() {
             return Some(stored.to_string());
@@ -870,7 +872,7 @@ impl ShownNames {
 
 fn cmd_inspect(model_path: &Path, as_json: bool, plot: Option<&Path>) -> CliResult {
     let raw = read(model_path)?;
-    if !is_packed(model_path, &raw) && ferrite_tools::onnx::import(&raw).is_ok() {
+    if !is_packed(model_path, &raw) && ferrite_tools::compile::onnx::import(&raw).is_ok() {
         return Err(format!(
             "{path} is an ONNX model, not a packed one: `ferrite pack {path} -o MODEL.frt` packs it (`ferrite check {path}` lists what Ferrite cannot run)",
             path = model_path.display()
@@ -1098,14 +1100,14 @@ fn cmd_bench(
         read_inputs(&model, inputs)?
     };
     let label = model_path.display().to_string();
-    let request = ferrite_tools::bench::BenchRequest {
+    let request = ferrite_tools::host::bench::BenchRequest {
         label: &label,
         device,
         runs,
         profile,
         threads,
     };
-    let report = ferrite_tools::bench::bench(bytes.as_bytes(), &model, &arrays, request)
+    let report = ferrite_tools::host::bench::bench(bytes.as_bytes(), &model, &arrays, request)
         .map_err(|e| e.to_string())?;
     if let Some(path) = output.trace {
         let trace = serde_json::to_vec_pretty(&report.trace()).map_err(|e| e.to_string())?;

@@ -7,10 +7,10 @@ mod common;
 
 use common::models::{run_packed, Rng};
 use ferrite_hal::DType;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::onnx::build::{attr_int, ModelBuilder, D};
-use ferrite_tools::onnx::proto::{data_type, TensorProto};
-use ferrite_tools::pack::PackOptions;
+use ferrite_tools::compile::onnx::build::{attr_int, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::{data_type, TensorProto};
+use ferrite_tools::compile::pack::PackOptions;
+use ferrite_tools::host::npy::NpyArray;
 
 fn array(dtype: DType, shape: &[usize], bytes: Vec<u8>) -> NpyArray {
     NpyArray {

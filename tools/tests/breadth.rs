@@ -4,16 +4,16 @@
 
 use ferrite_core::Model;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::onnx::build::{attr_float, attr_int, attr_string, ModelBuilder, D};
-use ferrite_tools::onnx::proto::{data_type, AttributeProto};
-use ferrite_tools::pack::{pack, PackOptions};
-use ferrite_tools::runner::run_cpu;
+use ferrite_tools::compile::onnx::build::{attr_float, attr_int, attr_string, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::{data_type, AttributeProto};
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::host::npy::NpyArray;
+use ferrite_tools::host::runner::run_cpu;
 
 /// x [2, 3] → `op` → y, at opset 13 or the op's first opset if that is later.
 fn one_op(op: &str, attrs: Vec<AttributeProto>, shape: &[i64]) -> Vec<u8> {
     let dims: Vec<D> = shape.iter().map(|&d| D::N(d)).collect();
-    let opset = ferrite_tools::onnx::since::first_opset(op)
+    let opset = ferrite_tools::compile::onnx::since::first_opset(op)
         .unwrap_or(13)
         .max(13);
     ModelBuilder::new(opset)
@@ -240,7 +240,7 @@ fn a_comparison_masks_a_tensor_at_run_time() {
 fn trilu_keeps_a_triangle_of_each_matrix() {
     let onnx = ModelBuilder::new(14)
         .input("x", data_type::FLOAT, &[D::N(2), D::N(3), D::N(4)])
-        .init(ferrite_tools::onnx::proto::TensorProto {
+        .init(ferrite_tools::compile::onnx::proto::TensorProto {
             name: "k".into(),
             dims: vec![],
             data_type: data_type::INT64,
@@ -582,7 +582,7 @@ fn einsum_contracts_like_numpy() {
 
 /// A branch of an If: `y = x op c` for a constant `c`.
 fn branch(op: &str, c: f32, out: &str) -> AttributeProto {
-    use ferrite_tools::onnx::proto::{GraphProto, NodeProto, TensorProto, ValueInfoProto};
+    use ferrite_tools::compile::onnx::proto::{GraphProto, NodeProto, TensorProto, ValueInfoProto};
     let constant = TensorProto {
         name: format!("{out}_c"),
         dims: vec![1],
@@ -627,7 +627,7 @@ fn if_and_data_dependent_ops() {
     let model = |cond_const: Option<bool>| {
         let b = ModelBuilder::new(13).input("x", data_type::FLOAT, &[D::N(2)]);
         let b = match cond_const {
-            Some(c) => b.init(ferrite_tools::onnx::proto::TensorProto {
+            Some(c) => b.init(ferrite_tools::compile::onnx::proto::TensorProto {
                 name: "cond".into(),
                 dims: vec![],
                 data_type: data_type::BOOL,

@@ -2,9 +2,11 @@
 //! exit (never a panic) for every bad input.
 
 use ferrite_hal::DType;
-use ferrite_tools::npy::{self, NpyArray};
-use ferrite_tools::onnx::build::{attr_int, border_quantized_model, tiny_mlp, ModelBuilder, D};
-use ferrite_tools::onnx::proto::{data_type, TensorProto};
+use ferrite_tools::compile::onnx::build::{
+    attr_int, border_quantized_model, tiny_mlp, ModelBuilder, D,
+};
+use ferrite_tools::compile::onnx::proto::{data_type, TensorProto};
+use ferrite_tools::host::npy::{self, NpyArray};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -239,11 +241,12 @@ fn bad_onnx_files() {
         data_location: 1,
         ..Default::default()
     };
-    t.external_data
-        .push(ferrite_tools::onnx::proto::StringStringEntryProto {
+    t.external_data.push(
+        ferrite_tools::compile::onnx::proto::StringStringEntryProto {
             key: "location".into(),
             value: "w.bin".into(),
-        });
+        },
+    );
     let model = ModelBuilder::new(13)
         .input("x", data_type::FLOAT, &[D::N(2)])
         .init(t)
@@ -996,11 +999,11 @@ fn a_driver_without_devices_is_reported() {
         "{stdout}"
     );
     let model = dir.join("tiny.onnx");
-    std::fs::write(&model, ferrite_tools::onnx::build::tiny_mlp()).unwrap();
+    std::fs::write(&model, ferrite_tools::compile::onnx::build::tiny_mlp()).unwrap();
     let x = dir.join("x.npy");
     let out = ferrite(&["pack", s(&model), "-o", s(&dir.join("tiny.frt"))]);
     assert!(out.status.success());
-    let input = ferrite_tools::npy::NpyArray {
+    let input = ferrite_tools::host::npy::NpyArray {
         dtype: ferrite_hal::DType::F32,
         shape: vec![1, 4],
         bytes: [0.5f32, -1.0, 2.0, 0.0]
@@ -1008,7 +1011,7 @@ fn a_driver_without_devices_is_reported() {
             .flat_map(|v| v.to_le_bytes())
             .collect(),
     };
-    ferrite_tools::npy::write(&x, &input).unwrap();
+    ferrite_tools::host::npy::write(&x, &input).unwrap();
     let run = with_stub(&[
         "run",
         s(&dir.join("tiny.frt")),

@@ -3,9 +3,9 @@
 //! plurals, help text) — one check per item of the "CLI a new user meets" issue.
 
 use ferrite_hal::DType;
-use ferrite_tools::npy::{self, NpyArray};
-use ferrite_tools::onnx::build::{attr_int, tiny_mlp, ModelBuilder, D};
-use ferrite_tools::onnx::proto::data_type;
+use ferrite_tools::compile::onnx::build::{attr_int, tiny_mlp, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::data_type;
+use ferrite_tools::host::npy::{self, NpyArray};
 use std::path::{Path, PathBuf};
 
 mod common;
@@ -347,8 +347,8 @@ fn small_things_a_user_reads() {
         &ferrite(&["pack", s(&old), "-o", s(&frt)]),
         &format!(
             "reads opsets {} to {}",
-            ferrite_tools::onnx::MIN_OPSET,
-            ferrite_tools::onnx::MAX_OPSET
+            ferrite_tools::compile::onnx::MIN_OPSET,
+            ferrite_tools::compile::onnx::MAX_OPSET
         ),
     );
 }
@@ -365,7 +365,11 @@ fn check_says_which_ops_a_device_cannot_run() {
     );
     // An integer model: the CPU runs it, Vulkan and the float-only Cortex-M0 firmware do not.
     let int8 = dir.join("int8.onnx");
-    std::fs::write(&int8, ferrite_tools::onnx::build::border_quantized_model()).unwrap();
+    std::fs::write(
+        &int8,
+        ferrite_tools::compile::onnx::build::border_quantized_model(),
+    )
+    .unwrap();
     assert!(stdout(&ferrite(&["check", s(&int8), "--device", "cpu"])).contains("cpu runs every op"));
     for device in ["vulkan", "qemu-m0"] {
         let out = ferrite(&["check", s(&int8), "--device", device]);

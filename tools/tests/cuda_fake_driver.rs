@@ -10,7 +10,7 @@
 //! Needs g++ and libnvrtc (CI has both; `FERRITE_REQUIRE_NVRTC=1` makes their absence a
 //! failure, otherwise the test prints `SKIPPED:`).
 
-use ferrite_tools::npy::{self, NpyArray};
+use ferrite_tools::host::npy::{self, NpyArray};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -231,7 +231,7 @@ fn the_cuda_device_runs_end_to_end_on_a_fake_driver() {
     );
     assert_one_line_error(&out, "bytes of GPU memory, the GPU has 1000 bytes free");
 
-    let gather = ferrite_tools::onnx::build::gather_model();
+    let gather = ferrite_tools::compile::onnx::build::gather_model();
     let onnx = work.join("gather.onnx");
     std::fs::write(&onnx, gather).unwrap();
     let frt = work.join("gather.frt");

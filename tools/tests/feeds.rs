@@ -4,10 +4,10 @@
 
 use ferrite_core::Model;
 use ferrite_hal::DType;
-use ferrite_tools::onnx::build::{attr_int, ModelBuilder, D};
-use ferrite_tools::onnx::proto::data_type;
-use ferrite_tools::pack::PackOptions;
-use ferrite_tools::runner::{self, Feed, RunError};
+use ferrite_tools::compile::onnx::build::{attr_int, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::data_type;
+use ferrite_tools::compile::pack::PackOptions;
+use ferrite_tools::host::runner::{self, Feed, RunError};
 
 /// a [1, 4] f32 + b [2] i64 → two outputs.
 fn two_input_model() -> Vec<u8> {

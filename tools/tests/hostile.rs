@@ -2,9 +2,11 @@
 //! and constant-input values (negative, zero, huge). `pack` must return `Ok` or a typed error —
 //! never panic, never overflow.
 
-use ferrite_tools::onnx::build::{attr_float, attr_int, attr_ints, attr_string, ModelBuilder, D};
-use ferrite_tools::onnx::proto::{data_type, AttributeProto};
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::compile::onnx::build::{
+    attr_float, attr_int, attr_ints, attr_string, ModelBuilder, D,
+};
+use ferrite_tools::compile::onnx::proto::{data_type, AttributeProto};
+use ferrite_tools::compile::pack::{pack, PackOptions};
 
 /// A small deterministic generator (xorshift).
 struct Rng(u64);
@@ -275,8 +277,8 @@ fn hostile_graphs_never_panic() {
             // What packs must also run (or fail with a typed error) without panicking.
             let aligned = ferrite_tools::aligned::AlignedBytes::from(&packed.bytes[..]);
             if let Ok(model) = ferrite_core::Model::load(aligned.as_bytes()) {
-                let inputs = ferrite_tools::runner::synthetic_inputs(&model);
-                let _ = ferrite_tools::runner::run_cpu(&model, &inputs);
+                let inputs = ferrite_tools::host::runner::synthetic_inputs(&model);
+                let _ = ferrite_tools::host::runner::run_cpu(&model, &inputs);
             }
             Ok::<_, ferrite_tools::PackError>(())
         });
@@ -304,7 +306,7 @@ fn hostile_graphs_never_panic() {
 
 #[test]
 fn corrupted_model_bytes_never_panic() {
-    let original = ferrite_tools::onnx::build::tiny_mlp();
+    let original = ferrite_tools::compile::onnx::build::tiny_mlp();
     let mut rng = Rng(42);
     for _ in 0..3000 {
         let mut bytes = original.clone();

@@ -3,9 +3,9 @@
 //! unbounded allocation or a clobbered input.
 
 use ferrite_hal::DType;
-use ferrite_tools::npy::{self, NpyArray};
-use ferrite_tools::onnx::build::{tiny_mlp, ModelBuilder, D};
-use ferrite_tools::onnx::proto::data_type;
+use ferrite_tools::compile::onnx::build::{tiny_mlp, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::data_type;
+use ferrite_tools::host::npy::{self, NpyArray};
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -173,7 +173,7 @@ fn graphs_onnxruntime_rejects_are_rejected() {
     let mut declared = relu(ModelBuilder::new(13)).output("y").encode();
     {
         use prost::Message;
-        let mut m = ferrite_tools::onnx::proto::ModelProto::decode(&declared[..]).unwrap();
+        let mut m = ferrite_tools::compile::onnx::proto::ModelProto::decode(&declared[..]).unwrap();
         let graph = m.graph.as_mut().unwrap();
         graph.output[0] = graph.input[0].clone();
         graph.output[0].name = "y".into();

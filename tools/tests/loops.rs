@@ -6,10 +6,10 @@
 mod common;
 
 use common::models::{f32_array, f32_values, run_packed, values};
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::onnx::build::{attr_graph, attr_int, attr_ints, ModelBuilder, D};
-use ferrite_tools::onnx::proto::{data_type, GraphProto};
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::compile::onnx::build::{attr_graph, attr_int, attr_ints, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::{data_type, GraphProto};
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::host::npy::NpyArray;
 
 fn run(onnx: &[u8], inputs: &[NpyArray]) -> Vec<NpyArray> {
     run_packed(onnx, &PackOptions::default(), inputs, "model")

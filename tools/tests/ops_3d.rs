@@ -7,9 +7,9 @@
 mod common;
 
 use common::models::{f32_array, f32_values, run_packed, Rng};
-use ferrite_tools::onnx::build::{attr_int, attr_ints, ModelBuilder, D};
-use ferrite_tools::onnx::proto::data_type;
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::compile::onnx::build::{attr_int, attr_ints, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::data_type;
+use ferrite_tools::compile::pack::{pack, PackOptions};
 
 /// One axis of a pool: input length, kernel, stride, dilation, pads.
 #[derive(Clone, Copy, Debug)]
@@ -240,7 +240,7 @@ fn convolution_model(
     wdims: &[i64],
     w: &[f32],
     bias: Option<&[f32]>,
-    attrs: Vec<ferrite_tools::onnx::proto::AttributeProto>,
+    attrs: Vec<ferrite_tools::compile::onnx::proto::AttributeProto>,
 ) -> Vec<u8> {
     let x_dims: Vec<D> = dims.iter().map(|&d| D::N(d as i64)).collect();
     let mut b = ModelBuilder::new(17)

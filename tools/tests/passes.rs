@@ -1,12 +1,12 @@
 //! The graph passes, observed on the packed plan: folding, fusion, aliasing and dead-op removal
 //! each leave a mark on the op list, and the result still computes the same thing.
 
-use ferrite_tools::onnx::build::{attr_float, attr_int, attr_ints, ModelBuilder, D};
-use ferrite_tools::onnx::proto::data_type::FLOAT;
-use ferrite_tools::pack::{op_label, pack, PackOptions};
+use ferrite_tools::compile::onnx::build::{attr_float, attr_int, attr_ints, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::data_type::FLOAT;
+use ferrite_tools::compile::pack::{op_label, pack, PackOptions};
 use prost::Message;
 
-fn labels(onnx: &[u8]) -> (Vec<String>, ferrite_tools::passes::PassStats) {
+fn labels(onnx: &[u8]) -> (Vec<String>, ferrite_tools::compile::passes::PassStats) {
     let packed = pack(onnx, &PackOptions::default()).expect("packs");
     (
         packed.graph.ops.iter().map(|o| op_label(&o.op)).collect(),
@@ -134,12 +134,12 @@ fn elementwise_ops_overwrite_a_dying_input() {
         values(|i| i as f32 * 0.1 - 3.0),
         values(|i| 1.0 - i as f32 * 0.02),
     );
-    let array = |v: &[f32]| ferrite_tools::npy::NpyArray {
+    let array = |v: &[f32]| ferrite_tools::host::npy::NpyArray {
         dtype: ferrite_hal::DType::F32,
         shape: vec![1, 64],
         bytes: v.iter().flat_map(|f| f.to_le_bytes()).collect(),
     };
-    let out = ferrite_tools::runner::run_cpu(&model, &[array(&x), array(&y)]).unwrap();
+    let out = ferrite_tools::host::runner::run_cpu(&model, &[array(&x), array(&y)]).unwrap();
     for (i, c) in out[0].bytes.chunks_exact(4).enumerate() {
         let got = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
         let want = (1.0 / (1.0 + (-x[i]).exp()) + y[i]) * y[i];
@@ -148,15 +148,15 @@ fn elementwise_ops_overwrite_a_dying_input() {
 }
 
 /// Runs a packed model on one f32 input on the CPU device; its first output's values.
-fn run_f32(packed: &ferrite_tools::pack::Packed, shape: &[usize], x: &[f32]) -> Vec<f32> {
+fn run_f32(packed: &ferrite_tools::compile::pack::Packed, shape: &[usize], x: &[f32]) -> Vec<f32> {
     let bytes = ferrite_tools::aligned::AlignedBytes::from(&packed.bytes[..]);
     let model = ferrite_core::Model::load(bytes.as_bytes()).unwrap();
-    let input = ferrite_tools::npy::NpyArray {
+    let input = ferrite_tools::host::npy::NpyArray {
         dtype: ferrite_hal::DType::F32,
         shape: shape.to_vec(),
         bytes: x.iter().flat_map(|f| f.to_le_bytes()).collect(),
     };
-    let out = ferrite_tools::runner::run_cpu(&model, &[input]).unwrap();
+    let out = ferrite_tools::host::runner::run_cpu(&model, &[input]).unwrap();
     out[0]
         .bytes
         .chunks_exact(4)
@@ -275,8 +275,9 @@ fn written_out_gelu_becomes_one_step() {
 #[test]
 fn a_gelu_whose_parts_are_read_elsewhere_stays_written_out() {
     // The Erf's output is a second model output: nothing is fused.
-    let mut onnx = ferrite_tools::onnx::proto::ModelProto::decode(&written_out_gelu(0, false)[..])
-        .expect("decodes");
+    let mut onnx =
+        ferrite_tools::compile::onnx::proto::ModelProto::decode(&written_out_gelu(0, false)[..])
+            .expect("decodes");
     let graph = onnx.graph.as_mut().expect("graph");
     let mut erf_output = graph.output[0].clone();
     erf_output.name = "e".into();

@@ -2,11 +2,11 @@
 //! one clear error (non-zero exit through the CLI) for every bad calibration folder or option.
 
 use ferrite_hal::DType;
-use ferrite_tools::npy::{self, NpyArray};
-use ferrite_tools::onnx::build::{attr_int, ModelBuilder, D};
-use ferrite_tools::onnx::proto::data_type;
-use ferrite_tools::pack::PackOptions;
-use ferrite_tools::ptq::{self, Method, OutputAccuracy};
+use ferrite_tools::compile::onnx::build::{attr_int, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::data_type;
+use ferrite_tools::compile::pack::PackOptions;
+use ferrite_tools::compile::ptq::{self, Method, OutputAccuracy};
+use ferrite_tools::host::npy::{self, NpyArray};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

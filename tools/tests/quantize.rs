@@ -4,11 +4,11 @@
 
 use ferrite_core::Model;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::onnx::build::{attr_int, border_quantized_model, ModelBuilder, D};
-use ferrite_tools::onnx::proto::{data_type, TensorProto};
-use ferrite_tools::pack::{pack, PackOptions};
-use ferrite_tools::runner::run_cpu;
+use ferrite_tools::compile::onnx::build::{attr_int, border_quantized_model, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::{data_type, TensorProto};
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::host::npy::NpyArray;
+use ferrite_tools::host::runner::run_cpu;
 
 fn int_init(name: &str, dtype: i32, dims: &[i64], values: &[i32]) -> TensorProto {
     TensorProto {
@@ -366,7 +366,10 @@ fn data_movement_between_equal_quantizations_moves_integers() {
             "t",
             &["xf"],
             &["xt"],
-            vec![ferrite_tools::onnx::build::attr_ints("perm", &[0, 2, 1])],
+            vec![ferrite_tools::compile::onnx::build::attr_ints(
+                "perm",
+                &[0, 2, 1],
+            )],
         )
         .node(
             "Concat",
@@ -442,7 +445,9 @@ fn activations_between_quantizations_become_tables() {
         ("Tanh", vec![], |v: f32| v.tanh()),
         (
             "LeakyRelu",
-            vec![ferrite_tools::onnx::build::attr_float("alpha", 0.1)],
+            vec![ferrite_tools::compile::onnx::build::attr_float(
+                "alpha", 0.1,
+            )],
             |v: f32| if v >= 0.0 { v } else { 0.1 * v },
         ),
     ] {
@@ -499,7 +504,7 @@ fn activations_between_quantizations_become_tables() {
 /// Dequantize: the pooling runs on the integers and gives the float computation's result.
 #[test]
 fn max_pooling_runs_on_integers() {
-    use ferrite_tools::onnx::build::attr_ints;
+    use ferrite_tools::compile::onnx::build::attr_ints;
     let onnx = ModelBuilder::new(13)
         .input("x", data_type::FLOAT, &[D::N(1), D::N(2), D::N(7), D::N(7)])
         .init_f32("s", &[], &[0.05])
@@ -623,7 +628,7 @@ fn products_between_quantizations_become_integer_muls() {
 /// the float input quantized first.
 fn around_op(
     op: &str,
-    attrs: Vec<ferrite_tools::onnx::proto::AttributeProto>,
+    attrs: Vec<ferrite_tools::compile::onnx::proto::AttributeProto>,
     shape: &[usize],
     (sx, zx): (f32, i32),
     (sy, zy): (f32, i32),
@@ -721,7 +726,7 @@ fn softmax_between_quantizations_runs_on_integers() {
 /// Quantize with another scale → Dequantize: one `QAvgPool`, within one output step.
 #[test]
 fn average_pooling_between_quantizations_runs_on_integers() {
-    use ferrite_tools::onnx::build::attr_ints;
+    use ferrite_tools::compile::onnx::build::attr_ints;
     let (x_grid, y_grid) = ((0.05, 7), (0.03, -3));
     let attrs = vec![
         attr_ints("kernel_shape", &[3, 3]),
@@ -824,7 +829,7 @@ fn concatenation_with_different_scales_requantizes_by_table() {
 /// quantizations cancel; a fill off the integer grid keeps the float Pad.
 #[test]
 fn padding_between_equal_quantizations_moves_integers() {
-    use ferrite_tools::onnx::build::attr_string;
+    use ferrite_tools::compile::onnx::build::attr_string;
     let grid = (0.1f32, -6);
     let x: Vec<f32> = (0..12).map(|i| (i as f32 - 5.0) * 0.37).collect();
     for (mode, value, integer) in [
@@ -903,7 +908,7 @@ fn padding_between_equal_quantizations_moves_integers() {
 /// the node and the tensor.
 #[test]
 fn bad_integer_nodes_are_refused_by_name() {
-    use ferrite_tools::onnx::build::attr_ints;
+    use ferrite_tools::compile::onnx::build::attr_ints;
     let matmul = |a_type: i32, zero: TensorProto| {
         ModelBuilder::new(13)
             .input("a", a_type, &[D::N(2), D::N(3)])
@@ -1093,7 +1098,7 @@ fn qgemm_weights_are_blocked_when_they_can_be_and_the_build_links_that_layout() 
             Some(layout),
             "N = {n}"
         );
-        let selection = ferrite_tools::emit::model_selection(&model);
+        let selection = ferrite_tools::compile::emit::model_selection(&model);
         assert!(selects_qgemm_weights(selection, layout));
         let other = match layout {
             QGemmWeights::Rows => QGemmWeights::Blocked,

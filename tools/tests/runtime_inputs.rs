@@ -6,10 +6,10 @@ mod common;
 
 use common::models::{f32_array, f32_values, run_packed, values};
 use ferrite_hal::DType;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::onnx::build::{attr_graph, attr_int, ModelBuilder, D};
-use ferrite_tools::onnx::proto::{data_type, TensorProto};
-use ferrite_tools::pack::{pack, Constant, PackOptions};
+use ferrite_tools::compile::onnx::build::{attr_graph, attr_int, ModelBuilder, D};
+use ferrite_tools::compile::onnx::proto::{data_type, TensorProto};
+use ferrite_tools::compile::pack::{pack, Constant, PackOptions};
+use ferrite_tools::host::npy::NpyArray;
 
 fn run(onnx: &[u8], options: &PackOptions, inputs: &[NpyArray]) -> Vec<NpyArray> {
     run_packed(onnx, options, inputs, "model")

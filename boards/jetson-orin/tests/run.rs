@@ -2,8 +2,8 @@
 //! device's outputs, and reports a bad model, a bad input and an exhausted list in one line.
 
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::host::npy::NpyArray;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -27,7 +27,7 @@ fn stderr(out: &Output) -> String {
 /// The tiny MLP packed into `dir/tiny.frt`, and an input for it in `dir/x.bin`.
 fn setup(dir: &Path) -> (PathBuf, PathBuf, Vec<f32>) {
     let packed = pack(
-        &ferrite_tools::onnx::build::tiny_mlp(),
+        &ferrite_tools::compile::onnx::build::tiny_mlp(),
         &PackOptions::default(),
     )
     .unwrap();
@@ -46,7 +46,7 @@ fn setup(dir: &Path) -> (PathBuf, PathBuf, Vec<f32>) {
         shape: vec![1, 4],
         bytes: x,
     };
-    let cpu = ferrite_tools::runner::run_cpu(&model, &[array]).unwrap();
+    let cpu = ferrite_tools::host::runner::run_cpu(&model, &[array]).unwrap();
     let expected = cpu[0]
         .bytes
         .chunks_exact(4)

@@ -7,7 +7,7 @@
 use ferrite_core::{Model, Session};
 use ferrite_cpu::CpuDevice;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::pack::{pack, PackOptions};
+use ferrite_tools::compile::pack::{pack, PackOptions};
 use std::path::{Path, PathBuf};
 
 /// The digits demo: the packed model, the held-out images (float32 bytes, one after another),
@@ -32,9 +32,9 @@ impl Digits {
         let frt =
             AlignedBytes::from(&pack(&onnx, &PackOptions::default()).expect("pack").bytes[..]);
         let images =
-            ferrite_tools::npy::read(&root.join("demo/digits_test_x.npy")).expect("images");
+            ferrite_tools::host::npy::read(&root.join("demo/digits_test_x.npy")).expect("images");
         let labels =
-            ferrite_tools::npy::read(&root.join("demo/digits_test_y.npy")).expect("labels");
+            ferrite_tools::host::npy::read(&root.join("demo/digits_test_y.npy")).expect("labels");
         let labels: Vec<u8> = labels
             .bytes
             .chunks_exact(8)

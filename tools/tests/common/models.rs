@@ -4,9 +4,9 @@
 use ferrite_core::Model;
 use ferrite_hal::DType;
 use ferrite_tools::aligned::AlignedBytes;
-use ferrite_tools::npy::NpyArray;
-use ferrite_tools::pack::{pack, PackOptions};
-use ferrite_tools::runner::run_cpu;
+use ferrite_tools::compile::pack::{pack, PackOptions};
+use ferrite_tools::host::npy::NpyArray;
+use ferrite_tools::host::runner::run_cpu;
 
 /// Packs `onnx` with `options`, loads the `.frt` and runs it on the CPU device; `what` names the
 /// case in a failure.
