@@ -1,7 +1,7 @@
 //! The exceptions Ferrite raises: one per kind of failure, each carrying the CLI's one-line
 //! message, all under `ferrite.FerriteError`.
 
-use ferrite_tools::host::runner::RunError;
+use ferrite_tools::host::error::RunError;
 use pyo3::exceptions::{PyException, PyFileNotFoundError, PyOSError};
 use pyo3::PyErr;
 

@@ -5,9 +5,10 @@
 use ferrite_core::{Model, Session};
 use ferrite_cpu::CpuDevice;
 use ferrite_tools::aligned::AlignedBytes;
+use ferrite_tools::host::error::RunError;
 use ferrite_tools::host::npy::NpyArray;
 use ferrite_tools::host::qemu::Board;
-use ferrite_tools::host::runner::{self, DeviceSpec, RunError};
+use ferrite_tools::host::runner::{self, DeviceSpec};
 use ferrite_vulkan::VulkanDevice;
 use std::ptr::NonNull;
 
@@ -127,7 +128,7 @@ impl OwnedSession {
     }
 
     /// Runs once on `inputs` (each input's bytes, in input order, already checked against the
-    /// model by [`runner::match_feeds`]).
+    /// model by [`inputs::match_feeds`]).
     pub fn run(&mut self, inputs: &[(usize, &[u8])]) -> Result<(), RunError> {
         let spec = match self.running {
             Running::Qemu(board) => Some(DeviceSpec::Qemu(board)),

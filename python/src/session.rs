@@ -10,8 +10,10 @@ use ferrite_core::Model;
 use ferrite_hal::DType;
 use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::host::bench::{self, BenchRequest};
+use ferrite_tools::host::inputs;
+use ferrite_tools::host::inputs::Feed;
 use ferrite_tools::host::npy;
-use ferrite_tools::host::runner::{self, DeviceSpec, Feed};
+use ferrite_tools::host::runner::{self, DeviceSpec};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 use std::sync::{Mutex, TryLockError};
@@ -181,7 +183,7 @@ impl Session {
                 shape: &v.shape,
             })
             .collect();
-        let order = runner::match_feeds(session.model(), &feeds).map_err(from_run_error)?;
+        let order = inputs::match_feeds(session.model(), &feeds).map_err(from_run_error)?;
         let inputs: Vec<(usize, &[u8])> = order
             .iter()
             .zip(&views)
@@ -402,7 +404,7 @@ impl Session {
                         shape: &a.shape,
                     })
                     .collect();
-                let order = runner::match_feeds(model, &listed).map_err(from_run_error)?;
+                let order = inputs::match_feeds(model, &listed).map_err(from_run_error)?;
                 let mut by_input: Vec<_> = order.into_iter().zip(named).collect();
                 by_input.sort_by_key(|(i, _)| *i);
                 by_input.into_iter().map(|(_, (_, a))| a).collect()

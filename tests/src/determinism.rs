@@ -62,7 +62,7 @@ pub fn run_all<B: Backend>(runs: usize) -> Result<usize, String> {
                 Ok(r) => r,
                 // A device that lacks an op of this model (the suites list which) has nothing
                 // to repeat.
-                Err(ferrite_tools::host::runner::RunError::Session {
+                Err(ferrite_tools::host::error::RunError::Session {
                     kind: ferrite_hal::ErrorKind::Unsupported,
                     ..
                 }) => return Ok(()),

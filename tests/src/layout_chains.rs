@@ -225,7 +225,7 @@ fn run_chain(c: &Chain) -> Result<bool, TestCaseError> {
     let blocked_device = CpuDevice::new();
     let blocked = blocked_device.program(&model).blocked_tensors() > 0;
     let fail =
-        |e: ferrite_tools::host::runner::RunError| TestCaseError::fail(format!("run failed: {e}"));
+        |e: ferrite_tools::host::error::RunError| TestCaseError::fail(format!("run failed: {e}"));
     let planar = run_with(
         &model,
         &inputs,

@@ -18,8 +18,8 @@ pub mod quantized;
 pub mod sklearn;
 
 use ferrite_core::{Model, Session};
+use ferrite_tools::host::error::RunError;
 use ferrite_tools::host::npy::NpyArray;
-use ferrite_tools::host::runner::RunError;
 use std::cell::RefCell;
 use std::path::PathBuf;
 

@@ -146,7 +146,7 @@ pub fn run_model<B: Backend>(
         npy::read(&dir.join(format!("{name}.output_0.npy"))).map_err(|e| e.to_string())?;
     let outputs = match B::run(&model, std::slice::from_ref(&input)) {
         Ok(o) => o,
-        Err(ferrite_tools::host::runner::RunError::Session {
+        Err(ferrite_tools::host::error::RunError::Session {
             kind: ferrite_hal::ErrorKind::Unsupported,
             ..
         }) => return Err(format!("{name}: {UNSUPPORTED}")),

@@ -16,8 +16,8 @@ use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::compile::onnx::proto::{ModelProto, TensorProto};
 use ferrite_tools::compile::pack::{pack, PackOptions};
 use ferrite_tools::compile::tensor::HostTensor;
+use ferrite_tools::host::error::RunError;
 use ferrite_tools::host::npy::NpyArray;
-use ferrite_tools::host::runner::RunError;
 use ferrite_tools::PackError;
 use prost::Message;
 use std::collections::BTreeMap;
@@ -81,7 +81,7 @@ fn skip_reason(e: &PackError) -> String {
         }
         PackError::Invalid(m) if m.contains("not a tensor") => "unsupported-type",
         PackError::Invalid(m) if m.contains("type") => "unsupported-dtype",
-        PackError::Opset(_) => "unsupported-opset",
+        PackError::Opset { .. } => "unsupported-opset",
         PackError::Symbolic(_) => "symbolic-shape",
         PackError::Decode(_) => "invalid-model",
         _ => "pack-error",

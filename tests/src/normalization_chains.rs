@@ -220,7 +220,7 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
     }
     let inputs = [geometry::f32_array(&c.shape, &x)];
     let fail =
-        |e: ferrite_tools::host::runner::RunError| TestCaseError::fail(format!("run failed: {e}"));
+        |e: ferrite_tools::host::error::RunError| TestCaseError::fail(format!("run failed: {e}"));
     let one_step = run_with(&model, &inputs, CpuDevice::new()).map_err(fail)?;
     let by_steps = run_with(&model, &inputs, CpuDevice::new().with_fusion(false)).map_err(fail)?;
     if one_step != by_steps {

@@ -9,10 +9,12 @@ use ferrite_hal::{Location, Plan};
 use ferrite_tools::aligned::AlignedBytes;
 use ferrite_tools::compile::pack::{self, op_label, parse_input_shape, Constant, PackOptions};
 use ferrite_tools::compile::ptq;
+use ferrite_tools::host::error::RunError;
 use ferrite_tools::host::files;
+use ferrite_tools::host::inputs;
 use ferrite_tools::host::npy::{self, NpyArray};
 use ferrite_tools::host::plan_view;
-use ferrite_tools::host::runner::{self, DeviceSpec, RunError};
+use ferrite_tools::host::runner::{self, DeviceSpec};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -732,7 +734,7 @@ fn shapes_from_arrays(
         .map(|i| i.name.as_str())
         .filter(|n| !options.constants.iter().any(|(c, _)| c == n))
         .collect();
-    for (k, file) in runner::match_input_args(&names, args).map_err(|e| e.to_string())? {
+    for (k, file) in inputs::match_input_args(&names, args).map_err(|e| e.to_string())? {
         let name = names[k];
         if !options.input_shapes.iter().any(|(n, _)| n == name) {
             let array = npy::read(Path::new(&file)).map_err(|e| e.to_string())?;
@@ -775,7 +777,7 @@ fn count(n: usize, thing: &str) -> String {
 }
 
 fn read_inputs(model: &Model<'_>, args: &[String]) -> Result<Vec<NpyArray>, String> {
-    let ordered = runner::order_inputs(model, args).map_err(|e| e.to_string())?;
+    let ordered = inputs::order_inputs(model, args).map_err(|e| e.to_string())?;
     ordered
         .into_iter()
         .map(|(_, f)| npy::read(Path::new(&f)).map_err(|e| e.to_string()))

@@ -7,7 +7,9 @@ use ferrite_hal::DType;
 use ferrite_tools::compile::onnx::build::{attr_int, ModelBuilder, D};
 use ferrite_tools::compile::onnx::proto::data_type;
 use ferrite_tools::compile::pack::PackOptions;
-use ferrite_tools::host::runner::{self, Feed, RunError};
+use ferrite_tools::host::error::RunError;
+use ferrite_tools::host::inputs::{self, Feed};
+use ferrite_tools::host::runner;
 
 /// a [1, 4] f32 + b [2] i64 → two outputs.
 fn two_input_model() -> Vec<u8> {
@@ -66,8 +68,8 @@ fn feeds_are_matched_by_name_and_checked() {
         dtype: DType::I64,
         shape: &[2],
     };
-    assert_eq!(runner::match_feeds(&model, &[b, a]).unwrap(), vec![1, 0]);
-    let refused = |feeds: &[Feed<'_>]| runner::match_feeds(&model, feeds).unwrap_err().to_string();
+    assert_eq!(inputs::match_feeds(&model, &[b, a]).unwrap(), vec![1, 0]);
+    let refused = |feeds: &[Feed<'_>]| inputs::match_feeds(&model, feeds).unwrap_err().to_string();
     let c = Feed { name: "c", ..a };
     assert_eq!(
         refused(&[a, b, c]),

@@ -69,8 +69,15 @@ pub enum PackError {
     #[error("tensor '{0}' stores its data in an external file, which is not supported yet; re-export the model with the weights embedded")]
     ExternalData(String),
     /// The default-domain opset is outside the supported range.
-    #[error("ONNX opset {0} is not supported (Ferrite reads opsets {min} to {max}); convert the model first: onnx.version_converter.convert_version(model, 13)", min = crate::compile::onnx::MIN_OPSET, max = crate::compile::onnx::MAX_OPSET)]
-    Opset(i64),
+    #[error("ONNX opset {opset} is not supported (Ferrite reads opsets {min} to {max}); convert the model first: onnx.version_converter.convert_version(model, 13)")]
+    Opset {
+        /// The model's default-domain opset.
+        opset: i64,
+        /// The oldest opset Ferrite reads.
+        min: i64,
+        /// The newest opset Ferrite reads.
+        max: i64,
+    },
     /// Nodes Ferrite cannot run.
     #[error("{0}")]
     Unsupported(UnsupportedReport),

@@ -9,9 +9,10 @@
 //! flash for this model alone.
 
 use crate::compile::pack::op_label;
+use crate::host::error::RunError;
 use crate::host::npy::NpyArray;
 use crate::host::qemu::{self, Board};
-use crate::host::runner::{self, DeviceSpec, RunError};
+use crate::host::runner::{self, DeviceSpec};
 use ferrite_core::Model;
 use ferrite_hal::Plan;
 use serde_json::{json, Value};

@@ -9,8 +9,9 @@
 //! the firmware's `ferrite_marker` calls, i.e. exactly one inference. QEMU is not
 //! cycle-accurate, so instructions (not time) are what it measures.
 
+use crate::host::error::RunError;
+use crate::host::inputs::check_inputs;
 use crate::host::npy::NpyArray;
-use crate::host::runner::{check_inputs, RunError};
 use ferrite_core::Model;
 use ferrite_hal::Plan;
 use object::{Object, ObjectSection, ObjectSymbol};

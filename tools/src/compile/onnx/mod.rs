@@ -117,7 +117,11 @@ pub fn import(bytes: &[u8]) -> Result<Graph, PackError> {
         }
     };
     if !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
-        return Err(PackError::Opset(opset));
+        return Err(PackError::Opset {
+            opset,
+            min: MIN_OPSET,
+            max: MAX_OPSET,
+        });
     }
     if !graph.sparse_initializer.is_empty() {
         return Err(PackError::Invalid(
