@@ -88,9 +88,15 @@ pub const MODULES: [Module; 10] = [
     },
 ];
 
+/// Whether `libnvrtc` can be opened.
+pub fn compiler_present() -> bool {
+    // SAFETY: only tries to open the library by its usual names.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
 /// Compiles `module` to PTX for virtual architecture `arch` (`compute_87`, say).
 pub fn compile(module: &Module, arch: &str) -> Result<String, CudaError> {
-    if !crate::compiler_present() {
+    if !compiler_present() {
         return Err(CudaError::NoCompiler);
     }
     let options = CompileOptions {

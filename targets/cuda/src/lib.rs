@@ -30,6 +30,7 @@ mod plan;
 #[cfg(feature = "emulator")]
 pub use emulator::{build_fake_driver, emulated_kernels};
 pub use error::CudaError;
+pub use kernels::compiler_present;
 
 use cudarc::driver::{result as driver, sys, CudaContext};
 use ferrite_hal::{Capabilities, DType, Device, OpKind, OpSet, Plan};
@@ -53,12 +54,6 @@ pub struct GpuInfo {
 pub fn driver_present() -> bool {
     // SAFETY: only tries to open the library by its usual names.
     unsafe { sys::is_culib_present() }
-}
-
-/// Whether `libnvrtc` can be opened.
-pub fn compiler_present() -> bool {
-    // SAFETY: only tries to open the library by its usual names.
-    unsafe { cudarc::nvrtc::sys::is_culib_present() }
 }
 
 /// Every CUDA GPU, or why there is none.
