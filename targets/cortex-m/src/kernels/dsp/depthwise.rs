@@ -17,8 +17,8 @@
 //! `ferrite_cpu::kernels::integer::qconv`.
 
 use super::conv::{carve_then, requant_pair, word, Geometry};
+use super::instructions::{smlabb, smlad, sxtb16, sxtb16_ror8};
 use super::requantize::{requantize_into, requantize_rows, ChannelRequantizer};
-use super::{smlabb, smlad, sxtb16, sxtb16_ror8};
 use ferrite_cpu::CpuError;
 use ferrite_hal::Step;
 

@@ -3,6 +3,7 @@
 //! Integer arithmetic is exact, so every kernel here is bit-exact with its portable counterpart
 //! (checked under QEMU by `tests/tests/qemu.rs`).
 
+mod instructions;
 #[macro_use]
 mod requantize;
 #[macro_use]
@@ -13,55 +14,6 @@ mod gemm;
 
 use ferrite_cpu::CpuError;
 use ferrite_hal::{selects, DType, Op, OpKind, Selection, Step};
-
-/// `acc + lo(a)·lo(b) + hi(a)·hi(b)` on signed 16-bit halves.
-#[inline(always)]
-fn smlad(a: u32, b: u32, acc: i32) -> i32 {
-    let r: i32;
-    // SAFETY: a register-only DSP instruction, available on every core this module is
-    // compiled for (cfg(ferrite_dsp)).
-    unsafe {
-        core::arch::asm!("smlad {r}, {a}, {b}, {acc}", r = lateout(reg) r, a = in(reg) a,
-            b = in(reg) b, acc = in(reg) acc, options(pure, nomem, nostack));
-    }
-    r
-}
-
-/// `acc + lo(a)·lo(b)` on signed 16-bit halves.
-#[inline(always)]
-fn smlabb(a: u32, b: u32, acc: i32) -> i32 {
-    let r: i32;
-    // SAFETY: as for `smlad`.
-    unsafe {
-        core::arch::asm!("smlabb {r}, {a}, {b}, {acc}", r = lateout(reg) r, a = in(reg) a,
-            b = in(reg) b, acc = in(reg) acc, options(pure, nomem, nostack));
-    }
-    r
-}
-
-/// Bytes 0 and 2 of `x`, sign-extended to two 16-bit halves.
-#[inline(always)]
-fn sxtb16(x: u32) -> u32 {
-    let r: u32;
-    // SAFETY: as for `smlad`.
-    unsafe {
-        core::arch::asm!("sxtb16 {r}, {x}", r = lateout(reg) r, x = in(reg) x,
-            options(pure, nomem, nostack));
-    }
-    r
-}
-
-/// Bytes 1 and 3 of `x`, sign-extended to two 16-bit halves.
-#[inline(always)]
-fn sxtb16_ror8(x: u32) -> u32 {
-    let r: u32;
-    // SAFETY: as for `smlad`.
-    unsafe {
-        core::arch::asm!("sxtb16 {r}, {x}, ror #8", r = lateout(reg) r, x = in(reg) x,
-            options(pure, nomem, nostack));
-    }
-    r
-}
 
 /// The kinds whose int8 steps (int8 input) [`run_step`] always runs: the portable kernels need
 /// not cover them.
