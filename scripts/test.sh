@@ -11,6 +11,9 @@ stage "module graph: no new import cycle, layer break or long function (scripts/
 python3 scripts/layers.py --self-test
 python3 scripts/layers.py
 
+stage "docs/status.md's generated tables match tests/expectations (scripts/status.py)"
+"$FERRITE_PYTHON" scripts/status.py --check
+
 stage "generate the test models and their onnxruntime references"
 "$FERRITE_PYTHON" tests/models/generate.py target/test-models
 export FERRITE_TEST_MODELS="$FERRITE_ROOT/target/test-models"

@@ -476,15 +476,15 @@ def test_windows_match_onnxruntime(op, size, periodic):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
-def test_the_readme_example_runs(capsys):
-    text = (ROOT / "README.md").read_text()
+def test_the_usage_page_example_runs(capsys):
+    text = (ROOT / "docs" / "usage.md").read_text()
     section = text[text.index("## From Python") :]
     block = section[section.index("```python\n") + len("```python\n") :]
     block = block[: block.index("```")]
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
-        exec(compile(block, "README.md", "exec"), {})
+        exec(compile(block, "docs/usage.md", "exec"), {})
     finally:
         os.chdir(cwd)
     arena, label, median = capsys.readouterr().out.split()

@@ -1,4 +1,4 @@
-//! The README's firmware example, compiled and run: the model is packed by `build.rs` (as a
+//! The firmware example of `docs/usage.md`, compiled and run: the model is packed by `build.rs` (as a
 //! firmware crate would) and included with `include_model!`; the arena is a fixed-size
 //! `Arena<512>`, the size `ferrite pack` prints.
 
@@ -24,7 +24,7 @@ fn readme_firmware_example_classifies_the_held_out_digits() {
     assert_eq!(
         env!("DIGITS_ARENA_BYTES"),
         "512",
-        "update the README and this test's Arena size"
+        "update docs/usage.md's example and this test's Arena size"
     );
     let root = ferrite_tests::workspace_root();
     let x = npy::read(&root.join("demo/digits_test_x.npy")).unwrap();
