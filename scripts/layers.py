@@ -22,7 +22,6 @@ prints one crate's module edges.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 import tempfile
@@ -47,7 +46,6 @@ class Module:
     path: tuple[str, ...]
     file: Path
     text: str = ""
-    first_line: int = 1
     children: dict[str, "Module"] = field(default_factory=dict)
     imports: dict[str, tuple[str, ...]] = field(default_factory=dict)
     globs: list[tuple[str, ...]] = field(default_factory=list)
@@ -153,18 +151,12 @@ def drop_test_items(text: str) -> str:
         if not m:
             return text
         j = m.end()
-        # Further attributes of the same item.
-        while True:
-            k = re.match(r"\s*#\[", text[j:])
-            if not k:
-                break
-            close = text.find("]", j + k.end())
-            # Attributes may nest brackets: find the matching one.
-            depth, p = 1, j + k.end()
-            while p < len(text) and depth:
-                depth += {"[": 1, "]": -1}.get(text[p], 0)
-                p += 1
-            j = p if close >= 0 else len(text)
+        # Further attributes of the same item (their brackets may nest).
+        while k := re.match(r"\s*#\[", text[j:]):
+            depth, j = 1, j + k.end()
+            while j < len(text) and depth:
+                depth += {"[": 1, "]": -1}.get(text[j], 0)
+                j += 1
         text = blank(text, m.start(), item_end(text, j))
 
 
@@ -184,37 +176,35 @@ def file_of(parent_file: Path, is_dir_owner: bool, parent_path_in_file: list[str
 
 
 def load_module(path: tuple[str, ...], file: Path, text: str, is_dir_owner: bool,
-                inline_path: list[str], line_offset: int, parent: Module | None) -> Module:
+                inline_path: list[str], parent: Module | None) -> Module:
     """Builds the module whose source is `text` (a file, or an inline module's body)."""
-    module = Module(path=path, file=file, parent=parent, first_line=line_offset)
+    module = Module(path=path, file=file, parent=parent)
     own = text
     pos = 0
     while True:
         m = MOD_DECL.search(own, pos)
         if not m:
             break
-        # Only at item level: the keyword must start a statement.
+        # Only at item level: the declaration (with its `pub`) must start a statement.
         before = own[:m.start()].rstrip()
-        if before and before[-1] not in ";{}]" and not before.endswith("pub") and not re.search(r"pub\([^)]*\)$", before):
+        if before and before[-1] not in ";{}]":
             pos = m.end()
             continue
         name = m.group(1)
-        line = own.count("\n", 0, m.start()) + line_offset
         if m.group(2) == ";":
             child_file = file_of(file, is_dir_owner, inline_path, name)
             if child_file is not None:
                 child_text = drop_test_items(strip_comments_and_strings(child_file.read_text()))
                 module.children[name] = load_module(
                     path + (name,), child_file, child_text,
-                    child_file.name in ("mod.rs", "lib.rs", "main.rs"), [], 1, module)
+                    child_file.name in ("mod.rs", "lib.rs", "main.rs"), [], module)
             pos = m.end()
         else:
             open_at = m.end() - 1
             close = matching_brace(own, open_at)
             body = own[open_at + 1:close - 1]
             module.children[name] = load_module(
-                path + (name,), file, body, is_dir_owner, inline_path + [name],
-                line, module)
+                path + (name,), file, body, is_dir_owner, inline_path + [name], module)
             own = blank(own, open_at + 1, close - 1)
             pos = close
     module.text = own
@@ -290,7 +280,7 @@ class Crate:
     def __init__(self, label: str, root_file: Path):
         self.label = label
         text = drop_test_items(strip_comments_and_strings(root_file.read_text()))
-        self.root = load_module((), root_file, text, True, [], 1, None)
+        self.root = load_module((), root_file, text, True, [], None)
         self.modules: dict[tuple[str, ...], Module] = {}
         self._index(self.root)
 
@@ -437,10 +427,10 @@ def layer_findings(label: str, graph) -> list[str]:
 FN_DECL = re.compile(r"\bfn\s+(\w+)\s*(?:<[^{;]*?>)?\s*\(")
 
 
-def long_functions(label: str, crate: Crate) -> list[str]:
+def long_functions(label: str, crate: Crate, root: Path = ROOT) -> list[str]:
     out = []
     for module in crate.modules.values():
-        rel = module.file.relative_to(ROOT).as_posix()
+        rel = module.file.relative_to(root).as_posix()
         if rel.startswith(LONG_FUNCTION_EXEMPT):
             continue
         text = module.text
@@ -455,25 +445,19 @@ def long_functions(label: str, crate: Crate) -> list[str]:
 
 
 def crate_roots(root: Path) -> list[tuple[str, Path]]:
-    """Every crate root in the repository: library, binary and bin-folder targets."""
+    """Every crate root in the repository (library, binary, `src/bin` and fuzz targets), labelled
+    by its folder; a package with both a library and a binary gets `[lib]` and `[main]`."""
     found = []
     for toml in sorted(root.rglob("Cargo.toml")):
-        rel = toml.parent.relative_to(root).as_posix()
-        if "target" in toml.parts or rel.startswith(("fuzz/target", ".venv")) or "/.venv" in rel:
+        if {"target", ".venv"} & set(toml.relative_to(root).parts):
             continue
+        label = toml.parent.relative_to(root).as_posix()
         src = toml.parent / "src"
-        label = rel if rel != "." else "."
-        for name in ("lib.rs", "main.rs"):
-            if (src / name).exists():
-                found.append((f"{label}[{name[:-3]}]" if (src / 'lib.rs').exists() and (src / 'main.rs').exists() else label, src / name))
-        for extra in sorted((src / "bin").glob("*.rs")) if (src / "bin").is_dir() else []:
-            found.append((f"{label}[bin {extra.stem}]", extra))
-        # fuzz targets and benches are their own small crates
-        for folder in ("fuzz_targets", "benches"):
-            d = toml.parent / folder
-            if d.is_dir() and folder == "fuzz_targets":
-                for extra in sorted(d.glob("*.rs")):
-                    found.append((f"{label}[{extra.stem}]", extra))
+        roots = [src / name for name in ("lib.rs", "main.rs") if (src / name).exists()]
+        for file in roots:
+            found.append((f"{label}[{file.stem}]" if len(roots) == 2 else label, file))
+        extras = sorted(src.glob("bin/*.rs")) + sorted(toml.parent.glob("fuzz_targets/*.rs"))
+        found += [(f"{label}[{extra.stem}]", extra) for extra in extras]
     return found
 
 
@@ -570,13 +554,8 @@ def self_test() -> None:
               "pub fn fits() {\n" + body * 198 + "}\n"
               "#[cfg(test)]\nfn test_long() {\n" + body * 300 + "}\n")
         long_crate = Crate("long", base / "long/src/lib.rs")
-        global ROOT
-        saved, ROOT = ROOT, base
-        try:
-            assert long_functions("long", long_crate) == ["long-fn long crate::long"], \
-                long_functions("long", long_crate)
-        finally:
-            ROOT = saved
+        got = long_functions("long", long_crate, root=base)
+        assert got == ["long-fn long crate::long"], got
     print("layers.py self-test: passed")
 
 

@@ -17,7 +17,6 @@ figure here is the one CI enforces:
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import sys
 from pathlib import Path

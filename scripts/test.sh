@@ -8,8 +8,8 @@ cd "$FERRITE_ROOT"
 stage() { echo "== $1 [${SECONDS} s]"; }
 
 stage "module graph: no new import cycle, layer break or long function (scripts/layers.py)"
-python3 scripts/layers.py --self-test
-python3 scripts/layers.py
+"$FERRITE_PYTHON" scripts/layers.py --self-test
+"$FERRITE_PYTHON" scripts/layers.py
 
 stage "docs/status.md's generated tables match tests/expectations (scripts/status.py)"
 "$FERRITE_PYTHON" scripts/status.py --check

@@ -354,6 +354,28 @@ fn small_things_a_user_reads() {
 }
 
 #[test]
+fn an_opset_out_of_range_names_the_range_and_the_converter() {
+    let dir = temp_dir("ux-opset");
+    let frt = dir.join("out.frt");
+    for opset in [5, 28] {
+        let onnx = dir.join(format!("opset{opset}.onnx"));
+        let model = ModelBuilder::new(opset)
+            .input("x", data_type::FLOAT, &[D::N(1), D::N(4)])
+            .node("Relu", "relu", &["x"], &["y"], vec![])
+            .output("y")
+            .encode();
+        std::fs::write(&onnx, model).unwrap();
+        let out = ferrite(&["pack", s(&onnx), "-o", s(&frt)]);
+        assert_error(
+            &out,
+            &format!("ONNX opset {opset} is not supported (Ferrite reads opsets 6 to 27)"),
+        );
+        assert_error(&out, "onnx.version_converter.convert_version");
+        assert!(!frt.exists(), "a refused model left an output file");
+    }
+}
+
+#[test]
 fn check_says_which_ops_a_device_cannot_run() {
     let dir = temp_dir("ux-check");
     let onnx = dir.join("mlp.onnx");
