@@ -50,7 +50,8 @@ fn gemm(c: &mut Criterion) {
 }
 
 fn conv(c: &mut Criterion) {
-    use ferrite_cpu::kernels::conv::{conv, ConvDims};
+    use ferrite_cpu::base::geometry::ConvDims;
+    use ferrite_cpu::kernels::conv::conv;
     use ferrite_hal::op::{Conv, Window};
     use ferrite_hal::Activation;
     let mut group = c.benchmark_group("conv");
@@ -180,7 +181,7 @@ fn peak(_: &mut Criterion) {}
 /// depthwise layer twice: with weights whose rows AVX2 sums as byte fours (small, as trained
 /// ones mostly are) and with weights it cannot (three large ones of one sign a row).
 fn qconv(c: &mut Criterion) {
-    use ferrite_cpu::kernels::conv::ConvDims;
+    use ferrite_cpu::base::geometry::ConvDims;
     use ferrite_cpu::kernels::integer::qconv;
     use ferrite_hal::op::{QConv, Requantize, Window};
     let mut group = c.benchmark_group("qconv");

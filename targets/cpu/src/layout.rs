@@ -24,7 +24,7 @@
 //! `FERRITE_CPU_LAYOUT=planar`, or [`crate::CpuDevice::with_channel_blocking`], keeps every
 //! tensor planar.
 
-use crate::kernels::conv::ConvDims;
+use crate::base::geometry::ConvDims;
 use core::cell::Cell;
 use ferrite_hal::op::{BinaryOp, Conv};
 use ferrite_hal::{Activation, DType, Location, Op, Step, TensorDesc, TensorList};

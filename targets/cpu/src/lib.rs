@@ -12,14 +12,12 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 
-mod error;
+pub mod base;
 pub mod kernels;
 #[cfg(feature = "std")]
 pub mod layout;
-mod math;
 #[cfg(feature = "std")]
 pub mod memo;
-mod memory;
 #[cfg(feature = "std")]
 mod normalization;
 #[cfg(feature = "threads")]
@@ -27,7 +25,7 @@ mod parallel;
 #[cfg(feature = "std")]
 mod prepared;
 
-pub use error::CpuError;
+pub use base::error::CpuError;
 #[cfg(feature = "std")]
 pub use memo::StepMemo;
 #[cfg(feature = "threads")]

@@ -13,7 +13,7 @@
 //! added, `1 / sqrt(v + ε)`, then `((x − mean) · inv) · scale + bias`. The fused run's outputs
 //! are the composed run's bit for bit ([`crate::CpuDevice::with_fusion`] turns it off).
 
-use crate::memory::{carve, f32s, f32s_mut, span, Span, Src};
+use crate::base::memory::{carve, f32s, f32s_mut, span, Span, Src};
 use crate::CpuError;
 use ferrite_hal::geometry::broadcast_strides;
 use ferrite_hal::op::{BinaryOp, ReduceOp};
@@ -462,7 +462,8 @@ fn normalize_rows(
                 }
             }
         }
-        let inverses = squares.map(|square| 1.0 / crate::math::sqrt(square * inv_count + epsilon));
+        let inverses =
+            squares.map(|square| 1.0 / crate::base::math::sqrt(square * inv_count + epsilon));
         // The outputs, a row at a time (in place, each value read before it is written).
         for r in 0..count {
             let at = (first + r) * len;

@@ -3,8 +3,8 @@
 //! Sums wrap on overflow as onnxruntime's do (only reductions of more than 33,025 products of
 //! extreme values can overflow).
 
-use super::conv::ConvDims;
-use super::index::for_each_row;
+use crate::base::geometry::ConvDims;
+use crate::base::index::for_each_row;
 use ferrite_hal::geometry::MatMulGeometry;
 use ferrite_hal::op::ConvInteger;
 

@@ -9,6 +9,7 @@
 //! them.
 
 use super::gemm::{sgemm, Mat};
+use crate::base::geometry::ConvDims;
 use core::num::NonZeroUsize;
 use ferrite_hal::geometry::{
     conv_scratch_elements, conv_tile_columns, depthwise_strategy, Depthwise,
@@ -16,42 +17,6 @@ use ferrite_hal::geometry::{
 use ferrite_hal::op::{Conv, ConvTranspose, Window};
 #[cfg(feature = "std")]
 use ferrite_hal::Activation;
-
-/// Dimensions of one convolution call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ConvDims {
-    /// Batch.
-    pub n: usize,
-    /// Input channels.
-    pub c: usize,
-    /// Input height.
-    pub h: usize,
-    /// Input width.
-    pub w: usize,
-    /// Output channels.
-    pub oc: usize,
-    /// Output height.
-    pub oh: usize,
-    /// Output width.
-    pub ow: usize,
-}
-
-impl ConvDims {
-    /// The dimensions of a convolution from its input `[N, C, H, W]` (or `[N, C, L]`) and output.
-    pub fn of(x: &ferrite_hal::Shape, y: &ferrite_hal::Shape) -> Option<ConvDims> {
-        let [n, c, h, w] = ferrite_hal::geometry::nchw(x)?;
-        let [_, oc, oh, ow] = ferrite_hal::geometry::nchw(y)?;
-        Some(ConvDims {
-            n,
-            c,
-            h,
-            w,
-            oc,
-            oh,
-            ow,
-        })
-    }
-}
 
 /// Range of output positions `o` along one axis whose input position `o*stride - pad + tap`
 /// lies inside `[0, len)`: returns `(first, end)`.
@@ -1333,7 +1298,7 @@ mod blocked {
 
     /// What [`channels`] needs of a step: its operands and the phase planes' geometry.
     struct Job<'a> {
-        d: super::ConvDims,
+        d: crate::base::geometry::ConvDims,
         multiplier: usize,
         x: &'a [f32],
         weight: &'a [f32],
@@ -2084,9 +2049,9 @@ mod strategy_tests {
                             }
                         }
                         let want = match activation {
-                            Activation::Relu => crate::math::max(sum, 0.0),
+                            Activation::Relu => crate::base::math::max(sum, 0.0),
                             Activation::Clip { min, max } => {
-                                crate::math::min(crate::math::max(sum, min), max)
+                                crate::base::math::min(crate::base::math::max(sum, min), max)
                             }
                             _ => sum,
                         };

@@ -9,8 +9,9 @@
 //! channels-last plane is its blocked input copied row by row. The sums are the same, in the
 //! same order, so every output is bit for bit the planar kernels'.
 
-use super::conv::{split_phases, ConvDims};
+use super::conv::split_phases;
 pub(crate) use super::conv_lanes::Residual;
+use crate::base::geometry::ConvDims;
 pub(crate) use crate::layout::Blocking;
 use ferrite_hal::op::{Conv, Window};
 use ferrite_hal::Activation;

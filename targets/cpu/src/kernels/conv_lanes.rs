@@ -15,7 +15,7 @@
 //! output is the same sum in the same order as the in-place product's (from zero over the taps,
 //! one FMA each, then the bias added), so the results are bit for bit those.
 
-use super::aligned::Aligned;
+use crate::base::aligned::Aligned;
 use crate::memo;
 use core::arch::x86_64::*;
 use ferrite_hal::Activation;
@@ -1301,9 +1301,9 @@ pub(super) mod tests {
                         .fold(0.0f32, |acc, (&t, &w)| w.mul_add(input[base + t], acc));
                     let v = bias.as_ref().map_or(0.0, |b| b[c]) + sum;
                     want[c * plane + p] = match activation {
-                        Activation::Relu => crate::math::max(v, 0.0),
+                        Activation::Relu => crate::base::math::max(v, 0.0),
                         Activation::Clip { min, max } => {
-                            crate::math::min(crate::math::max(v, min), max)
+                            crate::base::math::min(crate::base::math::max(v, min), max)
                         }
                         _ => v,
                     };

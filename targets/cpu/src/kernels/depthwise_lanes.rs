@@ -16,9 +16,9 @@ use core::cell::RefCell;
 use ferrite_hal::op::Window;
 use std::vec::Vec;
 
-use super::conv::ConvDims;
 use super::conv_lanes::avx2::transpose;
 use super::elementwise::avx2::{relu_lanes, ClipBounds};
+use crate::base::geometry::ConvDims;
 use ferrite_hal::Activation;
 
 std::thread_local! {

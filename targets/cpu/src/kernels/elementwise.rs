@@ -1,7 +1,7 @@
 //! Elementwise kernels: activations, broadcasting binary arithmetic, batch normalisation.
 
-use super::index::for_each_index;
-use crate::math;
+use crate::base::index::for_each_index;
+use crate::base::math;
 use ferrite_hal::geometry::broadcast_strides;
 use ferrite_hal::op::BinaryOp;
 use ferrite_hal::{selects_activation, selects_binary, Activation, Selection, Shape};
@@ -87,7 +87,7 @@ pub(crate) mod avx2 {
         blocks.into_remainder()
     }
 
-    /// `max(x, 0)` as [`crate::math::max`]: `x` where `x > 0`, else +0 (NaN too, as `fmaxf`).
+    /// `max(x, 0)` as [`crate::base::math::max`]: `x` where `x > 0`, else +0 (NaN too, as `fmaxf`).
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn relu(xs: &mut [f32]) -> &mut [f32] {
         each(xs, |v| relu_lanes(v))
@@ -110,7 +110,7 @@ pub(crate) mod avx2 {
         })
     }
 
-    /// `min(max(x, lo), hi)` as [`crate::math::max`] and [`crate::math::min`] (a NaN bound is
+    /// `min(max(x, lo), hi)` as [`crate::base::math::max`] and [`crate::base::math::min`] (a NaN bound is
     /// passed over).
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn clip(xs: &mut [f32], lo: f32, hi: f32) -> &mut [f32] {
@@ -140,8 +140,8 @@ pub(crate) mod avx2 {
         }
 
         /// [`clip`] of one vector (also a convolution's store, `conv_lanes`): `vmaxps(v, lo)`
-        /// is `v > lo ? v : lo` and `vminps(t, hi)` is `t < hi ? t : hi` — [`crate::math::max`]
-        /// and [`crate::math::min`] exactly, a NaN `v` and signed zeros included — with a NaN
+        /// is `v > lo ? v : lo` and `vminps(t, hi)` is `t < hi ? t : hi` — [`crate::base::math::max`]
+        /// and [`crate::base::math::min`] exactly, a NaN `v` and signed zeros included — with a NaN
         /// bound's step left out.
         #[target_feature(enable = "avx2,fma")]
         #[inline]

@@ -2,8 +2,8 @@
 //! index is read from a tensor at run time, so each is checked (negative ones count from the
 //! end) and an out-of-range one is an error, never an out-of-bounds access.
 
-use super::index::for_each_index;
 use super::movement::{copy_element, elements, elements_mut};
+use crate::base::index::for_each_index;
 use crate::CpuError;
 use ferrite_hal::op::Reduction;
 use ferrite_hal::Shape;
@@ -252,7 +252,7 @@ pub fn scatter_nd(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::element_ids::{decode, encode, flatten, generator, unflatten};
+    use crate::base::element_ids::{decode, encode, flatten, generator, unflatten};
     extern crate std;
     use std::vec::Vec;
 

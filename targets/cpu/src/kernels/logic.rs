@@ -1,8 +1,8 @@
 //! The ops with bool tensors: comparisons, boolean logic, selection (Where) and float
 //! classification (IsNaN, IsInf). Bools are bytes, 0 or 1; operands broadcast as numpy.
 
-use super::index::for_each_index;
 use super::movement::{copy_element, elements, elements_mut};
+use crate::base::index::for_each_index;
 use ferrite_hal::geometry::broadcast_strides;
 use ferrite_hal::op::{CompareOp, Detect, LogicalOp};
 use ferrite_hal::Shape;
@@ -150,7 +150,7 @@ mod tests {
     /// 2, 4 and 8, against the definition (every byte of an element checked).
     #[test]
     fn select_matches_its_definition_at_every_element_size() {
-        let mut next = crate::kernels::element_ids::generator(0xbb67_ae85);
+        let mut next = crate::base::element_ids::generator(0xbb67_ae85);
         for case in 0..300 {
             let rank = 1 + next(3);
             let dims: Vec<usize> = (0..rank).map(|_| 1 + next(4)).collect();

@@ -3,7 +3,7 @@
 #[cfg(not(feature = "std"))]
 use super::gemm::sgemm_unrolled as batched_sgemm;
 use super::gemm::{sgemm, Mat};
-use super::index::for_each_row;
+use crate::base::index::for_each_row;
 use ferrite_hal::geometry::{broadcast_strides, MatMulGeometry};
 use ferrite_hal::op::Gemm;
 use ferrite_hal::Shape;

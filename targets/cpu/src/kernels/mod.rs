@@ -3,8 +3,6 @@
 
 #[cfg(feature = "quantized")]
 pub mod accumulate;
-#[cfg(all(feature = "std", target_arch = "x86_64"))]
-mod aligned;
 pub mod conv;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 pub(crate) mod conv_blocked;
@@ -12,12 +10,9 @@ pub(crate) mod conv_blocked;
 mod conv_lanes;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod depthwise_lanes;
-#[cfg(test)]
-pub(crate) mod element_ids;
 pub mod elementwise;
 pub mod fourier;
 pub mod gemm;
-pub mod index;
 pub mod indexing;
 #[cfg(feature = "quantized")]
 pub mod integer;
@@ -41,7 +36,7 @@ pub mod trees;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod winograd;
 
-use crate::memory::{carve, span, Readable};
+use crate::base::memory::{carve, span, Readable};
 use crate::CpuError;
 use ferrite_hal::{Selection, Step, ALL_OPS};
 use steps::run_step_inline;

@@ -3,7 +3,7 @@
 //! single copies and strided elements are moved by a loop built for each size
 //! (`copy_run`).
 
-use super::index::for_each_row;
+use crate::base::index::for_each_row;
 use crate::CpuError;
 use ferrite_hal::op::PadMode;
 use ferrite_hal::{Shape, MAX_RANK};
@@ -650,7 +650,7 @@ pub fn expand(x: &[u8], size: usize, x_shape: &Shape, out: &mut [u8], out_shape:
 mod tests {
     extern crate std;
     use super::*;
-    use crate::kernels::element_ids::{decode, encode, flatten, generator, unflatten};
+    use crate::base::element_ids::{decode, encode, flatten, generator, unflatten};
     use std::{vec, vec::Vec};
 
     /// Pad's output element at `index` by the definition: each coordinate mapped on its own.

@@ -70,7 +70,7 @@ impl Wide {
 }
 
 /// `(a / b, a % b)` truncated toward zero, wrapping for `MIN / −1` (`b != 0`). On a firmware by
-/// [`crate::math::div_rem_u64`] on the magnitudes (no 64-bit division routine linked).
+/// [`crate::base::math::div_rem_u64`] on the magnitudes (no 64-bit division routine linked).
 fn div_rem_i64(a: i64, b: i64) -> (i64, i64) {
     if cfg!(feature = "std") {
         return (a.wrapping_div(b), a.wrapping_rem(b));
@@ -81,7 +81,7 @@ fn div_rem_i64(a: i64, b: i64) -> (i64, i64) {
 /// [`div_rem_i64`] from the quotient and remainder of the magnitudes: the quotient negative when
 /// the signs differ, the remainder with the dividend's sign.
 fn div_rem_by_magnitudes(a: i64, b: i64) -> (i64, i64) {
-    let (q, r) = crate::math::div_rem_u64(a.unsigned_abs(), b.unsigned_abs());
+    let (q, r) = crate::base::math::div_rem_u64(a.unsigned_abs(), b.unsigned_abs());
     let q = if (a < 0) != (b < 0) {
         (q as i64).wrapping_neg()
     } else {
@@ -100,7 +100,7 @@ fn div_rem_u64(a: u64, b: u64) -> (u64, u64) {
     if cfg!(feature = "std") {
         return (a / b, a % b);
     }
-    crate::math::div_rem_u64(a, b)
+    crate::base::math::div_rem_u64(a, b)
 }
 
 /// `base^exponent` by squaring, wrapping; a negative exponent gives the integer part of the
@@ -536,7 +536,7 @@ mod tests {
     /// `/` and `%`: random operands of every length and sign, and `MIN / −1`.
     #[test]
     fn signed_division_by_magnitudes_is_wrapping_division() {
-        let mut next = crate::kernels::element_ids::words64(0x9E37_79B9_7F4A_7C15);
+        let mut next = crate::base::element_ids::words64(0x9E37_79B9_7F4A_7C15);
         let edges = [i64::MIN, i64::MIN + 1, -7, -1, 1, 7, i64::MAX];
         let randoms = (0..100_000).map(|_| {
             (

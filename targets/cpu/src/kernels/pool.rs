@@ -1,15 +1,7 @@
 //! Max, average and global average pooling over NCHW tensors.
 
+use crate::base::geometry::PoolDims;
 use ferrite_hal::op::Pool;
-
-/// Input and output sizes of a pooling call: `[n, c, h, w]` in, `[oh, ow]` out.
-#[derive(Clone, Copy, Debug)]
-pub struct PoolDims {
-    /// Input `[N, C, H, W]`.
-    pub input: [usize; 4],
-    /// Output `[OH, OW]`.
-    pub output: [usize; 2],
-}
 
 /// Max (`is_max`) or average pooling.
 #[inline(always)]

@@ -1,81 +1,6 @@
 //! Linear quantization and dequantization (ONNX QuantizeLinear / DequantizeLinear), per tensor
 //! or per channel along one axis.
 
-/// An integer element type of quantized tensors.
-pub trait QuantInt: Copy + bytemuck::Pod {
-    /// Smallest value.
-    const MIN: i32;
-    /// Largest value.
-    const MAX: i32;
-    /// Wider than 8 bits: integer products of it accumulate in 64 bits.
-    const WIDE: bool;
-    /// Widens to `i32`.
-    fn widen(self) -> i32;
-    /// Narrows an `i32` already clamped to `MIN..=MAX`.
-    fn narrow(v: i32) -> Self;
-    /// `(self - zero)` as `f32`, exactly and without overflow.
-    fn minus(self, zero: i32) -> f32;
-}
-
-macro_rules! quant_int {
-    ($t:ty, $wide:ty) => {
-        impl QuantInt for $t {
-            const MIN: i32 = <$t>::MIN as i32;
-            const MAX: i32 = <$t>::MAX as i32;
-            const WIDE: bool = <$t>::BITS > 8;
-            #[inline(always)]
-            fn widen(self) -> i32 {
-                self as i32
-            }
-            #[inline(always)]
-            fn narrow(v: i32) -> Self {
-                v as $t
-            }
-            #[inline(always)]
-            fn minus(self, zero: i32) -> f32 {
-                (self as $wide - zero as $wide) as f32
-            }
-        }
-    };
-}
-
-// 8- and 16-bit differences fit in i32; int32 ones need i64.
-quant_int!(i8, i32);
-quant_int!(u8, i32);
-quant_int!(i16, i32);
-quant_int!(u16, i32);
-quant_int!(i32, i64);
-
-/// An 8-bit quantized type: its values can index a 256-entry table by their byte.
-pub trait QuantByte: QuantInt {
-    /// The raw byte.
-    fn byte(self) -> u8;
-    /// The value whose raw byte is `b`.
-    fn from_byte(b: u8) -> Self;
-}
-
-impl QuantByte for i8 {
-    #[inline(always)]
-    fn byte(self) -> u8 {
-        self as u8
-    }
-    #[inline(always)]
-    fn from_byte(b: u8) -> Self {
-        b as i8
-    }
-}
-
-impl QuantByte for u8 {
-    #[inline(always)]
-    fn byte(self) -> u8 {
-        self
-    }
-    #[inline(always)]
-    fn from_byte(b: u8) -> Self {
-        b
-    }
-}
-
 /// The layout of per-channel parameters: element `i` of the tensor uses parameter
 /// `(i / inner) % channels` (`channels == 1`: one parameter for all).
 #[derive(Clone, Copy, Debug)]
@@ -99,7 +24,8 @@ impl Channels {
 }
 
 use super::numeric;
-use crate::math::round_half_even;
+use crate::base::math::round_half_even;
+use crate::base::quantized::QuantInt;
 use ferrite_hal::{selects_dtype, DType, Selection};
 
 /// `y = saturate(round_half_to_even(x / scale) + zero_point)`.
@@ -136,7 +62,7 @@ fn quantize_run<T: QuantInt>(xs: &[f32], scale: f32, zero: i32, ys: &mut [T]) {
     for (out, &v) in ys.iter_mut().zip(xs) {
         let r = round_half_even(v / scale);
         let r = if r.is_nan() { 0.0 } else { r };
-        let c = crate::math::min(crate::math::max(r + z, lo), hi);
+        let c = crate::base::math::min(crate::base::math::max(r + z, lo), hi);
         let q = ((c + 12_582_912.0).to_bits() as i32).wrapping_sub(0x4B40_0000);
         *out = T::narrow(q);
     }

@@ -544,7 +544,7 @@ pub fn recurrent<const OPS: Selection>(
 #[allow(unsafe_code)]
 mod fma {
     use super::Operands;
-    use crate::kernels::aligned::Aligned;
+    use crate::base::aligned::Aligned;
     use crate::kernels::depthwise_lanes::Lanes;
     use crate::kernels::simd::{level, Level};
     use crate::memo::{self, Kept};

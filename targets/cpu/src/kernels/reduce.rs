@@ -1,7 +1,7 @@
 //! Reductions (mean, sum, max, min, product, L1, L2, log-sum, sum of squares) over any set of
 //! axes.
 
-use super::index::for_each_index;
+use crate::base::index::for_each_index;
 use ferrite_hal::op::ReduceOp;
 use ferrite_hal::{Shape, MAX_RANK};
 
@@ -72,8 +72,10 @@ pub fn reduce(op: ReduceOp, x: &[f32], shape: &Shape, axes: u32, out: &mut [f32]
             let inv = 1.0 / count as f32;
             out.iter_mut().for_each(|v| *v *= inv);
         }
-        ReduceOp::L2 => out.iter_mut().for_each(|v| *v = crate::math::sqrt(*v)),
-        ReduceOp::LogSum => out.iter_mut().for_each(|v| *v = crate::math::ln(*v)),
+        ReduceOp::L2 => out
+            .iter_mut()
+            .for_each(|v| *v = crate::base::math::sqrt(*v)),
+        ReduceOp::LogSum => out.iter_mut().for_each(|v| *v = crate::base::math::ln(*v)),
         _ => {}
     }
 }
@@ -412,8 +414,8 @@ mod reduction_tests {
                 }
                 let expected = match op {
                     ReduceOp::Mean => acc * (1.0 / values.len() as f32),
-                    ReduceOp::L2 => crate::math::sqrt(acc),
-                    ReduceOp::LogSum => crate::math::ln(acc),
+                    ReduceOp::L2 => crate::base::math::sqrt(acc),
+                    ReduceOp::LogSum => crate::base::math::ln(acc),
                     _ => acc,
                 };
                 let same = expected.to_bits() == got[o].to_bits()

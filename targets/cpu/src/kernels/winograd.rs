@@ -19,10 +19,11 @@
 //! [`crate::CpuDevice::with_winograd`] (or `FERRITE_CPU_WINOGRAD=off`) turns it off where a
 //! run must equal the planar layout's exactly. onnxruntime's MLAS runs these layers directly.
 
-use super::aligned::Aligned;
-use super::conv::{split_phases, ConvDims};
+use super::conv::split_phases;
 use super::conv_lanes::{block_vectors, Isa, Residual};
 use super::depthwise_lanes::Lanes;
+use crate::base::aligned::Aligned;
+use crate::base::geometry::ConvDims;
 use crate::memo;
 use core::arch::x86_64::*;
 use ferrite_hal::op::Window;

@@ -15,8 +15,8 @@
 use super::block::{high_word_pairs, Channels};
 use super::requantize::{output_byte, saturate4, Clamp};
 use core::num::NonZeroUsize;
-use ferrite_cpu::kernels::conv::ConvDims;
-use ferrite_cpu::kernels::integer::HighWordRequantizer;
+use ferrite_cpu::base::geometry::ConvDims;
+use ferrite_cpu::base::requantize::HighWordRequantizer;
 use ferrite_cpu::kernels::step_operands_and_scratch;
 use ferrite_cpu::CpuError;
 use ferrite_hal::op::Requantize;

@@ -20,7 +20,7 @@
 use super::block::high_word_pairs;
 use super::conv::{requant_pair, word};
 use super::requantize::{output_byte, saturate4, saturate4_pairs, Clamp};
-use ferrite_cpu::kernels::integer::HighWordRequantizer;
+use ferrite_cpu::base::requantize::HighWordRequantizer;
 use ferrite_cpu::kernels::step_operands_and_scratch;
 use ferrite_cpu::CpuError;
 use ferrite_hal::op::{QGemmWeights, Requantize};

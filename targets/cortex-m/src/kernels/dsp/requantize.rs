@@ -6,7 +6,7 @@
 //! a possible tie, a product with a zero low word, branches out of the way); a narrower clamp
 //! (a fused activation) takes sixteen; any other requantizer is the portable [`Requantizer`].
 
-use ferrite_cpu::kernels::integer::{HighWordRequantizer, Requantizer};
+use ferrite_cpu::base::requantize::{HighWordRequantizer, Requantizer};
 use ferrite_hal::op::Requantize;
 
 /// How an output's clamp to `[min, max]` is computed: one `SSAT` when the range is int8's whole

@@ -1,17 +1,17 @@
 //! The AVX2 instruction set for the shared integer geometry ([`super::Isa`]): products of
 //! int16-widened values summed in pairs by `vpmaddwd` (exact: `vpmaddubsw`'s saturating int16
 //! pair sums, which onnxruntime's kernels use, would not be), requantization of eight outputs at
-//! once in the high-word form ([`super::super::integer::HighWordRequantizer`]), scalar for the
+//! once in the high-word form ([`crate::base::requantize::HighWordRequantizer`]), scalar for the
 //! rare scales without one; and QAdd's table form by `vpgatherdd`.
 
-use super::super::conv::ConvDims;
-use super::super::integer::Requantizer;
-use super::super::quantize::QuantInt;
 use super::{
     avx2_depthwise, avx2_lanes, avx2_wide, depthwise_pass, depthwise_passes, group_blocks,
     low_bytes_of, qconv_with, scratch_needed, Block, ChannelPass, Channels, DepthwiseInput,
     DepthwiseState, Expansion, Gather, GroupBlocks, Isa, Operands, PairedGather, StepKey, TapPlan,
 };
+use crate::base::geometry::ConvDims;
+use crate::base::quantized::QuantInt;
+use crate::base::requantize::Requantizer;
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
 
@@ -57,7 +57,7 @@ pub(super) unsafe fn qconv<X: QuantInt, Y: QuantInt>(
 
 /// A channel's requantization in every lane: the high-word form's
 /// `[multiplier, half, mask, zero, min, max]`, its shift, and whether it has ties
-/// ([`super::super::integer::HighWordRequantizer::has_ties`]; without, the tie test is left
+/// ([`crate::base::requantize::HighWordRequantizer::has_ties`]; without, the tie test is left
 /// out); `None` for a scale without one (every lane computed by the scalar requantizer).
 type Lanes = Option<([__m256i; 6], __m128i, bool)>;
 

@@ -11,11 +11,11 @@
 //! channels' rows together. Exact as the others: the same products, summed in wrapping int32
 //! from the channel's base (`bias − zx·Σw`; padding reads the zero point), the same rounding.
 
-use super::super::conv::ConvDims;
-use super::super::quantize::QuantInt;
 use super::avx2::Avx2;
 use super::avx2_lanes::{group_requant, high_word, scalar_lanes, GroupRequant};
 use super::{Channels, Operands, StepKey};
+use crate::base::geometry::ConvDims;
+use crate::base::quantized::QuantInt;
 use crate::memo;
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;

@@ -1,8 +1,8 @@
 //! QGemm with AVX2 (`vpmaddwd` on int16-widened values), for 8-bit activations in either
 //! weight layout: where VNNI is missing (an AVX2-only host) or does not take the layout.
 
-use super::super::integer::Requantizer;
-use super::super::quantize::QuantInt;
+use crate::base::quantized::QuantInt;
+use crate::base::requantize::Requantizer;
 use core::arch::x86_64::*;
 use ferrite_hal::op::{QGemmWeights, Requantize};
 

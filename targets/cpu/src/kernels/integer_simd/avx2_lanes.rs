@@ -10,10 +10,10 @@
 //! their pair sums fit int32, the sums wrap as the portable kernel's do, and each lane then takes
 //! its channel's high-word rounding.
 
-use super::super::conv::ConvDims;
-use super::super::quantize::QuantInt;
 use super::avx2::Avx2;
 use super::{Channels, Operands, StepKey};
+use crate::base::geometry::ConvDims;
+use crate::base::quantized::QuantInt;
 use crate::memo;
 use core::arch::x86_64::*;
 use std::vec::Vec;
@@ -90,7 +90,7 @@ pub(super) struct GroupRequant {
     pub(super) zero: __m256i,
     pub(super) min: __m256i,
     pub(super) max: __m256i,
-    /// Whether some lane's channel has ties ([`super::super::integer::HighWordRequantizer::has_ties`]).
+    /// Whether some lane's channel has ties ([`crate::base::requantize::HighWordRequantizer::has_ties`]).
     pub(super) ties: bool,
     pub(super) exact: bool,
 }
@@ -361,7 +361,7 @@ unsafe fn store<Y: QuantInt>(
     }
 }
 
-/// [`super::super::integer::HighWordRequantizer::apply`] of eight accumulators, each lane with
+/// [`crate::base::requantize::HighWordRequantizer::apply`] of eight accumulators, each lane with
 /// its channel's constants.
 ///
 /// # Safety

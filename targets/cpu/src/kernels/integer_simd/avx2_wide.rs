@@ -9,11 +9,11 @@
 //! A unit's vectors hold positions `0–3, 8–11` and `4–7, 12–15`: packing their two vectors'
 //! int32 sums to int16 (`vpackssdw`, per 128-bit lane) then lines the sixteen up in order.
 
-use super::super::conv::ConvDims;
-use super::super::quantize::QuantInt;
 use super::avx2::{self, Avx2};
 use super::wide::{self, RowsAt, Wide, WideState};
 use super::{Operands, StepKey};
+use crate::base::geometry::ConvDims;
+use crate::base::quantized::QuantInt;
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
 
@@ -211,7 +211,7 @@ unsafe fn pack(
 /// high-word form).
 #[inline]
 #[target_feature(enable = "avx2")]
-fn scalar_lanes(scalar: &super::super::integer::Requantizer, acc: __m256i) -> __m256i {
+fn scalar_lanes(scalar: &crate::base::requantize::Requantizer, acc: __m256i) -> __m256i {
     let mut lanes = [0i32; 8];
     // SAFETY: `lanes` holds eight int32s.
     unsafe { _mm256_storeu_si256(lanes.as_mut_ptr().cast(), acc) };

@@ -38,9 +38,9 @@ mod wide;
 #[cfg(target_arch = "x86_64")]
 pub(in crate::kernels) use avx2::{qadd_computed, qadd_tables};
 
-use super::conv::ConvDims;
-use super::integer::Requantizer;
-use super::quantize::QuantInt;
+use crate::base::geometry::ConvDims;
+use crate::base::quantized::QuantInt;
+use crate::base::requantize::Requantizer;
 use crate::memo;
 use ferrite_hal::op::{QConv, Requantize};
 use std::vec::Vec;

@@ -5,13 +5,13 @@
 //! [`Requantizer::apply`] per lane. Checked under qemu-user in CI (`scripts/cross-aarch64.sh`);
 //! no Arm hardware has timed these kernels.
 
-use super::super::conv::ConvDims;
-use super::super::integer::Requantizer;
-use super::super::quantize::QuantInt;
 use super::{
     depthwise_pass, depthwise_passes, group_blocks, qconv_with, Block, ChannelPass, Channels,
     DepthwiseInput, DepthwiseState, Expansion, Gather, GroupBlocks, Isa, Operands, TapPlan,
 };
+use crate::base::geometry::ConvDims;
+use crate::base::quantized::QuantInt;
+use crate::base::requantize::Requantizer;
 use core::arch::aarch64::*;
 use ferrite_hal::op::QConv;
 

@@ -7,15 +7,15 @@
 //! each channel's base subtracts `128 · Σ w` ([`Isa::input_offset`]). Depthwise taps, padding
 //! and requantization are AVX2's.
 
-use super::super::conv::ConvDims;
-use super::super::integer::Requantizer;
-use super::super::quantize::QuantInt;
 use super::avx2::{self, Avx2};
 use super::{
     depthwise_pass, depthwise_passes, group_blocks, qconv_with, scratch_needed, vnni_wide, Block,
     ChannelPass, Channels, DepthwiseInput, DepthwiseState, Expansion, Gather, GroupBlocks, Isa,
     Operands, PairedGather, StepKey, TapPlan,
 };
+use crate::base::geometry::ConvDims;
+use crate::base::quantized::QuantInt;
+use crate::base::requantize::Requantizer;
 use core::arch::x86_64::*;
 use ferrite_hal::op::{QConv, QGemmWeights, Requantize};
 

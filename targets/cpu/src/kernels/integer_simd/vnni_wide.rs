@@ -6,11 +6,11 @@
 //! int8 inputs are packed as `x + 128` (`vpdpbusd` multiplies unsigned bytes), each channel's
 //! base subtracting `128 · Σ w`.
 
-use super::super::conv::ConvDims;
-use super::super::quantize::QuantInt;
 use super::vnni::Vnni;
 use super::wide::{self, RowsAt, Wide, WideState};
 use super::{Channels, Operands, StepKey};
+use crate::base::geometry::ConvDims;
+use crate::base::quantized::QuantInt;
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
 
@@ -232,7 +232,7 @@ unsafe fn store<const B: usize, Y: QuantInt>(
     }
 }
 
-/// [`super::super::integer::HighWordRequantizer::apply`] of sixteen accumulators, from the
+/// [`crate::base::requantize::HighWordRequantizer::apply`] of sixteen accumulators, from the
 /// channel's eight-lane constants (the AVX2 requantization's, [`super::Channels::lanes`]) each
 /// broadcast to both halves.
 #[inline]

@@ -6,11 +6,11 @@
 //! VNNI sixteen positions to a vector ([`super::vnni_wide`]), AVX2 sixteen positions in two
 //! vectors ([`super::avx2_wide`]). The sums and the rounding are the portable kernel's, bit for
 //! bit: wrapping int32 sums of exact products, then
-//! [`super::super::integer::HighWordRequantizer`]'s rounding lane by lane.
+//! [`crate::base::requantize::HighWordRequantizer`]'s rounding lane by lane.
 
-use super::super::conv::ConvDims;
-use super::super::quantize::QuantInt;
 use super::{Channels, Isa, Operands, StepKey};
+use crate::base::geometry::ConvDims;
+use crate::base::quantized::QuantInt;
 use crate::memo;
 use ferrite_hal::op::QConv;
 use std::vec::Vec;

@@ -3,12 +3,12 @@
 
 use super::*;
 #[cfg(feature = "quantized")]
+use crate::base::quantized::QuantInt;
+#[cfg(feature = "quantized")]
 use crate::kernels::accumulate;
 use crate::kernels::conv;
 #[cfg(feature = "quantized")]
 use crate::kernels::integer;
-#[cfg(feature = "quantized")]
-use crate::kernels::quantize::QuantInt;
 
 /// Runs a step of this family with the kernels `OPS` selects.
 #[inline(always)]
@@ -25,7 +25,8 @@ pub(super) fn run<const OPS: Selection>(
     // dimensions: decoded once, into slots the arms share (per arm, each took its own in the
     // family's frame, which the convolutions' products stack on).
     input!(step, x = 0);
-    let dims = conv::ConvDims::of(&x.shape, &out_desc.shape).ok_or(CpuError::CorruptPlan)?;
+    let dims = crate::base::geometry::ConvDims::of(&x.shape, &out_desc.shape)
+        .ok_or(CpuError::CorruptPlan)?;
     // The op's parameters borrowed in the step (matched by value, each arm copied its kind's
     // into a slot of its own).
     match &step.op {
@@ -109,7 +110,7 @@ pub(super) fn run<const OPS: Selection>(
 #[allow(clippy::too_many_arguments)]
 fn blocked_conv<const OPS: Selection>(
     c: &ferrite_hal::op::Conv,
-    dims: conv::ConvDims,
+    dims: crate::base::geometry::ConvDims,
     (x, w, b): (&[f32], &[f32], Option<&[f32]>),
     out: &mut [f32],
     scratch: &mut [f32],
@@ -172,7 +173,7 @@ fn blocked_conv<const OPS: Selection>(
 #[allow(clippy::too_many_arguments)]
 fn residual_conv<const OPS: Selection>(
     c: &ferrite_hal::op::Conv,
-    dims: conv::ConvDims,
+    dims: crate::base::geometry::ConvDims,
     operands: (&[f32], &[f32], Option<&[f32]>),
     out: &mut [f32],
     scratch: &mut [f32],
@@ -218,7 +219,7 @@ fn residual_conv<const OPS: Selection>(
 fn conv_integer(
     step: &Step<'_>,
     c: &ferrite_hal::op::ConvInteger,
-    dims: conv::ConvDims,
+    dims: crate::base::geometry::ConvDims,
     view: &Readable<'_>,
     out: &mut [u8],
 ) -> Result<(), CpuError> {
@@ -237,7 +238,7 @@ fn conv_integer(
 #[inline(always)]
 fn qconv_framed<const OPS: Selection, X: QuantInt, Y: QuantInt>(
     c: &ferrite_hal::op::QConv,
-    dims: conv::ConvDims,
+    dims: crate::base::geometry::ConvDims,
     xs: &[X],
     w: &[i8],
     bias: &[i32],
@@ -278,7 +279,7 @@ mod tests {
         let Some(lanes) = crate::layout::block_lanes() else {
             return;
         };
-        let d = conv::ConvDims {
+        let d = crate::base::geometry::ConvDims {
             n: 1,
             c: 16,
             h: 5,

@@ -2,9 +2,9 @@
 //! kernels in [`crate::kernels::elementwise`], [`crate::kernels::numeric`] and [`crate::kernels::integer`].
 
 use super::*;
-use crate::kernels::elementwise::Operand;
 #[cfg(feature = "quantized")]
-use crate::kernels::index;
+use crate::base::index;
+use crate::kernels::elementwise::Operand;
 #[cfg(feature = "quantized")]
 use crate::kernels::integer;
 use crate::kernels::{elementwise, numeric};

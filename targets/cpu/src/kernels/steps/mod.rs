@@ -8,7 +8,7 @@
 //! Adding an op: one arm in its family's `run` here (the kernel itself in the family's module
 //! under `kernels/`); a new family, one module here and one arm in [`run_step_inline`].
 
-pub(crate) use crate::memory::{carve, carve_spans, f32s, f32s_mut, span, Readable, Src};
+pub(crate) use crate::base::memory::{carve, carve_spans, f32s, f32s_mut, span, Readable, Src};
 pub(crate) use crate::CpuError;
 pub(crate) use ferrite_hal::geometry::{nchw, MatMulGeometry};
 pub(crate) use ferrite_hal::op::Family;
@@ -73,8 +73,8 @@ macro_rules! with_quantized_pair {
 fn bytes8<const OPS: Selection>(
     x: DType,
     y: DType,
-) -> Result<crate::kernels::integer::Bytes8, CpuError> {
-    use crate::kernels::integer::Bytes8;
+) -> Result<crate::base::quantized::Bytes8, CpuError> {
+    use crate::base::quantized::Bytes8;
     match (x, y) {
         (DType::I8, DType::I8) if selects_dtype(OPS, DType::I8) => Ok(Bytes8::INT8),
         (DType::U8, DType::U8) if selects_dtype(OPS, DType::U8) => Ok(Bytes8::UINT8),

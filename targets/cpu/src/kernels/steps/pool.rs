@@ -24,7 +24,7 @@ pub(super) fn run<const OPS: Selection>(
             input!(step, x_desc = 0);
             let input_dims = nchw(&x_desc.shape).ok_or(CpuError::CorruptPlan)?;
             let [_, _, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
-            let dims = pool::PoolDims {
+            let dims = crate::base::geometry::PoolDims {
                 input: input_dims,
                 output: [oh, ow],
             };
@@ -77,7 +77,7 @@ pub(super) fn run<const OPS: Selection>(
             input!(step, x = 0);
             let [n, c, h, w] = nchw(&x.shape).ok_or(CpuError::CorruptPlan)?;
             let [_, _, oh, ow] = nchw(&out_desc.shape).ok_or(CpuError::CorruptPlan)?;
-            let dims = pool::PoolDims {
+            let dims = crate::base::geometry::PoolDims {
                 input: [n, c, h, w],
                 output: [oh, ow],
             };

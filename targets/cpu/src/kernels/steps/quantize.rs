@@ -122,7 +122,7 @@ fn channels(x: &TensorDesc, axis: usize, scale: &TensorDesc) -> quantize::Channe
 }
 
 #[inline(always)]
-fn dequantize_typed<T: quantize::QuantInt>(
+fn dequantize_typed<T: crate::base::quantized::QuantInt>(
     x: &[u8],
     scale: &[f32],
     zero: Option<&[u8]>,

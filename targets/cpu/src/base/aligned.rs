@@ -7,7 +7,7 @@
 use std::vec::Vec;
 
 /// `len` floats from a 64-byte boundary inside a slightly longer vector.
-pub(super) struct Aligned {
+pub(crate) struct Aligned {
     values: Vec<f32>,
     offset: usize,
     len: usize,
@@ -15,7 +15,7 @@ pub(super) struct Aligned {
 
 impl Aligned {
     /// `len` zeros.
-    pub(super) fn zeroed(len: usize) -> Aligned {
+    pub(crate) fn zeroed(len: usize) -> Aligned {
         let values = std::vec![0.0f32; len + 15];
         // At most 15 floats to a 64-byte boundary from a 4-byte-aligned start.
         let offset = values.as_ptr().align_offset(64).min(15);
@@ -27,14 +27,14 @@ impl Aligned {
     }
 
     /// The floats.
-    pub(super) fn as_slice(&self) -> &[f32] {
+    pub(crate) fn as_slice(&self) -> &[f32] {
         self.values
             .get(self.offset..self.offset + self.len)
             .unwrap_or(&[])
     }
 
     /// The floats, to fill.
-    pub(super) fn as_mut_slice(&mut self) -> &mut [f32] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
         self.values
             .get_mut(self.offset..self.offset + self.len)
             .unwrap_or(&mut [])

@@ -763,7 +763,7 @@ mod tests {
     /// `div_rem_u64` is `/` and `%`: random operands of every pair of bit lengths, and the edges.
     #[test]
     fn div_rem_u64_is_division() {
-        let mut next = crate::kernels::element_ids::words64(0x2545_F491_4F6C_DD1D);
+        let mut next = crate::base::element_ids::words64(0x2545_F491_4F6C_DD1D);
         for _ in 0..200_000 {
             let (n, d) = (next() >> (next() % 64), next() >> (next() % 64));
             if d != 0 {
@@ -788,7 +788,7 @@ mod tests {
     #[test]
     fn fmod_is_exact() {
         // Raw 32-bit words: the stream's value modulo a bound past any u32.
-        let mut stream = crate::kernels::element_ids::generator(0x9E37_79B9);
+        let mut stream = crate::base::element_ids::generator(0x9E37_79B9);
         let mut next = || stream(usize::MAX) as u32;
         let same = |a: f32, b: f32| (a.is_nan() && b.is_nan()) || a.to_bits() == b.to_bits();
         let edges = [
