@@ -3,6 +3,18 @@
 
 use crate::{Op, Shape, Step, TensorDesc, MAX_RANK};
 
+/// `[outer, len, inner]` of `shape` around `axis`: the elements before the axis, along it and
+/// after it. Every kernel that works along one axis (softmax, reductions, concatenation, split,
+/// arg-max, cumulative sums) walks a tensor as `outer` blocks of `len` lanes `inner` apart.
+#[inline]
+pub fn lanes(shape: &Shape, axis: usize) -> [usize; 3] {
+    [
+        shape.product(0..axis),
+        shape.dim(axis),
+        shape.product(axis + 1..shape.rank()),
+    ]
+}
+
 /// Output length of a convolution window along one axis, or `None` if the window does not fit.
 pub fn conv_out(
     input: usize,

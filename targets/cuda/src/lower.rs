@@ -6,7 +6,7 @@
 //! capabilities leave them out so a session refuses such a model before lowering.
 
 use crate::launch::{Arg, Command, Kernel, Launch};
-use ferrite_hal::geometry::{broadcast_strides, nchw, MatMulGeometry, StridedCopy};
+use ferrite_hal::geometry::{broadcast_strides, lanes, nchw, MatMulGeometry, StridedCopy};
 use ferrite_hal::op::{
     BinaryOp, Cell, CompareOp, LogicalOp, PadMode, Recurrent, ReduceOp, Reduction, Window,
 };
@@ -199,15 +199,6 @@ fn element_words(dtype: DType) -> Result<usize, Refusal> {
 
 /// The dtypes whose tensors the movement kernels handle (whole 32-bit words).
 pub const WORD_DTYPES: [DType; 3] = [DType::F32, DType::I32, DType::I64];
-
-/// `[outer, len, inner]` of `shape` around `axis`.
-fn lanes(shape: &Shape, axis: usize) -> [usize; 3] {
-    [
-        shape.product(0..axis),
-        shape.dim(axis),
-        shape.product(axis + 1..shape.rank()),
-    ]
-}
 
 /// Lowers one step to commands (none for a step without work).
 pub fn lower(step: &Step<'_>) -> Result<Vec<Command>, Refusal> {

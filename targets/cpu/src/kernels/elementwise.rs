@@ -3,6 +3,7 @@
 use crate::base::index::for_each_index;
 use crate::base::math;
 use ferrite_hal::geometry::broadcast_strides;
+use ferrite_hal::geometry::lanes;
 use ferrite_hal::op::BinaryOp;
 use ferrite_hal::{selects_activation, selects_binary, Activation, Selection, Shape};
 
@@ -611,16 +612,6 @@ pub fn softmax(x: Option<&[f32]>, shape: &Shape, axis: usize, out: &mut [f32]) {
             }
         }
     }
-}
-
-/// The `[outer, len, inner]` view of `shape` around `axis`.
-#[inline(always)]
-fn lanes(shape: &Shape, axis: usize) -> [usize; 3] {
-    [
-        shape.product(0..axis),
-        shape.dim(axis),
-        shape.product(axis + 1..shape.rank()),
-    ]
 }
 
 /// `x − max − ln Σ e^(x − max)` along `axis` (in place when `x` is `None`).

@@ -10,7 +10,7 @@
 
 pub(crate) use crate::base::memory::{carve, carve_spans, f32s, f32s_mut, span, Readable, Src};
 pub(crate) use crate::CpuError;
-pub(crate) use ferrite_hal::geometry::{nchw, MatMulGeometry};
+pub(crate) use ferrite_hal::geometry::{lanes, nchw, MatMulGeometry};
 pub(crate) use ferrite_hal::op::Family;
 pub(crate) use ferrite_hal::{
     selects, selects_dtype, selects_size, Activation, DType, Op, OpKind, Selection, Step,
@@ -112,14 +112,6 @@ fn cast_mut<T: bytemuck::Pod>(bytes: &mut [u8]) -> Result<&mut [T], CpuError> {
     bytemuck::try_cast_slice_mut(bytes).map_err(|_| CpuError::Misaligned)
 }
 
-/// `[outer, len, inner]` of `shape` around `axis`.
-fn lanes(shape: &ferrite_hal::Shape, axis: usize) -> [usize; 3] {
-    [
-        shape.product(0..axis),
-        shape.dim(axis),
-        shape.product(axis + 1..shape.rank()),
-    ]
-}
 /// Binds `$name` to input `$i`'s descriptor by reference, returning `CorruptPlan` from the
 /// enclosing function when the input is absent. The descriptor stays in the slot the lookup
 /// decoded it into: moved out of the `Option` (as `?` would), every fetch copied its 52 bytes
