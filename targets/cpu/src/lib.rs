@@ -13,11 +13,13 @@
 #![deny(unsafe_code)]
 
 pub mod base;
+pub mod isa;
 pub mod kernels;
 #[cfg(feature = "std")]
 pub mod layout;
 #[cfg(feature = "std")]
 pub mod memo;
+pub mod micro;
 #[cfg(feature = "std")]
 mod normalization;
 #[cfg(feature = "threads")]
@@ -198,7 +200,7 @@ impl CpuDevice {
     pub fn simd() -> &'static str {
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
         {
-            use kernels::simd::{level, Level};
+            use crate::isa::{level, Level};
             match level() {
                 Level::Avx512 => return "avx512",
                 Level::Avx2 => return "avx2",

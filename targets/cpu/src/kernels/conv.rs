@@ -282,7 +282,7 @@ fn conv_in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Opti
     // Built for AVX2 where it runs: out of line, its copies and additions had been baseline
     // SSE (a fifth of ResNet-8's time).
     #[cfg(target_arch = "x86_64")]
-    if super::simd::level() >= super::simd::Level::Avx2 {
+    if crate::isa::level() >= crate::isa::Level::Avx2 {
         /// [`in_place`] built for AVX2 and FMA.
         ///
         /// # Safety
@@ -632,7 +632,7 @@ fn deinterleave(first: &mut [f32], second: &mut [f32], values: &[f32]) -> usize 
         }
         done
     }
-    if super::simd::level() < super::simd::Level::Avx2 {
+    if crate::isa::level() < crate::isa::Level::Avx2 {
         return 0;
     }
     // SAFETY: the AVX2 level runs only where the CPU has AVX2.
@@ -1439,7 +1439,7 @@ mod blocked {
     #[inline(always)]
     fn usable(a: &DepthwiseArgs<'_>, out: &[f32]) -> bool {
         #[cfg(target_arch = "x86_64")]
-        if super::super::simd::level() < super::super::simd::Level::Avx2 {
+        if crate::isa::level() < crate::isa::Level::Avx2 {
             return false;
         }
         let (d, [kh, kw]) = (a.d, a.win.kernel);

@@ -45,7 +45,7 @@ pub(super) enum Isa {
 impl Isa {
     /// The best this CPU runs (none without AVX2).
     pub(super) fn here() -> Option<Isa> {
-        use super::simd::{level, Level};
+        use crate::isa::{level, Level};
         match level() {
             Level::Avx512 => Some(Isa::Avx512),
             Level::Avx2 => Some(Isa::Avx2),

@@ -61,11 +61,11 @@ pub(super) fn run(
         && (sh == 1 || sh == 2)
         && d.c == d.oc
         && d.c.is_multiple_of(LANES);
-    if !shape || super::simd::level() < super::simd::Level::Avx2 {
+    if !shape || crate::isa::level() < crate::isa::Level::Avx2 {
         return false;
     }
     // Sixteen channels a vector where the AVX-512 build runs and they divide the channels.
-    let wide = super::simd::level() >= super::simd::Level::Avx512;
+    let wide = crate::isa::level() >= crate::isa::Level::Avx512;
     let lanes = if wide && d.c.is_multiple_of(16) {
         16
     } else {

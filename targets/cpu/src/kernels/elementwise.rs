@@ -2,6 +2,8 @@
 
 use crate::base::index::for_each_index;
 use crate::base::math;
+#[cfg(feature = "std")]
+use crate::micro::vector_math;
 use ferrite_hal::geometry::broadcast_strides;
 use ferrite_hal::geometry::lanes;
 use ferrite_hal::op::BinaryOp;
@@ -27,9 +29,9 @@ pub fn activate_fused<const OPS: Selection>(act: Activation, xs: &mut [f32]) {
             .for_each(|x| *x = math::min(math::max(*x, min), max)),
         // On the host, the vectorised forms (a few ulp, as libm); on a microcontroller, libm.
         #[cfg(all(feature = "std", not(feature = "fast-math")))]
-        a @ Activation::Sigmoid if selected::<OPS>(&a) => math::vector::sigmoid_all_widest(xs),
+        a @ Activation::Sigmoid if selected::<OPS>(&a) => vector_math::sigmoid_all_widest(xs),
         #[cfg(all(feature = "std", not(feature = "fast-math")))]
-        a @ Activation::Tanh if selected::<OPS>(&a) => math::vector::tanh_all_widest(xs),
+        a @ Activation::Tanh if selected::<OPS>(&a) => vector_math::tanh_all_widest(xs),
         a @ Activation::Sigmoid if selected::<OPS>(&a) => {
             xs.iter_mut().for_each(|x| *x = sigmoid(*x))
         }
@@ -188,10 +190,10 @@ pub fn activate<const OPS: Selection>(act: Activation, xs: &mut [f32]) {
         a @ Activation::Cos if selected::<OPS>(&a) => map(xs, math::cos),
         // On a host, the vectorised erf (within 2 ulp; libm's is a call per element).
         #[cfg(feature = "std")]
-        a @ Activation::Erf if selected::<OPS>(&a) => math::vector::erf_all_widest(xs),
+        a @ Activation::Erf if selected::<OPS>(&a) => vector_math::erf_all_widest(xs),
         #[cfg(feature = "std")]
         a @ Activation::Gelu { tanh: false } if selected::<OPS>(&a) => {
-            math::vector::gelu_all_widest(xs)
+            vector_math::gelu_all_widest(xs)
         }
         #[cfg(not(feature = "std"))]
         a @ Activation::Erf if selected::<OPS>(&a) => map(xs, math::erf),
@@ -579,7 +581,7 @@ pub fn softmax(x: Option<&[f32]>, shape: &Shape, axis: usize, out: &mut [f32]) {
             let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| math::max(m, v));
             row.iter_mut().for_each(|v| *v -= max);
         }
-        math::vector::exp_all_widest(rows);
+        vector_math::exp_all_widest(rows);
         for row in rows.chunks_exact_mut(size) {
             let inv = 1.0 / row.iter().sum::<f32>();
             row.iter_mut().for_each(|v| *v *= inv);
@@ -721,7 +723,7 @@ mod tests {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     #[test]
     fn the_avx2_activations_equal_the_portable_ones_bit_for_bit() {
-        use crate::kernels::simd::{level, Level};
+        use crate::isa::{level, Level};
         if level() < Level::Avx2 {
             return;
         }

@@ -44,7 +44,7 @@ pub fn dft(
     // panic path), reading zero or writing nothing where one were not.
     if !op.inverse && g.complex_in == 1 && n.is_power_of_two() && n >= 8 {
         #[cfg(all(feature = "std", target_arch = "x86_64"))]
-        if super::simd::level() >= super::simd::Level::Avx2 {
+        if crate::isa::level() >= crate::isa::Level::Avx2 {
             // SAFETY: the CPU has AVX2 and FMA (`simd::level`).
             #[allow(unsafe_code)]
             return unsafe { real_frames_avx2(op, g, v, y, scratch) };

@@ -171,7 +171,7 @@ pub fn sgemm_rows(
 #[cfg(feature = "std")]
 pub(crate) fn simd_available() -> bool {
     #[cfg(target_arch = "x86_64")]
-    return super::simd::level() != super::simd::Level::Portable;
+    return crate::isa::level() != crate::isa::Level::Portable;
     #[cfg(target_arch = "aarch64")]
     return neon_enabled();
     #[allow(unreachable_code)]
@@ -249,8 +249,8 @@ fn sgemm_parts(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) -
 fn kernel(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     {
-        use super::simd::Level;
-        match super::simd::level() {
+        use crate::isa::Level;
+        match crate::isa::level() {
             Level::Avx512 => return avx512::sgemm(p, m, n, c, ldc),
             Level::Avx2 => return avx2::sgemm(p, m, n, c, ldc),
             Level::Portable => {}
@@ -1116,8 +1116,8 @@ mod tests {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     #[test]
     fn every_simd_build_matches_the_naive_product() {
-        use super::super::simd::Level;
-        let level = super::super::simd::level();
+        use crate::isa::Level;
+        let level = crate::isa::level();
         if level >= Level::Avx2 {
             check(|m, n, k, alpha, a, b, c, ldc, _| {
                 super::avx2::sgemm(&Product::new(k, alpha, a, b), m, n, c, ldc)

@@ -44,10 +44,10 @@ use steps::run_step_inline;
 /// Runs one verified step on `arena` (tensors at their planned offsets) and `weights`.
 ///
 /// With `std` on x86-64 the kernels are also compiled for AVX2+FMA (they are inlined into one
-/// step function built both ways) and that build is chosen at run time (module `simd`).
+/// step function built both ways) and that build is chosen at run time (`isa::level`).
 pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if simd::level() >= simd::Level::Avx2 {
+    if crate::isa::level() >= crate::isa::Level::Avx2 {
         return simd::run_step(step, arena, weights);
     }
     run_step_inline::<ALL_OPS, 0>(step, arena, weights)
@@ -86,43 +86,11 @@ pub fn run_step_after<const OPS: Selection, const COVERED_INT8: Selection>(
     run_step_inline::<OPS, COVERED_INT8>(step, arena, weights)
 }
 
-/// Which SIMD build runs (std, x86-64): chosen once per process from the CPU's features, or
-/// forced with `FERRITE_CPU_SIMD=portable|avx2|avx512` (tests run every build this way).
+/// The AVX2 build of every kernel (std, x86-64), run where `isa::level` allows.
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 #[allow(unsafe_code)]
 pub(crate) mod simd {
     use super::{run_step_inline, CpuError, Step};
-
-    /// A SIMD build of the kernels.
-    #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-    pub(crate) enum Level {
-        /// Baseline x86-64 (SSE2), as compiled.
-        Portable,
-        /// AVX2 + FMA.
-        Avx2,
-        /// AVX-512F (matrix products; everything else as AVX2).
-        Avx512,
-    }
-
-    /// The build to use.
-    pub(crate) fn level() -> Level {
-        static LEVEL: std::sync::OnceLock<Level> = std::sync::OnceLock::new();
-        *LEVEL.get_or_init(|| {
-            let avx2 =
-                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
-            let avx512 = avx2 && std::is_x86_feature_detected!("avx512f");
-            let best = match (avx512, avx2) {
-                (true, _) => Level::Avx512,
-                (false, true) => Level::Avx2,
-                _ => Level::Portable,
-            };
-            match std::env::var("FERRITE_CPU_SIMD").as_deref() {
-                Ok("portable") => Level::Portable,
-                Ok("avx2") => best.min(Level::Avx2),
-                _ => best,
-            }
-        })
-    }
 
     #[target_feature(enable = "avx2,fma")]
     fn run_step_avx2(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {

@@ -109,7 +109,7 @@ mod avx2 {
             && m.len() >= rows * k
             && out.len() >= batch * rows
             && bias.is_none_or(|v| v.len() >= rows);
-        if !fits || super::super::simd::level() < super::super::simd::Level::Avx2 {
+        if !fits || crate::isa::level() < crate::isa::Level::Avx2 {
             return false;
         }
         // SAFETY: the CPU has AVX2 (`simd::level`); the lengths are checked above.
@@ -545,8 +545,8 @@ pub fn recurrent<const OPS: Selection>(
 mod fma {
     use super::Operands;
     use crate::base::aligned::Aligned;
+    use crate::isa::{level, Level};
     use crate::kernels::depthwise_lanes::Lanes;
-    use crate::kernels::simd::{level, Level};
     use crate::memo::{self, Kept};
     use core::arch::x86_64::*;
     use std::vec::Vec;
@@ -858,7 +858,7 @@ mod tests {
     fn avx2_products_equal_the_portable_ones_bit_for_bit() {
         extern crate std;
         use std::vec::Vec;
-        if super::super::simd::level() < super::super::simd::Level::Avx2 {
+        if crate::isa::level() < crate::isa::Level::Avx2 {
             return;
         }
         let mut state = 0x853c_49e6_748f_ea9bu64;
@@ -928,7 +928,7 @@ mod tests {
     fn packed_products_match_the_portable_ones() {
         extern crate std;
         use std::vec::Vec;
-        if super::super::simd::level() < super::super::simd::Level::Avx2 {
+        if crate::isa::level() < crate::isa::Level::Avx2 {
             return;
         }
         let mut value = values(0x853c_49e6_748f_ea9b);

@@ -507,11 +507,7 @@ pub(in crate::kernels) fn qadd_tables<Y: QuantInt>(
     y: &mut [Y],
 ) -> bool {
     let fits = tables.iter().all(|t| t.len() >= 256) && a.len() >= y.len() && b.len() >= y.len();
-    if Y::WIDE
-        || !fits
-        || frac > 30
-        || super::super::simd::level() < super::super::simd::Level::Avx2
-    {
+    if Y::WIDE || !fits || frac > 30 || crate::isa::level() < crate::isa::Level::Avx2 {
         return false;
     }
     // SAFETY: the CPU has AVX2 (`simd::level`).
@@ -553,12 +549,7 @@ pub(in crate::kernels) fn qadd_computed<Y: QuantInt>(
     let shifts = forms
         .iter()
         .all(|[m, right, _]| *m >= 0 && (0..=32).contains(right));
-    if Y::WIDE
-        || !fits
-        || !shifts
-        || frac > 30
-        || super::super::simd::level() < super::super::simd::Level::Avx2
-    {
+    if Y::WIDE || !fits || !shifts || frac > 30 || crate::isa::level() < crate::isa::Level::Avx2 {
         return false;
     }
     // SAFETY: the CPU has AVX2 (`simd::level`); the forms' shifts are 0–32.
@@ -801,7 +792,7 @@ mod tests {
     /// with and without a tail.
     #[test]
     fn qadd_tables_equal_the_scalar_form() {
-        if super::super::super::simd::level() < super::super::super::simd::Level::Avx2 {
+        if crate::isa::level() < crate::isa::Level::Avx2 {
             return;
         }
         let mut rng = Rng(0x1234_5678_9abc_def1);

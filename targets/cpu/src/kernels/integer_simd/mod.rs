@@ -642,12 +642,12 @@ pub(super) fn qconv<X: QuantInt, Y: QuantInt>(
         q: &c.requantize,
     };
     #[cfg(target_arch = "x86_64")]
-    if super::simd::level() >= super::simd::Level::Avx512 && vnni::available() && !avx2_only() {
+    if crate::isa::level() >= crate::isa::Level::Avx512 && vnni::available() && !avx2_only() {
         // SAFETY: the CPU has AVX2 (`simd::level`), AVX-512VL and VNNI (`vnni::available`).
         return unsafe { vnni::qconv(c, &d, &ops, x, y, scratch) };
     }
     #[cfg(target_arch = "x86_64")]
-    if super::simd::level() >= super::simd::Level::Avx2 {
+    if crate::isa::level() >= crate::isa::Level::Avx2 {
         // SAFETY: the CPU has AVX2 (`simd::level`).
         return unsafe { avx2::qconv(c, &d, &ops, x, y, scratch) };
     }
@@ -706,7 +706,7 @@ pub(super) fn qgemm<X: QuantInt, Y: QuantInt>(
     if !X::WIDE
         && !Y::WIDE
         && vnni::blocked(layout)
-        && super::simd::level() >= super::simd::Level::Avx512
+        && crate::isa::level() >= crate::isa::Level::Avx512
         && vnni::available()
         && !avx2_only()
         && !portable_only()
@@ -715,8 +715,7 @@ pub(super) fn qgemm<X: QuantInt, Y: QuantInt>(
         return unsafe { vnni::qgemm_blocked(q, dims, a, b, bias, requant, y) };
     }
     #[cfg(target_arch = "x86_64")]
-    if !X::WIDE && !Y::WIDE && super::simd::level() >= super::simd::Level::Avx2 && !portable_only()
-    {
+    if !X::WIDE && !Y::WIDE && crate::isa::level() >= crate::isa::Level::Avx2 && !portable_only() {
         // SAFETY: the CPU has AVX2 (`simd::level`).
         return unsafe { avx2_gemm::qgemm(q, dims, layout, a, b, bias, requant, y) };
     }
@@ -2591,7 +2590,7 @@ mod tests {
     /// Whether this build runs SIMD integer kernels (AVX2 on x86-64, NEON on aarch64).
     fn simd_runs() -> bool {
         #[cfg(target_arch = "x86_64")]
-        return super::super::simd::level() >= super::super::simd::Level::Avx2;
+        return crate::isa::level() >= crate::isa::Level::Avx2;
         #[cfg(target_arch = "aarch64")]
         return super::super::gemm::neon_enabled();
         #[allow(unreachable_code)]

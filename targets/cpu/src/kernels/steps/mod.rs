@@ -88,7 +88,7 @@ fn bytes8<const OPS: Selection>(
 #[inline(never)]
 fn fused<const OPS: Selection>(act: Activation, out: &mut [f32]) {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    if crate::kernels::simd::level() >= crate::kernels::simd::Level::Avx2 {
+    if crate::isa::level() >= crate::isa::Level::Avx2 {
         // Built for AVX2 (out of line, the activations had been built for the baseline: half
         // as wide). SAFETY: the AVX2 level runs only where the CPU has AVX2 and FMA.
         #[allow(unsafe_code)]

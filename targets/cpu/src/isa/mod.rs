@@ -1,0 +1,9 @@
+//! The instruction sets this CPU has: detection once per process (and `FERRITE_CPU_SIMD`, which
+//! forces a narrower build), and the intrinsics the layers above are written with. Imports only
+//! from `base` (`scripts/layers.py` checks it).
+
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod level;
+
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+pub use level::{level, Level};

@@ -1,0 +1,6 @@
+//! Micro-kernels generic over the instruction set: the inner loops the ops are built from, each
+//! compiled once per ISA build. Imports only from `base` and `isa` (`scripts/layers.py` checks
+//! it).
+
+#[cfg(any(test, feature = "std"))]
+pub mod vector_math;
