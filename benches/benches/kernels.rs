@@ -7,7 +7,7 @@
 //! "elem/s" is FLOP/s for the first two and MAC/s for the others.
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ferrite_cpu::kernels::gemm::{sgemm, Mat};
+use ferrite_cpu::micro::sgemm::{sgemm, Mat};
 
 fn gemm(c: &mut Criterion) {
     let mut group = c.benchmark_group("sgemm");
@@ -51,7 +51,7 @@ fn gemm(c: &mut Criterion) {
 
 fn conv(c: &mut Criterion) {
     use ferrite_cpu::base::geometry::ConvDims;
-    use ferrite_cpu::kernels::conv::conv;
+    use ferrite_cpu::ops::conv::reference::conv;
     use ferrite_hal::op::{Conv, Window};
     use ferrite_hal::Activation;
     let mut group = c.benchmark_group("conv");
@@ -177,12 +177,12 @@ fn peak(_: &mut Criterion) {}
 
 /// The int8 convolutions (`QConv`, int8 activations, per-channel scales) at the test models'
 /// shapes, each run as a prepared program runs it: its kept state (packed weights, gathers,
-/// requantization lanes) built at the first call ([`ferrite_cpu::memo::with`]). The 3 × 3
+/// requantization lanes) built at the first call ([`ferrite_cpu::program::memo::with`]). The 3 × 3
 /// depthwise layer twice: with weights whose rows AVX2 sums as byte fours (small, as trained
 /// ones mostly are) and with weights it cannot (three large ones of one sign a row).
 fn qconv(c: &mut Criterion) {
     use ferrite_cpu::base::geometry::ConvDims;
-    use ferrite_cpu::kernels::integer::qconv;
+    use ferrite_cpu::ops::integer::qconv;
     use ferrite_hal::op::{QConv, Requantize, Window};
     let mut group = c.benchmark_group("qconv");
     let small: fn(usize) -> i8 = |i| ((i * 37) % 97) as i8 - 48;
@@ -279,11 +279,11 @@ fn qconv(c: &mut Criterion) {
         let scratch_len =
             ferrite_hal::geometry::qconv_scratch_elements(&p, ci / g, oh, ow).unwrap_or(0);
         let mut scratch = vec![0u8; 4 * (scratch_len + 4)];
-        let mut memo = ferrite_cpu::memo::StepMemo::default();
+        let mut memo = ferrite_cpu::program::memo::StepMemo::default();
         group.throughput(Throughput::Elements((co * oh * ow * k) as u64));
         group.bench_function(name, |b| {
             b.iter(|| {
-                ferrite_cpu::memo::with(&mut memo, || {
+                ferrite_cpu::program::memo::with(&mut memo, || {
                     qconv(&p, d, &x, &weights, &bias, &requant, &mut y, &mut scratch)
                 })
             })

@@ -1,4 +1,4 @@
-//! Property tests of the CPU device's channel-blocked tensors (`ferrite_cpu::layout`): random
+//! Property tests of the CPU device's channel-blocked tensors (`ferrite_cpu::program::layout`): random
 //! chains of convolutions — a regular convolution of any kernel, stride and padding, a 3 × 3
 //! depthwise one at stride 1 or 2, a pointwise one, a residual Add, a padded 3 × 3 one, fused
 //! and separate Relu and Clip, now and then an in-place Flatten of a middle tensor as a second

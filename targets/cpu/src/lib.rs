@@ -14,26 +14,18 @@
 
 pub mod base;
 pub mod isa;
-pub mod kernels;
-#[cfg(feature = "std")]
-pub mod layout;
-#[cfg(feature = "std")]
-pub mod memo;
 pub mod micro;
-#[cfg(feature = "std")]
-mod normalization;
-#[cfg(feature = "threads")]
-mod parallel;
-#[cfg(feature = "std")]
-mod prepared;
+pub mod ops;
+pub mod program;
+pub mod steps;
 
 pub use base::error::CpuError;
 #[cfg(feature = "std")]
-pub use memo::StepMemo;
+pub use program::memo::StepMemo;
 #[cfg(feature = "threads")]
-pub use parallel::MAX_THREADS;
+pub use program::parallel::MAX_THREADS;
 #[cfg(feature = "std")]
-pub use prepared::Prepared;
+pub use program::prepared::Prepared;
 
 use ferrite_hal::{Capabilities, DType, Device, OpKind, OpSet, Plan, Selection, ALL_OPS};
 
@@ -117,8 +109,8 @@ impl<const OPS: Selection> CpuDevice<OPS> {
     #[cfg(feature = "threads")]
     pub const fn with_threads(self, threads: usize) -> Self {
         CpuDevice {
-            threads: if threads > parallel::MAX_THREADS {
-                parallel::MAX_THREADS
+            threads: if threads > program::parallel::MAX_THREADS {
+                program::parallel::MAX_THREADS
             } else if threads == 0 {
                 1
             } else {
@@ -148,11 +140,11 @@ impl<const OPS: Selection> CpuDevice<OPS> {
     ) -> Result<(), CpuError> {
         #[cfg(feature = "threads")]
         if self.threads > 1 {
-            return parallel::run(self.threads, || {
-                kernels::run_step_selected::<OPS>(step, arena, weights)
+            return program::parallel::run(self.threads, || {
+                steps::run_step_selected::<OPS>(step, arena, weights)
             });
         }
-        kernels::run_step_selected::<OPS>(step, arena, weights)
+        steps::run_step_selected::<OPS>(step, arena, weights)
     }
 
     /// [`CpuDevice::run_step`] for step `position` of the plan `program` was prepared from,
@@ -175,7 +167,7 @@ impl<const OPS: Selection> CpuDevice<OPS> {
         };
         #[cfg(feature = "threads")]
         if self.threads > 1 && !kept.fused_away {
-            return parallel::run(self.threads, || {
+            return program::parallel::run(self.threads, || {
                 run_kept_step::<OPS>(&own, memo, kept, arena, weights)
             });
         }
@@ -313,7 +305,7 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
         };
         #[cfg(feature = "threads")]
         if self.threads > 1 {
-            return parallel::run(self.threads, || run(arena));
+            return program::parallel::run(self.threads, || run(arena));
         }
         run(arena)
     }
@@ -331,7 +323,7 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
 fn run_kept_step<const OPS: Selection>(
     step: &ferrite_hal::Step<'_>,
     memo: &mut StepMemo,
-    kept: prepared::Kept,
+    kept: program::prepared::Kept,
     arena: &mut [u8],
     weights: &[u8],
 ) -> Result<(), CpuError> {
@@ -339,11 +331,11 @@ fn run_kept_step<const OPS: Selection>(
         return Ok(());
     }
     if let Some(normalization) = kept.normalization {
-        return normalization::run(step, normalization, arena, weights);
+        return program::normalization::run(step, normalization, arena, weights);
     }
-    layout::with(kept.layout, kept.residual, kept.winograd, || {
-        memo::with(memo, || {
-            kernels::run_step_selected::<OPS>(step, arena, weights)
+    program::layout::with(kept.layout, kept.residual, kept.winograd, || {
+        program::memo::with(memo, || {
+            steps::run_step_selected::<OPS>(step, arena, weights)
         })
     })
 }
@@ -355,7 +347,7 @@ fn run_plan<const OPS: Selection>(plan: &dyn Plan, arena: &mut [u8]) -> Result<(
     let weights = plan.weights();
     for index in 0..plan.len() {
         let step = plan.step(index).ok_or(CpuError::CorruptPlan)?;
-        kernels::run_step_selected::<OPS>(&step, arena, weights)?;
+        steps::run_step_selected::<OPS>(&step, arena, weights)?;
     }
     Ok(())
 }

@@ -92,7 +92,7 @@ fn run_one(tensors: &mut [Tensor], op: &PlanOp) -> Result<(), String> {
         scratch,
     };
     ferrite_core::verify_step(&step).map_err(|rule| format!("cannot fold: {rule}"))?;
-    ferrite_cpu::kernels::run_step(&step, bytes, &[]).map_err(|e| format!("cannot fold: {e}"))?;
+    ferrite_cpu::steps::run_step(&step, bytes, &[]).map_err(|e| format!("cannot fold: {e}"))?;
     for (i, &t) in op.outputs.iter().enumerate() {
         let d = step.outputs.get(i).ok_or("missing output")?;
         let o = arena_offset(&d)?;

@@ -40,7 +40,7 @@ pub fn run_step<const OPS: Selection>(
         return portable_after_dsp::<OPS>(step, arena, weights);
     }
     // A float model (or a core without DSP): the portable kernels, inlined.
-    ferrite_cpu::kernels::run_step_selected::<OPS>(step, arena, weights)
+    ferrite_cpu::steps::run_step_selected::<OPS>(step, arena, weights)
 }
 
 /// The portable kernels, for the steps the DSP kernels did not take: every int8 QConv and QGemm
@@ -53,7 +53,7 @@ fn portable_after_dsp<const OPS: Selection>(
     arena: &mut [u8],
     weights: &[u8],
 ) -> Result<(), CpuError> {
-    ferrite_cpu::kernels::run_step_after::<OPS, { dsp::COVERED_INT8 }>(step, arena, weights)
+    ferrite_cpu::steps::run_step_after::<OPS, { dsp::COVERED_INT8 }>(step, arena, weights)
 }
 
 /// Kernels for cores with the DSP extension (Cortex-M4, M7, M33).

@@ -2,5 +2,6 @@
 //! compiled once per ISA build. Imports only from `base` and `isa` (`scripts/layers.py` checks
 //! it).
 
+pub mod sgemm;
 #[cfg(any(test, feature = "std"))]
 pub mod vector_math;

@@ -10,14 +10,14 @@
 //! in `super::depthwise`.
 //!
 //! Integer sums are exact (wrapping, like the portable kernels), so results are bit-exact with
-//! `ferrite_cpu::kernels::integer::qconv`.
+//! `ferrite_cpu::ops::integer::qconv`.
 
 use super::block::{high_word_pairs, Channels};
 use super::requantize::{output_byte, saturate4, Clamp};
 use core::num::NonZeroUsize;
 use ferrite_cpu::base::geometry::ConvDims;
 use ferrite_cpu::base::requantize::HighWordRequantizer;
-use ferrite_cpu::kernels::step_operands_and_scratch;
+use ferrite_cpu::steps::step_operands_and_scratch;
 use ferrite_cpu::CpuError;
 use ferrite_hal::op::Requantize;
 use ferrite_hal::{Op, Step};

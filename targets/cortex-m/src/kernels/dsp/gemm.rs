@@ -15,13 +15,13 @@
 //! loop's compare and branch).
 //!
 //! Integer sums are exact (wrapping, like the portable kernels), so results are bit-exact with
-//! `ferrite_cpu::kernels::integer::qgemm`.
+//! `ferrite_cpu::ops::integer::qgemm`.
 
 use super::block::high_word_pairs;
 use super::conv::{requant_pair, word};
 use super::requantize::{output_byte, saturate4, saturate4_pairs, Clamp};
 use ferrite_cpu::base::requantize::HighWordRequantizer;
-use ferrite_cpu::kernels::step_operands_and_scratch;
+use ferrite_cpu::steps::step_operands_and_scratch;
 use ferrite_cpu::CpuError;
 use ferrite_hal::op::{QGemmWeights, Requantize};
 use ferrite_hal::{selects_qgemm_weights, Op, Selection, Step};

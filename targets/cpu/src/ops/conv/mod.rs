@@ -1,0 +1,12 @@
+//! The convolution family (`ferrite_hal::op::Family::Conv`): the portable kernels and the
+//! host's channel-lane, channel-blocked and Winograd strategies.
+
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+pub(crate) mod blocked;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+pub(crate) mod channel_lanes;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+pub(crate) mod depthwise_lanes;
+pub mod reference;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+pub(crate) mod winograd;

@@ -1,0 +1,7 @@
+//! The matrix-product family (`ferrite_hal::op::Family::MatMul`): Gemm, MatMul, the integer
+//! products that keep their accumulators, and the Fourier transforms.
+
+#[cfg(feature = "quantized")]
+pub mod accumulate;
+pub mod fourier;
+pub mod reference;

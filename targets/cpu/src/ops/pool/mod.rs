@@ -1,0 +1,3 @@
+//! The pooling family (`ferrite_hal::op::Family::Pool`).
+
+pub mod reference;

@@ -1,0 +1,4 @@
+//! The quantization family (`ferrite_hal::op::Family::Quantize`): QuantizeLinear and
+//! DequantizeLinear.
+
+pub mod reference;
