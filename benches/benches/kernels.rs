@@ -182,7 +182,7 @@ fn peak(_: &mut Criterion) {}
 /// ones mostly are) and with weights it cannot (three large ones of one sign a row).
 fn qconv(c: &mut Criterion) {
     use ferrite_cpu::base::geometry::ConvDims;
-    use ferrite_cpu::ops::integer::qconv;
+    use ferrite_cpu::ops::conv::int8::qconv;
     use ferrite_hal::op::{QConv, Requantize, Window};
     let mut group = c.benchmark_group("qconv");
     let small: fn(usize) -> i8 = |i| ((i * 37) % 97) as i8 - 48;

@@ -2,6 +2,8 @@
 //! compiled once per ISA build. Imports only from `base` and `isa` (`scripts/layers.py` checks
 //! it).
 
+#[cfg(feature = "quantized")]
+pub(crate) mod integer_dot;
 pub mod sgemm;
 #[cfg(any(test, feature = "std"))]
 pub mod vector_math;

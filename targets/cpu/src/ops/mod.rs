@@ -6,8 +6,6 @@
 pub mod conv;
 pub mod elementwise;
 pub mod indexing;
-#[cfg(feature = "quantized")]
-pub mod integer;
 #[cfg(all(
     feature = "quantized",
     feature = "std",

@@ -4,9 +4,9 @@
 use super::*;
 #[cfg(feature = "quantized")]
 use crate::base::quantized::QuantInt;
-use crate::ops::conv::reference as conv;
 #[cfg(feature = "quantized")]
-use crate::ops::integer;
+use crate::ops::conv::int8;
+use crate::ops::conv::reference as conv;
 #[cfg(feature = "quantized")]
 use crate::ops::matmul::accumulate;
 
@@ -230,7 +230,7 @@ fn conv_integer(
     Ok(())
 }
 
-/// [`integer::qconv`], its 8-bit kernels in a frame of their own where the families' are
+/// [`int8::qconv`], its 8-bit kernels in a frame of their own where the families' are
 /// ([`out_of_line`]): their accumulators (256 B) out of the family's frame, which the other
 /// kinds' deepest calls stack on. 16-bit inputs go straight to their own out-of-line kernels.
 #[cfg(feature = "quantized")]
@@ -248,11 +248,11 @@ fn qconv_framed<const OPS: Selection, X: QuantInt, Y: QuantInt>(
 ) -> bool {
     if const { out_of_line(OPS) && !X::WIDE } {
         in_own_frame(
-            |(xs, ys, scratch)| integer::qconv(c, dims, xs, w, bias, rq, ys, scratch),
+            |(xs, ys, scratch)| int8::qconv(c, dims, xs, w, bias, rq, ys, scratch),
             (xs, ys, scratch),
         )
     } else {
-        integer::qconv(c, dims, xs, w, bias, rq, ys, scratch)
+        int8::qconv(c, dims, xs, w, bias, rq, ys, scratch)
     }
 }
 

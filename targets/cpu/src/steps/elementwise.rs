@@ -4,11 +4,11 @@
 use super::*;
 #[cfg(feature = "quantized")]
 use crate::base::index;
+#[cfg(feature = "quantized")]
+use crate::ops::elementwise::int8;
 use crate::ops::elementwise::numeric;
 use crate::ops::elementwise::reference as elementwise;
 use crate::ops::elementwise::reference::Operand;
-#[cfg(feature = "quantized")]
-use crate::ops::integer;
 
 /// Runs a step of this family with the kernels `OPS` selects.
 #[inline(always)]
@@ -121,7 +121,7 @@ pub(super) fn run<const OPS: Selection>(
             ];
             let table = cast::<i32>(bytes_in(1)?)?;
             let ty = bytes8::<OPS>(x.dtype, out_desc.dtype)?;
-            integer::qsoftmax(&q, lanes, (view.bytes(x)?, ty), table, out);
+            int8::qsoftmax(&q, lanes, (view.bytes(x)?, ty), table, out);
         }
         _ => return Err(CpuError::Unsupported),
     }
@@ -149,13 +149,13 @@ fn integer_arithmetic<const OPS: Selection>(
             };
             match (a.dtype, b.dtype, out_desc.dtype) {
                 (DType::I8, DType::I8, DType::I8) if selects_dtype(OPS, DType::I8) => {
-                    integer::qadd::<i8, i8, i8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, tables)
+                    int8::qadd::<i8, i8, i8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, tables)
                 }
                 (DType::U8, DType::U8, DType::U8) if selects_dtype(OPS, DType::U8) => {
-                    integer::qadd::<u8, u8, u8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, tables)
+                    int8::qadd::<u8, u8, u8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, tables)
                 }
                 (DType::I16, DType::I16, DType::I16) if selects_dtype(OPS, DType::I16) => {
-                    integer::qadd_wide::<i16>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?)
+                    int8::qadd_wide::<i16>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?)
                 }
                 _ => return Err(CpuError::Unsupported),
             }
@@ -173,10 +173,10 @@ fn integer_arithmetic<const OPS: Selection>(
             };
             match out_desc.dtype {
                 DType::I8 if selects_dtype(OPS, DType::I8) => {
-                    integer::qmul::<i8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, pairs)
+                    int8::qmul::<i8>(&q, cast(ab)?, cast(bb)?, cast_mut(out)?, pairs)
                 }
                 DType::U8 if selects_dtype(OPS, DType::U8) => {
-                    integer::qmul::<u8>(&q, ab, bb, out, pairs)
+                    int8::qmul::<u8>(&q, ab, bb, out, pairs)
                 }
                 _ => return Err(CpuError::Unsupported),
             }

@@ -3,10 +3,10 @@
 
 use super::*;
 #[cfg(feature = "quantized")]
-use crate::ops::integer;
-#[cfg(feature = "quantized")]
 use crate::ops::matmul::accumulate;
 use crate::ops::matmul::fourier;
+#[cfg(feature = "quantized")]
+use crate::ops::matmul::int8;
 use crate::ops::matmul::reference as matmul;
 
 /// The family's kinds by the function that runs them: the dispatch calls each apart where
@@ -80,7 +80,7 @@ pub(super) fn run<const OPS: Selection>(
                 out_desc.dtype,
                 ab,
                 out,
-                |xs, ys| integer::qgemm(&q, dims, layout, xs, bw, bias, rq, ys)
+                |xs, ys| int8::qgemm(&q, dims, layout, xs, bw, bias, rq, ys)
             );
         }
         _ => return Err(CpuError::Unsupported),

@@ -3,7 +3,7 @@
 
 use super::*;
 #[cfg(feature = "quantized")]
-use crate::ops::integer;
+use crate::ops::pool::int8;
 use crate::ops::pool::reference as pool;
 
 /// Runs a step of this family with the kernels `OPS` selects.
@@ -69,7 +69,7 @@ pub(super) fn run<const OPS: Selection>(
                 out_desc.dtype,
                 view.bytes(x)?,
                 out,
-                |xs, ys| integer::qglobal_avg_pool(&q, plane, xs, ys)
+                |xs, ys| int8::qglobal_avg_pool(&q, plane, xs, ys)
             );
         }
         #[cfg(feature = "quantized")]
@@ -82,7 +82,7 @@ pub(super) fn run<const OPS: Selection>(
                 output: [oh, ow],
             };
             let ty = bytes8::<OPS>(x.dtype, out_desc.dtype)?;
-            integer::qavg_pool(&q, dims, (view.bytes(x)?, ty), out);
+            int8::qavg_pool(&q, dims, (view.bytes(x)?, ty), out);
         }
         _ => return Err(CpuError::Unsupported),
     }

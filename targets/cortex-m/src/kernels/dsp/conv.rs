@@ -10,7 +10,7 @@
 //! in `super::depthwise`.
 //!
 //! Integer sums are exact (wrapping, like the portable kernels), so results are bit-exact with
-//! `ferrite_cpu::ops::integer::qconv`.
+//! `ferrite_cpu::ops::conv::int8::qconv`.
 
 use super::block::{high_word_pairs, Channels};
 use super::requantize::{output_byte, saturate4, Clamp};

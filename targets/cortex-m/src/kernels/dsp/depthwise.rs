@@ -14,7 +14,7 @@
 //! - any other window: tap by tap.
 //!
 //! Integer sums are exact (wrapping, like the portable kernels), so results are bit-exact with
-//! `ferrite_cpu::ops::integer::qconv`.
+//! `ferrite_cpu::ops::conv::int8::qconv`.
 
 use super::conv::{carve_then, requant_pair, word, Geometry};
 use super::instructions::{smlabb, smlad, sxtb16, sxtb16_ror8};

@@ -15,7 +15,7 @@
 //! loop's compare and branch).
 //!
 //! Integer sums are exact (wrapping, like the portable kernels), so results are bit-exact with
-//! `ferrite_cpu::ops::integer::qgemm`.
+//! `ferrite_cpu::ops::matmul::int8::qgemm`.
 
 use super::block::high_word_pairs;
 use super::conv::{requant_pair, word};

@@ -7,6 +7,8 @@ pub(crate) mod blocked;
 pub(crate) mod channel_lanes;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 pub(crate) mod depthwise_lanes;
+#[cfg(feature = "quantized")]
+pub mod int8;
 pub mod reference;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 pub(crate) mod winograd;

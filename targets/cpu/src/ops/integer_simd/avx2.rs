@@ -492,7 +492,7 @@ pub(super) unsafe fn low_bytes_two(first: __m256i, second: __m256i) -> [u8; 16] 
     }
 }
 
-/// [`crate::ops::integer::qadd`]'s table form, eight outputs at a time, when the build runs the AVX2
+/// [`crate::ops::elementwise::int8::qadd`]'s table form, eight outputs at a time, when the build runs the AVX2
 /// kernels: each input's term gathered from its 256-entry table by byte (`vpgatherdd`), the two
 /// added (saturating, as the scalar form), rounded once with `frac`
 /// fraction bits, ties to even, offset by the output zero point and clamped to
@@ -529,7 +529,7 @@ fn saturating_add(a: __m256i, b: __m256i) -> __m256i {
     _mm256_blendv_epi8(sum, bound, overflow)
 }
 
-/// [`crate::ops::integer::qadd`] with each input's term computed eight at a time, when the
+/// [`crate::ops::elementwise::int8::qadd`] with each input's term computed eight at a time, when the
 /// build runs the AVX2 kernels and both terms have a vector form (`[multiplier, right, zero]`,
 /// see `AddTerm::vector_form`): `shift_sticky((v − zero)·multiplier, right)` by 32 × 32 → 64-bit
 /// products, a logical shift and the dropped bits' sticky bit, in place of [`qadd_tables`]'

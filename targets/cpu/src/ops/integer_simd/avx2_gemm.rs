@@ -6,7 +6,7 @@ use crate::base::requantize::Requantizer;
 use core::arch::x86_64::*;
 use ferrite_hal::op::{QGemmWeights, Requantize};
 
-/// [`crate::ops::integer::qgemm`] with AVX2 for 8-bit activations and outputs, in either
+/// [`crate::ops::matmul::int8::qgemm`] with AVX2 for 8-bit activations and outputs, in either
 /// weight layout: each row's `a − zero` widened to int16 once, the weights widened as they are
 /// read, products summed in pairs by `vpmaddwd` and the pairs in wrapping int32 — the
 /// portable kernel's sums exactly (`|a − zero| ≤ 255`, `|w| ≤ 128`: a pair is at most 65,280),

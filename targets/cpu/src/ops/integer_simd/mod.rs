@@ -617,7 +617,7 @@ unsafe fn paired_sums<I: Isa, const WHOLE: bool, const QUADS: bool>(
     sums
 }
 
-/// [`crate::ops::integer::qconv`] with a SIMD kernel, when the build runs them and one fits the step:
+/// [`crate::ops::conv::int8::qconv`] with a SIMD kernel, when the build runs them and one fits the step:
 /// 8-bit activations, and a pointwise, regular or grouped, or stride-1 or stride-2 depthwise
 /// geometry. `None` leaves the step to the portable kernels; `Some(false)` is a scratch or
 /// operand too small (which the verifier rules out).
@@ -688,7 +688,7 @@ fn avx2_only() -> bool {
     false
 }
 
-/// [`crate::ops::integer::qgemm`] with VNNI, on a CPU that has it, for 8-bit activations on blocked
+/// [`crate::ops::matmul::int8::qgemm`] with VNNI, on a CPU that has it, for 8-bit activations on blocked
 /// weights, else with AVX2 for 8-bit activations in either layout: true when done (16-bit
 /// activations stay with the portable kernel).
 #[allow(clippy::too_many_arguments)]
@@ -2502,7 +2502,7 @@ mod tests {
             AVX2_ONLY.set(matches!(how, Kernel::Avx2));
             PORTABLE_ONLY.set(matches!(how, Kernel::Portable));
             let (w, bias, rq) = (self.w, self.bias, self.requant);
-            crate::ops::integer::qgemm(q, self.dims, self.layout, a, w, bias, rq, &mut out);
+            crate::ops::matmul::int8::qgemm(q, self.dims, self.layout, a, w, bias, rq, &mut out);
             AVX2_ONLY.set(false);
             PORTABLE_ONLY.set(false);
             out.iter().map(|v| v.widen()).collect()

@@ -207,7 +207,7 @@ impl Isa for Vnni {
     }
 }
 
-/// [`crate::ops::integer::qgemm`] of 8-bit activations on blocked weights (`[N/4, K/4, 4,
+/// [`crate::ops::matmul::int8::qgemm`] of 8-bit activations on blocked weights (`[N/4, K/4, 4,
 /// 4]`: each 16 bytes are four columns' weights for four activations — `vpdpbusd`'s layout):
 /// two blocks (eight columns) per vector, four activations broadcast to every lane. Each
 /// column's `Σ w` comes from the same instruction on a vector of ones, and the zero point (plus

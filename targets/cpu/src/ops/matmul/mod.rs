@@ -4,4 +4,6 @@
 #[cfg(feature = "quantized")]
 pub mod accumulate;
 pub mod fourier;
+#[cfg(feature = "quantized")]
+pub mod int8;
 pub mod reference;
