@@ -62,3 +62,20 @@ pub(crate) fn unflatten(mut flat: usize, dims: &[usize]) -> Vec<usize> {
 pub(crate) fn flatten(index: &[usize], dims: &[usize]) -> usize {
     index.iter().zip(dims).fold(0, |acc, (&i, &d)| acc * d + i)
 }
+
+/// A small xorshift generator for the random cases.
+#[cfg(feature = "quantized")]
+pub(crate) struct Rng(pub(crate) u64);
+
+#[cfg(feature = "quantized")]
+impl Rng {
+    pub(crate) fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub(crate) fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}

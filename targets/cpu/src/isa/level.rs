@@ -30,3 +30,8 @@ pub fn level() -> Level {
         }
     })
 }
+
+/// Whether the CPU has AVX-512 VNNI and AVX-512VL (the integer products of `vpdpbusd`).
+pub fn vnni() -> bool {
+    std::is_x86_feature_detected!("avx512vnni") && std::is_x86_feature_detected!("avx512vl")
+}

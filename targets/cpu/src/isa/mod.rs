@@ -2,8 +2,12 @@
 //! forces a narrower build), and the intrinsics the layers above are written with. Imports only
 //! from `base` (`scripts/layers.py` checks it).
 
+#[cfg(all(feature = "std", feature = "quantized", target_arch = "x86_64"))]
+pub(crate) mod avx2;
+#[cfg(all(feature = "std", feature = "quantized"))]
+pub(crate) mod forced;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod level;
 
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
-pub use level::{level, Level};
+pub use level::{level, vnni, Level};

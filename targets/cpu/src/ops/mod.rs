@@ -6,12 +6,6 @@
 pub mod conv;
 pub mod elementwise;
 pub mod indexing;
-#[cfg(all(
-    feature = "quantized",
-    feature = "std",
-    any(target_arch = "x86_64", target_arch = "aarch64")
-))]
-mod integer_simd;
 pub mod logic;
 pub mod matmul;
 pub mod movement;

@@ -40,7 +40,7 @@ pub fn qconv<X: QuantInt, Y: QuantInt>(
         return qconv_wide(c, d, x, w, bias, requant, y, scratch);
     }
     #[cfg(all(feature = "std", any(target_arch = "x86_64", target_arch = "aarch64")))]
-    if let Some(done) = crate::ops::integer_simd::qconv(c, d, x, w, bias, requant, y, scratch) {
+    if let Some(done) = crate::ops::conv::int8_simd::qconv(c, d, x, w, bias, requant, y, scratch) {
         return done;
     }
     let k = icg * c.window.kernel[0] * c.window.kernel[1];

@@ -152,8 +152,7 @@ pub fn qadd<A: QuantByte, B: QuantByte, Y: QuantInt>(
         let (ab, bb) = (bytemuck::cast_slice(a), bytemuck::cast_slice(b));
         let finish = [q.output_zero, q.min, q.max];
         let signed = [A::MIN < 0, B::MIN < 0];
-        if crate::ops::integer_simd::qadd_computed(terms.frac, finish, [fa, fb], signed, ab, bb, y)
-        {
+        if super::int8_avx2::qadd_computed(terms.frac, finish, [fa, fb], signed, ab, bb, y) {
             return;
         }
     }
@@ -167,7 +166,7 @@ pub fn qadd<A: QuantByte, B: QuantByte, Y: QuantInt>(
         {
             let (ab, bb) = (bytemuck::cast_slice(a), bytemuck::cast_slice(b));
             let finish = [q.output_zero, q.min, q.max];
-            if crate::ops::integer_simd::qadd_tables(terms.frac, finish, [ta, tb], ab, bb, y) {
+            if super::int8_avx2::qadd_tables(terms.frac, finish, [ta, tb], ab, bb, y) {
                 return;
             }
         }

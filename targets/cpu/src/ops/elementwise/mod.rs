@@ -3,5 +3,7 @@
 
 #[cfg(feature = "quantized")]
 pub mod int8;
+#[cfg(all(feature = "quantized", feature = "std", target_arch = "x86_64"))]
+mod int8_avx2;
 pub mod numeric;
 pub mod reference;

@@ -30,7 +30,7 @@ pub fn qgemm<X: QuantInt, Y: QuantInt>(
         return;
     }
     #[cfg(all(feature = "std", any(target_arch = "x86_64", target_arch = "aarch64")))]
-    if crate::ops::integer_simd::qgemm(q, [m, k, n], layout, a, b, bias, requant, y) {
+    if super::int8_simd::qgemm(q, [m, k, n], layout, a, b, bias, requant, y) {
         return;
     }
     let term = |av: &X, bv: &i8| (av.widen() - q.input_zero) * *bv as i32;

@@ -17,7 +17,7 @@ use ferrite_hal::op::QConv;
 /// Pointwise convolution sixteen positions at a time ([`wide::pointwise`]).
 ///
 /// # Safety
-/// The CPU has AVX2, AVX-512F, AVX-512VL and AVX-512 VNNI ([`super::vnni::available`]).
+/// The CPU has AVX2, AVX-512F, AVX-512VL and AVX-512 VNNI ([`crate::isa::vnni`]).
 #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
 pub(super) unsafe fn pointwise<X: QuantInt, Y: QuantInt>(
     key: StepKey,
@@ -33,7 +33,7 @@ pub(super) unsafe fn pointwise<X: QuantInt, Y: QuantInt>(
 /// channels or more.
 ///
 /// # Safety
-/// The CPU has AVX2, AVX-512F, AVX-512VL and AVX-512 VNNI ([`super::vnni::available`]).
+/// The CPU has AVX2, AVX-512F, AVX-512VL and AVX-512 VNNI ([`crate::isa::vnni`]).
 #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
 pub(super) unsafe fn unfolded<X: QuantInt, Y: QuantInt>(
     key: StepKey,

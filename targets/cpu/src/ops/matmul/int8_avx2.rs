@@ -1,6 +1,8 @@
 //! QGemm with AVX2 (`vpmaddwd` on int16-widened values), for 8-bit activations in either
 //! weight layout: where VNNI is missing (an AVX2-only host) or does not take the layout.
 
+#![allow(unsafe_code)]
+
 use crate::base::quantized::QuantInt;
 use crate::base::requantize::Requantizer;
 use core::arch::x86_64::*;

@@ -21,8 +21,6 @@ mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx2_depthwise;
 #[cfg(target_arch = "x86_64")]
-mod avx2_gemm;
-#[cfg(target_arch = "x86_64")]
 mod avx2_lanes;
 #[cfg(target_arch = "x86_64")]
 mod avx2_wide;
@@ -35,12 +33,11 @@ mod vnni_wide;
 #[cfg(target_arch = "x86_64")]
 mod wide;
 
-#[cfg(target_arch = "x86_64")]
-pub(crate) use avx2::{qadd_computed, qadd_tables};
-
 use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
 use crate::base::requantize::Requantizer;
+#[cfg(target_arch = "x86_64")]
+use crate::isa::forced::avx2_only;
 use crate::program::memo;
 use ferrite_hal::op::{QConv, Requantize};
 use std::vec::Vec;
@@ -642,7 +639,7 @@ pub(super) fn qconv<X: QuantInt, Y: QuantInt>(
         q: &c.requantize,
     };
     #[cfg(target_arch = "x86_64")]
-    if crate::isa::level() >= crate::isa::Level::Avx512 && vnni::available() && !avx2_only() {
+    if crate::isa::level() >= crate::isa::Level::Avx512 && crate::isa::vnni() && !avx2_only() {
         // SAFETY: the CPU has AVX2 (`simd::level`), AVX-512VL and VNNI (`vnni::available`).
         return unsafe { vnni::qconv(c, &d, &ops, x, y, scratch) };
     }
@@ -662,65 +659,8 @@ pub(super) fn qconv<X: QuantInt, Y: QuantInt>(
 
 #[cfg(test)]
 std::thread_local! {
-    /// Tests set this to run the AVX2 kernels on a CPU that has VNNI (on this thread).
-    static AVX2_ONLY: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
-    /// Tests set this to run QGemm's portable kernel on a CPU with SIMD ones (on this thread).
-    static PORTABLE_ONLY: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
     /// The depthwise channels set to run by [`QuadTaps`] on this thread (counted for tests).
     static QUAD_CHANNELS: core::cell::Cell<usize> = const { core::cell::Cell::new(0) };
-}
-
-/// Whether this thread's tests asked for QGemm's portable kernel.
-#[cfg(target_arch = "x86_64")]
-fn portable_only() -> bool {
-    #[cfg(test)]
-    return PORTABLE_ONLY.get();
-    #[cfg(not(test))]
-    false
-}
-
-/// Whether this thread's tests asked for the AVX2 kernels where VNNI would run.
-#[cfg(target_arch = "x86_64")]
-fn avx2_only() -> bool {
-    #[cfg(test)]
-    return AVX2_ONLY.get();
-    #[cfg(not(test))]
-    false
-}
-
-/// [`crate::ops::matmul::int8::qgemm`] with VNNI, on a CPU that has it, for 8-bit activations on blocked
-/// weights, else with AVX2 for 8-bit activations in either layout: true when done (16-bit
-/// activations stay with the portable kernel).
-#[allow(clippy::too_many_arguments)]
-pub(super) fn qgemm<X: QuantInt, Y: QuantInt>(
-    q: &Requantize,
-    dims: [usize; 3],
-    layout: ferrite_hal::op::QGemmWeights,
-    a: &[X],
-    b: &[i8],
-    bias: &[i32],
-    requant: &[i32],
-    y: &mut [Y],
-) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    if !X::WIDE
-        && !Y::WIDE
-        && vnni::blocked(layout)
-        && crate::isa::level() >= crate::isa::Level::Avx512
-        && vnni::available()
-        && !avx2_only()
-        && !portable_only()
-    {
-        // SAFETY: the CPU has AVX2 (`simd::level`), AVX-512VL and VNNI (`vnni::available`).
-        return unsafe { vnni::qgemm_blocked(q, dims, a, b, bias, requant, y) };
-    }
-    #[cfg(target_arch = "x86_64")]
-    if !X::WIDE && !Y::WIDE && crate::isa::level() >= crate::isa::Level::Avx2 && !portable_only() {
-        // SAFETY: the CPU has AVX2 (`simd::level`).
-        return unsafe { avx2_gemm::qgemm(q, dims, layout, a, b, bias, requant, y) };
-    }
-    let _ = (q, dims, layout, a, b, bias, requant, y);
-    false
 }
 
 /// The dispatch by geometry, inlined into each instruction set's entry point.
@@ -2167,21 +2107,8 @@ fn copy_interior(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A small xorshift generator for the random cases.
-    pub(super) struct Rng(pub(super) u64);
-
-    impl Rng {
-        pub(super) fn next(&mut self) -> u64 {
-            self.0 ^= self.0 << 13;
-            self.0 ^= self.0 >> 7;
-            self.0 ^= self.0 << 17;
-            self.0
-        }
-        pub(super) fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
+    use crate::base::element_ids::Rng;
+    use crate::isa::forced::AVX2_ONLY;
 
     /// The ONNX definition of an integer convolution, output by output: the bias plus
     /// `Σ (x − zx)·w` over the window (nothing from the padding) in wrapping int32, requantized
@@ -2407,108 +2334,6 @@ mod tests {
         ran.map(|_| kind)
     }
 
-    /// QGemm with VNNI (blocked weights) and with AVX2 (either layout) equals the portable
-    /// kernel bit for bit, on random sizes (column counts past and short of the 32-column
-    /// chunks, row lengths past and short of 16-value chunks, one to three rows), per-channel
-    /// scales and both activation types.
-    #[test]
-    fn simd_qgemm_equals_the_portable_kernel() {
-        use ferrite_hal::op::QGemmWeights::{Blocked, Rows};
-        let mut rng = Rng(0x5851_f42d_4c95_7f2d);
-        for case in 0..300 {
-            let layout = if case % 2 == 0 { Blocked } else { Rows };
-            let k = if layout == Blocked {
-                8 * (1 + rng.below(20))
-            } else {
-                1 + rng.below(100)
-            };
-            let (m, n) = (1 + rng.below(3), 4 * (1 + rng.below(20)));
-            let w: Vec<i8> = (0..n * k).map(|_| rng.next() as i8).collect();
-            let bias: Vec<i32> = (0..n)
-                .map(|_| (rng.next() % 40_000) as i32 - 20_000)
-                .collect();
-            let requant: Vec<i32> = (0..n)
-                .flat_map(|_| {
-                    [
-                        (1 << 30) + (rng.next() % (1 << 30)) as i32,
-                        -12 + rng.below(10) as i32,
-                    ]
-                })
-                .collect();
-            let zero = rng.below(256) as i32;
-            let operands = GemmOperands {
-                dims: [m, k, n],
-                layout,
-                w: &w,
-                bias: &bias,
-                requant: &requant,
-            };
-            let q = Requantize {
-                input_zero: zero - 128,
-                output_zero: 3,
-                min: -128,
-                max: 127,
-            };
-            let a: Vec<i8> = (0..m * k).map(|_| rng.next() as i8).collect();
-            let [best, avx2, portable] =
-                [Kernel::Best, Kernel::Avx2, Kernel::Portable].map(|how| operands.run(&q, &a, how));
-            assert_eq!(best, portable, "int8 case {case} {layout:?}: {m}x{k}x{n}");
-            assert_eq!(
-                avx2, portable,
-                "int8 case {case} {layout:?} AVX2: {m}x{k}x{n}"
-            );
-            let q = Requantize {
-                input_zero: zero,
-                output_zero: 100,
-                min: 0,
-                max: 255,
-            };
-            let a: Vec<u8> = (0..m * k).map(|_| rng.next() as u8).collect();
-            let [best, avx2, portable] =
-                [Kernel::Best, Kernel::Avx2, Kernel::Portable].map(|how| operands.run(&q, &a, how));
-            assert_eq!(best, portable, "uint8 case {case} {layout:?}: {m}x{k}x{n}");
-            assert_eq!(
-                avx2, portable,
-                "uint8 case {case} {layout:?} AVX2: {m}x{k}x{n}"
-            );
-        }
-    }
-
-    /// Which QGemm kernel [`GemmOperands::run`] asks for.
-    #[derive(Clone, Copy)]
-    enum Kernel {
-        /// VNNI where the CPU has it (blocked weights), else AVX2.
-        Best,
-        /// AVX2 even where VNNI would run.
-        Avx2,
-        /// The portable kernel.
-        Portable,
-    }
-
-    /// A QGemm's sizes and weights, for [`simd_qgemm_equals_the_portable_kernel`].
-    struct GemmOperands<'a> {
-        dims: [usize; 3],
-        layout: ferrite_hal::op::QGemmWeights,
-        w: &'a [i8],
-        bias: &'a [i32],
-        requant: &'a [i32],
-    }
-
-    impl GemmOperands<'_> {
-        /// The outputs for activations `a` with the kernel `how` asks for.
-        fn run<X: QuantInt>(&self, q: &Requantize, a: &[X], how: Kernel) -> Vec<i32> {
-            let [m, _, n] = self.dims;
-            let mut out = std::vec![X::narrow(0); m * n];
-            AVX2_ONLY.set(matches!(how, Kernel::Avx2));
-            PORTABLE_ONLY.set(matches!(how, Kernel::Portable));
-            let (w, bias, rq) = (self.w, self.bias, self.requant);
-            crate::ops::matmul::int8::qgemm(q, self.dims, self.layout, a, w, bias, rq, &mut out);
-            AVX2_ONLY.set(false);
-            PORTABLE_ONLY.set(false);
-            out.iter().map(|v| v.widen()).collect()
-        }
-    }
-
     /// A plane padded by the shuffles of an [`Expansion`] equals the row-by-row copy, on random
     /// planes, pads and padded widths (narrower than the input too, where there is no expansion).
     #[test]
@@ -2674,7 +2499,7 @@ mod tests {
             // The AVX2 build ran channels by byte fours (and the others by pairs: the weight
             // kinds above leave some channels without the words).
             #[cfg(target_arch = "x86_64")]
-            if avx2_only || !vnni::available() {
+            if avx2_only || !crate::isa::vnni() {
                 assert!(QUAD_CHANNELS.get() > 100, "{}", QUAD_CHANNELS.get());
             }
         }
