@@ -2,10 +2,14 @@
 //! forces a narrower build), and the intrinsics the layers above are written with. Imports only
 //! from `base` (`scripts/layers.py` checks it).
 
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+pub(crate) mod activation_lanes;
 #[cfg(all(feature = "std", feature = "quantized", target_arch = "x86_64"))]
 pub(crate) mod avx2;
 #[cfg(all(feature = "std", feature = "quantized"))]
 pub(crate) mod forced;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+pub(crate) mod lanes;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod level;
 

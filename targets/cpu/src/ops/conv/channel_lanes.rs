@@ -16,6 +16,7 @@
 //! one FMA each, then the bias added), so the results are bit for bit those.
 
 use crate::base::aligned::Aligned;
+use crate::isa::activation_lanes::Finish;
 use crate::program::memo;
 use core::arch::x86_64::*;
 use ferrite_hal::Activation;
@@ -187,28 +188,6 @@ impl RowSets {
 /// to outputs of several groups or batches, not all of them from here, stays exact.
 pub(super) fn fuses(activation: Activation) -> bool {
     matches!(activation, Activation::Relu | Activation::Clip { .. })
-}
-
-/// What the tiles apply to their sums, after the bias: the activation.
-#[derive(Clone, Copy)]
-pub(crate) enum Finish {
-    /// Nothing more.
-    Plain,
-    /// `max(x, 0)`.
-    Relu,
-    /// `min(max(x, lo), hi)`.
-    Clip(f32, f32),
-}
-
-impl Finish {
-    /// What applies `activation` where [`fuses`] says it can (nothing otherwise).
-    pub(super) fn of(activation: Activation) -> Self {
-        match activation {
-            Activation::Relu => Finish::Relu,
-            Activation::Clip { min, max } => Finish::Clip(min, max),
-            _ => Finish::Plain,
-        }
-    }
 }
 
 /// Whether [`run`] would take a layer of `channels` outputs of `plane` pixels, `k` terms each
@@ -755,7 +734,8 @@ macro_rules! quadruples {
 /// The AVX-512 tiles: sixteen channels a vector, up to three vectors a block.
 #[allow(unsafe_code)]
 pub(super) mod avx512 {
-    use super::{pixel_mask, Block, Finish, PIXELS};
+    use super::{pixel_mask, Block, PIXELS};
+    use crate::isa::activation_lanes::finish_512 as finish;
     use core::arch::x86_64::*;
 
     /// Lanes of a vector.
@@ -809,30 +789,6 @@ pub(super) mod avx512 {
                     break;
                 }
                 block.store(c, *row, out_at, count, mask);
-            }
-        }
-    }
-
-    /// `v` with `finish` applied, lane by lane as the AVX2 forms (`elementwise::avx2`): Relu
-    /// keeps `v` where `v > 0`, else +0 (NaN too); Clip passes over a NaN bound.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    pub(crate) fn finish(finish: Finish, v: __m512) -> __m512 {
-        match finish {
-            Finish::Plain => v,
-            // `v > 0 ? v : +0`.
-            Finish::Relu => _mm512_max_ps(v, _mm512_setzero_ps()),
-            // `vmaxps(v, lo)` is `v > lo ? v : lo`, `vminps(t, hi)` `t < hi ? t : hi`, as
-            // `ClipBounds::apply`.
-            Finish::Clip(lo, hi) => {
-                let t = match lo.is_nan() {
-                    true => v,
-                    false => _mm512_max_ps(v, _mm512_set1_ps(lo)),
-                };
-                match hi.is_nan() {
-                    true => t,
-                    false => _mm512_min_ps(t, _mm512_set1_ps(hi)),
-                }
             }
         }
     }
@@ -960,8 +916,9 @@ pub(super) mod avx512 {
 /// The AVX2 tiles: eight channels a block.
 #[allow(unsafe_code)]
 pub(super) mod avx2 {
-    use super::{pixel_mask, Block, Finish, PIXELS};
-    use crate::ops::elementwise::reference::avx2::{relu_lanes, ClipBounds};
+    use super::{pixel_mask, Block, PIXELS};
+    use crate::isa::activation_lanes::Finish;
+    use crate::isa::activation_lanes::{relu_lanes, ClipBounds};
     use core::arch::x86_64::*;
 
     /// Pixels of a tile.

@@ -11,14 +11,15 @@
 //! products in order, padding read as zeros, each product and each sum rounded as the other
 //! kernels do (a multiply, then an add), so the results are bit for bit theirs.
 
+use crate::isa::lanes::Lanes;
 use core::arch::x86_64::*;
 use core::cell::RefCell;
 use ferrite_hal::op::Window;
 use std::vec::Vec;
 
 use crate::base::geometry::ConvDims;
+use crate::isa::activation_lanes::{relu_lanes, ClipBounds};
 use crate::ops::conv::channel_lanes::avx2::transpose;
-use crate::ops::elementwise::reference::avx2::{relu_lanes, ClipBounds};
 use ferrite_hal::Activation;
 
 std::thread_local! {
@@ -202,172 +203,6 @@ impl Geometry {
                 (iy, ix) = (iy + 1, 0);
             }
             (r < self.rows && c < self.cols).then_some((r * self.cols + c) * lanes)
-        }
-    }
-}
-
-/// A vector of channels: what [`direct`] (and `winograd`'s transforms and products, and the
-/// recurrent layers' panel products) do with one.
-#[allow(unsafe_code)]
-pub(crate) trait Lanes: Copy {
-    /// Floats in it.
-    const WIDTH: usize;
-    /// # Safety
-    /// The instruction set's features; `WIDTH` floats readable at `p`.
-    unsafe fn load(p: *const f32) -> Self;
-    /// # Safety
-    /// The instruction set's features; `WIDTH` floats writable at `p`.
-    unsafe fn store(p: *mut f32, v: Self);
-    /// A store kept as one instruction: in a loop of them LLVM would otherwise call `memcpy`
-    /// or `memset`, whose call costs more than the few vectors of a short padded row.
-    ///
-    /// # Safety
-    /// The instruction set's features; `p` aligned to the vector's size and writable.
-    unsafe fn put(p: *mut f32, v: Self);
-    /// `a + w · v`, the product rounded, then the sum (as the planar kernels do).
-    ///
-    /// # Safety
-    /// The instruction set's features.
-    unsafe fn add_product(a: Self, w: Self, v: Self) -> Self;
-    /// `a + b`.
-    ///
-    /// # Safety
-    /// The instruction set's features.
-    unsafe fn add(a: Self, b: Self) -> Self;
-    /// `a − b`.
-    ///
-    /// # Safety
-    /// The instruction set's features.
-    unsafe fn sub(a: Self, b: Self) -> Self;
-    /// `a + w · v` rounded once (a fused multiply-add).
-    ///
-    /// # Safety
-    /// The instruction set's features.
-    unsafe fn fused(a: Self, w: Self, v: Self) -> Self;
-    /// `x` in every lane.
-    ///
-    /// # Safety
-    /// The instruction set's features.
-    unsafe fn splat(x: f32) -> Self;
-    /// # Safety
-    /// The instruction set's features.
-    unsafe fn zero() -> Self;
-    /// A fused activation prepared for [`Lanes::finish`].
-    type Finish: Copy;
-    /// # Safety
-    /// The instruction set's features.
-    unsafe fn prepare(activation: Activation) -> Self::Finish;
-    /// `v` with the activation applied (Relu and Clip; nothing for others).
-    ///
-    /// # Safety
-    /// The instruction set's features.
-    unsafe fn finish(finish: Self::Finish, v: Self) -> Self;
-}
-
-#[allow(unsafe_code)]
-impl Lanes for __m512 {
-    const WIDTH: usize = 16;
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> Self {
-        _mm512_loadu_ps(p)
-    }
-    #[inline(always)]
-    unsafe fn store(p: *mut f32, v: Self) {
-        _mm512_storeu_ps(p, v)
-    }
-    #[inline(always)]
-    unsafe fn put(p: *mut f32, v: Self) {
-        core::ptr::write_volatile(p.cast::<__m512>(), v)
-    }
-    #[inline(always)]
-    unsafe fn add_product(a: Self, w: Self, v: Self) -> Self {
-        _mm512_add_ps(a, _mm512_mul_ps(w, v))
-    }
-    #[inline(always)]
-    unsafe fn add(a: Self, b: Self) -> Self {
-        _mm512_add_ps(a, b)
-    }
-    #[inline(always)]
-    unsafe fn sub(a: Self, b: Self) -> Self {
-        _mm512_sub_ps(a, b)
-    }
-    #[inline(always)]
-    unsafe fn fused(a: Self, w: Self, v: Self) -> Self {
-        _mm512_fmadd_ps(w, v, a)
-    }
-    #[inline(always)]
-    unsafe fn splat(x: f32) -> Self {
-        _mm512_set1_ps(x)
-    }
-    #[inline(always)]
-    unsafe fn zero() -> Self {
-        _mm512_setzero_ps()
-    }
-    type Finish = crate::ops::conv::channel_lanes::Finish;
-    #[inline(always)]
-    unsafe fn prepare(activation: Activation) -> Self::Finish {
-        crate::ops::conv::channel_lanes::Finish::of(activation)
-    }
-    #[inline(always)]
-    unsafe fn finish(finish: Self::Finish, v: Self) -> Self {
-        crate::ops::conv::channel_lanes::avx512::finish(finish, v)
-    }
-}
-
-#[allow(unsafe_code)]
-impl Lanes for __m256 {
-    const WIDTH: usize = 8;
-    #[inline(always)]
-    unsafe fn load(p: *const f32) -> Self {
-        _mm256_loadu_ps(p)
-    }
-    #[inline(always)]
-    unsafe fn store(p: *mut f32, v: Self) {
-        _mm256_storeu_ps(p, v)
-    }
-    #[inline(always)]
-    unsafe fn put(p: *mut f32, v: Self) {
-        core::ptr::write_volatile(p.cast::<__m256>(), v)
-    }
-    #[inline(always)]
-    unsafe fn add_product(a: Self, w: Self, v: Self) -> Self {
-        _mm256_add_ps(a, _mm256_mul_ps(w, v))
-    }
-    #[inline(always)]
-    unsafe fn add(a: Self, b: Self) -> Self {
-        _mm256_add_ps(a, b)
-    }
-    #[inline(always)]
-    unsafe fn sub(a: Self, b: Self) -> Self {
-        _mm256_sub_ps(a, b)
-    }
-    #[inline(always)]
-    unsafe fn fused(a: Self, w: Self, v: Self) -> Self {
-        _mm256_fmadd_ps(w, v, a)
-    }
-    #[inline(always)]
-    unsafe fn splat(x: f32) -> Self {
-        _mm256_set1_ps(x)
-    }
-    #[inline(always)]
-    unsafe fn zero() -> Self {
-        _mm256_setzero_ps()
-    }
-    type Finish = (bool, Option<ClipBounds>);
-    #[inline(always)]
-    unsafe fn prepare(activation: Activation) -> Self::Finish {
-        let clip = match activation {
-            Activation::Clip { min, max } => Some(ClipBounds::new(min, max)),
-            _ => None,
-        };
-        (activation == Activation::Relu, clip)
-    }
-    #[inline(always)]
-    unsafe fn finish((relu, clip): Self::Finish, v: Self) -> Self {
-        match (relu, clip) {
-            (true, _) => relu_lanes(v),
-            (_, Some(bounds)) => bounds.apply(v),
-            _ => v,
         }
     }
 }
@@ -786,7 +621,8 @@ unsafe fn channels_avx512(
     sums: &mut [f32],
     out: &mut [f32],
 ) {
-    use crate::ops::conv::channel_lanes::{avx512, Finish};
+    use crate::isa::activation_lanes::{finish_512, Finish};
+    use crate::ops::conv::channel_lanes::avx512;
     const WIDE: usize = 16;
     let d = g.d;
     let (hw, plane) = (d.h * d.w, d.oh * d.ow);
@@ -814,7 +650,7 @@ unsafe fn channels_avx512(
                     sum = _mm512_add_ps(sum, _mm512_mul_ps(w[ky * 3 + kx], v));
                 }
             }
-            _mm512_storeu_ps(dest.add(at), avx512::finish(finish, sum));
+            _mm512_storeu_ps(dest.add(at), finish_512(finish, sum));
             at += WIDE;
         }
     }

@@ -21,8 +21,8 @@
 
 use crate::base::aligned::Aligned;
 use crate::base::geometry::ConvDims;
+use crate::isa::lanes::Lanes;
 use crate::ops::conv::channel_lanes::{block_vectors, Isa, Residual};
-use crate::ops::conv::depthwise_lanes::Lanes;
 use crate::ops::conv::reference::split_phases;
 use crate::program::memo;
 use core::arch::x86_64::*;

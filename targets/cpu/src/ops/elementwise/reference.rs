@@ -2,6 +2,8 @@
 
 use crate::base::index::for_each_index;
 use crate::base::math;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+use crate::isa::activation_lanes;
 #[cfg(feature = "std")]
 use crate::micro::vector_math;
 use ferrite_hal::geometry::broadcast_strides;
@@ -63,104 +65,16 @@ pub fn activate_fused<const OPS: Selection>(act: Activation, xs: &mut [f32]) {
 pub unsafe fn activate_fused_avx2<const OPS: Selection>(act: Activation, xs: &mut [f32]) {
     // The blocks of eight here, the last few (and every other activation) as the portable code.
     let rest = match act {
-        a @ Activation::Relu if selected::<OPS>(&a) => avx2::relu(xs),
-        a @ Activation::LeakyRelu { alpha } if selected::<OPS>(&a) => avx2::leaky_relu(xs, alpha),
-        a @ Activation::Clip { min, max } if selected::<OPS>(&a) => avx2::clip(xs, min, max),
+        a @ Activation::Relu if selected::<OPS>(&a) => activation_lanes::relu(xs),
+        a @ Activation::LeakyRelu { alpha } if selected::<OPS>(&a) => {
+            activation_lanes::leaky_relu(xs, alpha)
+        }
+        a @ Activation::Clip { min, max } if selected::<OPS>(&a) => {
+            activation_lanes::clip(xs, min, max)
+        }
         _ => xs,
     };
     activate_fused::<OPS>(act, rest)
-}
-
-/// The activations [`activate_fused_avx2`] writes with intrinsics: each block of eight floats
-/// loaded, computed and stored whole. Each returns the elements past the last whole block.
-#[cfg(all(feature = "std", target_arch = "x86_64"))]
-#[allow(unsafe_code)]
-pub(crate) mod avx2 {
-    use core::arch::x86_64::*;
-
-    /// `lanes` over each block of eight floats of `xs`; returns the rest.
-    #[inline(always)]
-    fn each(xs: &mut [f32], lanes: impl Fn(__m256) -> __m256) -> &mut [f32] {
-        let mut blocks = xs.chunks_exact_mut(8);
-        for block in &mut blocks {
-            let p = block.as_mut_ptr();
-            // SAFETY: `block` holds eight floats; unaligned loads and stores.
-            unsafe { _mm256_storeu_ps(p, lanes(_mm256_loadu_ps(p))) };
-        }
-        blocks.into_remainder()
-    }
-
-    /// `max(x, 0)` as [`crate::base::math::max`]: `x` where `x > 0`, else +0 (NaN too, as `fmaxf`).
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn relu(xs: &mut [f32]) -> &mut [f32] {
-        each(xs, |v| relu_lanes(v))
-    }
-
-    /// [`relu`] of one vector (also a convolution's store, `conv_lanes`): `vmaxps(v, +0)` is
-    /// `v > 0 ? v : +0`, so −0 and NaN give +0.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline]
-    pub(crate) fn relu_lanes(v: __m256) -> __m256 {
-        _mm256_max_ps(v, _mm256_setzero_ps())
-    }
-
-    /// `x` where `x >= 0`, else `x · alpha` (NaN times alpha).
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn leaky_relu(xs: &mut [f32], alpha: f32) -> &mut [f32] {
-        let (zero, a) = (_mm256_setzero_ps(), _mm256_set1_ps(alpha));
-        each(xs, |v| {
-            _mm256_blendv_ps(_mm256_mul_ps(v, a), v, _mm256_cmp_ps::<_CMP_GE_OQ>(v, zero))
-        })
-    }
-
-    /// `min(max(x, lo), hi)` as [`crate::base::math::max`] and [`crate::base::math::min`] (a NaN bound is
-    /// passed over).
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn clip(xs: &mut [f32], lo: f32, hi: f32) -> &mut [f32] {
-        let bounds = ClipBounds::new(lo, hi);
-        each(xs, |v| bounds.apply(v))
-    }
-
-    /// [`clip`]'s bounds as vectors, with whether each is NaN.
-    #[derive(Clone, Copy)]
-    pub(crate) struct ClipBounds {
-        l: __m256,
-        h: __m256,
-        l_nan: bool,
-        h_nan: bool,
-    }
-
-    impl ClipBounds {
-        /// The bounds `lo` and `hi`.
-        #[target_feature(enable = "avx2,fma")]
-        pub(crate) fn new(lo: f32, hi: f32) -> Self {
-            ClipBounds {
-                l: _mm256_set1_ps(lo),
-                h: _mm256_set1_ps(hi),
-                l_nan: lo.is_nan(),
-                h_nan: hi.is_nan(),
-            }
-        }
-
-        /// [`clip`] of one vector (also a convolution's store, `conv_lanes`): `vmaxps(v, lo)`
-        /// is `v > lo ? v : lo` and `vminps(t, hi)` is `t < hi ? t : hi` — [`crate::base::math::max`]
-        /// and [`crate::base::math::min`] exactly, a NaN `v` and signed zeros included — with a NaN
-        /// bound's step left out.
-        #[target_feature(enable = "avx2,fma")]
-        #[inline]
-        pub(crate) fn apply(self, v: __m256) -> __m256 {
-            let t = if self.l_nan {
-                v
-            } else {
-                _mm256_max_ps(v, self.l)
-            };
-            if self.h_nan {
-                t
-            } else {
-                _mm256_min_ps(t, self.h)
-            }
-        }
-    }
 }
 
 /// Applies `act` to every element of `xs` in place: any activation selected by `OPS`

@@ -545,8 +545,8 @@ pub fn recurrent<const OPS: Selection>(
 mod fma {
     use super::Operands;
     use crate::base::aligned::Aligned;
+    use crate::isa::lanes::Lanes;
     use crate::isa::{level, Level};
-    use crate::ops::conv::depthwise_lanes::Lanes;
     use crate::program::memo::{self, Kept};
     use core::arch::x86_64::*;
     use std::vec::Vec;
