@@ -457,9 +457,7 @@ fn lookup_table(
         _ => b as i32,
     };
     let mut reals: Vec<f32> = (0..=255u8).map(|b| (value(b) - zx) as f32 * sx).collect();
-    ferrite_cpu::ops::elementwise::reference::activate::<{ ferrite_hal::ALL_OPS }>(
-        activation, &mut reals,
-    );
+    ferrite_cpu::micro::activation::activate::<{ ferrite_hal::ALL_OPS }>(activation, &mut reals);
     let table = reals
         .iter()
         .map(|&v| {

@@ -1,6 +1,7 @@
 //! Odometer iteration over multi-dimensional indices with incrementally updated offsets.
 
-use ferrite_hal::MAX_RANK;
+use ferrite_hal::geometry::broadcast_strides;
+use ferrite_hal::{Shape, MAX_RANK};
 
 /// Calls `f` with `K` element offsets for every index of `dims` in row-major order, where offset
 /// `k` is `Σ index[axis] × strides[k][axis]`. Nothing is called when a dimension is 0; once for
@@ -111,6 +112,18 @@ impl<const K: usize> Odometer<'_, K> {
             self.index[at] = 0;
         }
     }
+}
+
+/// Calls `f(output offset, a offset, b offset)` for every index of `shape`, the operands of
+/// shapes `a` and `b` broadcast. One compiled walk serves every op and type of the logic and
+/// integer kernels (these ops are rare and cheap; flash matters more on a microcontroller).
+pub(crate) fn walk2(shape: &Shape, a: &Shape, b: &Shape, f: &mut dyn FnMut([usize; 3])) {
+    let strides = [
+        shape.strides(),
+        broadcast_strides(a, shape),
+        broadcast_strides(b, shape),
+    ];
+    for_each_index(shape.dims(), [&strides[0], &strides[1], &strides[2]], f);
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@
 pub(crate) mod aligned;
 #[cfg(test)]
 pub(crate) mod element_ids;
+pub(crate) mod elements;
 pub mod error;
 pub mod geometry;
 pub mod index;

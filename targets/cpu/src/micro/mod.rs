@@ -2,6 +2,7 @@
 //! compiled once per ISA build. Imports only from `base` and `isa` (`scripts/layers.py` checks
 //! it).
 
+pub mod activation;
 #[cfg(feature = "quantized")]
 pub(crate) mod integer_dot;
 pub mod sgemm;

@@ -66,7 +66,7 @@ pub(super) fn run<const OPS: Selection>(
                 }
                 out.copy_from_slice(x);
             }
-            elementwise::activate::<OPS>(act, out);
+            crate::micro::activation::activate::<OPS>(act, out);
         }
         Op::LogSoftmax { axis } if selects(OPS, OpKind::LogSoftmax) => {
             elementwise::log_softmax(Some(f32_in(0)?), &out_desc.shape, axis, f32s_mut(out)?);

@@ -93,11 +93,11 @@ fn fused<const OPS: Selection>(act: Activation, out: &mut [f32]) {
         // as wide). SAFETY: the AVX2 level runs only where the CPU has AVX2 and FMA.
         #[allow(unsafe_code)]
         unsafe {
-            crate::ops::elementwise::reference::activate_fused_avx2::<OPS>(act, out)
+            crate::micro::activation::activate_fused_avx2::<OPS>(act, out)
         };
         return;
     }
-    crate::ops::elementwise::reference::activate_fused::<OPS>(act, out)
+    crate::micro::activation::activate_fused::<OPS>(act, out)
 }
 
 /// Bytes viewed as `T` (aligned by the planner).

@@ -139,7 +139,7 @@ pub(super) fn top_k<const OPS: Selection>(
             };
             // Signed values ranked as unsigned ones with the sign bit flipped (the same order,
             // the same ties): one copy of the ranking for every integer type.
-            let flip = if numeric::is_signed(other) {
+            let flip = if crate::base::elements::is_signed(other) {
                 1 << 63
             } else {
                 0

@@ -2029,7 +2029,7 @@ mod strategy_tests {
             let mut scratch = vec![0.0; need];
             let mut out = vec![f32::NAN; c * oh * ow];
             if !conv(&p, d, &x, &wt, Some(&bias), &mut out, &mut scratch, false) {
-                crate::ops::elementwise::reference::activate_fused::<{ ferrite_hal::ALL_OPS }>(
+                crate::micro::activation::activate_fused::<{ ferrite_hal::ALL_OPS }>(
                     activation, &mut out,
                 );
             }

@@ -5,10 +5,11 @@
 //! division or remainder by zero is an error, never undefined behaviour. These ops are rare in
 //! models and cheap, so one broadcast walk serves every type (flash matters on a microcontroller).
 
-use crate::ops::logic::reference::walk2;
+use crate::base::elements::{is_signed, load, selects_integer, store};
+use crate::base::index::walk2;
 use crate::CpuError;
 use ferrite_hal::op::{BinaryOp, CompareOp};
-use ferrite_hal::{selects_binary, selects_dtype, DType, Selection, Shape};
+use ferrite_hal::{selects_binary, DType, Selection, Shape};
 use half::{bf16, f16};
 
 /// A 64-bit integer in which [`binary`] computes every narrower one: its bits, sign-extended
@@ -144,73 +145,6 @@ pub struct Integers<'a> {
     pub shape: Shape,
 }
 
-/// Whether `ops` selects an integer type of this signedness and `size` bytes (any size: 0).
-/// The kernels below compile only the widths and signedness a model's types need.
-const fn selects_integer(ops: Selection, signed: bool, size: usize) -> bool {
-    let types = if signed {
-        [DType::I8, DType::I16, DType::I32, DType::I64]
-    } else {
-        [DType::U8, DType::U16, DType::U32, DType::U64]
-    };
-    let mut i = 0;
-    while i < types.len() {
-        if (size == 0 || types[i].size() == size) && selects_dtype(ops, types[i]) {
-            return true;
-        }
-        i += 1;
-    }
-    false
-}
-
-/// Whether `ops` selects an integer type of `size` bytes.
-const fn selects_width(ops: Selection, size: usize) -> bool {
-    selects_integer(ops, true, size) || selects_integer(ops, false, size)
-}
-
-/// Element `i` of little-endian elements of `size` bytes, sign-extended when `signed`, as 64
-/// bits; `None` past the end or for a width `OPS` selects no integer type of.
-#[cfg_attr(feature = "std", inline(always))]
-#[cfg_attr(not(feature = "std"), inline(never))]
-pub(crate) fn load<const OPS: Selection>(
-    bytes: &[u8],
-    i: usize,
-    size: usize,
-    signed: bool,
-) -> Option<u64> {
-    let b = bytes.get(i.checked_mul(size)?..)?;
-    let raw = match size {
-        1 if const { selects_width(OPS, 1) } => u64::from(*b.first()?),
-        2 if const { selects_width(OPS, 2) } => {
-            u64::from(u16::from_le_bytes(b.get(..2)?.try_into().ok()?))
-        }
-        4 if const { selects_width(OPS, 4) } => {
-            u64::from(u32::from_le_bytes(b.get(..4)?.try_into().ok()?))
-        }
-        8 if const { selects_width(OPS, 8) } => u64::from_le_bytes(b.get(..8)?.try_into().ok()?),
-        _ => return None,
-    };
-    let unused = 64 - 8 * size.min(8) as u32;
-    Some(if signed && const { selects_integer(OPS, true, 0) } {
-        (((raw << unused) as i64) >> unused) as u64
-    } else {
-        raw
-    })
-}
-
-/// Writes the low `size` bytes of `v` as element `i` (nothing past the end).
-#[inline(always)]
-pub(crate) fn store(bytes: &mut [u8], i: usize, size: usize, v: u64) {
-    if let Some(slot) = i
-        .checked_mul(size)
-        .and_then(|at| bytes.get_mut(at..)?.get_mut(..size))
-    {
-        let all = v.to_le_bytes();
-        for (d, s) in slot.iter_mut().zip(all) {
-            *d = s;
-        }
-    }
-}
-
 impl Integers<'_> {
     /// Element `at`, sign- or zero-extended to 64 bits; `None` past the end (or for a type
     /// `OPS` does not select).
@@ -218,11 +152,6 @@ impl Integers<'_> {
     pub fn get<const OPS: Selection>(&self, at: usize) -> Option<u64> {
         load::<OPS>(self.bytes, at, self.dtype.size(), is_signed(self.dtype))
     }
-}
-
-/// Whether `dtype` is a signed integer type.
-pub fn is_signed(dtype: DType) -> bool {
-    matches!(dtype, DType::I8 | DType::I16 | DType::I32 | DType::I64)
 }
 
 /// `out = a op b` on integers of one type (`a.dtype`), the operands broadcast over `shape`;

@@ -2,8 +2,8 @@
 //! index is read from a tensor at run time, so each is checked (negative ones count from the
 //! end) and an out-of-range one is an error, never an out-of-bounds access.
 
+use crate::base::elements::{copy_element, elements, elements_mut};
 use crate::base::index::for_each_index;
-use crate::ops::movement::reference::{copy_element, elements, elements_mut};
 use crate::CpuError;
 use ferrite_hal::op::Reduction;
 use ferrite_hal::Shape;

@@ -1,8 +1,8 @@
 //! The ops with bool tensors: comparisons, boolean logic, selection (Where) and float
 //! classification (IsNaN, IsInf). Bools are bytes, 0 or 1; operands broadcast as numpy.
 
-use crate::base::index::for_each_index;
-use crate::ops::movement::reference::{copy_element, elements, elements_mut};
+use crate::base::elements::{copy_element, elements, elements_mut};
+use crate::base::index::{for_each_index, walk2};
 use ferrite_hal::geometry::broadcast_strides;
 use ferrite_hal::op::{CompareOp, Detect, LogicalOp};
 use ferrite_hal::Shape;
@@ -16,19 +16,7 @@ pub struct Operand<'a, T> {
     pub shape: Shape,
 }
 
-/// Calls `f(output offset, a offset, b offset)` for every index of `shape`, the operands of
-/// shapes `a` and `b` broadcast. One compiled walk serves every op and type of this module
-/// (these ops are rare and cheap; flash matters more on a microcontroller).
-pub(crate) fn walk2(shape: &Shape, a: &Shape, b: &Shape, f: &mut dyn FnMut([usize; 3])) {
-    let strides = [
-        shape.strides(),
-        broadcast_strides(a, shape),
-        broadcast_strides(b, shape),
-    ];
-    for_each_index(shape.dims(), [&strides[0], &strides[1], &strides[2]], f);
-}
-
-/// [`walk2`] with three operands.
+/// `base::index::walk2` with three operands.
 fn walk3(shape: &Shape, a: &Shape, b: &Shape, c: &Shape, f: &mut dyn FnMut([usize; 4])) {
     let strides = [
         shape.strides(),

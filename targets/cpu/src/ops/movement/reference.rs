@@ -3,6 +3,7 @@
 //! single copies and strided elements are moved by a loop built for each size
 //! (`copy_run`).
 
+use crate::base::elements::{copy_element, elements, elements_mut};
 use crate::base::index::for_each_row;
 use crate::CpuError;
 use ferrite_hal::op::PadMode;
@@ -48,20 +49,6 @@ fn strided<const N: usize>(dst: &mut [u8], src: &[u8], step: usize, reversed: bo
     } else {
         dst.chunks_exact_mut(N).enumerate().for_each(&mut put);
     }
-}
-
-/// Bytes `[at, at + len)` of `xs` (in elements of `size` bytes), `None` past the end.
-#[inline(always)]
-pub(crate) fn elements(xs: &[u8], at: usize, len: usize, size: usize) -> Option<&[u8]> {
-    xs.get(at.checked_mul(size)?..)?
-        .get(..len.checked_mul(size)?)
-}
-
-/// [`elements`], mutable.
-#[inline(always)]
-pub(crate) fn elements_mut(xs: &mut [u8], at: usize, len: usize, size: usize) -> Option<&mut [u8]> {
-    xs.get_mut(at.checked_mul(size)?..)?
-        .get_mut(..len.checked_mul(size)?)
 }
 
 /// Output axis `i` is input axis `perm[i]`; elements of `size` bytes.
@@ -531,14 +518,6 @@ pub fn pad(
             }
             *i = 0;
         }
-    }
-}
-
-/// Copies the bytes of one element (as many as both hold): no call to `memcpy` for a few bytes.
-#[inline(always)]
-pub(crate) fn copy_element(dst: &mut [u8], src: &[u8]) {
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = *s;
     }
 }
 

@@ -25,7 +25,6 @@ impl Channels {
 
 use crate::base::math::round_half_even;
 use crate::base::quantized::QuantInt;
-use crate::ops::elementwise::numeric;
 use ferrite_hal::{selects_dtype, DType, Selection};
 
 /// `y = saturate(round_half_to_even(x / scale) + zero_point)`.
@@ -141,19 +140,21 @@ pub fn quantize_elements<const OPS: Selection>(
     ch: Channels,
     y: &mut [u8],
 ) {
-    let (size, signed) = (dtype.size(), numeric::is_signed(dtype));
+    let (size, signed) = (dtype.size(), crate::base::elements::is_signed(dtype));
     let (lo, hi) = range_of(dtype);
     let run = ch.run(x.len());
     for (k, xs) in x.chunks(run).enumerate() {
         let c = k % ch.channels.max(1);
-        let (Some(&s), Some(z)) = (scale.get(c), numeric::load::<OPS>(zero, c, size, signed))
-        else {
+        let (Some(&s), Some(z)) = (
+            scale.get(c),
+            crate::base::elements::load::<OPS>(zero, c, size, signed),
+        ) else {
             return;
         };
         for (j, &v) in xs.iter().enumerate() {
             // As `quantize`: NaN to the zero point, saturated in integers.
             let q = (round_half_even(v / s) as i32).saturating_add(z as i32);
-            numeric::store(y, k * run + j, size, q.max(lo).min(hi) as u32 as u64);
+            crate::base::elements::store(y, k * run + j, size, q.max(lo).min(hi) as u32 as u64);
         }
     }
 }
@@ -168,10 +169,11 @@ pub fn dequantize_elements<const OPS: Selection>(
     ch: Channels,
     y: &mut [f32],
 ) {
-    let (size, signed) = (dtype.size(), numeric::is_signed(dtype));
+    let (size, signed) = (dtype.size(), crate::base::elements::is_signed(dtype));
     // Sign- or zero-extended to 64 bits: every type here is then its value as an i64.
-    let value =
-        |bytes: &[u8], i: usize| numeric::load::<OPS>(bytes, i, size, signed).map(|v| v as i64);
+    let value = |bytes: &[u8], i: usize| {
+        crate::base::elements::load::<OPS>(bytes, i, size, signed).map(|v| v as i64)
+    };
     let run = ch.run(y.len());
     for (k, ys) in y.chunks_mut(run).enumerate() {
         let c = k % ch.channels.max(1);

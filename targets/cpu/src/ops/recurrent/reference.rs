@@ -1,7 +1,7 @@
 //! One direction of an ONNX RNN, GRU or LSTM over a whole sequence, in place in its outputs:
 //! `Y_h` (and `Y_c`) hold the running state, each step's `H` is also written to `Y`.
 
-use crate::ops::elementwise::reference::activate;
+use crate::micro::activation::activate;
 use crate::CpuError;
 use ferrite_hal::op::{Cell, Recurrent};
 use ferrite_hal::Selection;
