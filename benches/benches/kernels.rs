@@ -8,6 +8,7 @@
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferrite_cpu::micro::sgemm::{sgemm, Mat};
+use ferrite_cpu::StepContext;
 
 fn gemm(c: &mut Criterion) {
     let mut group = c.benchmark_group("sgemm");
@@ -27,6 +28,7 @@ fn gemm(c: &mut Criterion) {
         group.bench_function(format!("{m}x{n}x{k}"), |bench| {
             bench.iter(|| {
                 sgemm(
+                    StepContext::default(),
                     m,
                     n,
                     k,
@@ -96,7 +98,21 @@ fn conv(c: &mut Criterion) {
         ));
         group.bench_function(
             format!("{ci}to{co}_{size}x{size}_k{k}_s{stride}_g{g}"),
-            |b| b.iter(|| conv(&p, d, &x, &w, None, &mut y, &mut scratch, false)),
+            |b| {
+                b.iter(|| {
+                    conv(
+                        StepContext::default(),
+                        &p,
+                        d,
+                        &x,
+                        &w,
+                        None,
+                        &mut y,
+                        &mut scratch,
+                        false,
+                    )
+                })
+            },
         );
     }
     group.finish();
@@ -177,7 +193,7 @@ fn peak(_: &mut Criterion) {}
 
 /// The int8 convolutions (`QConv`, int8 activations, per-channel scales) at the test models'
 /// shapes, each run as a prepared program runs it: its kept state (packed weights, gathers,
-/// requantization lanes) built at the first call ([`ferrite_cpu::program::memo::with`]). The 3 × 3
+/// requantization lanes) built at the first call ([`StepContext::with_memo`]). The 3 × 3
 /// depthwise layer twice: with weights whose rows AVX2 sums as byte fours (small, as trained
 /// ones mostly are) and with weights it cannot (three large ones of one sign a row).
 fn qconv(c: &mut Criterion) {
@@ -279,13 +295,22 @@ fn qconv(c: &mut Criterion) {
         let scratch_len =
             ferrite_hal::geometry::qconv_scratch_elements(&p, ci / g, oh, ow).unwrap_or(0);
         let mut scratch = vec![0u8; 4 * (scratch_len + 4)];
-        let mut memo = ferrite_cpu::program::memo::StepMemo::default();
+        let mut memo = ferrite_cpu::StepMemo::default();
         group.throughput(Throughput::Elements((co * oh * ow * k) as u64));
         group.bench_function(name, |b| {
             b.iter(|| {
-                ferrite_cpu::program::memo::with(&mut memo, || {
-                    qconv(&p, d, &x, &weights, &bias, &requant, &mut y, &mut scratch)
-                })
+                let ctx = StepContext::default().with_memo(&mut memo);
+                qconv(
+                    ctx,
+                    &p,
+                    d,
+                    &x,
+                    &weights,
+                    &bias,
+                    &requant,
+                    &mut y,
+                    &mut scratch,
+                )
             })
         });
     }

@@ -19,9 +19,10 @@ pub mod ops;
 pub mod program;
 pub mod steps;
 
-pub use base::error::CpuError;
+pub use base::context::StepContext;
 #[cfg(feature = "std")]
-pub use program::memo::StepMemo;
+pub use base::context::StepMemo;
+pub use base::error::CpuError;
 #[cfg(feature = "threads")]
 pub use program::parallel::MAX_THREADS;
 #[cfg(feature = "std")]
@@ -140,8 +141,9 @@ impl<const OPS: Selection> CpuDevice<OPS> {
     ) -> Result<(), CpuError> {
         #[cfg(feature = "threads")]
         if self.threads > 1 {
-            return program::parallel::run(self.threads, || {
-                steps::run_step_selected::<OPS>(step, arena, weights)
+            return program::parallel::run(self.threads, |team| {
+                let ctx = StepContext::default().with_team(team);
+                steps::run_step_selected_in::<OPS>(ctx, step, arena, weights)
             });
         }
         steps::run_step_selected::<OPS>(step, arena, weights)
@@ -167,11 +169,12 @@ impl<const OPS: Selection> CpuDevice<OPS> {
         };
         #[cfg(feature = "threads")]
         if self.threads > 1 && !kept.fused_away {
-            return program::parallel::run(self.threads, || {
-                run_kept_step::<OPS>(&own, memo, kept, arena, weights)
+            return program::parallel::run(self.threads, |team| {
+                let ctx = StepContext::default().with_team(team);
+                run_kept_step::<OPS>(ctx, &own, memo, kept, arena, weights)
             });
         }
-        run_kept_step::<OPS>(&own, memo, kept, arena, weights)
+        run_kept_step::<OPS>(StepContext::default(), &own, memo, kept, arena, weights)
     }
 }
 
@@ -293,34 +296,37 @@ impl<const OPS: Selection> Device for CpuDevice<OPS> {
         plan: &dyn Plan,
         arena: &mut [u8],
     ) -> Result<(), CpuError> {
-        let mut run = |arena: &mut [u8]| {
+        let mut run = |ctx: StepContext<'_>, arena: &mut [u8]| {
             let weights = plan.weights();
             let each = |step: &ferrite_hal::Step<'_>, memo: &mut StepMemo, kept| {
-                run_kept_step::<OPS>(step, memo, kept, arena, weights)
+                run_kept_step::<OPS>(ctx, step, memo, kept, arena, weights)
             };
             match program.run_each(plan, each) {
                 Some(result) => result,
-                None => run_plan::<OPS>(plan, arena),
+                None => run_plan::<OPS>(ctx, plan, arena),
             }
         };
         #[cfg(feature = "threads")]
         if self.threads > 1 {
-            return program::parallel::run(self.threads, || run(arena));
+            return program::parallel::run(self.threads, |team| {
+                run(StepContext::default().with_team(team), arena)
+            });
         }
-        run(arena)
+        run(StepContext::default(), arena)
     }
 
     #[cfg(not(feature = "std"))]
     fn execute(&mut self, _: &mut (), plan: &dyn Plan, arena: &mut [u8]) -> Result<(), CpuError> {
-        run_plan::<OPS>(plan, arena)
+        run_plan::<OPS>(StepContext::default(), plan, arena)
     }
 }
 
-/// A step decoded beforehand ([`Prepared`]) on this thread's kernels, with the state its
+/// A step decoded beforehand ([`Prepared`]) in `ctx` (the run's threads), with the state its
 /// kernels keep and what the program planned for it: nothing for a step fused into one before
 /// it, one kernel for a chain it begins.
 #[cfg(feature = "std")]
 fn run_kept_step<const OPS: Selection>(
+    ctx: StepContext<'_>,
     step: &ferrite_hal::Step<'_>,
     memo: &mut StepMemo,
     kept: program::prepared::Kept,
@@ -333,21 +339,24 @@ fn run_kept_step<const OPS: Selection>(
     if let Some(normalization) = kept.normalization {
         return program::normalization::run(step, normalization, arena, weights);
     }
-    program::layout::with(kept.layout, kept.residual, kept.winograd, || {
-        program::memo::with(memo, || {
-            steps::run_step_selected::<OPS>(step, arena, weights)
-        })
-    })
+    let ctx = ctx
+        .with_memo(memo)
+        .with_layout(kept.layout, kept.residual, kept.winograd);
+    steps::run_step_selected_in::<OPS>(ctx, step, arena, weights)
 }
 
-/// Every step of `plan`, in order, on this thread's kernels (inlined into `execute`, whose loop
-/// it is on a microcontroller).
+/// Every step of `plan`, in order, in `ctx` (inlined into `execute`, whose loop it is on a
+/// microcontroller, where the context is zero-sized).
 #[inline(always)]
-fn run_plan<const OPS: Selection>(plan: &dyn Plan, arena: &mut [u8]) -> Result<(), CpuError> {
+fn run_plan<const OPS: Selection>(
+    ctx: StepContext<'_>,
+    plan: &dyn Plan,
+    arena: &mut [u8],
+) -> Result<(), CpuError> {
     let weights = plan.weights();
     for index in 0..plan.len() {
         let step = plan.step(index).ok_or(CpuError::CorruptPlan)?;
-        steps::run_step_selected::<OPS>(&step, arena, weights)?;
+        steps::run_step_selected_in::<OPS>(ctx, &step, arena, weights)?;
     }
     Ok(())
 }

@@ -7,6 +7,9 @@
 
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 pub(crate) mod aligned;
+#[cfg(feature = "std")]
+pub mod blocking;
+pub mod context;
 #[cfg(test)]
 pub(crate) mod element_ids;
 pub(crate) mod elements;
@@ -15,6 +18,8 @@ pub mod geometry;
 pub mod index;
 pub(crate) mod math;
 pub(crate) mod memory;
+#[cfg(feature = "threads")]
+pub(crate) mod parts;
 pub mod quantized;
 #[cfg(feature = "quantized")]
 pub mod requantize;

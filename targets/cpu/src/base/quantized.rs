@@ -76,8 +76,8 @@ impl QuantByte for u8 {
     }
 }
 
-/// 8-bit integers as their bytes, int8 or uint8, for the 8-bit-only kernels ([`qsoftmax`],
-/// [`qavg_pool`]): one copy of each serves both types. An output within its type's range is
+/// 8-bit integers as their bytes, int8 or uint8, for the 8-bit-only kernels (QSoftmax,
+/// QAveragePool): one copy of each serves both types. An output within its type's range is
 /// its own low byte either way.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bytes8 {

@@ -6,6 +6,8 @@
 //! feature on x86-64, AVX2+FMA or AVX-512 kernels are chosen at run time (the portable build
 //! stays the baseline); on other targets the baseline is all there is.
 
+use crate::base::context::StepContext;
+
 /// Row-major matrix view: `data[row * stride + col]`.
 #[derive(Clone, Copy)]
 pub struct Mat<'a> {
@@ -62,6 +64,7 @@ impl<'a> Product<'a> {
 #[allow(clippy::too_many_arguments)]
 #[cfg_attr(not(feature = "std"), inline)]
 pub fn sgemm(
+    ctx: StepContext<'_>,
     m: usize,
     n: usize,
     k: usize,
@@ -87,9 +90,11 @@ pub fn sgemm(
     }
     let p = Product::new(k, alpha, a, b);
     #[cfg(feature = "threads")]
-    if sgemm_parts(&p, m, n, c, ldc) {
+    if sgemm_parts(ctx, &p, m, n, c, ldc) {
         return;
     }
+    #[cfg(not(feature = "threads"))]
+    let _ = ctx;
     kernel(&p, m, n, c, ldc)
 }
 
@@ -101,6 +106,7 @@ pub fn sgemm(
 #[allow(clippy::too_many_arguments)]
 #[inline(never)]
 pub fn sgemm_unrolled(
+    ctx: StepContext<'_>,
     m: usize,
     n: usize,
     k: usize,
@@ -111,7 +117,7 @@ pub fn sgemm_unrolled(
     ldc: usize,
     accumulate: bool,
 ) {
-    sgemm(m, n, k, alpha, a, b, c, ldc, accumulate)
+    sgemm(ctx, m, n, k, alpha, a, b, c, ldc, accumulate)
 }
 
 /// `C[m×n] += A[m×k] · B` where B's row `q` is `b[rows[q]..][..n]`: a convolution's implicit
@@ -123,6 +129,7 @@ pub fn sgemm_unrolled(
 #[cfg(feature = "std")]
 #[allow(clippy::too_many_arguments)]
 pub fn sgemm_rows(
+    ctx: StepContext<'_>,
     m: usize,
     n: usize,
     a: Mat<'_>,
@@ -160,9 +167,11 @@ pub fn sgemm_rows(
         ..Product::new(k, 1.0, a, Mat { data: b, stride: 0 })
     };
     #[cfg(feature = "threads")]
-    if sgemm_parts(&p, m, n, c, ldc) {
+    if sgemm_parts(ctx, &p, m, n, c, ldc) {
         return true;
     }
+    #[cfg(not(feature = "threads"))]
+    let _ = ctx;
     kernel(&p, m, n, c, ldc);
     true
 }
@@ -188,15 +197,22 @@ const PARALLEL_WORK: usize = 1 << 18;
 #[cfg(feature = "threads")]
 const COLUMN_QUANTUM: usize = 64;
 
-/// `C += alpha · A · B` split into parts for the session's threads (see [`crate::program::parallel`]):
+/// `C += alpha · A · B` split into parts for the step's threads (its context's):
 /// rows of C, or for a single row, columns in multiples of [`COLUMN_QUANTUM`]. Every element of
 /// C is computed by the same instructions as in one part, so the result is bit-identical. False
 /// (nothing done) when the product is too small to split or one thread is all there is.
 #[cfg(feature = "threads")]
-fn sgemm_parts(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) -> bool {
-    use crate::program::parallel::{for_each, ranges, threads};
+fn sgemm_parts(
+    ctx: StepContext<'_>,
+    p: &Product<'_>,
+    m: usize,
+    n: usize,
+    c: &mut [f32],
+    ldc: usize,
+) -> bool {
+    use crate::base::parts::ranges;
     use std::vec::Vec;
-    let threads = threads();
+    let threads = ctx.threads();
     if threads < 2 || m.saturating_mul(n).saturating_mul(p.k) < PARALLEL_WORK {
         return false;
     }
@@ -225,7 +241,7 @@ fn sgemm_parts(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) -
         parts.push((span, part));
         rest = tail;
     }
-    for_each(parts, |(span, part)| {
+    ctx.for_each(parts, |(span, part)| {
         let (a, b) = if by_rows {
             let a = p.a.data.get(span.start * p.a.stride..).unwrap_or(&[]);
             (Mat { data: a, ..p.a }, p.b)
@@ -1166,8 +1182,9 @@ mod tests {
             let init: Vec<f32> = (0..m * ldc).map(|_| next(101) as f32 / 7.0).collect();
             let run = |threads: usize| {
                 let mut c = init.clone();
-                crate::program::parallel::run(threads, || {
+                crate::program::parallel::run(threads, |team| {
                     sgemm(
+                        StepContext::default().with_team(team),
                         m,
                         n,
                         k,
@@ -1203,7 +1220,20 @@ mod tests {
 
     #[test]
     fn matches_naive_product() {
-        check(sgemm);
+        check(|m, n, k, alpha, a, b, c, ldc, accumulate| {
+            sgemm(
+                StepContext::default(),
+                m,
+                n,
+                k,
+                alpha,
+                a,
+                b,
+                c,
+                ldc,
+                accumulate,
+            )
+        });
         check(|m, n, k, alpha, a, b, c, ldc, _| {
             sgemm_generic::<4, 8, false>(&Product::new(k, alpha, a, b), m, n, c, ldc)
         });

@@ -12,10 +12,10 @@
 //!
 //! The program decides at `prepare` ([`plan`]), tensor by tensor: a tensor of one image whose
 //! channels are whole blocks, written by one step and read by steps that all run it blocked (a
-//! convolution the blocked kernels take, `kernels::conv_blocked`; an elementwise step whose
+//! convolution the blocked kernels take, `ops::conv::blocked`; an elementwise step whose
 //! operands are all blocked; a global average pooling), and whose bytes no other tensor reads while it lives (an in-place
-//! Reshape's alias, a model output). Steps learn their layouts while they run (a thread-local
-//! set around each step). The blocked kernels form the channel-lane kernels' sums in the same
+//! Reshape's alias, a model output). Each step gets its layouts in its context
+//! (`base::context::StepContext`), which the program passes down. The blocked kernels form the channel-lane kernels' sums in the same
 //! order, so the outputs are the planar run's bit for bit wherever that run takes those kernels
 //! (every layer of the test models; where a plan's scratch is too short for them, the planar
 //! run multiplies unfolded windows instead, which rounds differently); a convolution that does
@@ -24,76 +24,15 @@
 //! `FERRITE_CPU_LAYOUT=planar`, or [`crate::CpuDevice::with_channel_blocking`], keeps every
 //! tensor planar.
 
+pub use crate::base::blocking::Blocking;
 use crate::base::geometry::ConvDims;
-use core::cell::Cell;
 use ferrite_hal::op::{BinaryOp, Conv};
 use ferrite_hal::{Activation, DType, Location, Op, Step, TensorDesc, TensorList};
 use std::collections::{BTreeMap, BTreeSet};
 use std::vec::Vec;
 
-/// A step's layouts: whether its first input and its first output are channel-blocked.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Blocking {
-    /// The first input is channel-blocked.
-    pub input: bool,
-    /// The first output is channel-blocked.
-    pub output: bool,
-}
-
 /// A step's layouts (see [`Blocking`]).
 pub type StepLayout = Blocking;
-
-std::thread_local! {
-    /// The running step's layouts (planar outside a prepared run).
-    static CURRENT: Cell<StepLayout> = const { Cell::new(Blocking { input: false, output: false }) };
-    /// The activation of the residual Add fused into the running convolution, if one is.
-    static RESIDUAL: Cell<Option<Activation>> = const { Cell::new(None) };
-    /// Whether the running step may take Winograd's transform (a program's choice).
-    static WINOGRAD: Cell<bool> = const { Cell::new(false) };
-}
-
-/// The running step's layouts.
-pub(crate) fn current() -> StepLayout {
-    CURRENT.get()
-}
-
-/// The activation of the residual Add fused into the running convolution (see [`Fusion`]),
-/// whose other operand is then the step's input 3 and whose output is the step's.
-pub(crate) fn residual() -> Option<Activation> {
-    RESIDUAL.get()
-}
-
-/// Whether the running step's 3 × 3 convolutions may take Winograd's transform
-/// (`kernels::winograd`: between blocked tensors, rounding differently from the direct
-/// kernels): a program's choice, off outside a prepared run.
-#[cfg(target_arch = "x86_64")]
-pub(crate) fn winograd() -> bool {
-    WINOGRAD.get()
-}
-
-/// Runs `step` with `layout` as the running step's layouts, `residual` as its fused Add's
-/// activation and `winograd` as whether it may take Winograd's transform.
-pub(crate) fn with<R>(
-    layout: StepLayout,
-    residual: Option<Activation>,
-    winograd: bool,
-    step: impl FnOnce() -> R,
-) -> R {
-    /// Puts the planar layout back, also if the step unwinds.
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            CURRENT.set(Blocking::default());
-            RESIDUAL.set(None);
-            WINOGRAD.set(false);
-        }
-    }
-    CURRENT.set(layout);
-    RESIDUAL.set(residual);
-    WINOGRAD.set(winograd);
-    let _reset = Reset;
-    step()
-}
 
 /// The lanes of a block on this CPU, where the blocked kernels run and the environment does
 /// not ask for planar tensors (`FERRITE_CPU_LAYOUT=planar`).
@@ -105,15 +44,6 @@ fn lanes() -> Option<usize> {
             return crate::ops::conv::blocked::lanes();
         }
     }
-    None
-}
-
-/// The lanes of a block on this CPU (what a program planned with), whatever the environment
-/// now says.
-pub(crate) fn block_lanes() -> Option<usize> {
-    #[cfg(target_arch = "x86_64")]
-    return crate::ops::conv::blocked::lanes();
-    #[cfg(not(target_arch = "x86_64"))]
     None
 }
 
@@ -481,70 +411,5 @@ fn conv_runs(c: &Conv, d: ConvDims, blocking: Blocking) -> bool {
     {
         let _ = (c, d, blocking);
         false
-    }
-}
-
-/// `planar` (`[channel][pixel]`, `channels` of `pixels`) as `[channel / lanes][pixel][channel %
-/// lanes]` into `blocked` (a whole number of blocks of channels).
-pub(crate) fn block(
-    planar: &[f32],
-    blocked: &mut [f32],
-    (channels, pixels): (usize, usize),
-    lanes: usize,
-) {
-    for c in 0..channels {
-        let (base, lane) = (c / lanes * pixels * lanes, c % lanes);
-        let Some(plane) = planar.get(c * pixels..(c + 1) * pixels) else {
-            return;
-        };
-        for (p, &v) in plane.iter().enumerate() {
-            if let Some(slot) = blocked.get_mut(base + p * lanes + lane) {
-                *slot = v;
-            }
-        }
-    }
-}
-
-/// [`block`]'s inverse: `blocked` back to `[channel][pixel]` in `planar`.
-pub(crate) fn unblock(
-    blocked: &[f32],
-    planar: &mut [f32],
-    (channels, pixels): (usize, usize),
-    lanes: usize,
-) {
-    for c in 0..channels {
-        let (base, lane) = (c / lanes * pixels * lanes, c % lanes);
-        let Some(plane) = planar.get_mut(c * pixels..(c + 1) * pixels) else {
-            return;
-        };
-        for (p, v) in plane.iter_mut().enumerate() {
-            if let Some(&value) = blocked.get(base + p * lanes + lane) {
-                *v = value;
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Blocking and unblocking are inverses, lanes as given.
-    #[test]
-    fn blocking_round_trips() {
-        for lanes in [8, 16] {
-            let (channels, pixels) = (2 * lanes, 7);
-            let planar: Vec<f32> = (0..channels * pixels).map(|i| i as f32).collect();
-            let mut blocked = std::vec![0.0; planar.len()];
-            block(&planar, &mut blocked, (channels, pixels), lanes);
-            // Channel c of pixel p.
-            assert_eq!(
-                blocked[lanes * (pixels + 3) + 2],
-                planar[(lanes + 2) * pixels + 3]
-            );
-            let mut back = std::vec![0.0; planar.len()];
-            unblock(&blocked, &mut back, (channels, pixels), lanes);
-            assert_eq!(back, planar);
-        }
     }
 }

@@ -1,7 +1,8 @@
 //! Optional threads for the big kernels (feature `threads`, `std` only).
 //!
 //! A [`CpuDevice`](crate::CpuDevice) built `with_threads(n)` runs each plan on the calling thread
-//! with `n - 1` helper threads standing by. A kernel whose work is big enough (a matrix product,
+//! with `n - 1` helper threads standing by, and hands the team to every step in its context
+//! (`base::context::StepContext`; `base::parts` splits the work). A kernel whose work is big enough (a matrix product,
 //! a convolution's GEMM) splits its *output* into disjoint parts; the calling thread and the
 //! helpers claim parts from a shared counter until none is left. Every output element is
 //! computed by the same instructions in the same order as on one thread — the parts only decide
@@ -14,7 +15,7 @@
 //! with one thread, nothing here runs and no thread is started.
 #![allow(unsafe_code)]
 
-use std::cell::{Cell, RefCell};
+use crate::base::parts::Fork;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -23,14 +24,6 @@ use std::vec::Vec;
 /// The most threads a session may ask for (more are clamped: beyond this, parts get too small
 /// for any model Ferrite runs to gain).
 pub const MAX_THREADS: usize = 64;
-
-std::thread_local! {
-    /// Threads the kernels running on this thread may use (1 outside a threaded run, and inside
-    /// a part: a part is already a share of the work).
-    static THREADS: Cell<usize> = const { Cell::new(1) };
-    /// The team of the threaded run in progress on this thread.
-    static TEAM: RefCell<Option<Arc<Team>>> = const { RefCell::new(None) };
-}
 
 /// One parallel region: `count` parts, claimed through `next`, counted through `done`.
 struct Job {
@@ -187,42 +180,24 @@ fn team(threads: usize) -> Option<Arc<Team>> {
     Some(team)
 }
 
-/// Restores this thread's settings when a run or part ends, also by unwinding.
-struct Restore {
-    threads: usize,
-    team: Option<Option<Arc<Team>>>,
-}
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        THREADS.with(|t| t.set(self.threads));
-        if let Some(team) = self.team.take() {
-            TEAM.with(|t| *t.borrow_mut() = team);
-        }
-    }
-}
-
 /// Runs `body` (a plan, or one step) on this thread with `threads` (clamped to
-/// `1..=MAX_THREADS`) available to the kernels it calls. The helpers spin for the length of
-/// `body`. Without a team (a thread could not start, or another session is using this one),
-/// `body` runs on this thread alone, with the same results.
-pub(crate) fn run<R>(threads: usize, body: impl FnOnce() -> R) -> R {
+/// `1..=MAX_THREADS`) for the kernels it calls: `body` gets the team to put in its steps'
+/// contexts (`base::context::StepContext`). The helpers spin for the length of `body`. Without
+/// a team (one thread, a thread could not start, or another session is using this one), `body`
+/// gets none and runs on this thread alone, with the same results.
+pub(crate) fn run<R>(threads: usize, body: impl FnOnce(Option<&dyn Fork>) -> R) -> R {
     let threads = threads.clamp(1, MAX_THREADS);
     let team = if threads > 1 { team(threads) } else { None };
     let Some(team) = team else {
-        return body();
+        return body(None);
     };
     let _owner = match team.owner.try_lock() {
         Ok(owner) => owner,
         // A run that panicked left the lock poisoned; the team itself is sound.
         Err(std::sync::TryLockError::Poisoned(owner)) => owner.into_inner(),
-        Err(std::sync::TryLockError::WouldBlock) => return body(),
+        Err(std::sync::TryLockError::WouldBlock) => return body(None),
     };
     team.set_running(true);
-    let _restore = Restore {
-        threads: THREADS.with(|t| t.replace(threads)),
-        team: Some(TEAM.with(|t| t.replace(Some(team.clone())))),
-    };
     // Put the helpers back to sleep however `body` ends.
     struct Sleep<'a>(&'a Team);
     impl Drop for Sleep<'_> {
@@ -231,117 +206,52 @@ pub(crate) fn run<R>(threads: usize, body: impl FnOnce() -> R) -> R {
         }
     }
     let _sleep = Sleep(&team);
-    body()
+    body(Some(&*team))
 }
 
-/// Threads the running kernels may use: 1 unless a threaded run asked for more.
-pub(crate) fn threads() -> usize {
-    THREADS.with(Cell::get)
-}
-
-/// Calls `f` on every part: shared with the run's helpers when there are several parts and
-/// threads, else one after another on this thread. Kernels called inside a part see one thread.
-pub(crate) fn for_each<T: Send>(parts: Vec<T>, f: impl Fn(T) + Sync) {
-    let team = if threads() > 1 && parts.len() > 1 {
-        TEAM.with(|t| t.borrow().clone())
-    } else {
-        None
-    };
-    let Some(team) = team else {
-        parts.into_iter().for_each(f);
-        return;
-    };
-    let count = parts.len();
-    // Each part is taken out of its own (uncontended) slot by whichever thread claims it.
-    let slots: Vec<Mutex<Option<T>>> = parts.into_iter().map(|p| Mutex::new(Some(p))).collect();
-    let work = |i: usize| {
-        let part = slots
-            .get(i)
-            .and_then(|slot| slot.lock().unwrap_or_else(|p| p.into_inner()).take());
-        if let Some(part) = part {
-            let _restore = Restore {
-                threads: THREADS.with(|t| t.replace(1)),
-                team: None,
-            };
-            f(part);
-        }
-    };
-    team.region(count, &work);
-}
-
-/// `total` split into at most `parts` ranges as even as possible, each a multiple of `quantum`
-/// long except the last.
-pub(crate) fn ranges(total: usize, parts: usize, quantum: usize) -> Vec<core::ops::Range<usize>> {
-    let quantum = quantum.max(1);
-    let units = total.div_ceil(quantum);
-    let parts = parts.clamp(1, units.max(1));
-    let mut out = Vec::with_capacity(parts);
-    let mut start = 0;
-    for p in 0..parts {
-        // The first `units % parts` parts take one unit more.
-        let take = units / parts + usize::from(p < units % parts);
-        let end = (start + take * quantum).min(total);
-        if end > start {
-            out.push(start..end);
-        }
-        start = end;
+impl Fork for Team {
+    fn threads(&self) -> usize {
+        self.threads
     }
-    out
+
+    fn region(&self, count: usize, work: &(dyn Fn(usize) + Sync)) {
+        Team::region(self, count, work)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ranges_cover_the_total_in_quantum_multiples() {
-        for total in 0..300 {
-            for parts in 1..6 {
-                for quantum in [1, 6, 64] {
-                    let rs = ranges(total, parts, quantum);
-                    assert!(rs.len() <= parts);
-                    let mut next = 0;
-                    for (i, r) in rs.iter().enumerate() {
-                        assert_eq!(r.start, next);
-                        assert!(r.end > r.start);
-                        if i + 1 < rs.len() {
-                            assert_eq!(r.len() % quantum, 0, "{total} {parts} {quantum}");
-                        }
-                        next = r.end;
-                    }
-                    assert_eq!(next, total);
-                }
-            }
-        }
-    }
+    use crate::base::parts::for_each;
 
     // Each test uses thread counts of its own (a team serves one run at a time; another test
     // wanting the same team at the same moment would run on one thread), except where sharing
     // is the point.
 
     #[test]
-    fn the_thread_count_is_restored_after_a_run() {
-        assert_eq!(threads(), 1);
-        run(7, || {
-            assert_eq!(threads(), 7);
-            run(8, || assert_eq!(threads(), 8));
-            assert_eq!(threads(), 7);
+    fn a_run_gets_a_team_of_its_thread_count_and_one_thread_none() {
+        run(1, |team| assert!(team.is_none()));
+        run(7, |team| {
+            assert_eq!(team.map(|t| t.threads()), Some(7));
+            // A run inside a run whose team is busy gets its own or none, never the busy one.
+            run(8, |inner| assert!(inner.is_none_or(|t| t.threads() == 8)));
         });
-        assert_eq!(threads(), 1);
-        assert!(TEAM.with(|t| t.borrow().is_none()));
     }
 
     #[test]
     fn every_part_runs_once_across_many_regions() {
         for threads in [5, 6] {
             let seen = Mutex::new(Vec::new());
-            run(threads, || {
+            run(threads, |team| {
+                let team = team.expect("a team");
                 for region in 0..200 {
-                    for_each((0..7).map(|i| region * 7 + i).collect(), |i: usize| {
-                        // Inside a part, kernels see one thread.
-                        assert_eq!(super::threads(), 1);
-                        seen.lock().unwrap().push(i);
-                    })
+                    for_each(
+                        team,
+                        (0..7).map(|i| region * 7 + i).collect(),
+                        |i: usize| {
+                            seen.lock().unwrap().push(i);
+                        },
+                    )
                 }
             });
             let mut seen = seen.into_inner().unwrap();
@@ -356,11 +266,15 @@ mod tests {
         std::thread::scope(|s| {
             for _ in 0..3 {
                 s.spawn(|| {
-                    run(2, || {
+                    run(2, |team| {
                         for _ in 0..100 {
-                            for_each(vec![1usize; 5], |v| {
+                            let add = |v: usize| {
                                 total.fetch_add(v, Ordering::Relaxed);
-                            });
+                            };
+                            match team {
+                                Some(team) => for_each(team, std::vec![1usize; 5], add),
+                                None => std::vec![1usize; 5].into_iter().for_each(add),
+                            }
                         }
                     })
                 });
@@ -372,8 +286,8 @@ mod tests {
     #[test]
     fn a_panicking_part_panics_the_region_instead_of_hanging() {
         let result = panic::catch_unwind(|| {
-            run(4, || {
-                for_each((0..8).collect(), |i: usize| {
+            run(4, |team| {
+                for_each(team.expect("a team"), (0..8).collect(), |i: usize| {
                     if i == 5 {
                         panic!("part {i}");
                     }
@@ -383,8 +297,8 @@ mod tests {
         assert!(result.is_err());
         // The team still works afterwards.
         let count = AtomicUsize::new(0);
-        run(4, || {
-            for_each((0..8).collect(), |_: usize| {
+        run(4, |team| {
+            for_each(team.expect("a team"), (0..8).collect(), |_: usize| {
                 count.fetch_add(1, Ordering::Relaxed);
             })
         });

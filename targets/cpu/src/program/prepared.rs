@@ -3,8 +3,8 @@
 //! transformer of 48 small steps that decoding had been a sixth of the run. Microcontroller
 //! builds keep decoding each step as they run it (no heap, and flash for nothing).
 
+use crate::base::context::StepMemo;
 use crate::program::layout::StepLayout;
-use crate::program::memo::StepMemo;
 use crate::program::normalization::{self, Normalization};
 use ferrite_hal::device::ABSENT;
 use ferrite_hal::{Activation, Op, Plan, Step, TensorDesc, TensorList, Tensors};
@@ -37,7 +37,7 @@ pub(crate) struct Kept {
     pub(crate) normalization: Option<Normalization>,
 }
 
-/// One step: decoded, the state its kernels keep ([`crate::program::memo`]) and its operands'
+/// One step: decoded, the state its kernels keep ([`StepMemo`]) and its operands'
 /// layouts ([`crate::program::layout`]).
 struct PreparedStep {
     decoded: DecodedStep,

@@ -13,6 +13,7 @@ use crate::ops::matmul::accumulate;
 /// Runs a step of this family with the kernels `OPS` selects.
 #[inline(always)]
 pub(super) fn run<const OPS: Selection>(
+    ctx: StepContext<'_>,
     step: &Step<'_>,
     #[allow(unused_variables)] out_desc: &TensorDesc,
     view: &Readable<'_>,
@@ -38,23 +39,26 @@ pub(super) fn run<const OPS: Selection>(
             let out = f32s_mut(out)?;
             #[cfg(feature = "std")]
             {
-                let layout = crate::program::layout::current();
+                let layout = ctx.layout();
                 if layout.input || layout.output {
                     let operands = (f32_in(0)?, f32_in(1)?, optional_f32(2)?);
                     let constant = constant_weights(step);
-                    if let Some(activation) = crate::program::layout::residual() {
+                    if let Some(activation) = ctx.residual() {
                         // A residual Add fused in: its other operand is input 3.
                         let other = step.inputs.get(3).ok_or(CpuError::CorruptPlan)?;
                         let residual = view.src(&other)?;
                         let job = (layout, residual, activation);
                         return residual_conv::<OPS>(
-                            c, dims, operands, out, scratch, constant, job,
+                            ctx, c, dims, operands, out, scratch, constant, job,
                         );
                     }
-                    return blocked_conv::<OPS>(c, dims, operands, out, scratch, constant, layout);
+                    return blocked_conv::<OPS>(
+                        ctx, c, dims, operands, out, scratch, constant, layout,
+                    );
                 }
             }
             let activated = conv::conv(
+                ctx,
                 c,
                 dims,
                 f32_in(0)?,
@@ -88,7 +92,7 @@ pub(super) fn run<const OPS: Selection>(
                 out_desc.dtype,
                 xb,
                 out,
-                |xs, ys| qconv_framed::<OPS, _, _>(c, dims, xs, w, bias, rq, ys, scratch)
+                |xs, ys| qconv_framed::<OPS, _, _>(ctx, c, dims, xs, w, bias, rq, ys, scratch)
             );
             if !done {
                 return Err(CpuError::CorruptPlan);
@@ -103,22 +107,24 @@ pub(super) fn run<const OPS: Selection>(
     Ok(())
 }
 
-/// A Conv step whose input or output is channel-blocked ([`crate::program::layout`]): the blocked
+/// A Conv step whose input or output is channel-blocked (its context says so): the blocked
 /// kernels where they run it, else the planar kernels between layout changes (the same
 /// results; a program blocks only what the blocked kernels run, so this is a safety net).
 #[cfg(feature = "std")]
 #[allow(clippy::too_many_arguments)]
 fn blocked_conv<const OPS: Selection>(
+    ctx: StepContext<'_>,
     c: &ferrite_hal::op::Conv,
     dims: crate::base::geometry::ConvDims,
     (x, w, b): (&[f32], &[f32], Option<&[f32]>),
     out: &mut [f32],
     scratch: &mut [f32],
     constant: bool,
-    layout: crate::program::layout::StepLayout,
+    layout: crate::base::blocking::Blocking,
 ) -> Result<(), CpuError> {
     #[cfg(target_arch = "x86_64")]
     if let Some(applied) = crate::ops::conv::blocked::conv(
+        ctx,
         c,
         dims,
         x,
@@ -133,14 +139,14 @@ fn blocked_conv<const OPS: Selection>(
         }
         return Ok(());
     }
-    let lanes = crate::program::layout::block_lanes().ok_or(CpuError::CorruptPlan)?;
+    let lanes = crate::ops::conv::block_lanes().ok_or(CpuError::CorruptPlan)?;
     let input_plane = dims.h * dims.w;
     let planar_x;
     let x = match layout.input {
         true => {
             planar_x = {
                 let mut planar = std::vec![0.0f32; x.len()];
-                crate::program::layout::unblock(x, &mut planar, (dims.c, input_plane), lanes);
+                crate::base::blocking::unblock(x, &mut planar, (dims.c, input_plane), lanes);
                 planar
             };
             &planar_x[..]
@@ -155,16 +161,16 @@ fn blocked_conv<const OPS: Selection>(
         true => &mut planar_out[..],
         false => &mut *out,
     };
-    if !conv::conv(c, dims, x, w, b, target, scratch, constant) {
+    if !conv::conv(ctx, c, dims, x, w, b, target, scratch, constant) {
         fused::<OPS>(c.activation, target);
     }
     if layout.output {
-        crate::program::layout::block(&planar_out, out, (dims.oc, dims.oh * dims.ow), lanes);
+        crate::base::blocking::block(&planar_out, out, (dims.oc, dims.oh * dims.ow), lanes);
     }
     Ok(())
 }
 
-/// A Conv step with the residual Add after it fused in ([`crate::program::layout`]): `out` is the
+/// A Conv step with the residual Add after it fused in (its context says so): `out` is the
 /// Add's output, `residual` its other operand (the output's own bytes where the Add was
 /// written in place of it), `activation` the Add's. The blocked kernels add it as they store;
 /// else the convolution alone, then the Add and its activation: the same operations, in the
@@ -172,13 +178,14 @@ fn blocked_conv<const OPS: Selection>(
 #[cfg(feature = "std")]
 #[allow(clippy::too_many_arguments)]
 fn residual_conv<const OPS: Selection>(
+    ctx: StepContext<'_>,
     c: &ferrite_hal::op::Conv,
     dims: crate::base::geometry::ConvDims,
     operands: (&[f32], &[f32], Option<&[f32]>),
     out: &mut [f32],
     scratch: &mut [f32],
     constant: bool,
-    (layout, residual, activation): (crate::program::layout::StepLayout, Src<'_>, Activation),
+    (layout, residual, activation): (crate::base::blocking::Blocking, Src<'_>, Activation),
 ) -> Result<(), CpuError> {
     let other = match residual {
         Src::Bytes(bytes) => Some(f32s(bytes)?),
@@ -191,7 +198,9 @@ fn residual_conv<const OPS: Selection>(
         let residual = other.map_or(Residual::Output, Residual::Tensor);
         let (x, w, b) = operands;
         let store = (layout, residual);
-        if let Some(applied) = conv_blocked::conv(&with_add, dims, x, w, b, out, constant, store) {
+        if let Some(applied) =
+            conv_blocked::conv(ctx, &with_add, dims, x, w, b, out, constant, store)
+        {
             if !applied {
                 fused::<OPS>(activation, out);
             }
@@ -199,7 +208,7 @@ fn residual_conv<const OPS: Selection>(
         }
     }
     let mut sums = std::vec![0.0f32; out.len()];
-    blocked_conv::<OPS>(c, dims, operands, &mut sums, scratch, constant, layout)?;
+    blocked_conv::<OPS>(ctx, c, dims, operands, &mut sums, scratch, constant, layout)?;
     match other {
         Some(other) => {
             for ((o, s), r) in out.iter_mut().zip(&sums).zip(other) {
@@ -237,6 +246,7 @@ fn conv_integer(
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn qconv_framed<const OPS: Selection, X: QuantInt, Y: QuantInt>(
+    ctx: StepContext<'_>,
     c: &ferrite_hal::op::QConv,
     dims: crate::base::geometry::ConvDims,
     xs: &[X],
@@ -248,11 +258,11 @@ fn qconv_framed<const OPS: Selection, X: QuantInt, Y: QuantInt>(
 ) -> bool {
     if const { out_of_line(OPS) && !X::WIDE } {
         in_own_frame(
-            |(xs, ys, scratch)| int8::qconv(c, dims, xs, w, bias, rq, ys, scratch),
+            |(xs, ys, scratch)| int8::qconv(ctx, c, dims, xs, w, bias, rq, ys, scratch),
             (xs, ys, scratch),
         )
     } else {
-        int8::qconv(c, dims, xs, w, bias, rq, ys, scratch)
+        int8::qconv(ctx, c, dims, xs, w, bias, rq, ys, scratch)
     }
 }
 
@@ -267,7 +277,7 @@ fn constant_weights(step: &Step<'_>) -> bool {
 #[cfg(all(test, feature = "std"))]
 mod tests {
     use super::*;
-    use crate::program::layout::{block, unblock, StepLayout};
+    use crate::base::blocking::{block, unblock, Blocking as StepLayout};
     use ferrite_hal::op::{Conv, Window};
 
     /// A convolution whose blocked layouts the blocked kernels decline (two groups) changes
@@ -276,7 +286,7 @@ mod tests {
     #[test]
     fn declined_layouts_change_around_the_planar_kernels() {
         // The blocks the program would plan with (none without the blocked kernels).
-        let Some(lanes) = crate::program::layout::block_lanes() else {
+        let Some(lanes) = crate::ops::conv::block_lanes() else {
             return;
         };
         let d = crate::base::geometry::ConvDims {
@@ -304,7 +314,17 @@ mod tests {
         let b: Vec<f32> = (0..16).map(|i| value(i + 9)).collect();
         let mut scratch = std::vec![0.0f32; 1 << 16];
         let mut want = std::vec![0.0f32; 16 * 30];
-        if !conv::conv(&c, d, &x, &w, Some(&b), &mut want, &mut scratch, false) {
+        if !conv::conv(
+            StepContext::default(),
+            &c,
+            d,
+            &x,
+            &w,
+            Some(&b),
+            &mut want,
+            &mut scratch,
+            false,
+        ) {
             fused::<ALL_OPS>(c.activation, &mut want);
         }
         let mut xb = std::vec![0.0f32; x.len()];
@@ -315,7 +335,16 @@ mod tests {
         };
         let mut got = std::vec![0.0f32; want.len()];
         let operands = (&xb[..], &w[..], Some(&b[..]));
-        let ran = blocked_conv::<ALL_OPS>(&c, d, operands, &mut got, &mut scratch, false, layout);
+        let ran = blocked_conv::<ALL_OPS>(
+            StepContext::default(),
+            &c,
+            d,
+            operands,
+            &mut got,
+            &mut scratch,
+            false,
+            layout,
+        );
         assert!(ran.is_ok());
         let mut planar = std::vec![0.0f32; got.len()];
         unblock(&got, &mut planar, (16, 30), lanes);
@@ -328,7 +357,17 @@ mod tests {
         };
         let r: Vec<f32> = (0..want.len()).map(|i| value(i + 3)).collect();
         let mut sums = std::vec![0.0f32; want.len()];
-        if !conv::conv(&plain, d, &x, &w, Some(&b), &mut sums, &mut scratch, false) {
+        if !conv::conv(
+            StepContext::default(),
+            &plain,
+            d,
+            &x,
+            &w,
+            Some(&b),
+            &mut sums,
+            &mut scratch,
+            false,
+        ) {
             fused::<ALL_OPS>(plain.activation, &mut sums);
         }
         let want: Vec<f32> = sums.iter().zip(&r).map(|(s, r)| (s + r).max(0.0)).collect();
@@ -344,8 +383,16 @@ mod tests {
                 false => Src::Bytes(bytemuck::cast_slice(&rb)),
             };
             let job = (layout, residual, Activation::Relu);
-            let ran =
-                residual_conv::<ALL_OPS>(&plain, d, operands, &mut got, &mut scratch, false, job);
+            let ran = residual_conv::<ALL_OPS>(
+                StepContext::default(),
+                &plain,
+                d,
+                operands,
+                &mut got,
+                &mut scratch,
+                false,
+                job,
+            );
             assert!(ran.is_ok());
             unblock(&got, &mut planar, (16, 30), lanes);
             assert!(same(&planar, &want), "in place: {in_place}");

@@ -36,6 +36,7 @@ pub(super) fn runner(op: &Op) -> Runner {
 /// Runs a Gemm or QGemm step with the kernels `OPS` selects.
 #[inline(always)]
 pub(super) fn run<const OPS: Selection>(
+    ctx: StepContext<'_>,
     step: &Step<'_>,
     #[allow(unused_variables)] out_desc: &TensorDesc,
     view: &Readable<'_>,
@@ -56,7 +57,7 @@ pub(super) fn run<const OPS: Selection>(
             };
             let (m, k, n) = (a.shape.dim(0), a.shape.dim(1), b.shape.dim(1));
             let out = f32s_mut(out)?;
-            matmul::gemm(&g, m, k, n, f32_in(0)?, f32_in(1)?, c, out);
+            matmul::gemm(ctx, &g, m, k, n, f32_in(0)?, f32_in(1)?, c, out);
             fused::<OPS>(g.activation, out);
         }
         #[cfg(feature = "quantized")]
@@ -91,6 +92,7 @@ pub(super) fn run<const OPS: Selection>(
 /// Runs a MatMul or MatMulInteger step with the kernels `OPS` selects.
 #[inline(always)]
 pub(super) fn run_batched<const OPS: Selection>(
+    ctx: StepContext<'_>,
     step: &Step<'_>,
     #[allow(unused_variables)] out_desc: &TensorDesc,
     view: &Readable<'_>,
@@ -110,7 +112,7 @@ pub(super) fn run_batched<const OPS: Selection>(
     match step.op {
         Op::MatMul { activation } if selects(OPS, OpKind::MatMul) => {
             let out = f32s_mut(out)?;
-            matmul::matmul(g, f32_in(0)?, f32_in(1)?, out);
+            matmul::matmul(ctx, g, f32_in(0)?, f32_in(1)?, out);
             fused::<OPS>(activation, out);
         }
         #[cfg(feature = "quantized")]

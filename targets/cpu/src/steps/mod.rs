@@ -1,13 +1,16 @@
 //! The CPU's step dispatch, one module per op family (`ferrite_hal::op::Family`, a column of
 //! hal's op table, as the verifier's rules in `ferrite-core`): each family's `run` takes its
-//! kinds' operands out of the carved step and calls their kernels. [`run_step_inline`]
+//! kinds' operands out of the carved step and calls their kernels. `run_step_inline`
 //! dispatches by family; on a firmware whose selection spans many families it calls each
-//! family's `run` out of line (see [`out_of_line`]), so the deepest frame is one family's,
-//! not the union of every kernel's locals.
+//! family's `run` out of line (see `out_of_line`), so the deepest frame is one family's,
+//! not the union of every kernel's locals. The families whose kernels read the step's
+//! context (kept state, layouts, threads: conv, matmul, pool, recurrent) get it as their
+//! first argument.
 //!
-//! Adding an op: one arm in its family's `run` here (the kernel itself in the family's module
-//! under `kernels/`); a new family, one module here and one arm in [`run_step_inline`].
+//! Adding an op: one arm in its family's `run` here (the kernel itself in the family's folder
+//! under `ops/`); a new family, one module here and one arm in `run_step_inline`.
 
+pub(crate) use crate::base::context::StepContext;
 pub(crate) use crate::base::memory::{carve, carve_spans, f32s, f32s_mut, span, Readable, Src};
 pub(crate) use crate::CpuError;
 pub(crate) use ferrite_hal::geometry::{lanes, nchw, MatMulGeometry};
@@ -205,7 +208,8 @@ mod reduce;
 mod run;
 
 pub use run::{
-    run_step, run_step_after, run_step_selected, step_operands, step_operands_and_scratch,
+    run_step, run_step_after, run_step_in, run_step_selected, run_step_selected_in, step_operands,
+    step_operands_and_scratch,
 };
 
 /// Whether a build selecting `OPS` has some kind of `family`.
@@ -271,6 +275,7 @@ fn in_own_frame<A, R, F: FnOnce(A) -> R>(run: F, args: A) -> R {
 /// build of `run_step`.
 #[inline(always)]
 pub(crate) fn run_step_inline<const OPS: Selection, const COVERED_INT8: Selection>(
+    ctx: StepContext<'_>,
     step: &Step<'_>,
     arena: &mut [u8],
     weights: &[u8],
@@ -312,8 +317,8 @@ pub(crate) fn run_step_inline<const OPS: Selection, const COVERED_INT8: Selectio
         }
         Op::Recurrent(_) if selects(OPS, OpKind::Recurrent) => {
             return call!(
-                |(s, a, w)| recurrent::run::<OPS>(s, a, w),
-                (step, arena, weights)
+                |(c, s, a, w)| recurrent::run::<OPS>(c, s, a, w),
+                (ctx, step, arena, weights)
             )
         }
         _ => {}
@@ -333,6 +338,16 @@ pub(crate) fn run_step_inline<const OPS: Selection, const COVERED_INT8: Selectio
         Err(e) => return Err(*e),
     };
     macro_rules! family {
+        // A family whose kernels read the step's context (kept state, layouts, threads).
+        (in context $module:ident) => {
+            family!(in context $module::run)
+        };
+        (in context $module:ident :: $run:ident) => {
+            call!(
+                |(c, o, v, y, s)| $module::$run::<OPS>(c, step, o, v, y, s, covered_int8),
+                (ctx, out_desc, &*view, &mut **out, scratch.as_deref_mut())
+            )
+        };
         ($module:ident) => {
             family!($module::run)
         };
@@ -344,18 +359,18 @@ pub(crate) fn run_step_inline<const OPS: Selection, const COVERED_INT8: Selectio
         };
     }
     match step.op.kind().family() {
-        Family::Conv if const { selects_family(OPS, Family::Conv) } => family!(conv),
+        Family::Conv if const { selects_family(OPS, Family::Conv) } => family!(in context conv),
         Family::MatMul if const { selects_family(OPS, Family::MatMul) } => {
             match matmul::runner(&step.op) {
-                matmul::Runner::Products => family!(matmul),
-                matmul::Runner::Batched => family!(matmul::run_batched),
+                matmul::Runner::Products => family!(in context matmul),
+                matmul::Runner::Batched => family!(in context matmul::run_batched),
                 matmul::Runner::Transform => family!(matmul::run_dft),
             }
         }
         Family::Elementwise if const { selects_family(OPS, Family::Elementwise) } => {
             family!(elementwise)
         }
-        Family::Pool if const { selects_family(OPS, Family::Pool) } => family!(pool),
+        Family::Pool if const { selects_family(OPS, Family::Pool) } => family!(in context pool),
         Family::Movement if const { selects_family(OPS, Family::Movement) } => family!(movement),
         Family::Indexing if const { selects_family(OPS, Family::Indexing) } => family!(indexing),
         Family::Reduce if const { selects_family(OPS, Family::Reduce) } => family!(reduce),

@@ -9,6 +9,7 @@ use crate::ops::pool::reference as pool;
 /// Runs a step of this family with the kernels `OPS` selects.
 #[inline(always)]
 pub(super) fn run<const OPS: Selection>(
+    #[allow(unused_variables)] ctx: StepContext<'_>,
     step: &Step<'_>,
     #[allow(unused_variables)] out_desc: &TensorDesc,
     view: &Readable<'_>,
@@ -49,8 +50,8 @@ pub(super) fn run<const OPS: Selection>(
             input!(step, x = 0);
             let plane = x.shape.product(2..x.shape.rank());
             #[cfg(feature = "std")]
-            if crate::program::layout::current().input {
-                let lanes = crate::program::layout::block_lanes().ok_or(CpuError::CorruptPlan)?;
+            if ctx.layout().input {
+                let lanes = crate::ops::conv::block_lanes().ok_or(CpuError::CorruptPlan)?;
                 pool::global_avg_pool_blocked(f32_in(0)?, plane, lanes, f32s_mut(out)?);
                 return Ok(());
             }

@@ -8,13 +8,14 @@ use crate::ops::recurrent::reference as recurrent;
 /// several outputs and a scratch).
 #[inline(always)]
 pub(super) fn run<const OPS: Selection>(
+    ctx: StepContext<'_>,
     step: &Step<'_>,
     arena: &mut [u8],
     weights: &[u8],
 ) -> Result<(), CpuError> {
     match step.op {
         Op::Recurrent(r) if selects(OPS, OpKind::Recurrent) => {
-            recurrent::<OPS>(step, &r, arena, weights)
+            recurrent::<OPS>(ctx, step, &r, arena, weights)
         }
         _ => Err(CpuError::Unsupported),
     }
@@ -23,6 +24,7 @@ pub(super) fn run<const OPS: Selection>(
 /// A recurrent layer writes Y, Y_h (and Y_c) and uses a scratch: four disjoint spans.
 #[inline(always)]
 fn recurrent<const OPS: Selection>(
+    ctx: StepContext<'_>,
     step: &Step<'_>,
     op: &ferrite_hal::op::Recurrent,
     arena: &mut [u8],
@@ -77,6 +79,7 @@ fn recurrent<const OPS: Selection>(
         None => None,
     };
     recurrent::recurrent::<OPS>(
+        ctx,
         op,
         dims,
         &operands,

@@ -4,20 +4,33 @@
 //! crate that brings kernels of its own.
 
 use super::run_step_inline;
+use crate::base::context::StepContext;
 use crate::base::memory::{carve, span, Readable};
 use crate::CpuError;
 use ferrite_hal::{Selection, Step, ALL_OPS};
 
-/// Runs one verified step on `arena` (tensors at their planned offsets) and `weights`.
+/// Runs one verified step on `arena` (tensors at their planned offsets) and `weights`, as a
+/// lone step ([`StepContext::default`]: nothing kept, planar tensors, one thread).
 ///
 /// With `std` on x86-64 the kernels are also compiled for AVX2+FMA (they are inlined into one
 /// step function built both ways) and that build is chosen at run time (`isa::level`).
 pub fn run_step(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
+    run_step_in(StepContext::default(), step, arena, weights)
+}
+
+/// [`run_step`] in `ctx`: a prepared program's step, with the state, layouts and threads the
+/// program hands it.
+pub fn run_step_in(
+    ctx: StepContext<'_>,
+    step: &Step<'_>,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     if crate::isa::level() >= crate::isa::Level::Avx2 {
-        return simd::run_step(step, arena, weights);
+        return simd::run_step(ctx, step, arena, weights);
     }
-    run_step_inline::<ALL_OPS, 0>(step, arena, weights)
+    run_step_inline::<ALL_OPS, 0>(ctx, step, arena, weights)
 }
 
 /// [`run_step`] with only the kernels of the op kinds in mask `OPS` compiled in
@@ -30,10 +43,20 @@ pub fn run_step_selected<const OPS: Selection>(
     arena: &mut [u8],
     weights: &[u8],
 ) -> Result<(), CpuError> {
+    run_step_selected_in::<OPS>(StepContext::default(), step, arena, weights)
+}
+
+/// [`run_step_selected`] in `ctx` (see [`run_step_in`]).
+pub fn run_step_selected_in<const OPS: Selection>(
+    ctx: StepContext<'_>,
+    step: &Step<'_>,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
     if OPS == ALL_OPS {
-        return run_step(step, arena, weights);
+        return run_step_in(ctx, step, arena, weights);
     }
-    run_step_inline::<OPS, 0>(step, arena, weights)
+    run_step_inline::<OPS, 0>(ctx, step, arena, weights)
 }
 
 /// [`run_step_selected`] for a device that runs the int8 (int8 in, int8 out) steps of the
@@ -50,28 +73,34 @@ pub fn run_step_after<const OPS: Selection, const COVERED_INT8: Selection>(
     if OPS == ALL_OPS && cfg!(feature = "std") {
         return run_step(step, arena, weights);
     }
-    run_step_inline::<OPS, COVERED_INT8>(step, arena, weights)
+    run_step_inline::<OPS, COVERED_INT8>(StepContext::default(), step, arena, weights)
 }
 
 /// The AVX2 build of every kernel (std, x86-64), run where `isa::level` allows.
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 #[allow(unsafe_code)]
 pub(crate) mod simd {
-    use super::{run_step_inline, CpuError, Step};
+    use super::{run_step_inline, CpuError, Step, StepContext};
 
     #[target_feature(enable = "avx2,fma")]
-    fn run_step_avx2(step: &Step<'_>, arena: &mut [u8], weights: &[u8]) -> Result<(), CpuError> {
-        run_step_inline::<{ ferrite_hal::ALL_OPS }, 0>(step, arena, weights)
+    fn run_step_avx2(
+        ctx: StepContext<'_>,
+        step: &Step<'_>,
+        arena: &mut [u8],
+        weights: &[u8],
+    ) -> Result<(), CpuError> {
+        run_step_inline::<{ ferrite_hal::ALL_OPS }, 0>(ctx, step, arena, weights)
     }
 
     /// Runs a step with the AVX2 build of every kernel.
     pub(super) fn run_step(
+        ctx: StepContext<'_>,
         step: &Step<'_>,
         arena: &mut [u8],
         weights: &[u8],
     ) -> Result<(), CpuError> {
         // SAFETY: only called when `level()` is at least AVX2, i.e. the CPU has AVX2 and FMA.
-        unsafe { run_step_avx2(step, arena, weights) }
+        unsafe { run_step_avx2(ctx, step, arena, weights) }
     }
 }
 

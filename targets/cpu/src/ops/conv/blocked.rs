@@ -9,10 +9,11 @@
 //! channels-last plane is its blocked input copied row by row. The sums are the same, in the
 //! same order, so every output is bit for bit the planar kernels'.
 
+pub(crate) use crate::base::blocking::Blocking;
+use crate::base::context::StepContext;
 use crate::base::geometry::ConvDims;
 pub(crate) use crate::ops::conv::channel_lanes::Residual;
 use crate::ops::conv::reference::split_phases;
-pub(crate) use crate::program::layout::Blocking;
 use ferrite_hal::op::{Conv, Window};
 use ferrite_hal::Activation;
 use std::vec::Vec;
@@ -63,6 +64,7 @@ fn depthwise_shape(win: &Window) -> bool {
 /// planar kernels).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn conv(
+    ctx: StepContext<'_>,
     p: &Conv,
     d: ConvDims,
     x: &[f32],
@@ -83,6 +85,7 @@ pub(crate) fn conv(
     let fused = crate::ops::conv::channel_lanes::fuses(p.activation);
     if p.group > 1 {
         let ran = crate::ops::conv::depthwise_lanes::run(
+            ctx,
             win,
             d,
             x,
@@ -96,9 +99,10 @@ pub(crate) fn conv(
         return ran.then_some(fused);
     }
     let lanes = crate::ops::conv::channel_lanes::lanes()?;
-    let winograd = blocking.input && blocking.output && crate::program::layout::winograd();
+    let winograd = blocking.input && blocking.output && ctx.winograd();
     if winograd
         && crate::ops::conv::winograd::run(
+            ctx,
             win,
             d,
             x,
@@ -113,6 +117,7 @@ pub(crate) fn conv(
     }
     let ran = if win.kernel == [1, 1] && win.pads == [0; 4] {
         pointwise(
+            ctx,
             win,
             d,
             x,
@@ -124,6 +129,7 @@ pub(crate) fn conv(
         )
     } else {
         padded(
+            ctx,
             win,
             d,
             x,
@@ -150,6 +156,7 @@ std::thread_local! {
 /// `conv_lanes::run` declines.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn pointwise(
+    ctx: StepContext<'_>,
     win: &Window,
     d: ConvDims,
     x: &[f32],
@@ -186,6 +193,7 @@ pub(super) fn pointwise(
         rows: &[],
     };
     let ran = crate::ops::conv::channel_lanes::run(
+        ctx,
         &reading,
         weight,
         d.oc,
@@ -207,6 +215,7 @@ pub(super) fn pointwise(
 /// `conv_lanes::run` declines.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn padded(
+    ctx: StepContext<'_>,
     win: &Window,
     d: ConvDims,
     x: &[f32],
@@ -310,6 +319,7 @@ pub(super) fn padded(
         rows: &inside,
     };
     let ran = crate::ops::conv::channel_lanes::run(
+        ctx,
         &reading,
         weight,
         d.oc,

@@ -16,8 +16,8 @@
 //! one FMA each, then the bias added), so the results are bit for bit those.
 
 use crate::base::aligned::Aligned;
+use crate::base::context::StepContext;
 use crate::isa::activation_lanes::Finish;
-use crate::program::memo;
 use core::arch::x86_64::*;
 use ferrite_hal::Activation;
 use std::vec::Vec;
@@ -304,6 +304,7 @@ impl Packed {
 /// packed once per prepared step; others at every call.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
+    ctx: StepContext<'_>,
     reading: &Reading<'_>,
     weights: &[f32],
     channels: usize,
@@ -325,6 +326,7 @@ pub(super) fn run(
         return false;
     }
     compute(
+        ctx,
         isa,
         reading,
         (weights, channels),
@@ -355,7 +357,9 @@ pub(crate) fn lanes() -> Option<usize> {
 }
 
 /// [`run`] with `isa`'s tiles, whether or not they pay; false where an operand is too short.
+#[allow(clippy::too_many_arguments)]
 fn compute(
+    ctx: StepContext<'_>,
     isa: Isa,
     reading: &Reading<'_>,
     (weights, channels): (&[f32], usize),
@@ -413,7 +417,7 @@ fn compute(
         variants: sets,
     };
     let mut kept = if constant {
-        Some(memo::take(key, build))
+        Some(ctx.take(key, build))
     } else {
         None
     };
@@ -434,10 +438,10 @@ fn compute(
         plane,
     };
     #[cfg(feature = "threads")]
-    if let Some(parts) = job.split(k) {
-        crate::program::parallel::for_each(parts, |(block, pixels)| job.tiles(block, pixels));
+    if let Some(parts) = job.split(ctx.threads(), k) {
+        ctx.for_each(parts, |(block, pixels)| job.tiles(block, pixels));
         if let Some(kept) = kept {
-            memo::keep(kept);
+            ctx.keep(kept);
         }
         return true;
     }
@@ -445,7 +449,7 @@ fn compute(
         job.tiles(block, 0..plane);
     }
     if let Some(kept) = kept {
-        memo::keep(kept);
+        ctx.keep(kept);
     }
     true
 }
@@ -520,8 +524,7 @@ impl<'a> Job<'a> {
     /// part computes its outputs with the same instructions as one thread would, so the
     /// results are the same); `None` where the work stays on this thread.
     #[cfg(feature = "threads")]
-    fn split(&self, k: usize) -> Option<Vec<(usize, core::ops::Range<usize>)>> {
-        let threads = crate::program::parallel::threads();
+    fn split(&self, threads: usize, k: usize) -> Option<Vec<(usize, core::ops::Range<usize>)>> {
         let work = self
             .packed
             .channels
@@ -530,8 +533,7 @@ impl<'a> Job<'a> {
         if threads < 2 || work < PARALLEL_WORK {
             return None;
         }
-        let ranges =
-            crate::program::parallel::ranges(self.plane, threads, self.packed.isa.pixels());
+        let ranges = crate::base::parts::ranges(self.plane, threads, self.packed.isa.pixels());
         let blocks = 0..self.packed.blocks.len();
         let parts: Vec<_> = blocks
             .flat_map(|b| ranges.iter().map(move |r| (b, r.clone())))
@@ -1270,6 +1272,7 @@ pub(super) mod tests {
             for &isa in &isas {
                 let mut out = vec![f32::NAN; channels * plane + 3];
                 let ran = compute(
+                    StepContext::default(),
                     isa,
                     &reading,
                     (&weights, channels),
@@ -1296,6 +1299,7 @@ pub(super) mod tests {
                 let whole = channels.div_ceil(lanes) * lanes;
                 let mut blocked = vec![f32::NAN; whole * plane + 3];
                 let ran = compute(
+                    StepContext::default(),
                     isa,
                     &reading,
                     (&weights[..whole.min(channels) * k], whole.min(channels)),
@@ -1337,6 +1341,7 @@ pub(super) mod tests {
             };
             let mut out = vec![f32::NAN; 16 * plane[0] * plane[1]];
             let ran = compute(
+                StepContext::default(),
                 isa,
                 &reading,
                 (&weights, 16),

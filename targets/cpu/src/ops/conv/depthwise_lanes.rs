@@ -11,6 +11,7 @@
 //! products in order, padding read as zeros, each product and each sum rounded as the other
 //! kernels do (a multiply, then an add), so the results are bit for bit theirs.
 
+use crate::base::context::StepContext;
 use crate::isa::lanes::Lanes;
 use core::arch::x86_64::*;
 use core::cell::RefCell;
@@ -45,6 +46,7 @@ const MOST_PIXELS: usize = 256;
 /// input's pixels are already vectors, so nothing is turned either way.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
+    ctx: StepContext<'_>,
     win: &Window,
     d: ConvDims,
     x: &[f32],
@@ -119,7 +121,7 @@ pub(super) fn run(
     };
     let key = ((weights.as_ptr() as usize, weights.len()), lanes);
     let mut kept = constant.then(|| {
-        crate::program::memo::take(key, || {
+        ctx.take(key, || {
             let mut taps = Vec::new();
             pack(&mut taps);
             PackedTaps(taps)
@@ -168,7 +170,7 @@ pub(super) fn run(
         };
     }
     if let Some(kept) = kept {
-        crate::program::memo::keep(kept);
+        ctx.keep(kept);
     }
     PLANES.set([padded, sums, fresh]);
     true

@@ -2,6 +2,7 @@
 //! with int8 weights (TFLite's 16 × 8 scheme) with int64 accumulators, requantized once
 //! ([`crate::base::requantize`]). The portable definition; the host's SIMD kernels are tried first.
 
+use crate::base::context::StepContext;
 use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
 use crate::base::requantize::{output, Requantizer};
@@ -20,6 +21,7 @@ const CHUNK: usize = 64;
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn qconv<X: QuantInt, Y: QuantInt>(
+    ctx: StepContext<'_>,
     c: &QConv,
     d: ConvDims,
     x: &[X],
@@ -40,9 +42,11 @@ pub fn qconv<X: QuantInt, Y: QuantInt>(
         return qconv_wide(c, d, x, w, bias, requant, y, scratch);
     }
     #[cfg(all(feature = "std", any(target_arch = "x86_64", target_arch = "aarch64")))]
-    if let Some(done) = crate::ops::conv::int8_simd::qconv(c, d, x, w, bias, requant, y, scratch) {
+    if let Some(done) = super::int8_simd::qconv(ctx, c, d, x, w, bias, requant, y, scratch) {
         return done;
     }
+    #[cfg(not(all(feature = "std", any(target_arch = "x86_64", target_arch = "aarch64"))))]
+    let _ = ctx;
     let k = icg * c.window.kernel[0] * c.window.kernel[1];
     if c.is_pointwise() {
         qconv_pointwise(&c.requantize, d, x, w, bias, requant, y);
@@ -655,6 +659,7 @@ mod tests {
             let mut y = vec![0i8; n * oc * dims.oh * dims.ow];
             let mut scratch = vec![0u8; 4 * 4096];
             assert!(qconv(
+                StepContext::default(),
                 &conv,
                 dims,
                 &x,
@@ -664,7 +669,17 @@ mod tests {
                 &mut y,
                 &mut scratch
             ));
-            let done = qconv(&conv, dims, &x, &wt, &bias, &rq, &mut y.clone(), &mut []);
+            let done = qconv(
+                StepContext::default(),
+                &conv,
+                dims,
+                &x,
+                &wt,
+                &bias,
+                &rq,
+                &mut y.clone(),
+                &mut [],
+            );
             assert!(conv.is_pointwise() || !done, "no scratch: nothing done");
             let x32: Vec<i32> = x.iter().map(|&v| v.into()).collect();
             let exact = exact_accumulators(&conv, dims, &x32, &wt, &bias);
@@ -722,6 +737,7 @@ mod tests {
             let mut y = vec![0i16; n * oc * dims.oh * dims.ow];
             let mut scratch = vec![0u8; 4 * c * k * k];
             assert!(qconv(
+                StepContext::default(),
                 &conv,
                 dims,
                 &x,
@@ -732,7 +748,17 @@ mod tests {
                 &mut scratch
             ));
             let depthwise = icg == 1 && group > 1;
-            let done = qconv(&conv, dims, &x, &wt, &bias, &rq, &mut y.clone(), &mut []);
+            let done = qconv(
+                StepContext::default(),
+                &conv,
+                dims,
+                &x,
+                &wt,
+                &bias,
+                &rq,
+                &mut y.clone(),
+                &mut [],
+            );
             assert_eq!(done, depthwise, "only a depthwise one needs no scratch");
             let x32: Vec<i32> = x.iter().map(|&v| v.into()).collect();
             let exact = exact_accumulators(&conv, dims, &x32, &wt, &bias);

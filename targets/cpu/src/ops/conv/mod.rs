@@ -18,3 +18,13 @@ mod int8_simd;
 pub mod reference;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 pub(crate) mod winograd;
+
+/// The lanes of a channel block on this CPU (its vectors'), where the blocked convolution
+/// kernels run: what a program plans blocked tensors with and their steps block and unblock by.
+#[cfg(feature = "std")]
+pub(crate) fn block_lanes() -> Option<usize> {
+    #[cfg(all(feature = "std", target_arch = "x86_64"))]
+    return blocked::lanes();
+    #[allow(unreachable_code)]
+    None
+}

@@ -8,6 +8,7 @@
 //! place (`conv_in_place`), nine times less copying for a 3×3 kernel, when the scratch holds
 //! them.
 
+use crate::base::context::StepContext;
 use crate::base::geometry::ConvDims;
 use crate::micro::sgemm::{sgemm, Mat};
 use core::num::NonZeroUsize;
@@ -47,6 +48,7 @@ fn valid_range(
 #[cfg_attr(feature = "std", inline(always))]
 #[allow(clippy::too_many_arguments)]
 pub fn conv(
+    ctx: StepContext<'_>,
     p: &Conv,
     d: ConvDims,
     x: &[f32],
@@ -106,6 +108,7 @@ pub fn conv(
             #[cfg(all(feature = "std", target_arch = "x86_64"))]
             if ocg == 1
                 && crate::ops::conv::depthwise_lanes::run(
+                    ctx,
                     win,
                     d,
                     x_b,
@@ -168,6 +171,7 @@ pub fn conv(
                 && win.pads == [0; 4]
                 && g == 1
                 && crate::ops::conv::blocked::pointwise(
+                    ctx,
                     win,
                     d,
                     x_g,
@@ -194,6 +198,7 @@ pub fn conv(
             if pointwise {
                 activated = false;
                 sgemm(
+                    ctx,
                     ocg,
                     plane,
                     k,
@@ -215,6 +220,7 @@ pub fn conv(
             #[cfg(feature = "std")]
             {
                 let operands = InPlace {
+                    ctx,
                     win,
                     d,
                     icg,
@@ -240,6 +246,7 @@ pub fn conv(
                 };
                 im2col(win, d, icg, x_g, cols, p0, p1);
                 sgemm(
+                    ctx,
                     ocg,
                     p1 - p0,
                     k,
@@ -306,6 +313,8 @@ fn conv_in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Opti
 /// What [`in_place`] reads: the group's geometry, input, weights and bias (none: zero).
 #[cfg(feature = "std")]
 struct InPlace<'a> {
+    /// The step's context (the kept packed weights, the threads).
+    ctx: StepContext<'a>,
     win: &'a Window,
     d: ConvDims,
     icg: usize,
@@ -324,6 +333,7 @@ struct InPlace<'a> {
 #[inline(always)]
 fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bool> {
     let InPlace {
+        ctx,
         win,
         d,
         icg,
@@ -383,7 +393,17 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bo
         };
         let store = (constant, (Blocking::default(), Residual::None));
         let lanes = crate::ops::conv::channel_lanes::lanes().unwrap_or(1);
-        if padded(win, group, x, (weight, bias), activation, out, store, lanes) {
+        if padded(
+            ctx,
+            win,
+            group,
+            x,
+            (weight, bias),
+            activation,
+            out,
+            store,
+            lanes,
+        ) {
             return Some(crate::ops::conv::channel_lanes::fuses(activation));
         }
     }
@@ -423,7 +443,7 @@ fn in_place(job: InPlace<'_>, out: &mut [f32], scratch: &mut [f32]) -> Option<bo
             // The furthest tap of the band's last output lies inside its channel's last plane,
             // and the SIMD kernels are there (checked above), so the product runs. It writes
             // the grid as if zeroed first.
-            let ran = sgemm_rows(ocg, n, a, &planes[oy0 * wph..], &taps, grid, n, true);
+            let ran = sgemm_rows(ctx, ocg, n, a, &planes[oy0 * wph..], &taps, grid, n, true);
             debug_assert!(ran, "the phase planes hold every tap of the band");
             for (o, out_c) in out.chunks_exact_mut(plane).take(ocg).enumerate() {
                 let grid_c = &grid[o * n..(o + 1) * n];
@@ -1942,7 +1962,17 @@ mod strategy_tests {
             let need = conv_scratch_elements(&p, 1, oh, ow).unwrap_or(0);
             let mut scratch = vec![0.0; need];
             let mut out = vec![f32::NAN; c * mult * oh * ow];
-            conv(&p, d, &x, &wt, Some(&bias), &mut out, &mut scratch, false);
+            conv(
+                StepContext::default(),
+                &p,
+                d,
+                &x,
+                &wt,
+                Some(&bias),
+                &mut out,
+                &mut scratch,
+                false,
+            );
             for o in 0..c * mult {
                 for oy in 0..oh {
                     for ox in 0..ow {
@@ -2028,7 +2058,17 @@ mod strategy_tests {
             let need = conv_scratch_elements(&p, 1, oh, ow).unwrap_or(0);
             let mut scratch = vec![0.0; need];
             let mut out = vec![f32::NAN; c * oh * ow];
-            if !conv(&p, d, &x, &wt, Some(&bias), &mut out, &mut scratch, false) {
+            if !conv(
+                StepContext::default(),
+                &p,
+                d,
+                &x,
+                &wt,
+                Some(&bias),
+                &mut out,
+                &mut scratch,
+                false,
+            ) {
                 crate::micro::activation::activate_fused::<{ ferrite_hal::ALL_OPS }>(
                     activation, &mut out,
                 );
@@ -2114,7 +2154,17 @@ mod strategy_tests {
             let bias: Vec<f32> = (0..c * mult).map(|i| i as f32 * 0.1).collect();
             let mut scratch = vec![0.0; conv_scratch_elements(&p, 1, oh, ow).unwrap()];
             let mut out = vec![0.0; c * mult * oh * ow];
-            conv(&p, d, &x, &wt, Some(&bias), &mut out, &mut scratch, false);
+            conv(
+                StepContext::default(),
+                &p,
+                d,
+                &x,
+                &wt,
+                Some(&bias),
+                &mut out,
+                &mut scratch,
+                false,
+            );
             let want = naive(&p, d, &x, &wt, &bias);
             for (i, (a, b)) in out.iter().zip(&want).enumerate() {
                 assert!(
@@ -2197,6 +2247,7 @@ mod strategy_tests {
             let mut scratch = vec![f32::NAN; planes + oc * wph * band_rows];
             let mut in_place = vec![f32::NAN; oc * oh * ow];
             let job = InPlace {
+                ctx: StepContext::default(),
                 win: &win,
                 d,
                 icg: c,
@@ -2221,6 +2272,7 @@ mod strategy_tests {
             let rows: Vec<usize> = (0..k).map(|q| q * oh * ow).collect();
             let plane = oh * ow;
             assert!(crate::micro::sgemm::sgemm_rows(
+                StepContext::default(),
                 oc,
                 plane,
                 a,
@@ -2288,7 +2340,17 @@ mod strategy_tests {
             let bias: Vec<f32> = (0..oc).map(|i| i as f32 * 0.1).collect();
             let mut scratch = vec![0.0; conv_scratch_elements(&p, c / group, oh, ow).unwrap()];
             let mut out = vec![0.0; oc * oh * ow];
-            conv(&p, d, &x, &wt, Some(&bias), &mut out, &mut scratch, false);
+            conv(
+                StepContext::default(),
+                &p,
+                d,
+                &x,
+                &wt,
+                Some(&bias),
+                &mut out,
+                &mut scratch,
+                false,
+            );
             let want = naive(&p, d, &x, &wt, &bias);
             for (i, (a, b)) in out.iter().zip(&want).enumerate() {
                 assert!(

@@ -20,11 +20,11 @@
 //! run must equal the planar layout's exactly. onnxruntime's MLAS runs these layers directly.
 
 use crate::base::aligned::Aligned;
+use crate::base::context::StepContext;
 use crate::base::geometry::ConvDims;
 use crate::isa::lanes::Lanes;
 use crate::ops::conv::channel_lanes::{block_vectors, Isa, Residual};
 use crate::ops::conv::reference::split_phases;
-use crate::program::memo;
 use core::arch::x86_64::*;
 use ferrite_hal::op::Window;
 use ferrite_hal::Activation;
@@ -177,6 +177,7 @@ impl Packed {
 /// are transformed once per prepared step.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn run(
+    ctx: StepContext<'_>,
     win: &Window,
     d: ConvDims,
     x: &[f32],
@@ -190,12 +191,15 @@ pub(super) fn run(
         return false;
     };
     let operands = (x, weight, bias);
-    compute(isa, win, d, operands, activation, out, constant, residual)
+    compute(
+        ctx, isa, win, d, operands, activation, out, constant, residual,
+    )
 }
 
 /// [`run`] with `isa`'s vectors.
 #[allow(clippy::too_many_arguments)]
 fn compute(
+    ctx: StepContext<'_>,
     isa: Isa,
     win: &Window,
     d: ConvDims,
@@ -247,7 +251,7 @@ fn compute(
         padded: Vec::new(),
         scratch: Vec::new(),
     };
-    let mut kept = memo::take(key, build);
+    let mut kept = ctx.take(key, build);
     let state = kept.state();
     if !constant {
         state.packed = Packed::new(weight, bias, [d.c, d.oc], isa);
@@ -283,7 +287,7 @@ fn compute(
         residual: residual.map(|r| r.unwrap_or(out_at.cast_const())),
         activation,
     };
-    let parts = parts(tiles_high * tiles_wide, d, isa);
+    let parts = parts(ctx.threads(), tiles_high * tiles_wide, d, isa);
     state.scratch.resize_with(parts.len(), Scratch::default);
     for scratch in &mut state.scratch {
         scratch
@@ -306,11 +310,8 @@ fn compute(
         }
     };
     let work: Vec<_> = parts.into_iter().zip(state.scratch.iter_mut()).collect();
-    #[cfg(feature = "threads")]
-    crate::program::parallel::for_each(work, run_part);
-    #[cfg(not(feature = "threads"))]
-    work.into_iter().for_each(run_part);
-    memo::keep(kept);
+    ctx.for_each(work, run_part);
+    ctx.keep(kept);
     true
 }
 
@@ -322,19 +323,18 @@ const PARALLEL_WORK: usize = 1 << 20;
 /// The ranges of tiles the layer's parts take, each computed as one thread would (a tile's
 /// outputs do not depend on the others of its pass, so the results are the same): one part
 /// with one thread or little work, else one a thread, in whole passes.
-fn parts(tiles: usize, d: ConvDims, isa: Isa) -> Vec<core::ops::Range<usize>> {
+fn parts(threads: usize, tiles: usize, d: ConvDims, isa: Isa) -> Vec<core::ops::Range<usize>> {
     #[cfg(feature = "threads")]
     {
-        let threads = crate::program::parallel::threads();
         let work =
             d.oh.saturating_mul(d.ow)
                 .saturating_mul(d.c)
                 .saturating_mul(d.oc);
         if threads > 1 && work.saturating_mul(9) >= PARALLEL_WORK {
-            return crate::program::parallel::ranges(tiles, threads, isa.pixels());
+            return crate::base::parts::ranges(tiles, threads, isa.pixels());
         }
     }
-    let _ = (d, isa);
+    let _ = (threads, d, isa);
     std::vec![0..tiles]
 }
 
@@ -800,7 +800,17 @@ mod tests {
                 _ => Residual::Output,
             };
             let operands = (&x[..], &weights[..], bias.as_deref());
-            let took = compute(isa, &win, d, operands, activation, &mut out, true, residual);
+            let took = compute(
+                StepContext::default(),
+                isa,
+                &win,
+                d,
+                operands,
+                activation,
+                &mut out,
+                true,
+                residual,
+            );
             assert_eq!(took, takes(&win, d, lanes), "case {case}: {d:?} {pads:?}");
             if !took {
                 let untouched = match residual_kind {

@@ -1,5 +1,6 @@
 //! The Gemm and MatMul operators on top of [`crate::micro::sgemm::sgemm`].
 
+use crate::base::context::StepContext;
 use crate::base::index::for_each_row;
 #[cfg(not(feature = "std"))]
 use crate::micro::sgemm::sgemm_unrolled as batched_sgemm;
@@ -15,6 +16,7 @@ use sgemm as batched_sgemm;
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 pub fn gemm(
+    ctx: StepContext<'_>,
     p: &Gemm,
     m: usize,
     k: usize,
@@ -44,6 +46,7 @@ pub fn gemm(
         _ => out.fill(0.0),
     }
     sgemm(
+        ctx,
         m,
         n,
         k,
@@ -58,7 +61,7 @@ pub fn gemm(
 
 /// Batched, broadcasting matrix product.
 #[inline(always)]
-pub fn matmul(g: &MatMulGeometry, a: &[f32], b: &[f32], out: &mut [f32]) {
+pub fn matmul(ctx: StepContext<'_>, g: &MatMulGeometry, a: &[f32], b: &[f32], out: &mut [f32]) {
     let (m, k, n) = (g.m, g.k, g.n);
     let batch_out = g.batch.strides().map(|s| s * m * n);
     for_each_row(
@@ -74,6 +77,7 @@ pub fn matmul(g: &MatMulGeometry, a: &[f32], b: &[f32], out: &mut [f32]) {
                 return;
             };
             batched_sgemm(
+                ctx,
                 m,
                 n,
                 k,

@@ -270,7 +270,7 @@ mod tests {
                     .map(|i| ((i * 7919 % 1009) as f32 - 500.0) / 37.0)
                     .collect();
                 let mut blocked = std::vec![0.0; planar.len()];
-                crate::program::layout::block(&planar, &mut blocked, (channels, plane), lanes);
+                crate::base::blocking::block(&planar, &mut blocked, (channels, plane), lanes);
                 let (mut want, mut got) = (std::vec![0.0; channels], std::vec![1.0; channels]);
                 global_avg_pool(&planar, plane, &mut want);
                 global_avg_pool_blocked(&blocked, plane, lanes, &mut got);

@@ -1,6 +1,7 @@
 //! One direction of an ONNX RNN, GRU or LSTM over a whole sequence, in place in its outputs:
 //! `Y_h` (and `Y_c`) hold the running state, each step's `H` is also written to `Y`.
 
+use crate::base::context::StepContext;
 use crate::micro::activation::activate;
 use crate::CpuError;
 use ferrite_hal::op::{Cell, Recurrent};
@@ -306,7 +307,9 @@ fn dot4(a: &[f32], m: [&[f32]; 4]) -> [f32; 4] {
 /// Runs the layer: `y` `[seq, batch, hidden]`, `h` and `c` the final states, `scratch` at
 /// least `2·batch·gates·hidden`. Operands shorter than `dims` say are an error (checked once,
 /// so the loops index freely).
+#[allow(clippy::too_many_arguments)]
 pub fn recurrent<const OPS: Selection>(
+    #[allow(unused_variables)] ctx: StepContext<'_>,
     op: &Recurrent,
     dims: Dims,
     o: &Operands<'_>,
@@ -371,7 +374,7 @@ pub fn recurrent<const OPS: Selection>(
     let width = hidden.max(1);
     // On a host with FMA, constant weights are kept packed with the prepared step.
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    let mut packed_weights = fma::packed(o, rows, input, hidden);
+    let mut packed_weights = fma::packed(ctx, o, rows, input, hidden);
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     if let Some(kept) = packed_weights.as_mut() {
         kept.state().project(o.x, wb, [seq * batch, rows, input]);
@@ -525,7 +528,7 @@ pub fn recurrent<const OPS: Selection>(
     }
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     if let Some(kept) = packed_weights {
-        crate::program::memo::keep(kept);
+        ctx.keep(kept);
     }
     Ok(())
 }
@@ -545,9 +548,9 @@ pub fn recurrent<const OPS: Selection>(
 mod fma {
     use super::Operands;
     use crate::base::aligned::Aligned;
+    use crate::base::context::{Kept, StepContext};
     use crate::isa::lanes::Lanes;
     use crate::isa::{level, Level};
-    use crate::program::memo::{self, Kept};
     use core::arch::x86_64::*;
     use std::vec::Vec;
 
@@ -576,6 +579,7 @@ mod fma {
     /// The layer's packed weights (kept with a prepared step), where the CPU runs the AVX2
     /// build (AVX2 and FMA) and the weights are constants the layer's checks have sized.
     pub(super) fn packed(
+        ctx: StepContext<'_>,
         o: &Operands<'_>,
         rows: usize,
         input: usize,
@@ -591,7 +595,7 @@ mod fma {
             r: at(r),
             sizes: [rows, input, hidden],
         };
-        Some(memo::take(key, || {
+        Some(ctx.take(key, || {
             let panels: Vec<_> = panels(rows).collect();
             Packed {
                 w: pack(w, rows, input),
@@ -952,7 +956,7 @@ mod tests {
                 p: None,
                 constant_weights: true,
             };
-            let mut kept = fma::packed(&o, rows, input, hidden).unwrap();
+            let mut kept = fma::packed(StepContext::default(), &o, rows, input, hidden).unwrap();
             let state = kept.state();
             state.project(&x, bias, [batch, rows, input]);
             let mut recurred = std::vec![0.0f32; batch * rows];
@@ -1056,7 +1060,14 @@ mod tests {
                     let mut s = std::vec![0.0f32; 2 * batch * rows];
                     let c_out = lstm.then_some(&mut c[..]);
                     recurrent::<{ ferrite_hal::ALL_OPS }>(
-                        &op, dims, &o, &mut y, &mut h, c_out, &mut s,
+                        StepContext::default(),
+                        &op,
+                        dims,
+                        &o,
+                        &mut y,
+                        &mut h,
+                        c_out,
+                        &mut s,
                     )
                     .unwrap();
                     (y, h, c)
@@ -1132,8 +1143,17 @@ mod tests {
         let op = layer(Cell::Lstm {
             input_forget: false,
         });
-        recurrent::<{ ferrite_hal::ALL_OPS }>(&op, dims, &o, &mut y, &mut h, Some(&mut c), &mut s)
-            .unwrap();
+        recurrent::<{ ferrite_hal::ALL_OPS }>(
+            StepContext::default(),
+            &op,
+            dims,
+            &o,
+            &mut y,
+            &mut h,
+            Some(&mut c),
+            &mut s,
+        )
+        .unwrap();
         let sig = |v: f64| 1.0 / (1.0 + (-v).exp());
         let (mut hh, mut cc) = (0.0f64, 0.0f64);
         for x in [1.0f64, -1.0] {
@@ -1174,7 +1194,17 @@ mod tests {
         op.activations[0] = Activation::None;
         op.reverse = true;
         let (mut y, mut h, mut s) = ([0.0; 2], [0.0], [0.0; 2]);
-        recurrent::<{ ferrite_hal::ALL_OPS }>(&op, dims, &o, &mut y, &mut h, None, &mut s).unwrap();
+        recurrent::<{ ferrite_hal::ALL_OPS }>(
+            StepContext::default(),
+            &op,
+            dims,
+            &o,
+            &mut y,
+            &mut h,
+            None,
+            &mut s,
+        )
+        .unwrap();
         // t = 1 first: h = 2; then t = 0: h = 1 + 2 = 3.
         assert_eq!(y, [3.0, 2.0]);
         assert_eq!(h, [3.0]);

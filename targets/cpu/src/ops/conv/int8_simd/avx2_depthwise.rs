@@ -16,7 +16,6 @@ use super::avx2_lanes::{group_requant, high_word, scalar_lanes, GroupRequant};
 use super::{Channels, Operands, StepKey};
 use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
-use crate::program::memo;
 use core::arch::x86_64::*;
 use ferrite_hal::op::QConv;
 use std::vec::Vec;
@@ -55,7 +54,7 @@ pub(super) unsafe fn depthwise<X: QuantInt, Y: QuantInt>(
         return Some(false);
     }
     let signed = X::MIN < 0;
-    let mut kept = memo::take(key, || LaneState::new(ops, &geometry, signed));
+    let mut kept = ops.ctx.take(key, || LaneState::new(ops, &geometry, signed));
     let state = kept.state();
     let (c, image, plane) = (d.c, d.c * d.h * d.w, geometry.plane);
     let mut done = true;
@@ -76,7 +75,7 @@ pub(super) unsafe fn depthwise<X: QuantInt, Y: QuantInt>(
             }
         }
     }
-    memo::keep(kept);
+    ops.ctx.keep(kept);
     Some(done)
 }
 

@@ -14,7 +14,6 @@ use super::avx2::Avx2;
 use super::{Channels, Operands, StepKey};
 use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
-use crate::program::memo;
 use core::arch::x86_64::*;
 use std::vec::Vec;
 
@@ -45,7 +44,7 @@ pub(super) unsafe fn pointwise<X: QuantInt, Y: QuantInt>(
         return Some(false);
     }
     let signed = X::MIN < 0;
-    let mut kept = memo::take(key, || LaneState::new(ops, c, oc, signed));
+    let mut kept = ops.ctx.take(key, || LaneState::new(ops, c, oc, signed));
     let state = kept.state();
     let mut done = true;
     for b in 0..d.n {
@@ -54,7 +53,7 @@ pub(super) unsafe fn pointwise<X: QuantInt, Y: QuantInt>(
         pack_pairs(xb, [c, plane], signed, &mut state.pairs);
         done &= product(state, [plane, oc], yb);
     }
-    memo::keep(kept);
+    ops.ctx.keep(kept);
     Some(done)
 }
 

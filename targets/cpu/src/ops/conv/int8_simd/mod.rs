@@ -33,12 +33,12 @@ mod vnni_wide;
 #[cfg(target_arch = "x86_64")]
 mod wide;
 
+use crate::base::context::StepContext;
 use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
 use crate::base::requantize::Requantizer;
 #[cfg(target_arch = "x86_64")]
 use crate::isa::forced::avx2_only;
-use crate::program::memo;
 use ferrite_hal::op::{QConv, Requantize};
 use std::vec::Vec;
 
@@ -620,6 +620,7 @@ unsafe fn paired_sums<I: Isa, const WHOLE: bool, const QUADS: bool>(
 /// operand too small (which the verifier rules out).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn qconv<X: QuantInt, Y: QuantInt>(
+    ctx: StepContext<'_>,
     c: &QConv,
     d: ConvDims,
     x: &[X],
@@ -633,6 +634,7 @@ pub(super) fn qconv<X: QuantInt, Y: QuantInt>(
         return None;
     }
     let ops = Operands {
+        ctx,
         w,
         bias,
         requant,
@@ -709,8 +711,9 @@ fn scratch_needed(c: &QConv, d: &ConvDims) -> usize {
     }
 }
 
-/// A step's weights and requantization.
+/// A step's weights and requantization, and its context (the state its kernels keep).
 struct Operands<'a> {
+    ctx: StepContext<'a>,
     w: &'a [i8],
     bias: &'a [i32],
     requant: &'a [i32],
@@ -723,7 +726,7 @@ impl Operands<'_> {
     }
 }
 
-/// What a step's kept state ([`crate::program::memo`]) is built from: the convolution, its sizes, its
+/// What a step's kept state (its context's `StepMemo`) is built from: the convolution, its sizes, its
 /// operands (by address and length: a prepared plan's weights do not move) and the input's
 /// signedness. The instruction set is the state's type.
 #[derive(Clone, Copy, PartialEq)]
@@ -1014,7 +1017,7 @@ fn pointwise<I: Isa, Y: QuantInt>(
         channels: Channels::new(ops, c, oc, signed),
         units: Vec::new(),
     };
-    let mut kept = memo::take(key, build);
+    let mut kept = ops.ctx.take(key, build);
     let ProductState { channels, units } = kept.state();
     for b in 0..d.n {
         let xb = &x[b * c * plane..(b + 1) * c * plane];
@@ -1035,7 +1038,7 @@ fn pointwise<I: Isa, Y: QuantInt>(
             product_channels(signed, channels, &block, [0, oc], units, yb);
         }
     }
-    memo::keep(kept);
+    ops.ctx.keep(kept);
     Some(true)
 }
 
@@ -1122,7 +1125,7 @@ fn columns<I: Isa, Y: QuantInt>(
             reading,
         }
     };
-    let mut kept = memo::take(key, build);
+    let mut kept = ops.ctx.take(key, build);
     {
         let ColumnsState {
             product:
@@ -1181,7 +1184,7 @@ fn columns<I: Isa, Y: QuantInt>(
             }
         }
     }
-    memo::keep(kept);
+    ops.ctx.keep(kept);
     Some(true)
 }
 
@@ -1620,7 +1623,7 @@ fn depthwise_conv<I: Isa, Y: QuantInt>(
     }
     let y_bytes: &mut [u8] = bytemuck::cast_slice_mut(y);
     let build = || DepthwiseState::<I>::new(c, ops, d, [ph, pw], signed);
-    let mut kept = memo::take(key, build);
+    let mut kept = ops.ctx.take(key, build);
     let input = DepthwiseInput {
         x,
         d,
@@ -1638,7 +1641,7 @@ fn depthwise_conv<I: Isa, Y: QuantInt>(
             I::passes::<false>(kept.state(), &input, y_bytes);
         }
     }
-    memo::keep(kept);
+    ops.ctx.keep(kept);
     Some(true)
 }
 
@@ -2268,6 +2271,7 @@ mod tests {
             })
             .collect();
         let ops = Operands {
+            ctx: StepContext::default(),
             w: &w,
             bias: &bias,
             requant: &requant,
@@ -2277,14 +2281,23 @@ mod tests {
         let mut scratch = std::vec![0u8; 4 * (ferrite_hal::geometry::qconv_scratch_elements(&c, icg, oh, ow).unwrap() + 4)];
         // Each input twice through a prepared step's kept state (built at the first run,
         // reused by the second: its padded planes keep their borders, nothing else).
-        let mut memo = crate::program::memo::StepMemo::default();
+        let mut memo = crate::base::context::StepMemo::default();
         let mut ran = None;
         for _ in 0..2 {
             let signed: Vec<i8> = (0..elements).map(|_| rng.next() as i8).collect();
             let mut y = std::vec![0i8; d.n * d.oc * oh * ow];
-            ran = crate::program::memo::with(&mut memo, || {
-                qconv(&c, d, &signed, &w, &bias, &requant, &mut y, &mut scratch)
-            });
+            let ctx = StepContext::default().with_memo(&mut memo);
+            ran = qconv(
+                ctx,
+                &c,
+                d,
+                &signed,
+                &w,
+                &bias,
+                &requant,
+                &mut y,
+                &mut scratch,
+            );
             assert_ne!(
                 ran,
                 Some(false),
@@ -2312,9 +2325,18 @@ mod tests {
         for _ in 0..2 {
             let unsigned: Vec<u8> = (0..elements).map(|_| rng.next() as u8).collect();
             let mut y = std::vec![0u8; d.n * d.oc * oh * ow];
-            let ran = crate::program::memo::with(&mut memo, || {
-                qconv(&c, d, &unsigned, &w, &bias, &requant, &mut y, &mut scratch)
-            });
+            let ctx = StepContext::default().with_memo(&mut memo);
+            let ran = qconv(
+                ctx,
+                &c,
+                d,
+                &unsigned,
+                &w,
+                &bias,
+                &requant,
+                &mut y,
+                &mut scratch,
+            );
             if ran == Some(true) {
                 let want: Vec<u8> = definition(&c, &d, &unsigned, &ops)
                     .iter()

@@ -11,7 +11,6 @@
 use super::{Channels, Isa, Operands, StepKey};
 use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
-use crate::program::memo;
 use ferrite_hal::op::QConv;
 use std::vec::Vec;
 
@@ -126,14 +125,16 @@ pub(super) fn pointwise<I: Wide, X: QuantInt, Y: QuantInt>(
         return Some(false);
     }
     let signed = X::MIN < 0;
-    let mut kept = memo::take(key, || WideState::<I>::new(ops, c, oc, signed));
+    let mut kept = ops
+        .ctx
+        .take(key, || WideState::<I>::new(ops, c, oc, signed));
     let mut done = true;
     for b in 0..d.n {
         let xb = &bytes[b * c * plane..(b + 1) * c * plane];
         let yb = &mut y[b * oc * plane..(b + 1) * oc * plane];
         done &= product_rows(kept.state(), xb, [c, plane, oc], signed, yb);
     }
-    memo::keep(kept);
+    ops.ctx.keep(kept);
     Some(done)
 }
 
@@ -187,7 +188,7 @@ pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
         windows: super::Windows::new([d.oh, d.ow], [sh, sw], pw),
         matrix: std::vec![0u8; k * positions],
     };
-    let mut kept = memo::take(key, build);
+    let mut kept = ops.ctx.take(key, build);
     let state = kept.state();
     let mut done = true;
     for b in 0..d.n {
@@ -199,7 +200,7 @@ pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
         let rows = [k, positions, d.oc];
         done &= product_rows(&mut input.wide, &state.matrix, rows, signed, yb);
     }
-    memo::keep(kept);
+    ops.ctx.keep(kept);
     Some(done)
 }
 
@@ -229,14 +230,14 @@ fn in_place_product<I: Wide, X: QuantInt, Y: QuantInt>(
     }
     let signed = X::MIN < 0;
     let build = || PaddedInput::<I>::new(c, ops, d, [ph, pw], signed);
-    let mut kept = memo::take(key, build);
+    let mut kept = ops.ctx.take(key, build);
     let state = kept.state();
     // Every block's farthest byte: the last tap's offset, the last row's last block, a block.
     let reach = state.taps.last().copied().unwrap_or(0) + (d.oh - 1) * pw + d.ow;
     let complete =
         state.taps.len() == k && reach <= state.padded.len() && state.wide.ready(k, d.oc);
     if !complete {
-        memo::keep(kept);
+        ops.ctx.keep(kept);
         return Some(false);
     }
     for b in 0..d.n {
@@ -262,7 +263,7 @@ fn in_place_product<I: Wide, X: QuantInt, Y: QuantInt>(
             }
         }
     }
-    memo::keep(kept);
+    ops.ctx.keep(kept);
     Some(true)
 }
 
