@@ -1,7 +1,7 @@
 //! Convolution steps (Conv, ConvTranspose, QConv and ConvInteger): the family's operands taken from the carved step, its
 //! kernels in [`crate::ops::conv::reference`], [`crate::ops::integer`] and [`crate::ops::matmul::accumulate`].
 
-use super::*;
+use super::operands::*;
 #[cfg(feature = "quantized")]
 use crate::base::quantized::QuantInt;
 #[cfg(feature = "quantized")]

@@ -1,7 +1,7 @@
 //! Elementwise steps (Binary, Unary, Softmax, LogSoftmax, Hardmax, BatchNorm, Cast, QAdd, QMul, QLookup and QSoftmax): the family's operands taken from the carved step, its
 //! kernels in [`crate::ops::elementwise::reference`], [`crate::ops::elementwise::numeric`] and [`crate::ops::integer`].
 
-use super::*;
+use super::operands::*;
 #[cfg(feature = "quantized")]
 use crate::base::index;
 #[cfg(feature = "quantized")]

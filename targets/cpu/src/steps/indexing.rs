@@ -1,7 +1,7 @@
 //! Indexing steps (Gather, GatherElements, ScatterElements, GatherND and ScatterND): the family's operands taken from the carved step, its
 //! kernels in [`crate::ops::movement::reference`] and [`crate::ops::indexing::reference`].
 
-use super::*;
+use super::operands::*;
 use crate::ops::indexing::reference as indexing;
 use crate::ops::movement::reference as movement;
 

@@ -1,7 +1,7 @@
 //! Logic steps (Compare, And/Or/Xor, Not, Where and IsNaN/IsInf): the family's operands taken from the carved step, its
 //! kernels in [`crate::ops::logic::reference`].
 
-use super::*;
+use super::operands::*;
 use crate::ops::elementwise::numeric;
 use crate::ops::logic::reference as logic;
 

@@ -1,7 +1,7 @@
 //! Matrix product steps (Gemm, MatMul, QGemm, MatMulInteger and DFT): the family's operands taken from the carved step, its
 //! kernels in [`crate::ops::matmul::reference`], [`crate::ops::integer`], [`crate::ops::matmul::accumulate`] and [`crate::ops::matmul::fourier`].
 
-use super::*;
+use super::operands::*;
 #[cfg(feature = "quantized")]
 use crate::ops::matmul::accumulate;
 use crate::ops::matmul::fourier;

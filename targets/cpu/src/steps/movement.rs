@@ -1,7 +1,7 @@
 //! Data-movement steps (Transpose, Concat, Split, Slice, Pad, Copy, Trilu, Resample and Expand): the family's operands taken from the carved step, its
 //! kernels in [`crate::ops::movement::reference`] and [`crate::ops::movement::resample`].
 
-use super::*;
+use super::operands::*;
 use crate::ops::movement::reference as movement;
 use crate::ops::movement::resample;
 

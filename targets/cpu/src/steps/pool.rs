@@ -1,7 +1,7 @@
 //! Pooling steps (MaxPool, AveragePool, GlobalAveragePool, QGlobalAveragePool and QAveragePool): the family's operands taken from the carved step, its
 //! kernels in [`crate::ops::pool::reference`] and [`crate::ops::integer`].
 
-use super::*;
+use super::operands::*;
 #[cfg(feature = "quantized")]
 use crate::ops::pool::int8;
 use crate::ops::pool::reference as pool;

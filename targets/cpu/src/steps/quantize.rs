@@ -1,7 +1,7 @@
 //! Quantization steps (QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear): the family's operands taken from the carved step, its
 //! kernels in [`crate::ops::quantize::reference`].
 
-use super::*;
+use super::operands::*;
 use crate::ops::quantize::reference as quantize;
 
 /// Runs a step of this family with the kernels `OPS` selects.

@@ -1,7 +1,7 @@
 //! Recurrent steps (one direction of an RNN, GRU or LSTM over a sequence): Y, Y_h, Y_c and the
 //! scratch carved as four disjoint spans, the kernel in [`crate::ops::recurrent::reference`].
 
-use super::*;
+use super::operands::*;
 use crate::ops::recurrent::reference as recurrent;
 
 /// Runs a step of this family with the kernels `OPS` selects (it carves its own operands:

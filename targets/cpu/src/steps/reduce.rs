@@ -1,7 +1,7 @@
 //! Reduction steps (Reduce, ArgMax, ArgMin, TopK, CumSum, Det and TreeEnsemble): the family's operands taken from the carved step, its
 //! kernels in [`crate::ops::reduce::reference`] and [`crate::ops::reduce::trees`].
 
-use super::*;
+use super::operands::*;
 use crate::ops::elementwise::numeric;
 use crate::ops::reduce::reference as reduce;
 use crate::ops::reduce::trees;

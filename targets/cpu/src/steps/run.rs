@@ -3,7 +3,7 @@
 //! firmware links; [`step_operands`] and [`step_operands_and_scratch`] carve a step for a device
 //! crate that brings kernels of its own.
 
-use super::run_step_inline;
+use super::dispatch::run_step_inline;
 use crate::base::context::StepContext;
 use crate::base::memory::{carve, span, Readable};
 use crate::CpuError;
@@ -28,7 +28,9 @@ pub fn run_step_in(
 ) -> Result<(), CpuError> {
     #[cfg(all(feature = "std", target_arch = "x86_64"))]
     if crate::isa::level() >= crate::isa::Level::Avx2 {
-        return simd::run_step(ctx, step, arena, weights);
+        // SAFETY: the AVX2 level runs only where the CPU has AVX2 and FMA.
+        #[allow(unsafe_code)]
+        return unsafe { run_step_avx2(ctx, step, arena, weights) };
     }
     run_step_inline::<ALL_OPS, 0>(ctx, step, arena, weights)
 }
@@ -76,32 +78,20 @@ pub fn run_step_after<const OPS: Selection, const COVERED_INT8: Selection>(
     run_step_inline::<OPS, COVERED_INT8>(StepContext::default(), step, arena, weights)
 }
 
-/// The AVX2 build of every kernel (std, x86-64), run where `isa::level` allows.
+/// [`run_step_inline`] with every kernel built for AVX2 and FMA (std, x86-64).
+///
+/// # Safety
+/// The CPU has AVX2 and FMA.
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
+#[target_feature(enable = "avx2,fma")]
 #[allow(unsafe_code)]
-pub(crate) mod simd {
-    use super::{run_step_inline, CpuError, Step, StepContext};
-
-    #[target_feature(enable = "avx2,fma")]
-    fn run_step_avx2(
-        ctx: StepContext<'_>,
-        step: &Step<'_>,
-        arena: &mut [u8],
-        weights: &[u8],
-    ) -> Result<(), CpuError> {
-        run_step_inline::<{ ferrite_hal::ALL_OPS }, 0>(ctx, step, arena, weights)
-    }
-
-    /// Runs a step with the AVX2 build of every kernel.
-    pub(super) fn run_step(
-        ctx: StepContext<'_>,
-        step: &Step<'_>,
-        arena: &mut [u8],
-        weights: &[u8],
-    ) -> Result<(), CpuError> {
-        // SAFETY: only called when `level()` is at least AVX2, i.e. the CPU has AVX2 and FMA.
-        unsafe { run_step_avx2(ctx, step, arena, weights) }
-    }
+unsafe fn run_step_avx2(
+    ctx: StepContext<'_>,
+    step: &Step<'_>,
+    arena: &mut [u8],
+    weights: &[u8],
+) -> Result<(), CpuError> {
+    run_step_inline::<ALL_OPS, 0>(ctx, step, arena, weights)
 }
 
 /// The bytes of a step's first `N` inputs (none may be the output itself) and of its output,
