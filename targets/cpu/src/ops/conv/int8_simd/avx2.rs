@@ -1,60 +1,20 @@
-//! The AVX2 instruction set for the shared integer geometry ([`super::Isa`]): products of
+//! The AVX2 instruction set for the shared integer geometry ([`super::shared::Isa`]): products of
 //! int16-widened values summed in pairs by `vpmaddwd` (exact: `vpmaddubsw`'s saturating int16
 //! pair sums, which onnxruntime's kernels use, would not be), requantization of eight outputs at
 //! once in the high-word form ([`crate::base::requantize::HighWordRequantizer`]), scalar for the
 //! rare scales without one; and QAdd's table form by `vpgatherdd`.
 
-use super::{
-    avx2_depthwise, avx2_lanes, avx2_wide, depthwise_pass, depthwise_passes, group_blocks,
-    low_bytes_of, qconv_with, scratch_needed, Block, ChannelPass, Channels, DepthwiseInput,
-    DepthwiseState, Expansion, Gather, GroupBlocks, Isa, Operands, PairedGather, StepKey, TapPlan,
+use super::shared::{
+    depthwise_pass, depthwise_passes, group_blocks, low_bytes_of, Block, ChannelPass, Channels,
+    DepthwiseInput, DepthwiseState, Expansion, Gather, GroupBlocks, Isa, PairedGather, TapPlan,
 };
-use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
 use crate::base::requantize::Requantizer;
 use crate::isa::avx2::{low_bytes, low_bytes_two};
 use core::arch::x86_64::*;
-use ferrite_hal::op::QConv;
 
 /// The AVX2 instruction set.
 pub(super) struct Avx2;
-
-/// The entry point compiled with AVX2: the shared geometry and these operations inlined.
-///
-/// # Safety
-/// The CPU has AVX2.
-#[target_feature(enable = "avx2")]
-pub(super) unsafe fn qconv<X: QuantInt, Y: QuantInt>(
-    c: &QConv,
-    d: &ConvDims,
-    ops: &Operands<'_>,
-    x: &[X],
-    y: &mut [Y],
-    scratch: &mut [u8],
-) -> Option<bool> {
-    let key = StepKey::new(c, d, ops, X::MIN < 0);
-    let depthwise = d.c / c.group.max(1) == 1 && c.group > 1;
-    // SAFETY (both): this CPU has AVX2 (the caller's).
-    let wide = match (c.is_pointwise(), depthwise) {
-        (true, _) => unsafe {
-            match avx2_lanes::pointwise(key, ops, d, x, y) {
-                None => avx2_wide::pointwise(key, ops, d, x, y),
-                done => done,
-            }
-        },
-        (false, false) if scratch.len() >= scratch_needed(c, d) => unsafe {
-            avx2_wide::unfolded(key, c, ops, d, x, y)
-        },
-        (false, true) if scratch.len() >= scratch_needed(c, d) => unsafe {
-            avx2_depthwise::depthwise(key, c, ops, d, x, y)
-        },
-        _ => None,
-    };
-    if let Some(done) = wide {
-        return Some(done);
-    }
-    qconv_with::<Avx2, X, Y>(c, d, ops, x, y, scratch)
-}
 
 /// A channel's requantization in every lane: the high-word form's
 /// `[multiplier, half, mask, zero, min, max]`, its shift, and whether it has ties
@@ -369,8 +329,8 @@ pub(super) unsafe fn block_row(
 /// The CPU has AVX2; `ch` has `units.len()` words per channel.
 #[inline]
 #[target_feature(enable = "avx2")]
-pub(super) unsafe fn products<I: super::Isa, const B: usize>(
-    ch: &super::Channels<I>,
+pub(super) unsafe fn products<I: super::shared::Isa, const B: usize>(
+    ch: &super::shared::Channels<I>,
     units: &[[u8; 32]],
     o: usize,
     multiply_add: impl Fn(__m256i, __m256i, __m256i) -> __m256i,

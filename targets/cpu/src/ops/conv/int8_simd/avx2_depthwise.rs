@@ -1,5 +1,5 @@
 //! 3 × 3 int8 depthwise convolutions on AVX2 with eight channels across the vector lanes, for
-//! small planes. The planar kernel ([`super::depthwise_passes`]) pads and runs each channel's
+//! small planes. The planar kernel ([`super::shared::depthwise_passes`]) pads and runs each channel's
 //! plane on its own, eight outputs of one channel a vector: a 6 × 6 plane is five vectors (the
 //! last half empty) behind a channel's set-up, a 3 × 3 one two. Here eight channels' input is
 //! turned at a time into channel-interleaved words, one per padded position and channel, each the
@@ -13,7 +13,7 @@
 
 use super::avx2::Avx2;
 use super::avx2_lanes::{group_requant, high_word, scalar_lanes, GroupRequant};
-use super::{Channels, Operands, StepKey};
+use super::shared::{Channels, Operands, StepKey};
 use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
 use core::arch::x86_64::*;
@@ -50,7 +50,7 @@ pub(super) unsafe fn depthwise<X: QuantInt, Y: QuantInt>(
         return None;
     }
     let bytes: &[u8] = bytemuck::cast_slice(x);
-    if !super::operands_fit(ops, d, 9, [bytes.len(), y.len()]) {
+    if !super::shared::operands_fit(ops, d, 9, [bytes.len(), y.len()]) {
         return Some(false);
     }
     let signed = X::MIN < 0;

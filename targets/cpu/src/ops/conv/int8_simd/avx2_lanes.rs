@@ -11,7 +11,7 @@
 //! its channel's high-word rounding.
 
 use super::avx2::Avx2;
-use super::{Channels, Operands, StepKey};
+use super::shared::{Channels, Operands, StepKey};
 use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
 use core::arch::x86_64::*;
@@ -40,7 +40,7 @@ pub(super) unsafe fn pointwise<X: QuantInt, Y: QuantInt>(
         return None;
     }
     let bytes: &[u8] = bytemuck::cast_slice(x);
-    if !super::operands_fit(ops, d, c, [bytes.len(), y.len()]) {
+    if !super::shared::operands_fit(ops, d, c, [bytes.len(), y.len()]) {
         return Some(false);
     }
     let signed = X::MIN < 0;

@@ -10,8 +10,8 @@
 //! int32 sums to int16 (`vpackssdw`, per 128-bit lane) then lines the sixteen up in order.
 
 use super::avx2::{self, Avx2};
+use super::shared::{Operands, StepKey};
 use super::wide::{self, RowsAt, Wide, WideState};
-use super::{Operands, StepKey};
 use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
 use core::arch::x86_64::*;

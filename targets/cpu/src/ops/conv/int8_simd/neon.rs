@@ -1,38 +1,20 @@
-//! The NEON instruction set for the shared integer geometry ([`super::Isa`]), for the Jetson's
+//! The NEON instruction set for the shared integer geometry ([`super::shared::Isa`]), for the Jetson's
 //! CPU fallback: each row's eight 8-bit values widened to int16 and multiplied by a channel's
 //! int16 weight into two int32x4 accumulators (`SMLAL`/`SMLAL2` by element: exact, wrapping as
 //! the portable sums do); stride-2 taps de-interleaved by `LD2`. Requantization is the scalar
 //! [`Requantizer::apply`] per lane. Checked under qemu-user in CI (`scripts/cross-aarch64.sh`);
 //! no Arm hardware has timed these kernels.
 
-use super::{
-    depthwise_pass, depthwise_passes, group_blocks, qconv_with, Block, ChannelPass, Channels,
-    DepthwiseInput, DepthwiseState, Expansion, Gather, GroupBlocks, Isa, Operands, TapPlan,
+use super::shared::{
+    depthwise_pass, depthwise_passes, group_blocks, Block, ChannelPass, Channels, DepthwiseInput,
+    DepthwiseState, Expansion, Gather, GroupBlocks, Isa, TapPlan,
 };
-use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
 use crate::base::requantize::Requantizer;
 use core::arch::aarch64::*;
-use ferrite_hal::op::QConv;
 
 /// The NEON instruction set.
 pub(super) struct Neon;
-
-/// The entry point compiled with NEON: the shared geometry and these operations inlined.
-///
-/// # Safety
-/// The CPU has NEON (every aarch64 core does).
-#[target_feature(enable = "neon")]
-pub(super) unsafe fn qconv<X: QuantInt, Y: QuantInt>(
-    c: &QConv,
-    d: &ConvDims,
-    ops: &Operands<'_>,
-    x: &[X],
-    y: &mut [Y],
-    scratch: &mut [u8],
-) -> Option<bool> {
-    qconv_with::<Neon, X, Y>(c, d, ops, x, y, scratch)
-}
 
 /// Eight bytes widened to int16 lanes, sign- or zero-extended.
 #[inline]

@@ -1,4 +1,4 @@
-//! AVX-512 VNNI for the shared integer geometry ([`super::Isa`]): a block's rows packed four
+//! AVX-512 VNNI for the shared integer geometry ([`super::shared::Isa`]): a block's rows packed four
 //! to a 32-bit lane (eight output positions × four rows in one vector) and each channel's four
 //! weights summed into it by one `vpdpbusd` — twice the multiply-adds of AVX2's `vpmaddwd` per
 //! instruction, and exact: the four products of unsigned by signed bytes and their sum fit
@@ -8,48 +8,16 @@
 //! and requantization are AVX2's.
 
 use super::avx2::{self, Avx2};
-use super::{
-    depthwise_pass, depthwise_passes, group_blocks, qconv_with, scratch_needed, vnni_wide, Block,
-    ChannelPass, Channels, DepthwiseInput, DepthwiseState, Expansion, Gather, GroupBlocks, Isa,
-    Operands, PairedGather, StepKey, TapPlan,
+use super::shared::{
+    depthwise_pass, depthwise_passes, group_blocks, Block, ChannelPass, Channels, DepthwiseInput,
+    DepthwiseState, Expansion, Gather, GroupBlocks, Isa, PairedGather, TapPlan,
 };
-use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
 use crate::base::requantize::Requantizer;
 use core::arch::x86_64::*;
-use ferrite_hal::op::QConv;
 
 /// The AVX-512 VNNI instruction set (its 256-bit form, with AVX-512VL).
 pub(super) struct Vnni;
-
-/// The entry point compiled with VNNI: the shared geometry and these operations inlined.
-///
-/// # Safety
-/// The CPU has AVX2, AVX-512VL and AVX-512 VNNI ([`crate::isa::vnni`]).
-#[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
-pub(super) unsafe fn qconv<X: QuantInt, Y: QuantInt>(
-    c: &QConv,
-    d: &ConvDims,
-    ops: &Operands<'_>,
-    x: &[X],
-    y: &mut [Y],
-    scratch: &mut [u8],
-) -> Option<bool> {
-    let key = StepKey::new(c, d, ops, X::MIN < 0);
-    let depthwise = d.c / c.group.max(1) == 1 && c.group > 1;
-    // SAFETY (both): this CPU has the features (the caller's).
-    let wide = match (c.is_pointwise(), depthwise) {
-        (true, _) => unsafe { vnni_wide::pointwise(key, ops, d, x, y) },
-        (false, false) if scratch.len() >= scratch_needed(c, d) => unsafe {
-            vnni_wide::unfolded(key, c, ops, d, x, y)
-        },
-        _ => None,
-    };
-    if let Some(done) = wide {
-        return Some(done);
-    }
-    qconv_with::<Vnni, X, Y>(c, d, ops, x, y, scratch)
-}
 
 impl Isa for Vnni {
     type Lanes = <Avx2 as Isa>::Lanes;

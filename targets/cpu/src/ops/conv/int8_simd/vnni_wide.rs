@@ -2,13 +2,13 @@
 //! the CPU has AVX-512 VNNI ([`super::wide`]'s geometry): each `vpdpbusd` sums four input
 //! channels of sixteen positions for one output channel, and each output channel's sixteen sums
 //! are requantized and narrowed by one pass of 512-bit instructions — half the instructions of
-//! the 256-bit block product ([`super::Isa::product`]) on planes of sixteen positions or more.
+//! the 256-bit block product ([`super::shared::Isa::product`]) on planes of sixteen positions or more.
 //! int8 inputs are packed as `x + 128` (`vpdpbusd` multiplies unsigned bytes), each channel's
 //! base subtracting `128 · Σ w`.
 
+use super::shared::{Channels, Operands, StepKey};
 use super::vnni::Vnni;
 use super::wide::{self, RowsAt, Wide, WideState};
-use super::{Channels, Operands, StepKey};
 use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
 use core::arch::x86_64::*;
@@ -233,7 +233,7 @@ unsafe fn store<const B: usize, Y: QuantInt>(
 }
 
 /// [`crate::base::requantize::HighWordRequantizer::apply`] of sixteen accumulators, from the
-/// channel's eight-lane constants (the AVX2 requantization's, [`super::Channels::lanes`]) each
+/// channel's eight-lane constants (the AVX2 requantization's, [`super::shared::Channels::lanes`]) each
 /// broadcast to both halves.
 #[inline]
 #[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]

@@ -8,7 +8,7 @@
 //! bit: wrapping int32 sums of exact products, then
 //! [`crate::base::requantize::HighWordRequantizer`]'s rounding lane by lane.
 
-use super::{Channels, Isa, Operands, StepKey};
+use super::shared::{Channels, Isa, Operands, StepKey};
 use crate::base::geometry::ConvDims;
 use crate::base::quantized::QuantInt;
 use ferrite_hal::op::QConv;
@@ -121,7 +121,7 @@ pub(super) fn pointwise<I: Wide, X: QuantInt, Y: QuantInt>(
         return None;
     }
     let bytes: &[u8] = bytemuck::cast_slice(x);
-    if !super::operands_fit(ops, d, c, [bytes.len(), y.len()]) {
+    if !super::shared::operands_fit(ops, d, c, [bytes.len(), y.len()]) {
         return Some(false);
     }
     let signed = X::MIN < 0;
@@ -139,7 +139,7 @@ pub(super) fn pointwise<I: Wide, X: QuantInt, Y: QuantInt>(
 }
 
 /// Regular convolution (one group) on its windows unfolded: each input channel padded with its
-/// zero point once ([`super::pad_interior`]), then row `(ci·kh + ky)·kw + kx` of a `[k,
+/// zero point once ([`super::shared::pad_interior`]), then row `(ci·kh + ky)·kw + kx` of a `[k,
 /// positions]` matrix gathered from it by a table of each position's first tap, and the
 /// product of [`pointwise`] over that matrix. For the convolutions whose taps the
 /// block-of-eight kernels cannot read in place (strides, rows narrower than a vector), whose
@@ -164,28 +164,28 @@ pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
         return None;
     }
     // Stride 1 on rows of eight or more: the block-of-eight kernels read those taps in place.
-    let [ph, pw] = super::padded_extent(c, d, d.c)?;
+    let [ph, pw] = super::shared::padded_extent(c, d, d.c)?;
     let in_place = [sh, sw] == [1, 1] && (d.oh - 1) * pw + d.ow >= 8 && d.ow >= 8;
     if in_place && d.ow >= I::WIDTH && d.oc >= min_channels {
         return in_place_product::<I, X, Y>(key, c, ops, d, x, y, [ph, pw]);
     }
     // Where the block-of-eight kernels would gather the matrix too, or strided rows whose
-    // matrix is within the bound (gathered a row run at a time, [`super::gather_matrix`]).
-    let reading = super::reading_of(in_place, [k, positions, d.ow], 0);
-    let matrix = reading == super::Reading::Matrix
-        || (!in_place && d.ow >= 16 && k * positions <= super::MAX_UNFOLDED);
+    // matrix is within the bound (gathered a row run at a time, [`super::shared::gather_matrix`]).
+    let reading = super::shared::reading_of(in_place, [k, positions, d.ow], 0);
+    let matrix = reading == super::shared::Reading::Matrix
+        || (!in_place && d.ow >= 16 && k * positions <= super::shared::MAX_UNFOLDED);
     if !matrix || d.oc < min_channels {
         return None;
     }
     let bytes: &[u8] = bytemuck::cast_slice(x);
-    if !super::operands_fit(ops, d, k, [bytes.len(), y.len()]) {
+    if !super::shared::operands_fit(ops, d, k, [bytes.len(), y.len()]) {
         return Some(false);
     }
     let signed = X::MIN < 0;
     let zero = c.requantize.input_zero as u8;
     let build = || Unfolded {
         input: PaddedInput::<I>::new(c, ops, d, [ph, pw], signed),
-        windows: super::Windows::new([d.oh, d.ow], [sh, sw], pw),
+        windows: super::shared::Windows::new([d.oh, d.ow], [sh, sw], pw),
         matrix: std::vec![0u8; k * positions],
     };
     let mut kept = ops.ctx.take(key, build);
@@ -195,7 +195,7 @@ pub(super) fn unfolded<I: Wide, X: QuantInt, Y: QuantInt>(
         let input = &mut state.input;
         input.pad(c, d, bytes, b);
         let (taps, windows) = (&input.taps, &state.windows);
-        super::gather_matrix(&mut state.matrix, &input.padded, taps, windows, zero);
+        super::shared::gather_matrix(&mut state.matrix, &input.padded, taps, windows, zero);
         let yb = &mut y[b * d.oc * positions..(b + 1) * d.oc * positions];
         let rows = [k, positions, d.oc];
         done &= product_rows(&mut input.wide, &state.matrix, rows, signed, yb);
@@ -225,7 +225,7 @@ fn in_place_product<I: Wide, X: QuantInt, Y: QuantInt>(
     let [kh, kw] = c.window.kernel;
     let (k, positions) = (d.c * kh * kw, d.oh * d.ow);
     let bytes: &[u8] = bytemuck::cast_slice(x);
-    if !super::operands_fit(ops, d, k, [bytes.len(), y.len()]) {
+    if !super::shared::operands_fit(ops, d, k, [bytes.len(), y.len()]) {
         return Some(false);
     }
     let signed = X::MIN < 0;
@@ -275,7 +275,7 @@ struct PaddedInput<I: Wide> {
     /// `[ph, pw]`: a padded plane's rows and row length.
     extent: [usize; 2],
     padded: Vec<u8>,
-    expansion: Option<super::Expansion>,
+    expansion: Option<super::shared::Expansion>,
     taps: Vec<usize>,
 }
 
@@ -295,8 +295,8 @@ impl<I: Wide> PaddedInput<I> {
             wide: WideState::<I>::new(ops, d.c * kh * kw, d.oc, signed),
             extent: [ph, pw],
             padded: std::vec![zero; d.c * ph * pw],
-            expansion: super::Expansion::new(d, c.window.pads, [ph, pw], zero),
-            taps: super::window_taps(d.c, [kh, kw], c.window.dilation, [ph, pw]),
+            expansion: super::shared::Expansion::new(d, c.window.pads, [ph, pw], zero),
+            taps: super::shared::window_taps(d.c, [kh, kw], c.window.dilation, [ph, pw]),
         }
     }
 
@@ -311,7 +311,7 @@ impl<I: Wide> PaddedInput<I> {
             .zip(self.padded.chunks_exact_mut((ph * pw).max(1)));
         for (input, padded) in planes {
             let expansion = self.expansion.as_ref();
-            super::pad_interior::<I>(expansion, input, d, c.window.pads, padded, pw, 0);
+            super::shared::pad_interior::<I>(expansion, input, d, c.window.pads, padded, pw, 0);
         }
     }
 }
@@ -320,7 +320,7 @@ impl<I: Wide> PaddedInput<I> {
 /// lie in it, and the unfolded matrix.
 struct Unfolded<I: Wide> {
     input: PaddedInput<I>,
-    windows: super::Windows,
+    windows: super::shared::Windows,
     matrix: Vec<u8>,
 }
 
