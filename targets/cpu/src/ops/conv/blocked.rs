@@ -9,11 +9,11 @@
 //! channels-last plane is its blocked input copied row by row. The sums are the same, in the
 //! same order, so every output is bit for bit the planar kernels'.
 
+use super::rows::split_phases;
 pub(crate) use crate::base::blocking::Blocking;
 use crate::base::context::StepContext;
 use crate::base::geometry::ConvDims;
 pub(crate) use crate::ops::conv::channel_lanes::Residual;
-use crate::ops::conv::reference::split_phases;
 use ferrite_hal::op::{Conv, Window};
 use ferrite_hal::Activation;
 use std::vec::Vec;

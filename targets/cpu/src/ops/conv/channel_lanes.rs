@@ -15,15 +15,15 @@
 //! output is the same sum in the same order as the in-place product's (from zero over the taps,
 //! one FMA each, then the bias added), so the results are bit for bit those.
 
+use super::tiles::{Block, PIXELS};
+use super::{tiles_avx2, tiles_avx512};
 use crate::base::aligned::Aligned;
 use crate::base::context::StepContext;
 use crate::isa::activation_lanes::Finish;
-use core::arch::x86_64::*;
 use ferrite_hal::Activation;
 use std::vec::Vec;
 
 /// Output pixels of a tile, at most (the AVX2 tiles use six of them).
-const PIXELS: usize = 8;
 
 /// Multiply-adds below which a convolution stays on one thread: a part costs the helper's
 /// start-up (a few microseconds on a VM), which DS-CNN's 0.5 M multiply-add pointwise layers,
@@ -578,10 +578,10 @@ impl<'a> Job<'a> {
         // The pixel tiles' bases, walked along the output rows.
         let (mut oy, mut ox) = (p0 / ow, p0 % ow);
         // AVX2 blocks of one vector into a blocked output at step 1 or 2 take row runs where
-        // a row has twelve pixels left (see `avx2::row_run`).
+        // a row has twelve pixels left (see `tiles_avx2::row_run`).
         let runs = isa == Isa::Avx2 && v == 1 && self.blocked && matches!(reading.step, 1 | 2);
         while p0 < pixels.end {
-            if runs && ox + avx2::RUN <= ow && p0 + avx2::RUN <= pixels.end {
+            if runs && ox + tiles_avx2::RUN <= ow && p0 + tiles_avx2::RUN <= pixels.end {
                 (block_at.weights, block_at.taps) = self.packing(block, full, [oy, oy]);
                 // SAFETY: the run's pixels are `ox..ox + RUN` of row `oy`, inside the plane,
                 // so every read is one `run` checked; the CPU has AVX2 and FMA (`Isa::here`).
@@ -593,12 +593,12 @@ impl<'a> Job<'a> {
                     }
                     let out_at = self.out.0.add(p0 * lanes);
                     match reading.step {
-                        1 => avx2::row_run::<1>(&block_at, base, out_at),
-                        _ => avx2::row_run::<2>(&block_at, base, out_at),
+                        1 => tiles_avx2::row_run::<1>(&block_at, base, out_at),
+                        _ => tiles_avx2::row_run::<2>(&block_at, base, out_at),
                     }
                 }
-                p0 += avx2::RUN;
-                ox += avx2::RUN;
+                p0 += tiles_avx2::RUN;
+                ox += tiles_avx2::RUN;
                 if ox == ow {
                     (oy, ox) = (oy + 1, 0);
                 }
@@ -637,526 +637,24 @@ impl<'a> Job<'a> {
                 // SAFETY: the instructions the packing is for are this CPU's (`Isa::here`).
                 match (isa, v) {
                     (Isa::Avx512, 1) => {
-                        avx512::tile::<1>(&block_at, &bases, out_at, [count, stored])
+                        tiles_avx512::tile::<1>(&block_at, &bases, out_at, [count, stored])
                     }
                     (Isa::Avx512, 2) => {
-                        avx512::tile::<2>(&block_at, &bases, out_at, [count, stored])
+                        tiles_avx512::tile::<2>(&block_at, &bases, out_at, [count, stored])
                     }
                     (Isa::Avx512, _) => {
-                        avx512::tile::<3>(&block_at, &bases, out_at, [count, stored])
+                        tiles_avx512::tile::<3>(&block_at, &bases, out_at, [count, stored])
                     }
-                    (Isa::Avx2, 1) => avx2::tile::<1>(&block_at, &bases, out_at, [count, stored]),
-                    (Isa::Avx2, _) => avx2::tile::<2>(&block_at, &bases, out_at, [count, stored]),
+                    (Isa::Avx2, 1) => {
+                        tiles_avx2::tile::<1>(&block_at, &bases, out_at, [count, stored])
+                    }
+                    (Isa::Avx2, _) => {
+                        tiles_avx2::tile::<2>(&block_at, &bases, out_at, [count, stored])
+                    }
                 }
             }
             p0 += count;
         }
-    }
-}
-
-/// One block of output channels: its packed weights and where its outputs go.
-struct Block<'a> {
-    /// The block's `[k][lanes·V]` weights.
-    weights: *const f32,
-    /// Each product term's offset from a pixel's base.
-    taps: &'a [usize],
-    /// The block's first output channel.
-    first: usize,
-    /// Its real channels (the rest of its lanes are padding).
-    channels: usize,
-    /// An output plane's size.
-    plane: usize,
-    /// The bias of each of the block's channels (zero past them).
-    bias: [f32; 48],
-    /// What the tiles apply after the bias.
-    finish: Finish,
-    /// Whether the output is channel-blocked: `out_at` is then pixel `p0`'s vector of the
-    /// first block of channels, and the tiles store each pixel's vectors as they are.
-    blocked: bool,
-    /// A blocked output's residual at the tile's `out_at` (null: none), added to each sum
-    /// after the bias, before the activation.
-    residual: *const f32,
-}
-
-impl Block<'_> {
-    /// Stores `row`, eight pixels of block channel `c`, at `out_at` (pixel `p0` of channel
-    /// 0's plane); only the first `count` where `mask` says.
-    ///
-    /// # Safety
-    /// AVX2; the channel's plane holds `count` pixels from there.
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    #[allow(unsafe_code)]
-    unsafe fn store(&self, c: usize, row: __m256, out_at: *mut f32, count: usize, mask: __m256i) {
-        let at = out_at.add((self.first + c) * self.plane);
-        if count == PIXELS {
-            _mm256_storeu_ps(at, row);
-        } else {
-            _mm256_maskstore_ps(at, mask, row);
-        }
-    }
-}
-
-/// A mask of a tile's first `count` pixels, for a partial tile's stores.
-#[target_feature(enable = "avx2")]
-#[inline]
-fn pixel_mask(count: usize) -> __m256i {
-    let lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    _mm256_cmpgt_epi32(_mm256_set1_epi32(count as i32), lanes)
-}
-
-/// The first two stages of turning eight vectors (one a pixel) into channel rows, within each
-/// 128-bit block: pairs of pixels interleaved, then quadruples, so that `u[h·4 + r]` holds,
-/// per block `j`, channel `4j + r` of pixels `4h..4h + 3` (the AVX-512 and AVX2 transposes
-/// then put the blocks in place each their own way).
-macro_rules! quadruples {
-    ($a:expr, $vector:ty, $unpacklo:ident, $unpackhi:ident, $shuffle:ident) => {{
-        let a: [$vector; PIXELS] = $a;
-        let t: [$vector; PIXELS] = core::array::from_fn(|i| {
-            let (x, y) = (a[i & !1], a[i | 1]);
-            if i % 2 == 0 {
-                $unpacklo(x, y)
-            } else {
-                $unpackhi(x, y)
-            }
-        });
-        let u: [$vector; PIXELS] = core::array::from_fn(|i| {
-            let (h, r) = (i / 4, i % 4);
-            let (x, y) = (t[h * 4 + (r / 2)], t[h * 4 + 2 + (r / 2)]);
-            if r % 2 == 0 {
-                $shuffle::<0x44>(x, y)
-            } else {
-                $shuffle::<0xEE>(x, y)
-            }
-        });
-        u
-    }};
-}
-
-/// The AVX-512 tiles: sixteen channels a vector, up to three vectors a block.
-#[allow(unsafe_code)]
-pub(super) mod avx512 {
-    use super::{pixel_mask, Block, PIXELS};
-    use crate::isa::activation_lanes::finish_512 as finish;
-    use core::arch::x86_64::*;
-
-    /// Lanes of a vector.
-    const LANES: usize = 16;
-
-    /// One tile: `count` (≤ 8) pixels whose reads start at `bases` (unused ones repeat the
-    /// last), by the block's channels; `stored` pixels (`count`, or eight where the next tile
-    /// writes the rest) written at `out[channel · plane + pixel]` from `out_at`.
-    ///
-    /// # Safety
-    /// AVX-512F, AVX2 and FMA; the bases plus every tap are inside the input; `out_at` is
-    /// pixel `p0` of channel 0's plane and the block's channels' planes hold `count` pixels
-    /// from there.
-    #[target_feature(enable = "avx512f,avx2,fma")]
-    pub(super) unsafe fn tile<const V: usize>(
-        block: &Block<'_>,
-        bases: &[*const f32; PIXELS],
-        out_at: *mut f32,
-        [count, stored]: [usize; 2],
-    ) {
-        // A short tile (a plane's last pixels) sums only as many pixels as it has, rounded up
-        // to 1, 2 or 4: MobileNet's 3 × 3 planes are a tile of eight and one of one.
-        if block.blocked {
-            match count {
-                0..=1 => blocked::<V, 1>(block, bases, out_at, count),
-                2 => blocked::<V, 2>(block, bases, out_at, count),
-                3..=4 => blocked::<V, 4>(block, bases, out_at, count),
-                _ => blocked::<V, PIXELS>(block, bases, out_at, count),
-            }
-            return;
-        }
-        let acc = match count {
-            0..=1 => sums::<V, 1>(block, bases),
-            2 => sums::<V, 2>(block, bases),
-            3..=4 => sums::<V, 4>(block, bases),
-            _ => sums::<V, PIXELS>(block, bases),
-        };
-        let (count, mask) = (stored, pixel_mask(stored));
-        #[allow(clippy::needless_range_loop)]
-        for j in 0..V {
-            // The bias and the activation while a vector is a pixel's channels: one operation
-            // a pixel, not one a channel after the transpose (the same values, element by
-            // element).
-            let bias = _mm512_loadu_ps(block.bias.as_ptr().add(LANES * j));
-            let rows = transpose(core::array::from_fn(|i| {
-                finish(block.finish, _mm512_add_ps(bias, acc[i][j]))
-            }));
-            for (c, row) in rows.iter().enumerate() {
-                let c = LANES * j + c;
-                if c >= block.channels {
-                    break;
-                }
-                block.store(c, *row, out_at, count, mask);
-            }
-        }
-    }
-
-    /// A tile of a blocked output: [`accumulate`]'s sums for its first `P` pixels, then each
-    /// of its first `count` pixels' vectors plus the bias (plus the residual), the activation
-    /// applied, stored as they are. One function with the sums, its pixels a constant count,
-    /// so the sums stay in registers (returned from [`sums`], they went through memory: a
-    /// tenth of DS-CNN's pointwise layers).
-    ///
-    /// # Safety
-    /// As [`tile`]; `out_at` is pixel `p0`'s vector of the first block of channels.
-    #[target_feature(enable = "avx512f")]
-    #[inline(never)]
-    unsafe fn blocked<const V: usize, const P: usize>(
-        block: &Block<'_>,
-        bases: &[*const f32; PIXELS],
-        out_at: *mut f32,
-        count: usize,
-    ) {
-        let acc = accumulate::<V, P>(block, bases);
-        for j in 0..V {
-            let bias = _mm512_loadu_ps(block.bias.as_ptr().add(LANES * j));
-            let offset = (block.first / LANES + j) * block.plane * LANES;
-            let at = out_at.add(offset);
-            for (i, acc) in acc.iter().enumerate().take(P) {
-                if i >= count {
-                    break;
-                }
-                let mut v = _mm512_add_ps(bias, acc[j]);
-                if !block.residual.is_null() {
-                    let r = _mm512_loadu_ps(block.residual.add(offset + i * LANES));
-                    v = _mm512_add_ps(v, r);
-                }
-                _mm512_storeu_ps(at.add(i * LANES), finish(block.finish, v));
-            }
-        }
-    }
-
-    /// The tile's sums over every tap for its first `P` pixels: `[pixel][vector]` (zero
-    /// past `P`). Out of line: inlined with the planar stores, whose loop indexes the sums,
-    /// LLVM kept them in memory and stored them at every tap.
-    ///
-    /// # Safety
-    /// As [`tile`].
-    #[target_feature(enable = "avx512f")]
-    #[inline(never)]
-    unsafe fn sums<const V: usize, const P: usize>(
-        block: &Block<'_>,
-        bases: &[*const f32; PIXELS],
-    ) -> [[__m512; V]; PIXELS] {
-        accumulate::<V, P>(block, bases)
-    }
-
-    /// [`sums`], inlined where it is called.
-    ///
-    /// # Safety
-    /// As [`tile`].
-    #[inline(always)]
-    unsafe fn accumulate<const V: usize, const P: usize>(
-        block: &Block<'_>,
-        bases: &[*const f32; PIXELS],
-    ) -> [[__m512; V]; PIXELS] {
-        let mut acc = [[_mm512_setzero_ps(); V]; PIXELS];
-        let mut w = block.weights;
-        let [b0, b1, b2, b3, b4, b5, b6, b7] = *bases;
-        for &t in block.taps {
-            let wv: [__m512; V] = core::array::from_fn(|j| _mm512_load_ps(w.add(LANES * j)));
-            // Spelled out: as loops over the pixels LLVM kept the accumulators in memory.
-            // Pixels past `P` (a constant) are compiled out.
-            macro_rules! pixel {
-                ($i:literal, $base:ident) => {
-                    if $i < P {
-                        let x = _mm512_set1_ps(*$base.add(t));
-                        for j in 0..V {
-                            acc[$i][j] = _mm512_fmadd_ps(x, wv[j], acc[$i][j]);
-                        }
-                    }
-                };
-            }
-            pixel!(0, b0);
-            pixel!(1, b1);
-            pixel!(2, b2);
-            pixel!(3, b3);
-            pixel!(4, b4);
-            pixel!(5, b5);
-            pixel!(6, b6);
-            pixel!(7, b7);
-            w = w.add(LANES * V);
-        }
-        acc
-    }
-
-    /// Eight vectors of sixteen channels (one a pixel) as sixteen rows of eight pixels (one a
-    /// channel): pairs interleaved, then quadruples, then the 128-bit blocks put in place.
-    #[target_feature(enable = "avx512f")]
-    #[inline]
-    pub(crate) fn transpose(a: [__m512; PIXELS]) -> [__m256; LANES] {
-        let u = quadruples!(
-            a,
-            __m512,
-            _mm512_unpacklo_ps,
-            _mm512_unpackhi_ps,
-            _mm512_shuffle_ps
-        );
-        let mut rows = [_mm256_setzero_ps(); LANES];
-        for r in 0..4 {
-            let (lo, hi) = (u[r], u[4 + r]);
-            // [lo.b0, hi.b0, lo.b2, hi.b2] and [lo.b1, hi.b1, lo.b3, hi.b3].
-            let even = _mm512_shuffle_f32x4::<0x88>(lo, hi);
-            let even = _mm512_shuffle_f32x4::<0xD8>(even, even);
-            let odd = _mm512_shuffle_f32x4::<0xDD>(lo, hi);
-            let odd = _mm512_shuffle_f32x4::<0xD8>(odd, odd);
-            let high =
-                |v: __m512| _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)));
-            rows[r] = _mm512_castps512_ps256(even);
-            rows[8 + r] = high(even);
-            rows[4 + r] = _mm512_castps512_ps256(odd);
-            rows[12 + r] = high(odd);
-        }
-        rows
-    }
-}
-
-/// The AVX2 tiles: eight channels a block.
-#[allow(unsafe_code)]
-pub(super) mod avx2 {
-    use super::{pixel_mask, Block, PIXELS};
-    use crate::isa::activation_lanes::Finish;
-    use crate::isa::activation_lanes::{relu_lanes, ClipBounds};
-    use core::arch::x86_64::*;
-
-    /// Pixels of a tile.
-    const TILE: usize = 6;
-
-    /// One tile, as [`super::avx512::tile`] with up to two eight-lane vectors of channels
-    /// and six pixels (`bases[..6]`); `count` pixels stored.
-    ///
-    /// # Safety
-    /// AVX2 and FMA; the rest as [`super::avx512::tile`].
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn tile<const V: usize>(
-        block: &Block<'_>,
-        bases: &[*const f32; PIXELS],
-        out_at: *mut f32,
-        [count, stored]: [usize; 2],
-    ) {
-        // A short tile sums only 1 or 3 pixels where it has no more.
-        if block.blocked {
-            match count {
-                0..=1 => blocked::<V, 1>(block, bases, out_at, count),
-                2..=3 => blocked::<V, 3>(block, bases, out_at, count),
-                _ => blocked::<V, TILE>(block, bases, out_at, count),
-            }
-            return;
-        }
-        let acc = match count {
-            0..=1 => sums::<V, 1>(block, bases),
-            2..=3 => sums::<V, 3>(block, bases),
-            _ => sums::<V, TILE>(block, bases),
-        };
-        let finish = Finisher::of(block.finish);
-        let (count, mask) = (stored, pixel_mask(stored));
-        let zero = _mm256_setzero_ps();
-        #[allow(clippy::needless_range_loop)]
-        for j in 0..V {
-            // The bias and the activation before the transpose, as the AVX-512 tiles.
-            let bias = _mm256_loadu_ps(block.bias.as_ptr().add(8 * j));
-            let rows = transpose(core::array::from_fn(|i| {
-                if i >= TILE {
-                    return zero;
-                }
-                finish.apply(_mm256_add_ps(bias, acc[i][j]))
-            }));
-            for (c, row) in rows.iter().enumerate() {
-                let c = 8 * j + c;
-                if c >= block.channels {
-                    break;
-                }
-                block.store(c, *row, out_at, count, mask);
-            }
-        }
-    }
-
-    /// Pixels of a row run.
-    pub(super) const RUN: usize = 12;
-
-    /// A row run: [`blocked`] for one vector of channels over `RUN` consecutive pixels of
-    /// one output row at step `STEP`, whose reads all lie at `base + i·STEP + tap` — so every
-    /// broadcast addresses its value from the one base, where a tile keeps a base per pixel,
-    /// and twelve chains of multiply-adds are in flight, where six had left the FMA units
-    /// waiting on their latency (MobileNet's first layer: three input channels, eight output
-    /// channels). The same sums in the same order as the tiles'.
-    ///
-    /// # Safety
-    /// As [`tile`], for the run's pixels; `out_at` is pixel `p0`'s vector of the block.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline(never)]
-    pub(super) unsafe fn row_run<const STEP: usize>(
-        block: &Block<'_>,
-        base: *const f32,
-        out_at: *mut f32,
-    ) {
-        let mut acc = [_mm256_setzero_ps(); RUN];
-        let mut w = block.weights;
-        for &t in block.taps {
-            let wv = _mm256_load_ps(w);
-            let x = base.add(t);
-            // Spelled out, so that the sums stay in registers.
-            macro_rules! pixel {
-                ($($i:literal)*) => {$(
-                    acc[$i] = _mm256_fmadd_ps(_mm256_set1_ps(*x.add($i * STEP)), wv, acc[$i]);
-                )*};
-            }
-            pixel!(0 1 2 3 4 5 6 7 8 9 10 11);
-            w = w.add(8);
-        }
-        let finish = Finisher::of(block.finish);
-        let bias = _mm256_loadu_ps(block.bias.as_ptr());
-        let offset = block.first / 8 * block.plane * 8;
-        let at = out_at.add(offset);
-        for (i, acc) in acc.iter().enumerate() {
-            let mut v = _mm256_add_ps(bias, *acc);
-            if !block.residual.is_null() {
-                v = _mm256_add_ps(v, _mm256_loadu_ps(block.residual.add(offset + i * 8)));
-            }
-            _mm256_storeu_ps(at.add(i * 8), finish.apply(v));
-        }
-    }
-
-    /// What applies a tile's [`Finish`] to a vector: Relu or Clip, or nothing.
-    #[derive(Clone, Copy)]
-    struct Finisher {
-        finish: Finish,
-        clip: Option<ClipBounds>,
-    }
-
-    impl Finisher {
-        /// The finisher of `finish`.
-        ///
-        /// # Safety
-        /// AVX2 and FMA.
-        #[inline(always)]
-        unsafe fn of(finish: Finish) -> Self {
-            let clip = match finish {
-                Finish::Clip(lo, hi) => Some(ClipBounds::new(lo, hi)),
-                _ => None,
-            };
-            Finisher { finish, clip }
-        }
-
-        /// `v` finished.
-        ///
-        /// # Safety
-        /// AVX2 and FMA.
-        #[inline(always)]
-        unsafe fn apply(self, v: __m256) -> __m256 {
-            match (self.finish, self.clip) {
-                (Finish::Relu, _) => relu_lanes(v),
-                (_, Some(bounds)) => bounds.apply(v),
-                _ => v,
-            }
-        }
-    }
-
-    /// A tile of a blocked output, as [`super::avx512`]'s `blocked`: the sums and the stores
-    /// in one function, the sums in registers.
-    ///
-    /// # Safety
-    /// As [`tile`]; `out_at` is pixel `p0`'s vector of the first block of channels.
-    #[target_feature(enable = "avx2,fma")]
-    #[inline(never)]
-    unsafe fn blocked<const V: usize, const P: usize>(
-        block: &Block<'_>,
-        bases: &[*const f32; PIXELS],
-        out_at: *mut f32,
-        count: usize,
-    ) {
-        let acc = accumulate::<V, P>(block, bases);
-        let finish = Finisher::of(block.finish);
-        for j in 0..V {
-            let bias = _mm256_loadu_ps(block.bias.as_ptr().add(8 * j));
-            let offset = (block.first / 8 + j) * block.plane * 8;
-            let at = out_at.add(offset);
-            for (i, acc) in acc.iter().enumerate().take(P) {
-                if i >= count {
-                    break;
-                }
-                let mut v = _mm256_add_ps(bias, acc[j]);
-                if !block.residual.is_null() {
-                    let r = _mm256_loadu_ps(block.residual.add(offset + i * 8));
-                    v = _mm256_add_ps(v, r);
-                }
-                _mm256_storeu_ps(at.add(i * 8), finish.apply(v));
-            }
-        }
-    }
-
-    /// The tile's sums over every tap for its first `P` pixels, `[pixel][vector]` (out of
-    /// line, as the AVX-512 one).
-    ///
-    /// # Safety
-    /// As [`tile`].
-    #[target_feature(enable = "avx2,fma")]
-    #[inline(never)]
-    unsafe fn sums<const V: usize, const P: usize>(
-        block: &Block<'_>,
-        bases: &[*const f32; PIXELS],
-    ) -> [[__m256; V]; TILE] {
-        accumulate::<V, P>(block, bases)
-    }
-
-    /// [`sums`], inlined where it is called.
-    ///
-    /// # Safety
-    /// As [`tile`].
-    #[inline(always)]
-    unsafe fn accumulate<const V: usize, const P: usize>(
-        block: &Block<'_>,
-        bases: &[*const f32; PIXELS],
-    ) -> [[__m256; V]; TILE] {
-        let mut acc = [[_mm256_setzero_ps(); V]; TILE];
-        let mut w = block.weights;
-        let [b0, b1, b2, b3, b4, b5, _, _] = *bases;
-        for &t in block.taps {
-            let wv: [__m256; V] = core::array::from_fn(|j| _mm256_load_ps(w.add(8 * j)));
-            macro_rules! pixel {
-                ($i:literal, $base:ident) => {
-                    if $i < P {
-                        let x = _mm256_set1_ps(*$base.add(t));
-                        for j in 0..V {
-                            acc[$i][j] = _mm256_fmadd_ps(x, wv[j], acc[$i][j]);
-                        }
-                    }
-                };
-            }
-            pixel!(0, b0);
-            pixel!(1, b1);
-            pixel!(2, b2);
-            pixel!(3, b3);
-            pixel!(4, b4);
-            pixel!(5, b5);
-            w = w.add(8 * V);
-        }
-        acc
-    }
-
-    /// Eight vectors of eight channels (one a pixel) as eight rows of eight pixels (any 8 × 8
-    /// transpose: also `depthwise_lanes`'s, both ways).
-    #[target_feature(enable = "avx2")]
-    #[inline]
-    pub(crate) fn transpose(a: [__m256; PIXELS]) -> [__m256; PIXELS] {
-        let u = quadruples!(
-            a,
-            __m256,
-            _mm256_unpacklo_ps,
-            _mm256_unpackhi_ps,
-            _mm256_shuffle_ps
-        );
-        let mut rows = [_mm256_setzero_ps(); PIXELS];
-        for r in 0..4 {
-            // Channel r: both pixel quadruples' low halves; channel 4 + r: their high halves.
-            rows[r] = _mm256_permute2f128_ps::<0x20>(u[r], u[4 + r]);
-            rows[4 + r] = _mm256_permute2f128_ps::<0x31>(u[r], u[4 + r]);
-        }
-        rows
     }
 }
 

@@ -18,9 +18,9 @@ use core::cell::RefCell;
 use ferrite_hal::op::Window;
 use std::vec::Vec;
 
+use super::tiles_avx2::transpose;
 use crate::base::geometry::ConvDims;
 use crate::isa::activation_lanes::{relu_lanes, ClipBounds};
-use crate::ops::conv::channel_lanes::avx2::transpose;
 use ferrite_hal::Activation;
 
 std::thread_local! {
@@ -623,8 +623,8 @@ unsafe fn channels_avx512(
     sums: &mut [f32],
     out: &mut [f32],
 ) {
+    use super::tiles_avx512 as avx512;
     use crate::isa::activation_lanes::{finish_512, Finish};
-    use crate::ops::conv::channel_lanes::avx512;
     const WIDE: usize = 16;
     let d = g.d;
     let (hw, plane) = (d.h * d.w, d.oh * d.ow);

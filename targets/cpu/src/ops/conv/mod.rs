@@ -7,6 +7,10 @@ pub(crate) mod blocked;
 pub(crate) mod channel_lanes;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 pub(crate) mod depthwise_lanes;
+#[cfg(feature = "std")]
+mod depthwise_phases;
+#[cfg(feature = "std")]
+mod in_place;
 #[cfg(feature = "quantized")]
 pub mod int8;
 #[cfg(all(
@@ -16,6 +20,13 @@ pub mod int8;
 ))]
 mod int8_simd;
 pub mod reference;
+mod rows;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod tiles;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod tiles_avx2;
+#[cfg(all(feature = "std", target_arch = "x86_64"))]
+mod tiles_avx512;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 pub(crate) mod winograd;
 

@@ -19,12 +19,12 @@
 //! [`crate::CpuDevice::with_winograd`] (or `FERRITE_CPU_WINOGRAD=off`) turns it off where a
 //! run must equal the planar layout's exactly. onnxruntime's MLAS runs these layers directly.
 
+use super::rows::split_phases;
 use crate::base::aligned::Aligned;
 use crate::base::context::StepContext;
 use crate::base::geometry::ConvDims;
 use crate::isa::lanes::Lanes;
 use crate::ops::conv::channel_lanes::{block_vectors, Isa, Residual};
-use crate::ops::conv::reference::split_phases;
 use core::arch::x86_64::*;
 use ferrite_hal::op::Window;
 use ferrite_hal::Activation;
