@@ -23,8 +23,6 @@ use crate::isa::activation_lanes::Finish;
 use ferrite_hal::Activation;
 use std::vec::Vec;
 
-/// Output pixels of a tile, at most (the AVX2 tiles use six of them).
-
 /// Multiply-adds below which a convolution stays on one thread: a part costs the helper's
 /// start-up (a few microseconds on a VM), which DS-CNN's 0.5 M multiply-add pointwise layers,
 /// split at the matrix products' 256 Ki, did not earn back (72 → 79 µs on 2 threads).

@@ -7,7 +7,7 @@
 use crate::isa::activation_lanes::Finish;
 use core::arch::x86_64::*;
 
-/// Pixels of a tile's vector.
+/// Output pixels of a tile, at most (the AVX2 tiles use six of them).
 pub(super) const PIXELS: usize = 8;
 
 /// One block of output channels: its packed weights and where its outputs go.
