@@ -224,37 +224,58 @@ pub fn conv(
                 init_bias(out_g, bias_g, plane);
             }
             activated = false;
-            let mut p0 = 0;
-            while p0 < plane {
-                let p1 = (p0 + tile).min(plane);
-                let Some(cols) = scratch.get_mut(..k * (p1 - p0)) else {
-                    return false;
-                };
-                im2col(win, d, icg, x_g, cols, p0, p1);
-                sgemm(
-                    ctx,
-                    ocg,
-                    p1 - p0,
-                    k,
-                    1.0,
-                    Mat {
-                        data: w_g,
-                        stride: k,
-                    },
-                    Mat {
-                        data: cols,
-                        stride: p1 - p0,
-                    },
-                    // Empty when the group has no output channels (a zero-size tensor).
-                    out_g.get_mut(p0..).unwrap_or(&mut []),
-                    plane,
-                    true,
-                );
-                p0 = p1;
+            let group = (icg, ocg, k, tile);
+            if !unfolded_product(ctx, win, d, group, (x_g, w_g), out_g, scratch) {
+                return false;
             }
         }
     }
     activated
+}
+
+/// One group's product by unfolded windows: `tile` output positions at a time, their windows
+/// unfolded into `scratch` (im2col), then multiplied by the group's weights onto `out_g`
+/// (which holds the bias). False where `scratch` is shorter than a tile's columns.
+#[inline(always)]
+fn unfolded_product(
+    ctx: StepContext<'_>,
+    win: &Window,
+    d: ConvDims,
+    (icg, ocg, k, tile): (usize, usize, usize, usize),
+    (x_g, w_g): (&[f32], &[f32]),
+    out_g: &mut [f32],
+    scratch: &mut [f32],
+) -> bool {
+    let plane = d.oh * d.ow;
+    let mut p0 = 0;
+    while p0 < plane {
+        let p1 = (p0 + tile).min(plane);
+        let Some(cols) = scratch.get_mut(..k * (p1 - p0)) else {
+            return false;
+        };
+        im2col(win, d, icg, x_g, cols, p0, p1);
+        sgemm(
+            ctx,
+            ocg,
+            p1 - p0,
+            k,
+            1.0,
+            Mat {
+                data: w_g,
+                stride: k,
+            },
+            Mat {
+                data: cols,
+                stride: p1 - p0,
+            },
+            // Empty when the group has no output channels (a zero-size tensor).
+            out_g.get_mut(p0..).unwrap_or(&mut []),
+            plane,
+            true,
+        );
+        p0 = p1;
+    }
+    true
 }
 
 /// Unfolds `icg` input channels into `cols[(c, ky, kx), p - p0]` for output positions
