@@ -141,21 +141,8 @@ pub fn recurrent<const OPS: Selection>(
     } = dims;
     let rows = op.cell.gates() * hidden;
     let state = batch * hidden;
-    let lstm = matches!(op.cell, Cell::Lstm { .. });
-    let short = |v: Option<&[f32]>, n: usize| v.is_some_and(|v| v.len() < n);
-    if o.x.len() < seq * batch * input
-        || o.w.len() < rows * input
-        || o.r.len() < rows * hidden
-        || short(o.b, 2 * rows)
-        || short(o.initial_h, state)
-        || short(o.initial_c, state)
-        || short(o.p, 3 * hidden)
-        || y.len() < seq * state
-        || h.len() != state
-        || c.as_deref().is_some_and(|c| c.len() != state)
-        || (lstm && c.is_none())
-        || scratch.len() < 2 * batch * rows
-    {
+    let outputs = (y.len(), h.len(), c.as_deref().map(<[f32]>::len));
+    if !operands_fit(op, dims, o, outputs, scratch.len()) {
         return Err(CpuError::CorruptPlan);
     }
     // Every length was checked above; the accesses below go through `get` and `zip` all the
@@ -166,20 +153,8 @@ pub fn recurrent<const OPS: Selection>(
     let Some(from_h) = rest.get_mut(..batch * rows) else {
         return Err(CpuError::CorruptPlan);
     };
-    match o.initial_h {
-        Some(v) => copy(h, v),
-        None => h.fill(0.0),
-    }
-    if let Some(c) = c.as_deref_mut() {
-        match o.initial_c {
-            Some(v) => copy(c, v),
-            None => c.fill(0.0),
-        }
-    }
-    let (wb, rb) = match o.b {
-        Some(b) => (b.get(..rows), b.get(rows..2 * rows)),
-        None => (None, None),
-    };
+    initial_states(o, h, c.as_deref_mut());
+    let (wb, rb) = biases(o.b, rows);
     let [f, g, hh] = op.activations;
     let clip = |v: &mut [f32]| {
         if op.clip > 0.0 {
@@ -346,6 +321,64 @@ pub fn recurrent<const OPS: Selection>(
         ctx.keep(kept);
     }
     Ok(())
+}
+
+/// Whether the operands hold what `dims` say (and, for an LSTM, there is a cell state):
+/// `outputs` are Y's, Y_h's and Y_c's lengths, `scratch` the scratch's.
+#[inline(always)]
+fn operands_fit(
+    op: &Recurrent,
+    dims: Dims,
+    o: &Operands<'_>,
+    (y, h, c): (usize, usize, Option<usize>),
+    scratch: usize,
+) -> bool {
+    let Dims {
+        seq,
+        batch,
+        input,
+        hidden,
+    } = dims;
+    let rows = op.cell.gates() * hidden;
+    let state = batch * hidden;
+    let lstm = matches!(op.cell, Cell::Lstm { .. });
+    let short = |v: Option<&[f32]>, n: usize| v.is_some_and(|v| v.len() < n);
+    !(o.x.len() < seq * batch * input
+        || o.w.len() < rows * input
+        || o.r.len() < rows * hidden
+        || short(o.b, 2 * rows)
+        || short(o.initial_h, state)
+        || short(o.initial_c, state)
+        || short(o.p, 3 * hidden)
+        || y < seq * state
+        || h != state
+        || c.is_some_and(|c| c != state)
+        || (lstm && c.is_none())
+        || scratch < 2 * batch * rows)
+}
+
+/// W's and R's biases, each `rows` long, from B (`[2·rows]`), if there is one.
+#[inline(always)]
+fn biases(b: Option<&[f32]>, rows: usize) -> (Option<&[f32]>, Option<&[f32]>) {
+    match b {
+        Some(b) => (b.get(..rows), b.get(rows..2 * rows)),
+        None => (None, None),
+    }
+}
+
+/// The hidden (and cell) state at the first step: the initial ones given, else zeros.
+#[inline(always)]
+fn initial_states(o: &Operands<'_>, h: &mut [f32], c: Option<&mut [f32]>) {
+    match o.initial_h {
+        Some(v) => copy(h, v),
+        None => h.fill(0.0),
+    }
+    if let Some(c) = c {
+        match o.initial_c {
+            Some(v) => copy(c, v),
+            None => c.fill(0.0),
+        }
+    }
 }
 
 #[cfg(test)]
