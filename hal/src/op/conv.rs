@@ -1,8 +1,10 @@
-//! Convolutions, float and integer (Conv, ConvTranspose, QConv, ConvInteger): their windows,
-//! parameters and word encoding. One module per family, as [`super::Family`] lists them: `Op::encode` and
-//! `Op::decode_selected` dispatch here by [`super::OpKind::family`].
+//! Convolutions, float and integer (Conv, ConvTranspose, QConv, ConvInteger): their windows
+//! and parameters. One module per family, as
+//! [`super::Family`] lists them; the words' codec is `codec/conv.rs`.
 
-use super::*;
+use super::quantize::Requantize;
+use crate::words::{WordReader, WordWriter};
+use crate::Activation;
 
 /// Parameters of a 2-D window (convolution or pooling). 1-D ops use height 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -98,62 +100,4 @@ pub struct ConvTranspose {
     pub group: usize,
     /// Fused activation.
     pub activation: Activation,
-}
-
-/// Appends the parameters of `op`, a conv op, as words.
-pub(super) fn encode(op: &Op, w: &mut WordWriter) {
-    match op {
-        Op::Conv(c) => {
-            c.window.encode(w);
-            w.usize(c.group);
-            c.activation.encode(w);
-        }
-        Op::ConvTranspose(c) => {
-            c.window.encode(w);
-            w.usize(c.output_padding[0]);
-            w.usize(c.output_padding[1]);
-            w.usize(c.group);
-            c.activation.encode(w);
-        }
-        Op::QConv(c) => {
-            c.window.encode(w);
-            w.usize(c.group);
-            c.requantize.encode(w);
-        }
-        Op::ConvInteger(c) => {
-            c.window.encode(w);
-            w.usize(c.group);
-        }
-        _ => {}
-    }
-}
-
-/// Decodes the parameters of an op of kind `kind` of this family, for a build selecting `OPS`:
-/// `None` for an unselected kind or a value out of its domain.
-pub(super) fn decode<const OPS: Selection>(kind: OpKind, r: &mut WordReader<'_>) -> Option<Op> {
-    Some(match kind {
-        OpKind::Conv if selects(OPS, OpKind::Conv) => Op::Conv(Conv {
-            window: Window::decode(r)?,
-            group: positive(r.usize()?)?,
-            activation: Activation::decode(r)?,
-        }),
-        OpKind::ConvTranspose if selects(OPS, OpKind::ConvTranspose) => {
-            Op::ConvTranspose(ConvTranspose {
-                window: Window::decode(r)?,
-                output_padding: [r.usize()?, r.usize()?],
-                group: positive(r.usize()?)?,
-                activation: Activation::decode(r)?,
-            })
-        }
-        OpKind::QConv if selects(OPS, OpKind::QConv) => Op::QConv(QConv {
-            window: Window::decode(r)?,
-            group: positive(r.usize()?)?,
-            requantize: Requantize::decode(r)?,
-        }),
-        OpKind::ConvInteger if selects(OPS, OpKind::ConvInteger) => Op::ConvInteger(ConvInteger {
-            window: Window::decode(r)?,
-            group: positive(r.usize()?)?,
-        }),
-        _ => return None,
-    })
 }

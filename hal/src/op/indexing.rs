@@ -1,7 +1,5 @@
-//! Gathers and scatters by index tensors: their parameters and word encoding. One module per family, as [`super::Family`] lists them: `Op::encode` and
-//! `Op::decode_selected` dispatch here by [`super::OpKind::family`].
-
-use super::*;
+//! Gathers and scatters by index tensors: their parameters. One module per family, as
+//! [`super::Family`] lists them; the words' codec is `codec/indexing.rs`.
 
 /// How a scatter combines an update with the value already there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,40 +28,4 @@ impl Reduction {
             _ => return None,
         })
     }
-}
-
-/// Appends the parameters of `op`, a indexing op, as words.
-pub(super) fn encode(op: &Op, w: &mut WordWriter) {
-    match op {
-        Op::Gather { axis } | Op::GatherElements { axis } => w.usize(*axis),
-        Op::ScatterElements { axis, reduction } => {
-            w.usize(*axis);
-            w.u32(*reduction as u32);
-        }
-        Op::GatherNd { batch_dims } => w.usize(*batch_dims),
-        Op::ScatterNd { reduction } => w.u32(*reduction as u32),
-        _ => {}
-    }
-}
-
-/// Decodes the parameters of an op of kind `kind` of this family, for a build selecting `OPS`:
-/// `None` for an unselected kind or a value out of its domain.
-pub(super) fn decode<const OPS: Selection>(kind: OpKind, r: &mut WordReader<'_>) -> Option<Op> {
-    Some(match kind {
-        OpKind::Gather if selects(OPS, OpKind::Gather) => Op::Gather { axis: r.usize()? },
-        OpKind::GatherElements if selects(OPS, OpKind::GatherElements) => {
-            Op::GatherElements { axis: r.usize()? }
-        }
-        OpKind::ScatterElements if selects(OPS, OpKind::ScatterElements) => Op::ScatterElements {
-            axis: r.usize()?,
-            reduction: Reduction::from_code(r.u32()?)?,
-        },
-        OpKind::GatherNd if selects(OPS, OpKind::GatherNd) => Op::GatherNd {
-            batch_dims: r.usize()?,
-        },
-        OpKind::ScatterNd if selects(OPS, OpKind::ScatterNd) => Op::ScatterNd {
-            reduction: Reduction::from_code(r.u32()?)?,
-        },
-        _ => return None,
-    })
 }

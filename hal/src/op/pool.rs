@@ -1,7 +1,9 @@
-//! Window and global pooling, float and integer: their parameters and word encoding. One module per family, as [`super::Family`] lists them: `Op::encode` and
-//! `Op::decode_selected` dispatch here by [`super::OpKind::family`].
+//! Window and global pooling, float and integer: their parameters. One module per family, as
+//! [`super::Family`] lists them; the words' codec is `codec/pool.rs`.
 
-use super::*;
+use super::conv::Window;
+use super::quantize::{Requantize, Rescale};
+use crate::words::{WordReader, WordWriter};
 
 /// Integer global average pooling: per `(n, c)`, `Σ (x − input_zero)` over the plane, rescaled
 /// by `s_x / (s_y · H·W)`, offset by the output zero point and clamped.
@@ -50,51 +52,4 @@ impl Pool {
             count_include_pad: r.bool()?,
         })
     }
-}
-
-/// Appends the parameters of `op`, a pool op, as words.
-pub(super) fn encode(op: &Op, w: &mut WordWriter) {
-    match op {
-        Op::MaxPool(p) | Op::AvgPool(p) => p.encode(w),
-        Op::QGlobalAvgPool(q) => {
-            q.rescale.encode(w);
-            q.requantize.encode(w);
-        }
-        Op::QAvgPool(q) => {
-            q.pool.encode(w);
-            q.rescale.encode(w);
-            q.requantize.encode(w);
-        }
-        _ => {}
-    }
-}
-
-/// Decodes the parameters of an op of kind `kind` of this family, for a build selecting `OPS`:
-/// `None` for an unselected kind or a value out of its domain.
-pub(super) fn decode<const OPS: Selection>(kind: OpKind, r: &mut WordReader<'_>) -> Option<Op> {
-    Some(match kind {
-        OpKind::MaxPool | OpKind::AvgPool
-            if selects(OPS, OpKind::MaxPool) || selects(OPS, OpKind::AvgPool) =>
-        {
-            let pool = Pool::decode(r)?;
-            if kind == OpKind::MaxPool {
-                Op::MaxPool(pool)
-            } else {
-                Op::AvgPool(pool)
-            }
-        }
-        OpKind::GlobalAvgPool if selects(OPS, OpKind::GlobalAvgPool) => Op::GlobalAvgPool,
-        OpKind::QAvgPool if selects(OPS, OpKind::QAvgPool) => Op::QAvgPool(QAvgPool {
-            pool: Pool::decode(r)?,
-            rescale: Rescale::decode(r)?,
-            requantize: Requantize::decode(r)?,
-        }),
-        OpKind::QGlobalAvgPool if selects(OPS, OpKind::QGlobalAvgPool) => {
-            Op::QGlobalAvgPool(QGlobalAvgPool {
-                rescale: Rescale::decode(r)?,
-                requantize: Requantize::decode(r)?,
-            })
-        }
-        _ => return None,
-    })
 }

@@ -1,8 +1,8 @@
 //! Quantization and dequantization, and the requantization parameters the integer ops of
-//! every family share: their word encoding. One module per family, as [`super::Family`] lists them: `Op::encode` and
-//! `Op::decode_selected` dispatch here by [`super::OpKind::family`].
+//! every family share. One module per family, as
+//! [`super::Family`] lists them; the words' codec is `codec/quantize.rs`.
 
-use super::*;
+use crate::words::{WordReader, WordWriter};
 
 /// How an integer op turns its accumulators (int32; int64 for 16-bit inputs) into 8- or 16-bit
 /// outputs. Per output channel `c`,
@@ -69,25 +69,4 @@ impl Rescale {
         };
         (v.multiplier >= 0 && (-31..=30).contains(&v.shift)).then_some(v)
     }
-}
-
-/// Appends the parameters of `op`, a quantize op, as words.
-pub(super) fn encode(op: &Op, w: &mut WordWriter) {
-    match op {
-        Op::Quantize { axis } | Op::Dequantize { axis } => w.usize(*axis),
-        _ => {}
-    }
-}
-
-/// Decodes the parameters of an op of kind `kind` of this family, for a build selecting `OPS`:
-/// `None` for an unselected kind or a value out of its domain.
-pub(super) fn decode<const OPS: Selection>(kind: OpKind, r: &mut WordReader<'_>) -> Option<Op> {
-    Some(match kind {
-        OpKind::Quantize if selects(OPS, OpKind::Quantize) => Op::Quantize { axis: r.usize()? },
-        OpKind::Dequantize if selects(OPS, OpKind::Dequantize) => {
-            Op::Dequantize { axis: r.usize()? }
-        }
-        OpKind::DynamicQuantize if selects(OPS, OpKind::DynamicQuantize) => Op::DynamicQuantize,
-        _ => return None,
-    })
 }

@@ -1,7 +1,8 @@
-//! Recurrent layers (RNN, GRU, LSTM): their parameters and word encoding. One module per family, as [`super::Family`] lists them: `Op::encode` and
-//! `Op::decode_selected` dispatch here by [`super::OpKind::family`].
+//! Recurrent layers (RNN, GRU, LSTM): their parameters. One module per family, as
+//! [`super::Family`] lists them; the words' codec is `codec/recurrent.rs`.
 
-use super::*;
+use crate::words::{WordReader, WordWriter};
+use crate::Activation;
 
 /// The cell of a recurrent layer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,22 +91,4 @@ impl Recurrent {
             activations,
         })
     }
-}
-
-/// Appends the parameters of `op`, a recurrent op, as words.
-pub(super) fn encode(op: &Op, w: &mut WordWriter) {
-    if let Op::Recurrent(r) = op {
-        r.encode(w);
-    }
-}
-
-/// Decodes the parameters of an op of kind `kind` of this family, for a build selecting `OPS`:
-/// `None` for an unselected kind or a value out of its domain.
-pub(super) fn decode<const OPS: Selection>(kind: OpKind, r: &mut WordReader<'_>) -> Option<Op> {
-    Some(match kind {
-        OpKind::Recurrent if selects(OPS, OpKind::Recurrent) => {
-            Op::Recurrent(Recurrent::decode(r)?)
-        }
-        _ => return None,
-    })
 }
