@@ -27,7 +27,7 @@ pub enum LogicalOp {
     Xor,
 }
 
-/// Which special float values [`Op::Classify`] reports as true.
+/// Which special float values [`crate::Op::Classify`] reports as true.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Detect {
     /// NaN.

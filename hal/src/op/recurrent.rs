@@ -32,7 +32,7 @@ impl Cell {
     }
 }
 
-/// One direction of a recurrent layer (see [`Op::Recurrent`]).
+/// One direction of a recurrent layer (see [`crate::Op::Recurrent`]).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Recurrent {
     /// RNN, GRU or LSTM.
