@@ -1,6 +1,6 @@
 //! The rules of convolutions (Conv, ConvTranspose, QConv, ConvInteger).
 
-use super::*;
+use super::common::*;
 use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).

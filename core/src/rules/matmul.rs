@@ -1,7 +1,7 @@
 //! The rules of matrix products (Gemm, MatMul, QGemm, MatMulInteger) and of the Fourier
 //! transform (DFT: a product with the Fourier matrix).
 
-use super::*;
+use super::common::*;
 use ferrite_hal::op::QGemmWeights;
 use ferrite_hal::{selects, selects_qgemm_weights, Op, OpKind};
 

@@ -1,6 +1,6 @@
 //! The rules of data movement (Transpose, Concat, Split, Slice, Pad, Copy, Expand, Resample, Trilu).
 
-use super::*;
+use super::common::*;
 use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).

@@ -1,6 +1,6 @@
 //! The rules of reductions, arg-extremes, TopK, CumSum and Det.
 
-use super::*;
+use super::common::*;
 use ferrite_hal::{selects, Op, OpKind};
 
 /// Checks a step of this family (the kinds `OPS` selects; any other is refused).
