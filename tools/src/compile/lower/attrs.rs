@@ -1,6 +1,6 @@
 //! Typed access to a node's attributes, with ONNX defaults.
 
-use super::Reason;
+use super::lowerer::Reason;
 use crate::compile::onnx::proto::attribute_type as at;
 use crate::compile::onnx::Node;
 use crate::compile::tensor::HostTensor;

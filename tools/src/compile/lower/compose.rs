@@ -7,8 +7,9 @@
 //! `stash_type` float), then the scale and bias broadcast; the rearrangements are a reshape, a
 //! Transpose and a reshape.
 
-use super::nn::hal_shape;
-use super::{normalize_axis, Attrs, Lowerer, Reason};
+use super::attrs::Attrs;
+use super::lowerer::{normalize_axis, Lowerer, Reason};
+use super::window::hal_shape;
 use crate::compile::ir::TensorId;
 use crate::compile::onnx::Node;
 use crate::compile::tensor::HostTensor;

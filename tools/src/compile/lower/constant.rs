@@ -2,7 +2,8 @@
 //! Range, and Cast (folded on constants, a run-time conversion otherwise). Their results feed
 //! shape computations (PyTorch's `Shape → Gather → Concat → Reshape` chains).
 
-use super::{Attrs, Lowerer, Reason};
+use super::attrs::Attrs;
+use super::lowerer::{Lowerer, Reason};
 use crate::compile::onnx::proto::data_type;
 use crate::compile::onnx::Node;
 use crate::compile::tensor::{checked_elements, dtype_from_onnx, Data, HostTensor};
@@ -61,7 +62,7 @@ pub(super) fn cast(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         lw.const_output(node, 0, v);
         return Ok(());
     }
-    let computed = super::computed_dtype(to);
+    let computed = super::lowerer::computed_dtype(to);
     let from = lw.dtype(x);
     let shape = lw.shape(x);
     if computed == from && !matches!(to, DType::F16 | DType::BF16) {

@@ -3,7 +3,7 @@
 //! taken branch's value from the run-time condition. Branches whose outputs differ in shape or
 //! type would need data-dependent shapes and are refused.
 
-use super::{Lowerer, Reason};
+use super::lowerer::{Lowerer, Reason};
 use crate::compile::ir::TensorId;
 use crate::compile::onnx::proto::GraphProto;
 use crate::compile::onnx::Node;

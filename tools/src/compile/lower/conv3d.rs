@@ -10,8 +10,9 @@
 //! Both cost intermediates of a few times the output in the arena, the price of running 3-D
 //! models without 3-D kernels.
 
-use super::nn::{kernel_from, resolve_axes, window_out};
-use super::{Attrs, Lowerer, Reason};
+use super::attrs::Attrs;
+use super::lowerer::{Lowerer, Reason};
+use super::window::{kernel_from, resolve_axes, window_out};
 use crate::compile::ir::TensorId;
 use crate::compile::onnx::Node;
 use ferrite_hal::geometry::conv_transpose_out;
@@ -54,8 +55,8 @@ pub(super) fn conv_3d(
         .map(|room| room / strides[0] + 1)
         .ok_or("the kernel is deeper than the padded input")?;
     // The largest intermediates: the padded input and the stacked depth slices.
-    super::bounded(&[n, c, padded, h, wd])?;
-    super::bounded(&[n, c, kd, out_d, h, wd])?;
+    super::lowerer::bounded(&[n, c, padded, h, wd])?;
+    super::lowerer::bounded(&[n, c, kd, out_d, h, wd])?;
     // D padded with zeros.
     let xp = if pads[0] + pads[3] > 0 {
         let (mut begins, mut ends) = ([0usize; MAX_RANK], [0usize; MAX_RANK]);
@@ -230,9 +231,9 @@ pub(super) fn conv_transpose_3d(
         .checked_mul(strides[0])
         .ok_or("ConvTranspose output size overflows")?;
     // The largest intermediates: every tap's planes and their spread, placed, summed.
-    super::bounded(&[n, d, m, oh, ow])?;
-    super::bounded(&[n, spread.max(reach), plane])?;
-    super::bounded(&[
+    super::lowerer::bounded(&[n, d, m, oh, ow])?;
+    super::lowerer::bounded(&[n, spread.max(reach), plane])?;
+    super::lowerer::bounded(&[
         n,
         kd.saturating_mul(dilations[0]).saturating_add(spread),
         plane,

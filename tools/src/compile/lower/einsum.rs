@@ -4,7 +4,8 @@
 //! repeated in one operand takes that operand's diagonal first (a Transpose and a
 //! constant-index Gather); three or more operands are refused.
 
-use super::{Attrs, Lowerer, Reason};
+use super::attrs::Attrs;
+use super::lowerer::{Lowerer, Reason};
 use crate::compile::ir::TensorId;
 use crate::compile::onnx::Node;
 use ferrite_hal::op::ReduceOp;

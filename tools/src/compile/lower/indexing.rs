@@ -3,8 +3,9 @@
 //! shapes, repeats, k, axes) must be constants; index tensors may be run-time data, which the
 //! kernels check.
 
-use super::nn::hal_shape;
-use super::{bounded, normalize_axis, Attrs, Lowerer, Reason};
+use super::attrs::Attrs;
+use super::lowerer::{bounded, normalize_axis, Lowerer, Reason};
+use super::window::hal_shape;
 use crate::compile::ir::TensorId;
 use crate::compile::onnx::Node;
 use ferrite_hal::geometry::broadcast;
@@ -253,7 +254,7 @@ pub(super) fn cum_sum(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
 pub(super) fn non_zero(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     let x = lw.input(node, 0)?;
     let Some(v) = lw.value(x) else {
-        return Err(format!("NonZero: {}", super::DATA_DEPENDENT));
+        return Err(format!("NonZero: {}", super::lowerer::DATA_DEPENDENT));
     };
     let shape = v.shape.clone();
     let strides: Vec<usize> = (0..shape.len())

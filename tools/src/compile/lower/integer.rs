@@ -6,8 +6,8 @@
 //! constant 0 of its operand's type. Each lowers to one op of the same name; the integer
 //! results usually go on through a Cast to float and a Mul by the product of the scales.
 
-use super::nn::{conv_geometry, hal_shape};
-use super::{Lowerer, Reason};
+use super::lowerer::{Lowerer, Reason};
+use super::window::{conv_geometry, hal_shape};
 use crate::compile::ir::TensorId;
 use crate::compile::onnx::Node;
 use crate::compile::tensor::HostTensor;

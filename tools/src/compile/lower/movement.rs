@@ -1,7 +1,8 @@
 //! Lowering of shape and data-movement ops: views (Reshape, Flatten, Squeeze, Unsqueeze,
 //! Identity, Dropout), Transpose, Concat, Split, Slice, Pad, Gather and the reductions.
 
-use super::{normalize_axis, Attrs, Lowerer, Reason};
+use super::attrs::Attrs;
+use super::lowerer::{normalize_axis, Lowerer, Reason};
 use crate::compile::ir::TensorId;
 use crate::compile::onnx::Node;
 use crate::compile::tensor::HostTensor;
@@ -47,7 +48,7 @@ pub(super) fn reshape(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
         });
     }
     if let Some(i) = infer {
-        let known = super::bounded(&shape)?;
+        let known = super::lowerer::bounded(&shape)?;
         if known == 0 || !total.is_multiple_of(known) {
             return Err(format!("cannot infer -1: {total} elements into {target:?}"));
         }
@@ -146,7 +147,7 @@ pub(super) fn dropout(lw: &mut Lowerer, node: &Node) -> Result<(), Reason> {
     if node.outputs.get(1).is_some_and(|o| !o.is_empty()) {
         let x = lw.input(node, 0)?;
         let shape = lw.shape(x);
-        let n = super::bounded(&shape)?;
+        let n = super::lowerer::bounded(&shape)?;
         lw.const_output(
             node,
             1,

@@ -10,7 +10,7 @@
 //! onnxruntime's own reference kernels of these ops do.
 
 use super::attrs::Attrs;
-use super::{Lowerer, Reason};
+use super::lowerer::{Lowerer, Reason};
 use crate::compile::onnx::proto::AttributeProto;
 use crate::compile::onnx::Node;
 use crate::compile::tensor::HostTensor;

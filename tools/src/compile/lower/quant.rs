@@ -10,7 +10,8 @@
 //! zero point is an error naming the tensor.
 
 use super::attrs::Attrs;
-use super::{normalize_axis, Lowerer, Reason, TensorId};
+use super::lowerer::{normalize_axis, Lowerer, Reason};
+use super::TensorId;
 use crate::compile::onnx::Node;
 use crate::compile::tensor::{dtype_from_onnx, HostTensor};
 use ferrite_hal::{DType, Op};

@@ -2,7 +2,8 @@
 //! sequence), with the ONNX layouts around it — per-direction slices of the weights and
 //! states, `layout = 1` transposes, and the concatenation of a bidirectional layer's halves.
 
-use super::{Attrs, Lowerer, Reason};
+use super::attrs::Attrs;
+use super::lowerer::{Lowerer, Reason};
 use crate::compile::ir::TensorId;
 use crate::compile::onnx::Node;
 use ferrite_hal::op::{Cell, Recurrent};

@@ -8,8 +8,9 @@
 //! running all `M` iterations and keeping each loop-carried value only while the condition has
 //! held (a `Where` per value). Scan outputs are stacked with one `Concat` per output.
 
+use super::attrs::Attrs;
 use super::control::inline_body;
-use super::{normalize_axis, Attrs, Lowerer, Reason};
+use super::lowerer::{normalize_axis, Lowerer, Reason};
 use crate::compile::ir::TensorId;
 use crate::compile::onnx::proto::GraphProto;
 use crate::compile::onnx::Node;
@@ -167,7 +168,7 @@ fn concatenate(
             }
             let mut out = lw.shape(group[0]);
             out[axis] = group.iter().map(|&g| lw.shape(g)[axis]).sum();
-            super::bounded(&out)?;
+            super::lowerer::bounded(&out)?;
             let y = lw.temp(node, &format!("{what}:stacked{round}.{j}"), dtype, out);
             let inputs = group.iter().map(|&g| Some(g)).collect();
             lw.emit(node, Op::Concat { axis }, inputs, vec![y])?;

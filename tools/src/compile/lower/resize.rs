@@ -2,7 +2,8 @@
 //! axis, with a tap table computed here, at pack time, exactly as the ONNX reference
 //! (`onnx.reference.ops.op_resize`) computes its coefficients — in f64, then stored as f32.
 
-use super::{normalize_axis, Attrs, Lowerer, Reason};
+use super::attrs::Attrs;
+use super::lowerer::{normalize_axis, Lowerer, Reason};
 use crate::compile::onnx::Node;
 use crate::compile::tensor::HostTensor;
 use ferrite_hal::{DType, Op};

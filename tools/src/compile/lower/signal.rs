@@ -5,7 +5,8 @@
 //! computed here, in f64 as ONNX's reference does, and stored with the model (a `size`-element
 //! window, a `bins × mel` matrix), so a device runs no trigonometry for them.
 
-use super::{Attrs, Lowerer, Reason};
+use super::attrs::Attrs;
+use super::lowerer::{Lowerer, Reason};
 use crate::compile::ir::TensorId;
 use crate::compile::onnx::Node;
 use crate::compile::tensor::{dtype_from_onnx, HostTensor, MAX_CONSTANT_ELEMENTS};

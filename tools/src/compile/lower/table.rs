@@ -2,9 +2,10 @@
 //! type, the function that lowers its nodes (in the module of its family), and how many inputs
 //! it takes by opset. A new ONNX op is one row here and its lowering function.
 
+use super::lowerer::{Lowerer, Reason};
 use super::{
     compose, constant, control, einsum, indexing, integer, movement, nn, qoperator, quant,
-    recurrent, repeat, resize, signal, Lowerer, Reason,
+    recurrent, repeat, resize, signal,
 };
 use crate::compile::onnx::Node;
 

@@ -1,6 +1,6 @@
 //! LinearRegressor and LinearClassifier.
 
-use super::*;
+use super::common::*;
 use ferrite_hal::op::Gemm;
 
 /// LinearRegressor (`X·Cᵀ + b`, outputs `[N, targets]`) and LinearClassifier (scores `X·Cᵀ + b`

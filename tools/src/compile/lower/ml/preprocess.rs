@@ -1,7 +1,7 @@
 //! Preprocessing and encoding: Scaler, Normalizer, Binarizer, Imputer, ArrayFeatureExtractor,
 //! OneHotEncoder, LabelEncoder, and ZipMap.
 
-use super::*;
+use super::common::*;
 use ferrite_hal::op::{CompareOp, Detect, ReduceOp};
 
 /// Scaler: `(x − offset) · scale` per feature.

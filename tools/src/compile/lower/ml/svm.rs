@@ -1,6 +1,6 @@
 //! Support vector machines: SVMRegressor and SVMClassifier.
 
-use super::*;
+use super::common::*;
 use ferrite_hal::op::{CompareOp, Gemm, ReduceOp};
 
 /// The support vectors `[S, features]` of an SVM node and its kernel matrix `K(x, sv)`,

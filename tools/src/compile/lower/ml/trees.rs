@@ -1,7 +1,7 @@
 //! Tree ensembles: TreeEnsembleRegressor, TreeEnsembleClassifier (ai.onnx.ml opset 3) and
 //! TreeEnsemble (opset 5), as flat tables for one `TreeEnsemble` step.
 
-use super::*;
+use super::common::*;
 use ferrite_hal::op::{
     CompareOp, TreeAggregate, TreeEnsemble, TREE_BRANCH_MODES, TREE_LEAF, TREE_MISSING_TRUE,
 };
