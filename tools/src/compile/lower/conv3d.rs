@@ -281,73 +281,16 @@ pub(super) fn conv_transpose_3d(
             vec![n * d, m, oh, ow],
         );
         lw.emit(node, op, vec![Some(planes), Some(tap), None], vec![y2])?;
-        // Input depth id lands at id·sd + kz·dd: zeros between the planes for a stride.
-        let spaced = if strides[0] > 1 {
-            let view = lw.temp_alias(node, &format!("tap{kz}:rows"), y2, vec![n, d, 1, plane]);
-            let mut ends = [0usize; MAX_RANK];
-            ends[2] = strides[0] - 1;
-            let strided = lw.temp(
-                node,
-                &format!("tap{kz}:strided"),
-                DType::F32,
-                vec![n, d, strides[0], plane],
-            );
-            lw.emit(
-                node,
-                zero_pad([0; MAX_RANK], ends),
-                vec![Some(view)],
-                vec![strided],
-            )?;
-            strided
-        } else {
-            y2
+        let placement = DepthPlacement {
+            n,
+            d,
+            stride: strides[0],
+            dilation: dilations[0],
+            reach,
+            spread,
+            plane,
         };
-        let spaced = lw.temp_alias(
-            node,
-            &format!("tap{kz}:spread"),
-            spaced,
-            vec![n, spread, plane],
-        );
-        // Shifted by the tap's depth offset and cut or padded to the depths reached.
-        let shift = kz * dilations[0];
-        let mut begins = [0usize; MAX_RANK];
-        let mut ends = [0usize; MAX_RANK];
-        begins[1] = shift;
-        ends[1] = reach.saturating_sub(shift + spread);
-        let length = shift + spread + ends[1];
-        let placed = if shift > 0 || ends[1] > 0 {
-            let padded = lw.temp(
-                node,
-                &format!("tap{kz}:shifted"),
-                DType::F32,
-                vec![n, length, plane],
-            );
-            lw.emit(
-                node,
-                zero_pad(begins, ends),
-                vec![Some(spaced)],
-                vec![padded],
-            )?;
-            padded
-        } else {
-            spaced
-        };
-        let placed = if length > reach {
-            let cut = lw.temp(
-                node,
-                &format!("tap{kz}:placed"),
-                DType::F32,
-                vec![n, reach, plane],
-            );
-            let slice = Op::Slice {
-                starts: [0; MAX_RANK],
-                steps: [1; MAX_RANK],
-            };
-            lw.emit(node, slice, vec![Some(placed)], vec![cut])?;
-            cut
-        } else {
-            placed
-        };
+        let placed = place_tap(lw, node, kz, y2, &placement)?;
         sum = Some(match sum {
             None => placed,
             Some(acc) => {
@@ -367,10 +310,128 @@ pub(super) fn conv_transpose_3d(
         });
     }
     let sum = sum.ok_or("a kernel of depth 0")?;
+    depth_back(lw, node, sum, pads[0], [n, m, od, oh, ow], perm, b)
+}
+
+/// Where one tap's planes land along the output depth (see [`place_tap`]).
+struct DepthPlacement {
+    /// Batch.
+    n: usize,
+    /// Input depth.
+    d: usize,
+    /// Depth stride.
+    stride: usize,
+    /// Depth dilation.
+    dilation: usize,
+    /// The depths the taps reach before the crop.
+    reach: usize,
+    /// The strided input's depth (`d · stride`).
+    spread: usize,
+    /// One output plane's elements (`M · OH · OW`).
+    plane: usize,
+}
+
+/// Tap `kz`'s planes `y2` (`[N·D, M, OH, OW]`) placed along the output depth: input depth `id`
+/// lands at `id·stride + kz·dilation`, zeros between the planes for a stride, shifted by the
+/// tap's offset and cut or padded to the depths reached: `[N, reach, plane]`.
+fn place_tap(
+    lw: &mut Lowerer,
+    node: &Node,
+    kz: usize,
+    y2: TensorId,
+    p: &DepthPlacement,
+) -> Result<TensorId, Reason> {
+    // Input depth id lands at id·sd + kz·dd: zeros between the planes for a stride.
+    let spaced = if p.stride > 1 {
+        let view = lw.temp_alias(
+            node,
+            &format!("tap{kz}:rows"),
+            y2,
+            vec![p.n, p.d, 1, p.plane],
+        );
+        let mut ends = [0usize; MAX_RANK];
+        ends[2] = p.stride - 1;
+        let strided = lw.temp(
+            node,
+            &format!("tap{kz}:strided"),
+            DType::F32,
+            vec![p.n, p.d, p.stride, p.plane],
+        );
+        lw.emit(
+            node,
+            zero_pad([0; MAX_RANK], ends),
+            vec![Some(view)],
+            vec![strided],
+        )?;
+        strided
+    } else {
+        y2
+    };
+    let spaced = lw.temp_alias(
+        node,
+        &format!("tap{kz}:spread"),
+        spaced,
+        vec![p.n, p.spread, p.plane],
+    );
+    // Shifted by the tap's depth offset and cut or padded to the depths reached.
+    let shift = kz * p.dilation;
+    let mut begins = [0usize; MAX_RANK];
+    let mut ends = [0usize; MAX_RANK];
+    begins[1] = shift;
+    ends[1] = p.reach.saturating_sub(shift + p.spread);
+    let length = shift + p.spread + ends[1];
+    let placed = if shift > 0 || ends[1] > 0 {
+        let padded = lw.temp(
+            node,
+            &format!("tap{kz}:shifted"),
+            DType::F32,
+            vec![p.n, length, p.plane],
+        );
+        lw.emit(
+            node,
+            zero_pad(begins, ends),
+            vec![Some(spaced)],
+            vec![padded],
+        )?;
+        padded
+    } else {
+        spaced
+    };
+    let placed = if length > p.reach {
+        let cut = lw.temp(
+            node,
+            &format!("tap{kz}:placed"),
+            DType::F32,
+            vec![p.n, p.reach, p.plane],
+        );
+        let slice = Op::Slice {
+            starts: [0; MAX_RANK],
+            steps: [1; MAX_RANK],
+        };
+        lw.emit(node, slice, vec![Some(placed)], vec![cut])?;
+        cut
+    } else {
+        placed
+    };
+    Ok(placed)
+}
+
+/// The taps' sum (`[N, reach, plane]`) with the depth padding cropped, the depth moved back
+/// after the channels (`perm`) and the bias added: the node's output `[N, M, OD, OH, OW]`.
+fn depth_back(
+    lw: &mut Lowerer,
+    node: &Node,
+    sum: TensorId,
+    pad: usize,
+    [n, m, od, oh, ow]: [usize; 5],
+    perm: [usize; MAX_RANK],
+    b: Option<TensorId>,
+) -> Result<(), Reason> {
+    let plane = m * oh * ow;
     // The depth padding cropped: output depth od is reached depth od + pad.
-    let cropped = if pads[0] > 0 {
+    let cropped = if pad > 0 {
         let mut starts = [0usize; MAX_RANK];
-        starts[1] = pads[0];
+        starts[1] = pad;
         let cropped = lw.temp(node, "cropped", DType::F32, vec![n, od, plane]);
         let slice = Op::Slice {
             starts,
