@@ -17,7 +17,7 @@ pub enum Category {
 
 /// The family of an op: the ops whose code shares one module in every layer (hal descriptors,
 /// the core's rules in `core/src/rules/<family>.rs`, the CPU's kernels in
-/// `targets/cpu/src/kernels/`, the ONNX lowering in `tools/src/compile/lower/`).
+/// `targets/cpu/src/ops/<family>/`, the ONNX lowering in `tools/src/compile/lower/`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Family {
     /// Convolutions, float and integer.

@@ -27,7 +27,7 @@ pub(crate) fn relu(xs: &mut [f32]) -> &mut [f32] {
     each(xs, |v| relu_lanes(v))
 }
 
-/// [`relu`] of one vector (also a convolution's store, `conv_lanes`): `vmaxps(v, +0)` is
+/// [`relu`] of one vector (also a convolution's store, `channel_lanes`): `vmaxps(v, +0)` is
 /// `v > 0 ? v : +0`, so −0 and NaN give +0.
 #[target_feature(enable = "avx2,fma")]
 #[inline]
@@ -73,7 +73,7 @@ impl ClipBounds {
         }
     }
 
-    /// [`clip`] of one vector (also a convolution's store, `conv_lanes`): `vmaxps(v, lo)`
+    /// [`clip`] of one vector (also a convolution's store, `channel_lanes`): `vmaxps(v, lo)`
     /// is `v > lo ? v : lo` and `vminps(t, hi)` is `t < hi ? t : hi` — [`crate::base::math::max`]
     /// and [`crate::base::math::min`] exactly, a NaN `v` and signed zeros included — with a NaN
     /// bound's step left out.

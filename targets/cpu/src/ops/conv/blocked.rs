@@ -153,7 +153,7 @@ std::thread_local! {
 /// A 1 × 1 layer without padding, at any stride: each input channel a term, read in place
 /// (a blocked input's channel `c` is lane `c % lanes` of block `c / lanes`'s pixels). Also the
 /// planar kernels' (`conv::conv`) channel-lane path. False, nothing written, where
-/// `conv_lanes::run` declines.
+/// `channel_lanes::run` declines.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn pointwise(
     ctx: StepContext<'_>,
@@ -212,7 +212,7 @@ pub(super) fn pointwise(
 /// read there at the stride; tiles of output rows whose kernel rows read only padding leave
 /// those terms out (as [`crate::ops::conv::channel_lanes::Reading::rows`] says). Also one group's path of
 /// the planar kernels' in-place product (`d` that group's). False, nothing written, where
-/// `conv_lanes::run` declines.
+/// `channel_lanes::run` declines.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn padded(
     ctx: StepContext<'_>,

@@ -40,7 +40,7 @@ const MOST_PIXELS: usize = 256;
 /// and a channel count that is a multiple of eight, on planes of at most [`MOST_PIXELS`]
 /// outputs; false (nothing written) otherwise, where the CPU lacks AVX2, or where an operand
 /// is shorter than the sizes say. Relu and Clip (`activation`) are applied as the outputs
-/// are stored (the caller need not; see `conv_lanes::fuses`). `constant` weights are packed
+/// are stored (the caller need not; see `channel_lanes::fuses`). `constant` weights are packed
 /// once per prepared step. With `blocked`, input and output are channel-blocked
 /// ([`crate::program::layout`], a block the lanes of this CPU's vectors) and any plane size runs: the
 /// input's pixels are already vectors, so nothing is turned either way.

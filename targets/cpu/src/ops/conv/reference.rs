@@ -151,7 +151,7 @@ pub fn conv(
             let bias_g = bias.and_then(|b| b.get(grp * ocg..(grp + 1) * ocg));
             // A 1 × 1 kernel without padding, one group, on x86-64 with AVX2: the output
             // channels across the lanes, the input read in place at any stride
-            // (`conv_lanes`); otherwise the bias, then the product on top.
+            // (`channel_lanes`); otherwise the bias, then the product on top.
             #[cfg(all(feature = "std", target_arch = "x86_64"))]
             if win.kernel == [1, 1]
                 && win.pads == [0; 4]

@@ -172,7 +172,7 @@ impl Packed {
 
 /// A 3 × 3 stride-1 convolution (see [`takes`]) from the blocked input `x` to the blocked
 /// `out`, the bias added, then `residual` (a fused Add), then the activation where
-/// `conv_lanes::fuses` says: true, or false with nothing written where this CPU has no AVX2,
+/// `channel_lanes::fuses` says: true, or false with nothing written where this CPU has no AVX2,
 /// [`takes`] declines or an operand is shorter than the geometry needs. `constant` weights
 /// are transformed once per prepared step.
 #[allow(clippy::too_many_arguments)]
@@ -316,7 +316,7 @@ fn compute(
 }
 
 /// Multiply-adds of the direct layer below which it stays on one thread (as
-/// `conv_lanes`'s convolutions).
+/// `channel_lanes`'s convolutions).
 #[cfg(feature = "threads")]
 const PARALLEL_WORK: usize = 1 << 20;
 
