@@ -9,20 +9,26 @@
 //! outputs are marked unknown, so one pass reports every unsupported node.
 
 mod attrs;
+mod broadcast;
 mod compose;
 mod constant;
 mod control;
+mod conv;
 mod conv3d;
 mod einsum;
+mod elementwise;
 mod indexing;
 mod integer;
+mod logic;
 mod lowerer;
+mod matmul;
 mod ml;
 mod movement;
-mod nn;
+mod pool;
 mod qoperator;
 mod quant;
 mod recurrent;
+mod reduce;
 mod repeat;
 mod resize;
 mod signal;
