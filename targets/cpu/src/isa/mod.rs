@@ -12,6 +12,10 @@ pub(crate) mod forced;
 pub(crate) mod lanes;
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 mod level;
+#[cfg(all(feature = "std", target_arch = "aarch64"))]
+mod neon;
 
 #[cfg(all(feature = "std", target_arch = "x86_64"))]
 pub use level::{level, vnni, Level};
+#[cfg(all(feature = "std", target_arch = "aarch64"))]
+pub use neon::neon;

@@ -182,7 +182,7 @@ pub(crate) fn simd_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     return crate::isa::level() != crate::isa::Level::Portable;
     #[cfg(target_arch = "aarch64")]
-    return neon_enabled();
+    return crate::isa::neon();
     #[allow(unreachable_code)]
     false
 }
@@ -273,7 +273,7 @@ fn kernel(p: &Product<'_>, m: usize, n: usize, c: &mut [f32], ldc: usize) {
         }
     }
     #[cfg(all(feature = "std", target_arch = "aarch64"))]
-    if neon_enabled() {
+    if crate::isa::neon() {
         return neon::sgemm(p, m, n, c, ldc);
     }
     sgemm_generic::<4, 8, false>(p, m, n, c, ldc)
@@ -1054,17 +1054,6 @@ simd_gemm!(
     fmadd,
     super::neon_ops::hsum
 );
-
-/// Whether the NEON kernels run (aarch64 with `std`): NEON is part of every aarch64 core, so
-/// always, unless `FERRITE_CPU_SIMD=portable` asks for the portable kernels (tests run both).
-#[cfg(all(feature = "std", target_arch = "aarch64"))]
-pub(crate) fn neon_enabled() -> bool {
-    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ENABLED.get_or_init(|| {
-        std::arch::is_aarch64_feature_detected!("neon")
-            && std::env::var("FERRITE_CPU_SIMD").as_deref() != Ok("portable")
-    })
-}
 
 #[cfg(test)]
 mod tests {

@@ -80,8 +80,8 @@ pub(super) fn qconv<X: QuantInt, Y: QuantInt>(
         return unsafe { entry::avx2(c, &d, &ops, x, y, scratch) };
     }
     #[cfg(target_arch = "aarch64")]
-    if crate::micro::sgemm::neon_enabled() {
-        // SAFETY: the CPU has NEON (`neon_enabled`).
+    if crate::isa::neon() {
+        // SAFETY: the CPU has NEON (`isa::neon`).
         return unsafe { entry::neon(c, &d, &ops, x, y, scratch) };
     }
     let _ = (ops, scratch);
@@ -422,7 +422,7 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         return crate::isa::level() >= crate::isa::Level::Avx2;
         #[cfg(target_arch = "aarch64")]
-        return crate::micro::sgemm::neon_enabled();
+        return crate::isa::neon();
         #[allow(unreachable_code)]
         false
     }
