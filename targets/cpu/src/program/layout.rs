@@ -37,14 +37,11 @@ pub type StepLayout = Blocking;
 /// The lanes of a block on this CPU, where the blocked kernels run and the environment does
 /// not ask for planar tensors (`FERRITE_CPU_LAYOUT=planar`).
 fn lanes() -> Option<usize> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let planar = std::env::var("FERRITE_CPU_LAYOUT").as_deref() == Ok("planar");
-        if !planar {
-            return crate::ops::conv::blocked::lanes();
-        }
+    let planar = std::env::var("FERRITE_CPU_LAYOUT").as_deref() == Ok("planar");
+    if planar {
+        return None;
     }
-    None
+    crate::ops::conv::block_lanes()
 }
 
 /// A model input or output: its index and description.

@@ -18,11 +18,6 @@ use ferrite_hal::op::{Conv, Window};
 use ferrite_hal::Activation;
 use std::vec::Vec;
 
-/// The lanes of a block on this CPU (its vectors'), where the blocked kernels run.
-pub(crate) fn lanes() -> Option<usize> {
-    crate::ops::conv::channel_lanes::lanes()
-}
-
 /// Whether [`conv`] runs a convolution of dimensions `d` with `blocking` (the layout planner
 /// asks before it blocks a tensor): one image; a depthwise layer (3 × 3, stride 1 or 2, one
 /// output a channel) blocked on both sides; or one group whose blocked sides have whole blocks

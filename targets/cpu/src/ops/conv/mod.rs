@@ -34,8 +34,8 @@ pub(crate) mod winograd;
 /// kernels run: what a program plans blocked tensors with and their steps block and unblock by.
 #[cfg(feature = "std")]
 pub(crate) fn block_lanes() -> Option<usize> {
-    #[cfg(all(feature = "std", target_arch = "x86_64"))]
-    return blocked::lanes();
-    #[allow(unreachable_code)]
+    #[cfg(target_arch = "x86_64")]
+    return channel_lanes::lanes();
+    #[cfg(not(target_arch = "x86_64"))]
     None
 }

@@ -3,8 +3,7 @@
 #![allow(unsafe_code)]
 
 use super::tiles::{pixel_mask, quadruples, Block, PIXELS};
-use crate::isa::activation_lanes::Finish;
-use crate::isa::activation_lanes::{relu_lanes, ClipBounds};
+use crate::isa::activation_lanes::{relu_lanes, ClipBounds, Finish};
 use core::arch::x86_64::*;
 
 /// Pixels of a tile.
